@@ -1,0 +1,18 @@
+"""cwgrpo: replication package for CW-GRPO (covariance-aware GRPO with Gaussian-kernel advantage reweighting).
+
+The maths lives in :mod:`cwgrpo.weighting` (pure torch); the TRL adapter in :mod:`cwgrpo.trainer`.
+Importing the package root imports torch only, never TRL or transformers.
+"""
+
+__version__ = "0.1.0"
+
+__all__ = ["__version__", "cw_weights"]
+
+
+def __getattr__(name: str):
+    # Lazy so that `import cwgrpo` (e.g. from the CLI's --help) does not pay for importing torch.
+    if name == "cw_weights":
+        from cwgrpo.weighting import cw_weights
+
+        return cw_weights
+    raise AttributeError(f"module 'cwgrpo' has no attribute {name!r}")

@@ -1,0 +1,91 @@
+"""The ``cwgrpo`` command line: one subcommand per workflow step.
+
+Each subcommand lives in its own module, which defines ``configure_parser(parser)`` and ``run(args)``;
+the module is imported only when its subcommand runs, so ``cwgrpo --help`` is instant and heavy
+libraries (torch, TRL, vLLM) load only where needed. Expected failures (bad config, missing or
+malformed files, bad values) print one line naming the problem and exit with status 2; set
+``CWGRPO_DEBUG=1`` to see the traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import logging
+import os
+import sys
+from collections.abc import Sequence
+
+# name -> (module, one-line help). Order is the order of the pipeline.
+COMMANDS: dict[str, tuple[str, str]] = {
+    "prepare-data": (
+        "cwgrpo.data",
+        "write a training set or benchmark to a local JSONL file with a manifest",
+    ),
+    "fetch-model": ("cwgrpo.hub", "download a Hugging Face model at a pinned revision to a local folder"),
+    "build-tiny": ("cwgrpo.tiny", "build the offline tiny tokenizer and model (tiny preset)"),
+    "sft": ("cwgrpo.sft", "supervised warm-up of a tiny model into a 'base' model (tiny preset)"),
+    "train": (
+        "cwgrpo.train",
+        "GRPO / CW-GRPO / Clip-Cov / KL-Cov training with checkpoint markers, resumable",
+    ),
+    "evaluate": ("cwgrpo.evaluate", "sample k answers per problem of a benchmark and grade them"),
+    "table": ("cwgrpo.report.table", "Table 1 (PDF, CSV, TeX, Markdown) and the reported-vs-ours table"),
+    "figure": ("cwgrpo.report.figures", "entropy, checkpoint, covariance and training-curve figures"),
+    "claims": ("cwgrpo.claims", "test the paper's four claims over seeds and write a JSON + Markdown report"),
+    "doctor": ("cwgrpo.doctor", "say what will and will not work on this machine, and which preset to run"),
+}
+
+
+def _top_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="cwgrpo",
+        description="CW-GRPO replication package. Run `cwgrpo COMMAND --help` for a command's options.",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog="commands:\n" + "\n".join(f"  {n:<13} {h}" for n, (_, h) in COMMANDS.items()),
+    )
+    parser.add_argument("--version", action="store_true", help="print the package version and exit")
+    parser.add_argument("command", nargs="?", choices=sorted(COMMANDS), metavar="COMMAND")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    top = _top_parser()
+    if not argv or argv[0] in ("-h", "--help"):
+        top.print_help()
+        return 0
+    if argv[0] == "--version":
+        from cwgrpo import __version__
+
+        print(f"cwgrpo {__version__}")
+        return 0
+    name, rest = argv[0], argv[1:]
+    if name not in COMMANDS:
+        top.error(f"unknown command {name!r}; known: {', '.join(COMMANDS)}")
+    module_name, help_text = COMMANDS[name]
+    logging.basicConfig(
+        level=os.environ.get("CWGRPO_LOG_LEVEL", "INFO"),
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
+    module = importlib.import_module(module_name)
+    parser = argparse.ArgumentParser(
+        prog=f"cwgrpo {name}", description=help_text, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    module.configure_parser(parser)
+    args = parser.parse_args(rest)
+    from cwgrpo.configs import ConfigError
+    from cwgrpo.io import ResultFileError
+
+    try:
+        code = module.run(args)
+    except (ConfigError, ResultFileError, FileNotFoundError, ValueError) as err:
+        if os.environ.get("CWGRPO_DEBUG"):
+            raise
+        print(f"cwgrpo {name}: error: {err}", file=sys.stderr)
+        return 2
+    return int(code or 0)
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

@@ -1,0 +1,133 @@
+"""Command configs: one dataclass per command, read from ``--config FILE`` plus ``--set key=value`` overrides.
+
+Each command declares its options once, as dataclass fields whose ``metadata["help"]`` is the only
+description. ``build_config`` merges a YAML/JSON mapping and the overrides into that dataclass and
+rejects unknown keys by name, so a typo in a preset is an error, not a silently ignored value.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import types
+import typing
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any, TypeVar
+
+import yaml
+
+from cwgrpo.io import read_yaml
+
+T = TypeVar("T")
+
+
+class ConfigError(ValueError):
+    """A config value or combination of values is invalid; the message names the key and the fix."""
+
+
+def parse_overrides(pairs: Sequence[str]) -> dict[str, Any]:
+    """Parse ``key=value`` strings; values are read as YAML (``lr=1e-4`` -> float, ``x=[1,2]`` -> list)."""
+    out: dict[str, Any] = {}
+    for pair in pairs:
+        key, sep, raw = pair.partition("=")
+        if not sep or not key.strip():
+            raise ConfigError(f"--set expects key=value, got {pair!r}")
+        try:
+            out[key.strip()] = yaml.safe_load(raw) if raw != "" else ""
+        except yaml.YAMLError as err:
+            raise ConfigError(f"--set {key}: cannot parse value {raw!r}: {err}") from err
+    return out
+
+
+def _coerce(name: str, value: Any, annotation: Any) -> Any:
+    """Light type check/coercion for YAML scalars (int where float is wanted, str paths)."""
+    origin = typing.get_origin(annotation)
+    args = typing.get_args(annotation)
+    if origin in (typing.Union, types.UnionType):
+        if value is None and type(None) in args:
+            return None
+        non_none = [a for a in args if a is not type(None)]
+        if len(non_none) == 1:
+            return _coerce(name, value, non_none[0])
+        return value
+    if annotation is float and isinstance(value, int) and not isinstance(value, bool):
+        return float(value)
+    if annotation is float and isinstance(value, str):
+        try:
+            return float(value)
+        except ValueError:
+            pass
+    if annotation in (int, float, str, bool) and not isinstance(value, annotation):
+        if annotation is int and isinstance(value, float) and value.is_integer():
+            return int(value)
+        raise ConfigError(f"{name}: expected {annotation.__name__}, got {value!r} ({type(value).__name__})")
+    if origin in (list, tuple) and isinstance(value, (list, tuple)) and args:
+        return [_coerce(f"{name}[{i}]", v, args[0]) for i, v in enumerate(value)]
+    return value
+
+
+def build_config(
+    cls: type[T], file: str | Path | None = None, overrides: Mapping[str, Any] | None = None
+) -> T:
+    """Create ``cls`` from an optional YAML file and overrides; unknown keys raise ``ConfigError``."""
+    values: dict[str, Any] = {}
+    if file is not None:
+        loaded = read_yaml(file) or {}
+        if not isinstance(loaded, dict):
+            raise ConfigError(f"{file}: expected a mapping of options, got {type(loaded).__name__}")
+        values.update(loaded)
+    values.update(overrides or {})
+    fields = {f.name: f for f in dataclasses.fields(cls)}  # type: ignore[arg-type]
+    unknown = sorted(set(values) - set(fields))
+    if unknown:
+        raise ConfigError(f"unknown option(s) {unknown} for {cls.__name__}; known: {sorted(fields)}")
+    hints = typing.get_type_hints(cls)
+    kwargs = {k: _coerce(k, v, hints.get(k, Any)) for k, v in values.items()}
+    missing = [
+        n
+        for n, f in fields.items()
+        if n not in kwargs and f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING
+    ]
+    if missing:
+        raise ConfigError(f"{cls.__name__}: missing required option(s) {missing}")
+    return cls(**kwargs)
+
+
+def config_hash(obj: Any) -> str:
+    """Short stable hash of a config (dataclass or mapping); used in provenance, never for paths of results."""
+    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
+        obj = dataclasses.asdict(obj)
+    blob = json.dumps(obj, sort_keys=True, default=str).encode()
+    return hashlib.sha256(blob).hexdigest()[:16]
+
+
+def add_config_arguments(parser: Any) -> None:
+    """The two options every command shares."""
+    parser.add_argument("--config", type=Path, default=None, help="YAML file with this command's options")
+    parser.add_argument(
+        "--set",
+        dest="overrides",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="override one option (value parsed as YAML); repeatable",
+    )
+
+
+def config_from_args(cls: type[T], args: Any) -> T:
+    return build_config(cls, args.config, parse_overrides(args.overrides))
+
+
+def describe_options(cls: type) -> str:
+    """Help text listing every option of a config dataclass with its default and help."""
+    lines = [f"options for --config / --set ({cls.__name__}):"]
+    for f in dataclasses.fields(cls):
+        default = (
+            f.default
+            if f.default is not dataclasses.MISSING
+            else (f.default_factory() if f.default_factory is not dataclasses.MISSING else "required")
+        )
+        lines.append(f"  {f.name} (default {default!r}): {f.metadata.get('help', '')}")
+    return "\n".join(lines)

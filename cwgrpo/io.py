@@ -1,0 +1,106 @@
+"""File I/O at the edges: atomic writes so that a killed job never leaves a file that looks complete.
+
+Every writer here writes to a temporary file in the destination folder and renames it into place
+(``os.replace`` is atomic on POSIX), so a reader sees either the old file, the whole new file, or none.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import tempfile
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+
+class ResultFileError(ValueError):
+    """A result or data file is missing, empty, truncated or malformed."""
+
+
+@contextlib.contextmanager
+def atomic_path(path: str | os.PathLike, suffix: str = "") -> Iterator[Path]:
+    """Yield a temporary path beside ``path``; rename it onto ``path`` only if the block succeeds."""
+    target = Path(path)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=suffix or ".tmp", dir=target.parent)
+    os.close(fd)
+    tmp_path = Path(tmp)
+    try:
+        yield tmp_path
+        os.replace(tmp_path, target)
+    finally:
+        if tmp_path.exists():
+            tmp_path.unlink()
+
+
+def write_text(path: str | os.PathLike, text: str) -> None:
+    with atomic_path(path) as tmp:
+        tmp.write_text(text, encoding="utf-8")
+
+
+def write_json(path: str | os.PathLike, obj: Any) -> None:
+    """Write ``obj`` as indented JSON with sorted keys, so equal content gives equal bytes."""
+    write_text(path, json.dumps(obj, indent=2, sort_keys=True, ensure_ascii=False) + "\n")
+
+
+def write_jsonl(path: str | os.PathLike, records: Iterable[dict[str, Any]]) -> int:
+    """Write one JSON object per line; returns the number of records written."""
+    n = 0
+    with atomic_path(path) as tmp, open(tmp, "w", encoding="utf-8") as fh:
+        for rec in records:
+            fh.write(json.dumps(rec, sort_keys=True, ensure_ascii=False) + "\n")
+            n += 1
+    return n
+
+
+def read_json(path: str | os.PathLike) -> Any:
+    p = Path(path)
+    if not p.is_file():
+        raise ResultFileError(f"missing file: {p}")
+    try:
+        return json.loads(p.read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as err:
+        raise ResultFileError(f"{p} is not valid JSON (truncated or corrupt?): {err}") from err
+
+
+def read_jsonl(path: str | os.PathLike) -> list[dict[str, Any]]:
+    """Read a JSONL file; a malformed line is an error naming the file and line number."""
+    p = Path(path)
+    if not p.is_file():
+        raise ResultFileError(f"missing file: {p}")
+    records = []
+    try:
+        with open(p, encoding="utf-8") as fh:
+            for lineno, line in enumerate(fh, start=1):
+                if not line.strip():
+                    continue
+                try:
+                    records.append(json.loads(line))
+                except json.JSONDecodeError as err:
+                    raise ResultFileError(f"{p}:{lineno} is not valid JSON (truncated?): {err}") from err
+    except UnicodeDecodeError as err:
+        raise ResultFileError(f"{p} is not UTF-8 text: {err}") from err
+    return records
+
+
+def append_jsonl(path: str | os.PathLike, record: dict[str, Any]) -> None:
+    """Append one record (used for per-step training logs, which grow while a run is alive)."""
+    p = Path(path)
+    p.parent.mkdir(parents=True, exist_ok=True)
+    with open(p, "a", encoding="utf-8") as fh:
+        fh.write(json.dumps(record, sort_keys=True, ensure_ascii=False) + "\n")
+        fh.flush()
+
+
+def read_yaml(path: str | os.PathLike) -> Any:
+    p = Path(path)
+    if not p.is_file():
+        raise ResultFileError(f"missing file: {p}")
+    try:
+        return yaml.safe_load(p.read_text(encoding="utf-8"))
+    except yaml.YAMLError as err:
+        raise ResultFileError(f"{p} is not valid YAML: {err}") from err

@@ -1,0 +1,108 @@
+"""Provenance and seeding: what produced a result, and one place that seeds every random source.
+
+Every result file the package writes carries ``provenance()`` (package version, git commit and whether
+the tree was dirty, library versions, hardware) plus the command's resolved config and its hash.
+Timing information is kept out of it so that two identical runs give byte-identical result files.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib.metadata
+import os
+import platform
+import random
+import subprocess
+from pathlib import Path
+from typing import Any
+
+LIBRARIES = ("torch", "transformers", "trl", "accelerate", "datasets", "math-verify", "vllm", "deepspeed")
+
+
+@functools.cache
+def git_state(start: str | None = None) -> dict[str, Any]:
+    """Commit of the checkout the package runs from and whether it had uncommitted changes."""
+    here = Path(start or Path(__file__).resolve().parent)
+    try:
+        sha = subprocess.run(
+            ["git", "rev-parse", "HEAD"], cwd=here, capture_output=True, text=True, check=True, timeout=10
+        ).stdout.strip()
+        dirty = subprocess.run(
+            ["git", "status", "--porcelain", "--untracked-files=no"],
+            cwd=here,
+            capture_output=True,
+            text=True,
+            check=True,
+            timeout=10,
+        ).stdout.strip()
+        return {"commit": sha, "dirty": bool(dirty)}
+    except (OSError, subprocess.SubprocessError):
+        return {"commit": None, "dirty": None}
+
+
+def library_versions() -> dict[str, str | None]:
+    out: dict[str, str | None] = {}
+    for name in LIBRARIES:
+        try:
+            out[name] = importlib.metadata.version(name)
+        except importlib.metadata.PackageNotFoundError:
+            out[name] = None
+    return out
+
+
+def hardware() -> dict[str, Any]:
+    info: dict[str, Any] = {
+        "machine": platform.machine(),
+        "cpus": os.cpu_count(),
+        "python": platform.python_version(),
+    }
+    try:
+        import torch
+
+        if torch.cuda.is_available():
+            info["gpus"] = [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())]
+        else:
+            info["gpus"] = []
+    except ImportError:  # provenance must never fail because torch is absent
+        info["gpus"] = None
+    return info
+
+
+def provenance(**extra: Any) -> dict[str, Any]:
+    """The identity block stored in every result file (deterministic for a given checkout and machine)."""
+    from cwgrpo import __version__
+
+    return {
+        "package": "cwgrpo",
+        "version": __version__,
+        "git": git_state(),
+        "libraries": library_versions(),
+        "hardware": hardware(),
+        **extra,
+    }
+
+
+def seed_everything(seed: int, deterministic: bool = False) -> None:
+    """Seed python, numpy and torch (CPU and CUDA); optionally ask torch for deterministic kernels.
+
+    ``deterministic=True`` also sets ``CUBLAS_WORKSPACE_CONFIG`` and cuDNN flags; on GPUs it makes runs
+    repeatable at some cost in speed (vLLM sampling stays non-deterministic across batch shapes).
+    """
+    random.seed(seed)
+    os.environ["PYTHONHASHSEED"] = str(seed)
+    try:
+        import numpy as np
+
+        np.random.seed(seed)
+    except ImportError:
+        pass
+    import torch
+
+    torch.manual_seed(seed)
+    if torch.cuda.is_available():
+        torch.cuda.manual_seed_all(seed)
+    if deterministic:
+        os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
+        torch.backends.cudnn.deterministic = True
+        torch.backends.cudnn.benchmark = False
+        torch.use_deterministic_algorithms(True, warn_only=True)
