@@ -18,7 +18,7 @@ from typing import Any, TypeVar
 
 import yaml
 
-from cwgrpo.io import read_yaml
+from cwgrpo.io import read_yaml, yaml_load
 
 T = TypeVar("T")
 
@@ -35,7 +35,7 @@ def parse_overrides(pairs: Sequence[str]) -> dict[str, Any]:
         if not sep or not key.strip():
             raise ConfigError(f"--set expects key=value, got {pair!r}")
         try:
-            out[key.strip()] = yaml.safe_load(raw) if raw != "" else ""
+            out[key.strip()] = yaml_load(raw) if raw != "" else ""
         except yaml.YAMLError as err:
             raise ConfigError(f"--set {key}: cannot parse value {raw!r}: {err}") from err
     return out

@@ -9,12 +9,29 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import tempfile
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
 import yaml
+
+
+class _Loader(yaml.SafeLoader):
+    """YAML 1.1 reads ``1e-6`` (no dot) as a string; configs are full of such learning rates."""
+
+
+_Loader.add_implicit_resolver(
+    "tag:yaml.org,2002:float",
+    re.compile(r"^[-+]?(?:\d[\d_]*\.?\d*(?:[eE][-+]?\d+)?|\.\d+(?:[eE][-+]?\d+)?|\.(?:inf|Inf|INF)|\.(?:nan|NaN|NAN))$"),
+    list("-+0123456789."),
+)
+
+
+def yaml_load(text: str) -> Any:
+    """``yaml.safe_load`` that also reads ``1e-6`` as a float."""
+    return yaml.load(text, Loader=_Loader)  # a SafeLoader subclass: safe
 
 
 class ResultFileError(ValueError):
@@ -101,6 +118,6 @@ def read_yaml(path: str | os.PathLike) -> Any:
     if not p.is_file():
         raise ResultFileError(f"missing file: {p}")
     try:
-        return yaml.safe_load(p.read_text(encoding="utf-8"))
+        return yaml_load(p.read_text(encoding="utf-8"))
     except yaml.YAMLError as err:
         raise ResultFileError(f"{p} is not valid YAML: {err}") from err

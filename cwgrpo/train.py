@@ -1,0 +1,296 @@
+"""``cwgrpo train``: one GRPO-family training run, resumable, with one marker per saved checkpoint.
+
+Reads top to bottom: parse options -> (maybe) relaunch under accelerate -> seed -> data -> model ->
+trainer -> resume from the newest complete checkpoint -> train -> markers and ``run.json``.
+
+Outputs in ``--run-dir`` (docs/architecture.md): ``checkpoint-N/`` (TRL; never a Snakemake output),
+``steps/stepN.json`` (written only once checkpoint N is complete), ``metrics.jsonl`` (one line per
+optimiser step, no wall-clock fields), ``timings.jsonl`` (the wall-clock fields), ``cov_samples.jsonl``,
+``run.json``. A killed run rerun with the same command resumes from its newest complete checkpoint.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import logging
+import os
+import re
+import shutil
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from cwgrpo.configs import ConfigError, add_config_arguments, config_hash, parse_overrides
+from cwgrpo.io import read_yaml, write_json
+
+logger = logging.getLogger(__name__)
+
+COMPLETE_FLAG = "cwgrpo_complete.json"  # written inside a checkpoint folder once TRL finished saving it
+TIMING_KEYS = re.compile(r"(runtime|_per_second|step_time|total_flos|^epoch$)")
+
+
+@dataclass
+class TrainJob:
+    """Options of the training job that are not ``CWGRPOConfig`` fields (those pass straight to TRL)."""
+
+    reward_funcs: list[str] = field(
+        default_factory=lambda: ["accuracy"],
+        metadata={"help": "reward functions by name (cwgrpo.rewards.REWARDS), e.g. [accuracy, format]"},
+    )
+    prompt_set: str = field(default="tiny", metadata={"help": "prompt set (cwgrpo.prompts.PROMPT_SETS)"})
+    max_prompt_length: int | None = field(
+        default=None,
+        metadata={"help": "drop training prompts longer than this many tokens (TRL 1.16 has no prompt cut)"},
+    )
+    train_limit: int | None = field(default=None, metadata={"help": "use only the first N training problems"})
+    launcher: str = field(
+        default="none",
+        metadata={"help": "'none' (this process trains) or 'accelerate' (relaunch on num_processes GPUs)"},
+    )
+    num_processes: int = field(
+        default=1, metadata={"help": "training processes (GPUs) for launcher=accelerate"}
+    )
+    accelerate_config: str = field(
+        default="zero2",
+        metadata={"help": "bundled accelerate config (cwgrpo/resources/accelerate/NAME.yaml)"},
+    )
+    vllm_server_gpu: int | None = field(
+        default=None,
+        metadata={
+            "help": "GPU index for a `trl vllm-serve` process (use_vllm with vllm_mode=server); None: none"
+        },
+    )
+    deterministic: bool = field(default=False, metadata={"help": "ask torch for deterministic kernels"})
+
+
+def configure_parser(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--model-dir", required=True, type=Path, help="base model folder (with tokenizer)")
+    parser.add_argument("--train-data", required=True, type=Path, help="training problems (JSONL records)")
+    parser.add_argument("--run-dir", required=True, type=Path, help="output folder of this run")
+    parser.add_argument(
+        "--tag",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="identity of the run (size, method, seed)",
+    )
+    add_config_arguments(parser)
+    parser.epilog = (
+        "Options (--config/--set): the fields of TrainJob (reward_funcs, prompt_set, max_prompt_length, "
+        "train_limit, launcher, num_processes, accelerate_config, vllm_server_gpu, deterministic) and every "
+        "field of cwgrpo.trainer.CWGRPOConfig (TRL GRPOConfig + cw_method, cw_variant, clip_cov_*, kl_cov_*)."
+    )
+
+
+def split_options(options: dict[str, Any]) -> tuple[TrainJob, dict[str, Any]]:
+    """Split merged options into the job's own fields and the keyword arguments of ``CWGRPOConfig``."""
+    from cwgrpo.trainer import CWGRPOConfig
+
+    job_fields = {f.name for f in dataclasses.fields(TrainJob)}
+    trl_fields = {f.name for f in dataclasses.fields(CWGRPOConfig)}
+    unknown = sorted(set(options) - job_fields - trl_fields)
+    if unknown:
+        raise ConfigError(
+            f"unknown training option(s) {unknown}: not a TrainJob field nor a CWGRPOConfig field"
+        )
+    job = TrainJob(**{k: v for k, v in options.items() if k in job_fields})
+    if job.launcher not in ("none", "accelerate"):
+        raise ConfigError(f"launcher={job.launcher!r}; valid: ['none', 'accelerate']")
+    return job, {k: v for k, v in options.items() if k not in job_fields}
+
+
+def parse_tags(pairs: list[str]) -> dict[str, Any]:
+    tags = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep:
+            raise ConfigError(f"--tag expects KEY=VALUE, got {pair!r}")
+        tags[key] = int(value) if value.lstrip("-").isdigit() else value
+    return tags
+
+
+def complete_checkpoints(run_dir: Path) -> dict[int, Path]:
+    """Checkpoints whose save finished (flag file present), by step."""
+    found = {}
+    for path in run_dir.glob("checkpoint-*"):
+        match = re.fullmatch(r"checkpoint-(\d+)", path.name)
+        if match and (path / COMPLETE_FLAG).is_file():
+            found[int(match.group(1))] = path
+    return dict(sorted(found.items()))
+
+
+def truncate_log(path: Path, last_step: int) -> None:
+    """Drop log lines after ``last_step`` (they are re-logged when training resumes from there)."""
+    if not path.is_file():
+        return
+    kept = []
+    for line in path.read_text(encoding="utf-8").splitlines():
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError:  # a line cut by a kill
+            continue
+        if record.get("step", 0) <= last_step:
+            kept.append(line)
+    from cwgrpo.io import write_text
+
+    write_text(path, "".join(f"{line}\n" for line in kept))
+
+
+def _callbacks(run_dir: Path, provenance_block: dict[str, Any]):
+    from transformers import TrainerCallback
+
+    from cwgrpo.io import append_jsonl
+
+    class LogToJsonl(TrainerCallback):
+        """metrics.jsonl gets deterministic fields; wall-clock ones go to timings.jsonl."""
+
+        def on_log(self, args, state, control, logs=None, **kwargs):
+            if not state.is_world_process_zero or not logs:
+                return
+            if "train_runtime" in logs:  # the end-of-training summary: all of it is about time
+                metrics, timings = {}, dict(logs)
+            else:
+                metrics = {k: v for k, v in logs.items() if not TIMING_KEYS.search(k)}
+                timings = {k: v for k, v in logs.items() if TIMING_KEYS.search(k)}
+            if metrics:
+                append_jsonl(run_dir / "metrics.jsonl", {"step": state.global_step, **metrics})
+            if timings:
+                append_jsonl(run_dir / "timings.jsonl", {"step": state.global_step, **timings})
+
+    class MarkCompleteCheckpoints(TrainerCallback):
+        """After TRL saved checkpoint-N: flag it complete, then write the step marker the DAG waits for."""
+
+        def on_save(self, args, state, control, **kwargs):
+            if not state.is_world_process_zero:
+                return
+            ckpt = run_dir / f"checkpoint-{state.global_step}"
+            if ckpt.is_dir():
+                write_json(ckpt / COMPLETE_FLAG, {"step": state.global_step})
+                write_marker(run_dir, state.global_step, ckpt, provenance_block)
+
+    return [LogToJsonl(), MarkCompleteCheckpoints()]
+
+
+def write_marker(run_dir: Path, step: int, ckpt: Path, provenance_block: dict[str, Any]) -> None:
+    write_json(
+        run_dir / "steps" / f"step{step}.json", {"step": step, "checkpoint": str(ckpt), **provenance_block}
+    )
+
+
+def build_dataset(records: list[dict], tokenizer, job: TrainJob):
+    """Records -> a TRL dataset with a conversational ``prompt`` and the gold ``answer`` for the rewards."""
+    from datasets import Dataset
+
+    from cwgrpo.prompts import get_prompt_set, train_messages
+
+    prompt_set = get_prompt_set(job.prompt_set)
+    rows = [{"prompt": train_messages(prompt_set, r["problem"]), "answer": r["answer"]} for r in records]
+    if job.max_prompt_length is not None:
+        kept = [
+            r
+            for r in rows
+            if len(tokenizer.apply_chat_template(r["prompt"], add_generation_prompt=True, tokenize=True))
+            <= job.max_prompt_length
+        ]
+        logger.info(
+            "max_prompt_length=%d: kept %d of %d prompts", job.max_prompt_length, len(kept), len(rows)
+        )
+        rows = kept
+    if not rows:
+        raise ConfigError("no training prompt left (all longer than max_prompt_length?)")
+    return Dataset.from_list(rows)
+
+
+def run(args: argparse.Namespace) -> int:
+    options = {}
+    if args.config is not None:
+        options.update(read_yaml(args.config) or {})
+    options.update(parse_overrides(args.overrides))
+    job, trl_kwargs = split_options(options)
+    tags = parse_tags(args.tag)
+    if job.launcher == "accelerate" and "CWGRPO_LAUNCHED" not in os.environ:
+        from cwgrpo.launch import relaunch
+
+        return relaunch(sys.argv[1:], job)
+    return train(args.model_dir, args.train_data, args.run_dir, job, trl_kwargs, tags)
+
+
+def train(
+    model_dir: Path,
+    train_data: Path,
+    run_dir: Path,
+    job: TrainJob,
+    trl_kwargs: dict[str, Any],
+    tags: dict[str, Any],
+) -> int:
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from cwgrpo.data import load_records
+    from cwgrpo.provenance import provenance, seed_everything
+    from cwgrpo.rewards import get_reward
+    from cwgrpo.trainer import CWGRPOConfig, CWGRPOTrainer
+
+    if not (model_dir / "config.json").is_file():
+        raise FileNotFoundError(f"--model-dir {model_dir}: no model there (config.json missing)")
+    run_dir.mkdir(parents=True, exist_ok=True)
+    trl_kwargs = {"output_dir": str(run_dir), "report_to": "none", "save_strategy": "steps", **trl_kwargs}
+    trl_kwargs.setdefault("logging_steps", 1)
+    try:
+        config = CWGRPOConfig(**trl_kwargs)
+    except (TypeError, ValueError) as err:
+        raise ConfigError(f"invalid training options: {err}") from err
+    if config.max_steps is None or config.max_steps < 1:
+        raise ConfigError(f"max_steps={config.max_steps}: must be a positive number of optimiser steps")
+    seed_everything(config.seed, job.deterministic)
+
+    records = load_records(train_data)
+    if job.train_limit is not None:
+        records = records[: job.train_limit]
+    tokenizer = AutoTokenizer.from_pretrained(model_dir)
+    model = AutoModelForCausalLM.from_pretrained(model_dir)
+    dataset = build_dataset(records, tokenizer, job)
+    reward_funcs = [get_reward(name) for name in job.reward_funcs]
+
+    resolved = {"job": dataclasses.asdict(job), "trl": trl_kwargs, "tags": tags}
+    block = {"tags": tags, "config_hash": config_hash(resolved), "provenance": provenance(seed=config.seed)}
+    trainer = CWGRPOTrainer(
+        model=model,
+        args=config,
+        train_dataset=dataset,
+        reward_funcs=reward_funcs,
+        processing_class=tokenizer,
+        callbacks=_callbacks(run_dir, block),
+    )
+
+    done = complete_checkpoints(run_dir)
+    resume = None
+    if done:
+        last = max(done)
+        resume = str(done[last])
+        logger.info("resuming from %s", resume)
+        for name in ("metrics.jsonl", "timings.jsonl", "cov_samples.jsonl"):
+            truncate_log(run_dir / name, last)
+    else:
+        for name in ("metrics.jsonl", "timings.jsonl", "cov_samples.jsonl"):
+            (run_dir / name).unlink(missing_ok=True)
+    _remove_incomplete_checkpoints(run_dir)
+    trainer.train(resume_from_checkpoint=resume)
+
+    if trainer.accelerator.is_main_process:
+        for step, ckpt in complete_checkpoints(run_dir).items():
+            write_marker(run_dir, step, ckpt, block)
+        (run_dir / "cov_samples.jsonl").touch()
+        write_json(run_dir / "run.json", {**block, "config": resolved, "resumed_from": resume})
+    return 0
+
+
+def _remove_incomplete_checkpoints(run_dir: Path) -> None:
+    """A checkpoint folder without the completion flag was cut by a kill: never resume from it."""
+    complete = set(complete_checkpoints(run_dir).values())
+    for path in run_dir.glob("checkpoint-*"):
+        if path.is_dir() and path not in complete:
+            logger.warning("removing incomplete checkpoint %s", path)
+            shutil.rmtree(path)

@@ -1,0 +1,296 @@
+"""TRL adapter: ``CWGRPOTrainer`` is ``GRPOTrainer`` with per-token advantage reweighting.
+
+Switching an existing TRL script to CW-GRPO is one line plus one field::
+
+    from cwgrpo.trainer import CWGRPOConfig, CWGRPOTrainer   # instead of GRPOConfig, GRPOTrainer
+    args = CWGRPOConfig(..., cw_method="cw_grpo")            # or "grpo", "clip_cov", "kl_cov"
+
+How it hooks in (TRL 1.16, pinned exactly): ``GRPOTrainer._compute_loss`` computes the current policy's
+log-probs with ``_get_per_token_logps_and_entropies`` and only then reads ``inputs["advantages"]``, which
+it accepts with shape (B, T). We override two methods and copy no parent code:
+
+- ``_compute_loss`` hands the micro-batch to the log-prob hook, calls the parent, and adds the method's
+  extra per-token penalty (KL-Cov only), aggregated exactly like TRL aggregates its policy loss;
+- ``_get_per_token_logps_and_entropies``, when called from the loss, runs the selected method of
+  :mod:`cwgrpo.weighting` on the log-probs it just computed and replaces the micro-batch's advantages
+  ``A[i]`` by ``A[i] * multipliers[i, t]``. The log-probs are the ones the loss differentiates, so for the
+  ``released`` variant the gradient flows through the weights, as in the authors' code, and no extra
+  forward pass is needed.
+
+Diagnostics (spec method.md §4) are appended to TRL's metrics under ``cw/`` every micro-batch; for
+methods that do not reweight, the ``cw/weight_*`` keys describe the weights CW-GRPO would have assigned.
+At a few steps a random sample of (covariance, weight) pairs is written to ``cov_samples.jsonl``.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+from trl import GRPOConfig, GRPOTrainer
+
+from cwgrpo import weighting
+
+logger = logging.getLogger(__name__)
+
+# Loss aggregations whose normaliser `aggregate_like_trl` mirrors (TRL 1.16 `_compute_loss`).
+PENALTY_LOSS_TYPES = ("grpo", "sapo", "bnpo", "dr_grpo", "dapo", "cispo", "vespo", "luspo")
+
+
+@dataclass
+class CWGRPOConfig(GRPOConfig):
+    """``GRPOConfig`` plus the options of the covariance-aware methods. Every default lives here, once."""
+
+    cw_method: str = field(
+        default="cw_grpo",
+        metadata={
+            "help": "Per-token advantage method (registry in cwgrpo.weighting): 'grpo' (all weights 1, "
+            "identical to TRL's GRPO), 'cw_grpo' (Gaussian-kernel reweighting, spec method.md §2), "
+            "'clip_cov' (Cui et al. 2025 Clip-Cov, §3), 'kl_cov' (Cui et al. 2025 KL-Cov, §3; acts only "
+            "with num_iterations > 1)."
+        },
+    )
+    cw_variant: str = field(
+        default="released",
+        metadata={
+            "help": "CW-GRPO variant (spec method.md §2 table): 'released' (the authors' code: per-sequence "
+            "log-prob centring, padded normaliser, gradient through the weights; produced the paper's "
+            "numbers) or 'described' (the paper's text: micro-batch centring, mean weight 1, detached)."
+        },
+    )
+    clip_cov_ratio: float = field(
+        default=2e-4,
+        metadata={"help": "Clip-Cov: share r of valid tokens whose loss is zeroed (Cui et al.)."},
+    )
+    clip_cov_lb: float = field(
+        default=1.0, metadata={"help": "Clip-Cov: lower covariance bound of candidates."}
+    )
+    clip_cov_ub: float = field(
+        default=5.0, metadata={"help": "Clip-Cov: upper covariance bound of candidates."}
+    )
+    kl_cov_ratio: float = field(
+        default=2e-3,
+        metadata={"help": "KL-Cov: share k of valid tokens (top by covariance) that get the penalty."},
+    )
+    kl_cov_coef: float = field(
+        default=1.0,
+        metadata={"help": "KL-Cov: coefficient of the |logp - logp_old| penalty on selected tokens."},
+    )
+    cw_diagnostics: bool = field(
+        default=True,
+        metadata={"help": "Log covariance and weight diagnostics under 'cw/' every micro-batch."},
+    )
+    cw_sample_every: int = field(
+        default=0,
+        metadata={
+            "help": "Write a sample of (covariance, weight) pairs to cw_samples_path at step 1 and every this "
+            "many optimiser steps (0: every save_steps; -1: never)."
+        },
+    )
+    cw_sample_size: int = field(default=4096, metadata={"help": "Tokens per (covariance, weight) sample."})
+    cw_samples_path: str | None = field(
+        default=None, metadata={"help": "Where samples go (default: <output_dir>/cov_samples.jsonl)."}
+    )
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        weighting.get_method(self.cw_method)  # raises, listing the registered methods
+        if self.cw_variant not in weighting.CW_VARIANTS:
+            raise ValueError(f"cw_variant={self.cw_variant!r}; valid: {list(weighting.CW_VARIANTS)}")
+        for name in ("clip_cov_ratio", "kl_cov_ratio"):
+            value = getattr(self, name)
+            if not 0.0 < value <= 1.0:
+                raise ValueError(f"{name}={value}: must be in (0, 1]")
+        if not self.clip_cov_lb < self.clip_cov_ub:
+            raise ValueError(
+                f"clip_cov_lb={self.clip_cov_lb} must be below clip_cov_ub={self.clip_cov_ub}: the candidates are "
+                "the tokens with lb < covariance < ub"
+            )
+        if self.kl_cov_coef < 0:
+            raise ValueError(f"kl_cov_coef={self.kl_cov_coef}: must be >= 0")
+        if self.cw_method == "kl_cov" and self.loss_type not in PENALTY_LOSS_TYPES:
+            raise ValueError(
+                f"cw_method='kl_cov' supports loss_type in {PENALTY_LOSS_TYPES}, got {self.loss_type!r}"
+            )
+        if self.cw_method == "kl_cov" and self.num_iterations == 1:
+            logger.warning(
+                "cw_method='kl_cov' with num_iterations=1: the policy that sampled equals the current one, so the "
+                "|logp - logp_old| penalty and its gradient are 0 and KL-Cov trains exactly like GRPO."
+            )
+        if self.cw_sample_size < 1:
+            raise ValueError(f"cw_sample_size={self.cw_sample_size}: must be >= 1")
+
+
+def aggregate_like_trl(
+    per_token: torch.Tensor,
+    mask: torch.Tensor,
+    *,
+    loss_type: str,
+    training: bool,
+    gradient_accumulation_steps: int,
+    max_completion_length: int | None,
+    num_items_in_batch: torch.Tensor | None,
+    num_processes: int,
+    steps_per_generation: int,
+) -> torch.Tensor:
+    """Reduce a (B, T) per-token loss to a scalar exactly as TRL 1.16's ``_compute_loss`` reduces its own.
+
+    Used for the KL-Cov penalty, which is not an advantage multiplier and so is added after the parent's
+    loss; ``tests/parity`` checks this function against TRL's own reduction for every loss type.
+    """
+    mask = mask.to(per_token.dtype)
+    accumulation = gradient_accumulation_steps if training else 1.0
+    if loss_type in ("grpo", "sapo"):
+        return ((per_token * mask).sum(-1) / mask.sum(-1).clamp(min=1.0)).mean() / accumulation
+    if loss_type == "bnpo":
+        return (per_token * mask).sum() / mask.sum().clamp(min=1.0) / accumulation
+    if loss_type == "dr_grpo":
+        return (per_token * mask).sum() / (per_token.size(0) * max_completion_length) / accumulation
+    if loss_type in ("dapo", "cispo", "vespo"):
+        normaliser = num_items_in_batch.clamp(min=1.0) / num_processes
+        if training:
+            normaliser = normaliser * gradient_accumulation_steps / steps_per_generation
+        return (per_token * mask).sum() / normaliser
+    if loss_type == "luspo":
+        return (per_token * mask).sum(-1).mean() / accumulation
+    raise ValueError(f"no aggregation for loss_type={loss_type!r}; supported: {PENALTY_LOSS_TYPES}")
+
+
+class CWGRPOTrainer(GRPOTrainer):
+    """``GRPOTrainer`` that applies ``args.cw_method`` to the advantages inside the loss.
+
+    Only ``_compute_loss`` and ``_get_per_token_logps_and_entropies`` are overridden (see module docstring).
+    """
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        if not isinstance(self.args, CWGRPOConfig):
+            raise TypeError(f"CWGRPOTrainer needs a CWGRPOConfig, got {type(self.args).__name__}")
+        self._cw_method = weighting.get_method(self.args.cw_method)
+        self._cw_options = weighting.MethodOptions(
+            cw_variant=self.args.cw_variant,
+            clip_cov_ratio=self.args.clip_cov_ratio,
+            clip_cov_lb=self.args.clip_cov_lb,
+            clip_cov_ub=self.args.clip_cov_ub,
+            kl_cov_ratio=self.args.kl_cov_ratio,
+            kl_cov_coef=self.args.kl_cov_coef,
+            epsilon_low=self.epsilon_low,
+            epsilon_high=self.epsilon_high,
+        )
+        self._cw_pending: dict[str, Any] | None = None  # the micro-batch whose loss is being computed
+        self._cw_penalty: torch.Tensor | None = None
+        self._cw_micro_step = 0  # micro-batches seen in this optimiser step (seeds Clip-Cov picks)
+        self._cw_last_step = -1
+
+    # -- the two hooks ---------------------------------------------------------------------------------
+    def _compute_loss(self, model, inputs):
+        inputs = dict(inputs)  # advantages are replaced per micro-batch; never touch TRL's buffered copy
+        self._cw_pending, self._cw_penalty = inputs, None
+        try:
+            loss = super()._compute_loss(model, inputs)
+        finally:
+            self._cw_pending = None
+        if self._cw_penalty is not None:
+            loss = loss + aggregate_like_trl(
+                self._cw_penalty,
+                self._cw_mask(inputs),
+                loss_type=self.loss_type,
+                training=self.model.training,
+                gradient_accumulation_steps=self.current_gradient_accumulation_steps,
+                max_completion_length=self.max_completion_length,
+                num_items_in_batch=inputs.get("num_items_in_batch"),
+                num_processes=self.accelerator.num_processes,
+                steps_per_generation=self.args.steps_per_generation,
+            )
+            self._cw_penalty = None
+        return loss
+
+    def _get_per_token_logps_and_entropies(
+        self, model, input_ids, attention_mask, logits_to_keep, *args, **kwargs
+    ):
+        logps, entropies, aux = super()._get_per_token_logps_and_entropies(
+            model, input_ids, attention_mask, logits_to_keep, *args, **kwargs
+        )
+        inputs = self._cw_pending
+        if inputs is not None:  # called from the loss (not from generation/reference scoring)
+            self._cw_pending = None  # exactly once per loss call
+            self._cw_reweight(inputs, logps)
+        return logps, entropies, aux
+
+    # -- helpers -----------------------------------------------------------------------------------------
+    @staticmethod
+    def _cw_mask(inputs: dict[str, Any]) -> torch.Tensor:
+        mask = inputs["completion_mask"]
+        return mask if "tool_mask" not in inputs else mask * inputs["tool_mask"]
+
+    def _cw_generator(self) -> torch.Generator:
+        """A CPU generator seeded by (seed, optimiser step, micro-batch): reproducible, also after a resume."""
+        step = self.state.global_step
+        if step != self._cw_last_step:
+            self._cw_last_step, self._cw_micro_step = step, 0
+        self._cw_micro_step += 1
+        seed = (self.args.seed * 1_000_003 + step * 10_007 + self._cw_micro_step) % (2**63)
+        return torch.Generator(device="cpu").manual_seed(seed)
+
+    def _cw_reweight(self, inputs: dict[str, Any], logps: torch.Tensor) -> None:
+        mask = self._cw_mask(inputs)
+        advantages = inputs["advantages"]
+        if advantages.dim() != 1:
+            raise ValueError(
+                "CWGRPOTrainer expects TRL's per-completion advantages of shape (B,), got "
+                f"{tuple(advantages.shape)}: another subclass already made them per-token"
+            )
+        old_logps = inputs.get("old_per_token_logps")
+        out = self._cw_method(logps, old_logps, advantages, mask, self._cw_options, self._cw_generator())
+        inputs["advantages"] = advantages.unsqueeze(1) * out.multipliers.to(advantages.dtype)
+        self._cw_penalty = out.penalty
+        if self.args.cw_diagnostics:
+            self._cw_log(logps, advantages, mask, out)
+
+    @torch.no_grad()
+    def _cw_log(self, logps, advantages, mask, out: weighting.MethodOutput) -> None:
+        """Append diagnostics to TRL's metrics (one host sync per micro-batch) and maybe save a sample."""
+        variant = self.args.cw_variant
+        cov = weighting.token_covariance(
+            logps.detach(), advantages, mask, centring=weighting.VARIANT_CENTRING[variant]
+        )
+        weights = out.multipliers if self.args.cw_method == "cw_grpo" else None
+        if weights is None:  # what CW-GRPO would have assigned, for comparison in the figures
+            weights = weighting.cw_weights(logps.detach(), advantages, mask, variant=variant)
+        metrics = {**weighting.covariance_diagnostics(cov, weights.detach(), mask), **out.metrics}
+        names = list(metrics)
+        values = torch.stack([metrics[n].detach().float().reshape(()) for n in names]).cpu().tolist()
+        mode = "train" if self.model.training else "eval"
+        for name, value in zip(names, values, strict=True):
+            self._metrics[mode][name].append(value)
+        if mode == "train" and self._cw_should_sample():
+            self._cw_write_sample(cov, weights.detach(), mask)
+
+    def _cw_should_sample(self) -> bool:
+        every = self.args.cw_sample_every
+        if every < 0 or not self.accelerator.is_main_process or self._cw_micro_step != 1:
+            return False
+        step = self.state.global_step + 1  # the optimiser step this micro-batch contributes to
+        every = every or self.args.save_steps
+        return step == 1 or (every > 0 and step % every == 0)
+
+    def _cw_write_sample(self, cov: torch.Tensor, weights: torch.Tensor, mask: torch.Tensor) -> None:
+        valid = mask.bool()
+        cov_v, w_v = cov[valid].float().cpu(), weights[valid].float().cpu()
+        if cov_v.numel() > self.args.cw_sample_size:
+            gen = torch.Generator().manual_seed(self.args.seed + self.state.global_step)
+            keep = torch.randperm(cov_v.numel(), generator=gen)[: self.args.cw_sample_size]
+            cov_v, w_v = cov_v[keep], w_v[keep]
+        path = self.args.cw_samples_path or os.path.join(self.args.output_dir, "cov_samples.jsonl")
+        os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+        record = {
+            "step": self.state.global_step + 1,
+            "cov": [round(v, 6) for v in cov_v.tolist()],
+            "weight": [round(v, 6) for v in w_v.tolist()],
+        }
+        with open(path, "a", encoding="utf-8") as fh:
+            fh.write(json.dumps(record) + "\n")

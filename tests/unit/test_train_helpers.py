@@ -1,0 +1,47 @@
+"""Pure helpers of `cwgrpo train`: option splitting, resume bookkeeping."""
+
+import json
+
+import pytest
+
+from cwgrpo.configs import ConfigError
+from cwgrpo.train import COMPLETE_FLAG, complete_checkpoints, parse_tags, split_options, truncate_log
+
+
+def test_split_options_separates_job_and_trl_fields():
+    job, trl = split_options({"reward_funcs": ["accuracy", "format"], "learning_rate": 1e-6, "cw_method": "grpo"})
+    assert job.reward_funcs == ["accuracy", "format"]
+    assert trl == {"learning_rate": 1e-6, "cw_method": "grpo"}
+
+
+def test_split_options_names_unknown_keys():
+    with pytest.raises(ConfigError, match="learning_rat"):
+        split_options({"learning_rat": 1e-6})
+
+
+def test_split_options_rejects_unknown_launcher():
+    with pytest.raises(ConfigError, match="launcher='slurm'"):
+        split_options({"launcher": "slurm"})
+
+
+def test_parse_tags_keeps_integers_as_integers():
+    assert parse_tags(["size=small", "seed=3", "step=-1"]) == {"size": "small", "seed": 3, "step": -1}
+    with pytest.raises(ConfigError, match="KEY=VALUE"):
+        parse_tags(["oops"])
+
+
+def test_complete_checkpoints_ignores_folders_without_the_flag(tmp_path):
+    for step in (2, 4, 6):
+        (tmp_path / f"checkpoint-{step}").mkdir()
+    for step in (2, 4):
+        (tmp_path / f"checkpoint-{step}" / COMPLETE_FLAG).write_text("{}")
+    (tmp_path / "checkpoint-x").mkdir()
+    assert list(complete_checkpoints(tmp_path)) == [2, 4]
+
+
+def test_truncate_log_drops_steps_after_the_resume_point_and_cut_lines(tmp_path):
+    path = tmp_path / "metrics.jsonl"
+    lines = [json.dumps({"step": s, "loss": s / 10}) for s in (1, 2, 3, 4)]
+    path.write_text("\n".join(lines) + '\n{"step": 5, "lo')
+    truncate_log(path, 2)
+    assert [json.loads(line)["step"] for line in path.read_text().splitlines()] == [1, 2]
