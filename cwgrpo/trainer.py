@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 import os
 from dataclasses import dataclass, field
 from typing import Any
@@ -171,6 +172,10 @@ class CWGRPOTrainer(GRPOTrainer):
         if not isinstance(self.args, CWGRPOConfig):
             raise TypeError(f"CWGRPOTrainer needs a CWGRPOConfig, got {type(self.args).__name__}")
         self._cw_method = weighting.get_method(self.args.cw_method)
+        if self.args.cw_method == "kl_cov":
+            # Cui et al.'s KL-Cov has no PPO ratio clip for any token (spec method.md §3): with infinite
+            # bounds TRL's clamp is the identity. Clip-Cov keeps the clip (and skips the tokens it caught).
+            self.epsilon_low = self.epsilon_high = math.inf
         self._cw_options = weighting.MethodOptions(
             cw_variant=self.args.cw_variant,
             clip_cov_ratio=self.args.clip_cov_ratio,

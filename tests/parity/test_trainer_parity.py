@@ -13,10 +13,10 @@ import torch
 
 pytest.importorskip("trl")
 
-from transformers import AutoModelForCausalLM, AutoTokenizer  # noqa: E402
-from trl import GRPOConfig, GRPOTrainer  # noqa: E402
+from transformers import AutoModelForCausalLM, AutoTokenizer
+from trl import GRPOConfig, GRPOTrainer
 
-from cwgrpo.trainer import CWGRPOConfig, CWGRPOTrainer, aggregate_like_trl  # noqa: E402
+from cwgrpo.trainer import CWGRPOConfig, CWGRPOTrainer, aggregate_like_trl
 
 LOSS_TYPES = ["grpo", "bnpo", "dr_grpo", "dapo"]
 B, P, T = 4, 5, 7
@@ -49,7 +49,9 @@ def _trainer(cls, config, model_dir):
     model = AutoModelForCausalLM.from_pretrained(model_dir)
     tokenizer = AutoTokenizer.from_pretrained(model_dir)
     data = Dataset.from_list([{"prompt": [{"role": "user", "content": "1+1"}]}] * 8)
-    trainer = cls(model=model, args=config, train_dataset=data, reward_funcs=_zero_reward, processing_class=tokenizer)
+    trainer = cls(
+        model=model, args=config, train_dataset=data, reward_funcs=_zero_reward, processing_class=tokenizer
+    )
     trainer.model.train()
     trainer.current_gradient_accumulation_steps = 2  # exercise the accumulation normaliser
     return trainer
@@ -104,7 +106,9 @@ def test_cw_grpo_changes_the_gradient_but_not_its_sign_structure(tiny_model_dir,
     """CW-GRPO reweights tokens: the loss differs from GRPO's on a batch with spread-out covariances."""
     stock = _trainer(GRPOTrainer, GRPOConfig(**_common(tmp_path / "a", loss_type, 0.0)), tiny_model_dir)
     ours = _trainer(
-        CWGRPOTrainer, CWGRPOConfig(**_common(tmp_path / "b", loss_type, 0.0), cw_method="cw_grpo"), tiny_model_dir
+        CWGRPOTrainer,
+        CWGRPOConfig(**_common(tmp_path / "b", loss_type, 0.0), cw_method="cw_grpo"),
+        tiny_model_dir,
     )
     batch = _batch(stock.model.config.vocab_size, 0.0)
     loss_a, _ = _loss_and_grads(stock, batch)
@@ -142,3 +146,33 @@ def test_aggregate_like_trl_reduces_like_trl(tiny_model_dir, tmp_path, loss_type
             steps_per_generation=stock.args.steps_per_generation,
         )
     torch.testing.assert_close(ours, trl_loss, rtol=1e-6, atol=1e-7)
+
+
+def test_kl_cov_loss_is_unclipped_ratio_loss_plus_penalty_on_top_k(tiny_model_dir, tmp_path):
+    """KL-Cov (spec §3): -A*ratio for every token (no PPO clip) + coef*|logp - logp_old| on the top-k."""
+    from cwgrpo.weighting import kl_cov_select, token_covariance
+
+    config = CWGRPOConfig(
+        **_common(tmp_path, "grpo", 0.0), cw_method="kl_cov", num_iterations=2, kl_cov_ratio=0.2
+    )
+    trainer = _trainer(CWGRPOTrainer, config, tiny_model_dir)
+    batch = _batch(trainer.model.config.vocab_size, 0.0)
+    input_ids = torch.cat([batch["prompt_ids"], batch["completion_ids"]], dim=1)
+    attention = torch.cat([batch["prompt_mask"], batch["completion_mask"]], dim=1)
+    with torch.no_grad():
+        logps, _, _ = GRPOTrainer._get_per_token_logps_and_entropies(
+            trainer, trainer.model, input_ids, attention, T
+        )
+    old = logps + 0.5 * torch.randn(
+        B, T, generator=torch.Generator().manual_seed(3)
+    )  # ratios far outside 1 ± 0.2
+    batch["old_per_token_logps"] = old
+    loss = trainer.compute_loss(trainer.model, dict(batch)).detach()
+
+    mask = batch["completion_mask"].float()
+    adv = batch["advantages"]
+    selected = kl_cov_select(token_covariance(logps, adv, mask, centring="batch"), mask, ratio=0.2)
+    per_token = -adv[:, None] * torch.exp(logps - old) + selected * (logps - old).abs()
+    expected = ((per_token * mask).sum(-1) / mask.sum(-1)).mean() / 2  # loss_type grpo, accumulation 2
+    assert selected.sum() == int(0.2 * mask.sum())
+    torch.testing.assert_close(loss, expected, rtol=1e-5, atol=1e-6)

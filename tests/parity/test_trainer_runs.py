@@ -12,10 +12,10 @@ import torch
 
 pytest.importorskip("trl")
 
-from transformers import AutoModelForCausalLM, AutoTokenizer  # noqa: E402
+from transformers import AutoModelForCausalLM, AutoTokenizer
 
-from cwgrpo.trainer import CWGRPOConfig, CWGRPOTrainer  # noqa: E402
-from cwgrpo.weighting import COV_QUANTILE_KEYS  # noqa: E402
+from cwgrpo.trainer import CWGRPOConfig, CWGRPOTrainer
+from cwgrpo.weighting import COV_QUANTILE_KEYS
 
 DIAGNOSTICS = [
     "entropy",
