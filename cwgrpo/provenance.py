@@ -13,6 +13,7 @@ import os
 import platform
 import random
 import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -56,14 +57,16 @@ def hardware() -> dict[str, Any]:
         "cpus": os.cpu_count(),
         "python": platform.python_version(),
     }
+    torch = sys.modules.get("torch")  # only if the command loaded it: provenance never pays for the import
+    if torch is None:
+        info["gpus"] = None
+        return info
     try:
-        import torch
-
         if torch.cuda.is_available():
             info["gpus"] = [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())]
         else:
             info["gpus"] = []
-    except ImportError:  # provenance must never fail because torch is absent
+    except RuntimeError:  # a broken CUDA setup must not break provenance
         info["gpus"] = None
     return info
 

@@ -1,0 +1,628 @@
+"""``cwgrpo claims``: test the paper's four claims on our results, per size, over seeds.
+
+Each claim becomes one measured *effect* per size, signed so that a positive value supports the claim,
+with a 95 % t-interval over seeds (paired by seed where both methods have the same seeds; with fewer
+than two seeds the interval is unavailable). One rule turns an effect into a verdict:
+
+- ``does not hold`` if the effect is zero or negative (or a stated precondition fails);
+- ``holds`` if the whole 95 % interval lies above zero;
+- ``inconclusive`` otherwise (positive, but the interval reaches zero or is unavailable).
+
+A claim holds overall if it holds for every size, does not hold if it fails for any size, and is
+inconclusive otherwise. The four measures (T = ``treatment_method``, CW-GRPO; R = ``reference_method``,
+GRPO; s = ``step``):
+
+1. accuracy: Avg(T, s) - Avg(R, s), Avg = mean of the benchmark accuracies, in points;
+2. entropy stability: stat(R) - stat(T), stat = ``entropy_stat`` (std or range) of the per-step entropy
+   over the last ``entropy_window`` of each run's steps, in nats;
+3. late degradation: drop(R) - drop(T), drop = Avg(s) - Avg(late), late = the last step evaluated for
+   both methods, in points; precondition: R's mean drop is positive (GRPO does degrade);
+4. heavy tail: share of the total |c| carried by the top ``tail_top_fraction`` of sampled tokens of
+   ``tail_method``'s runs (mean over logged steps), minus ``tail_share_min``, in percentage points.
+
+Example::
+
+    cwgrpo claims --summaries results/tiny/eval/*/*/*/step*/*.summary.json \\
+        --runs results/tiny/runs/*/*/seed* --out-json results/tiny/claims.json \\
+        --out-md results/tiny/claims.md --set preset=tiny
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import logging
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from cwgrpo.configs import ConfigError, add_config_arguments, config_from_args, config_hash, describe_options
+from cwgrpo.io import ResultFileError, write_json, write_text
+from cwgrpo.report.results import (
+    AVG,
+    Effect,
+    ReportConfig,
+    cov_samples,
+    input_identity,
+    load_reported,
+    mean_ci,
+    metrics_frame,
+    per_seed_accuracy,
+    run_info,
+    seed_effect,
+    summaries_frame,
+)
+
+log = logging.getLogger(__name__)
+HOLDS, FAILS, INCONCLUSIVE = "holds", "does not hold", "inconclusive"
+ENTROPY_STATS = ("std", "range")
+VERDICT_RULE = (
+    "Each effect is signed so that a positive value supports the claim. Verdict per size: 'does not hold' "
+    "if the mean effect over seeds is <= 0 (or the claim's stated precondition fails); 'holds' if the "
+    "whole 95 % t-interval over seeds lies above 0; otherwise 'inconclusive' (the interval reaches 0, or "
+    "fewer than 2 seeds make it unavailable). Overall: 'holds' if it holds for every size, 'does not "
+    "hold' if it fails for any size, else 'inconclusive'."
+)
+
+
+@dataclass
+class ClaimsConfig(ReportConfig):
+    treatment_method: str = field(default="cw_grpo", metadata={"help": "the method the claims are about (T)"})
+    entropy_window: float = field(
+        default=0.5,
+        metadata={
+            "help": "claim 2: fraction of each run's last steps whose entropy is summarised (0.5 = second half)"
+        },
+    )
+    entropy_stat: str = field(
+        default="std", metadata={"help": "claim 2: std (sample standard deviation) or range (max - min)"}
+    )
+    late_step: int | None = field(
+        default=None,
+        metadata={"help": "claim 3: the late checkpoint (default: the last step evaluated for both methods)"},
+    )
+    late_benchmarks: list[str] | None = field(
+        default=None, metadata={"help": "claim 3: benchmarks averaged (default: the same as claim 1)"}
+    )
+    tail_method: str = field(
+        default="grpo", metadata={"help": "claim 4: method whose logged covariances are tested"}
+    )
+    tail_top_fraction: float = field(
+        default=0.01, metadata={"help": "claim 4: the top share of tokens by |c| (0.01 = top 1 %)"}
+    )
+    tail_share_min: float = field(
+        default=0.10,
+        metadata={
+            "help": "claim 4: the share of total |c| those tokens must carry for 'dominates' (0.10; a "
+            "Gaussian gives 0.036 for the top 1 %, a product of two independent Gaussians 0.071)"
+        },
+    )
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.entropy_stat not in ENTROPY_STATS:
+            raise ConfigError(
+                f"entropy_stat: expected one of {list(ENTROPY_STATS)}, got {self.entropy_stat!r}"
+            )
+        if not 0 < self.entropy_window <= 1:
+            raise ConfigError(f"entropy_window: expected a fraction in (0, 1], got {self.entropy_window}")
+        if not 0 < self.tail_top_fraction < 1:
+            raise ConfigError(
+                f"tail_top_fraction: expected a fraction in (0, 1), got {self.tail_top_fraction}"
+            )
+        if self.treatment_method == self.reference_method:
+            raise ConfigError("treatment_method and reference_method must differ")
+
+
+# -- verdicts ----------------------------------------------------------------------------------------
+def decide(effect: Effect, precondition: bool = True, precondition_failed: str = "") -> tuple[str, str]:
+    """The verdict of one effect under :data:`VERDICT_RULE`, with the reason in words."""
+    if not math.isfinite(effect.mean):
+        return INCONCLUSIVE, "no measurement"
+    if effect.mean <= 0:
+        below = effect.has_ci and effect.hi < 0
+        return FAILS, "the effect is not positive" + (" (the whole 95 % CI is below 0)" if below else "")
+    if not precondition:
+        return FAILS, precondition_failed
+    if not effect.has_ci:
+        return INCONCLUSIVE, "the effect is positive but its CI is unavailable (fewer than 2 seeds)"
+    if effect.lo > 0:
+        return HOLDS, "the whole 95 % CI is above 0"
+    return INCONCLUSIVE, "the effect is positive but the 95 % CI includes 0"
+
+
+def overall(verdicts: Sequence[str]) -> str:
+    if verdicts and all(v == HOLDS for v in verdicts):
+        return HOLDS
+    if any(v == FAILS for v in verdicts):
+        return FAILS
+    return INCONCLUSIVE
+
+
+def _scaled(e: Effect, k: float) -> Effect:
+    return dataclasses.replace(e, mean=e.mean * k, lo=e.lo * k, hi=e.hi * k)
+
+
+def _ci_dict(values: Mapping[int, float], k: float = 1.0) -> dict[str, Any]:
+    m, lo, hi = mean_ci(values.values())
+    out = {"mean": m * k, "ci95": [lo * k, hi * k] if math.isfinite(lo) else None, "n": len(values)}
+    out["per_seed"] = {str(s): v * k for s, v in sorted(values.items())}
+    return _clean(out)
+
+
+def _clean(obj: Any) -> Any:
+    """NaN -> None, numpy scalars -> Python, recursively (JSON has no NaN)."""
+    if isinstance(obj, dict):
+        return {str(k): _clean(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_clean(v) for v in obj]
+    if isinstance(obj, (np.floating, float)):
+        return None if not math.isfinite(float(obj)) else float(obj)
+    if isinstance(obj, np.integer):
+        return int(obj)
+    return obj
+
+
+def _size_result(
+    cfg: ClaimsConfig, size: str, effect: Effect, unit: str, verdict: tuple[str, str], **details: Any
+) -> dict[str, Any]:
+    return _clean(
+        {
+            "size": size,
+            "size_display": cfg.size_name(size),
+            "effect": effect.as_dict(),
+            "unit": unit,
+            "verdict": verdict[0],
+            "reason": verdict[1],
+            "details": details,
+        }
+    )
+
+
+# -- the four claims ---------------------------------------------------------------------------------
+def claim_accuracy(frame: pd.DataFrame, cfg: ClaimsConfig, sizes: Sequence[str]) -> list[dict[str, Any]]:
+    """Claim 1: Avg(T) - Avg(R) at ``cfg.step``, in accuracy points, paired by seed."""
+    benchmarks = cfg.order_benchmarks(frame["benchmark"])
+    out = []
+    for size in sizes:
+        t = per_seed_accuracy(frame, size, cfg.treatment_method, cfg.step, benchmarks)[AVG].to_dict()
+        r = per_seed_accuracy(frame, size, cfg.reference_method, cfg.step, benchmarks)[AVG].to_dict()
+        eff = _scaled(seed_effect(t, r), 100)
+        out.append(
+            _size_result(
+                cfg,
+                size,
+                eff,
+                "accuracy points",
+                decide(eff),
+                treatment_avg=_ci_dict(t, 100),
+                reference_avg=_ci_dict(r, 100),
+                benchmarks=benchmarks,
+                step=cfg.step,
+            )
+        )
+    return out
+
+
+def entropy_stat(series: pd.Series, window: float, stat: str) -> float:
+    """``stat`` of a run's entropy over its last ``window`` of steps: steps > (1 - window) * last step."""
+    s = series.dropna()
+    if s.empty:
+        return math.nan
+    last = float(s.index.max())
+    tail = s[s.index > (1 - window) * last] if window < 1 else s
+    if tail.size < 2:
+        return math.nan
+    return float(tail.std(ddof=1)) if stat == "std" else float(tail.max() - tail.min())
+
+
+def claim_entropy(metrics: pd.DataFrame, cfg: ClaimsConfig, sizes: Sequence[str]) -> list[dict[str, Any]]:
+    """Claim 2: stat(R) - stat(T) of per-step entropy over the window, paired by seed."""
+    if "entropy" not in metrics.columns:
+        raise ResultFileError(f"no 'entropy' in metrics.jsonl of the runs {sorted(set(metrics['run_dir']))}")
+    out = []
+    for size in sizes:
+        per: dict[str, dict[int, float]] = {}
+        level: dict[str, dict[int, float]] = {}
+        for method in (cfg.treatment_method, cfg.reference_method):
+            sel = metrics[(metrics["size"] == size) & (metrics["method"] == method)]
+            if sel.empty:
+                raise ResultFileError(f"no run folders (metrics.jsonl) for size={size} method={method}")
+            per[method], level[method] = {}, {}
+            for seed, run in sel.groupby("seed"):
+                series = run.set_index("step")["entropy"].astype(float)
+                per[method][int(seed)] = entropy_stat(series, cfg.entropy_window, cfg.entropy_stat)
+                tail = (
+                    series[series.index > (1 - cfg.entropy_window) * series.index.max()]
+                    if cfg.entropy_window < 1
+                    else series
+                )
+                level[method][int(seed)] = float(tail.mean())
+        eff = seed_effect(per[cfg.reference_method], per[cfg.treatment_method])
+        out.append(
+            _size_result(
+                cfg,
+                size,
+                eff,
+                "nats / token",
+                decide(eff),
+                treatment_stat=_ci_dict(per[cfg.treatment_method]),
+                reference_stat=_ci_dict(per[cfg.reference_method]),
+                treatment_mean_entropy=_ci_dict(level[cfg.treatment_method]),
+                reference_mean_entropy=_ci_dict(level[cfg.reference_method]),
+            )
+        )
+    return out
+
+
+def _late_step(frame: pd.DataFrame, cfg: ClaimsConfig, size: str, benchmarks: Sequence[str]) -> int | None:
+    """The last step at which both methods have every benchmark for every seed (None if none after ``step``)."""
+    if cfg.late_step is not None:
+        return cfg.late_step
+    steps = None
+    for method in (cfg.treatment_method, cfg.reference_method):
+        sel = frame[
+            (frame["size"] == size) & (frame["method"] == method) & frame["benchmark"].isin(benchmarks)
+        ]
+        counts = sel.groupby(["step", "seed"])["benchmark"].nunique()
+        full = {int(s) for (s, _), n in counts.items() if n == len(benchmarks)}
+        steps = full if steps is None else steps & full
+    later = sorted(s for s in (steps or set()) if s > cfg.step)
+    return later[-1] if later else None
+
+
+def claim_degradation(frame: pd.DataFrame, cfg: ClaimsConfig, sizes: Sequence[str]) -> list[dict[str, Any]]:
+    """Claim 3: drop(R) - drop(T), drop = Avg(step) - Avg(late), in points; needs drop(R) > 0."""
+    benchmarks = (
+        list(cfg.late_benchmarks) if cfg.late_benchmarks else cfg.order_benchmarks(frame["benchmark"])
+    )
+    out = []
+    for size in sizes:
+        late = _late_step(frame, cfg, size, benchmarks)
+        if late is None or late <= cfg.step:
+            eff = Effect(math.nan, math.nan, math.nan, 0, False, (), f"no checkpoint after step {cfg.step}")
+            out.append(
+                _size_result(cfg, size, eff, "accuracy points", (INCONCLUSIVE, eff.note), late_step=None)
+            )
+            continue
+        drop: dict[str, dict[int, float]] = {}
+        for method in (cfg.treatment_method, cfg.reference_method):
+            at = per_seed_accuracy(frame, size, method, cfg.step, benchmarks)[AVG]
+            later = per_seed_accuracy(frame, size, method, late, benchmarks)[AVG]
+            seeds = sorted(set(at.index) & set(later.index))
+            drop[method] = {int(s): float(at[s] - later[s]) for s in seeds}
+        eff = _scaled(seed_effect(drop[cfg.reference_method], drop[cfg.treatment_method]), 100)
+        ref_drop = float(np.mean(list(drop[cfg.reference_method].values())))
+        verdict = decide(
+            eff,
+            precondition=ref_drop > 0,
+            precondition_failed=(
+                f"{cfg.method_name(cfg.reference_method)} does not degrade "
+                f"(mean drop {100 * ref_drop:+.2f} points ≤ 0)"
+            ),
+        )
+        out.append(
+            _size_result(
+                cfg,
+                size,
+                eff,
+                "accuracy points",
+                verdict,
+                step=cfg.step,
+                late_step=late,
+                benchmarks=benchmarks,
+                treatment_drop=_ci_dict(drop[cfg.treatment_method], 100),
+                reference_drop=_ci_dict(drop[cfg.reference_method], 100),
+            )
+        )
+    return out
+
+
+def top_share(cov: Sequence[float] | np.ndarray, fraction: float) -> float:
+    """Share of sum |c| carried by the ceil(fraction * n) tokens of largest |c| (NaN if sum |c| = 0)."""
+    c = np.asarray(cov, dtype=float)
+    a = np.abs(c[np.isfinite(c)])
+    total = a.sum()
+    if a.size == 0 or total == 0:
+        return math.nan
+    k = max(1, math.ceil(fraction * a.size - 1e-9))
+    return float(np.sort(a)[::-1][:k].sum() / total)
+
+
+def gaussian_top_share(fraction: float) -> float:
+    """The same share for a zero-mean Gaussian: exp(-z^2 / 2) with z = Phi^-1(1 - fraction / 2)."""
+    from scipy import stats
+
+    z = float(stats.norm.ppf(1 - fraction / 2))
+    return math.exp(-(z**2) / 2)
+
+
+QUANTILE_KEYS = ("cw/cov_q0.0001", "cw/cov_q0.4", "cw/cov_q0.6", "cw/cov_q0.9999")
+
+
+def claim_heavy_tail(
+    runs: Sequence[Path], metrics: pd.DataFrame, cfg: ClaimsConfig, sizes: Sequence[str]
+) -> list[dict[str, Any]]:
+    """Claim 4: top-share of |c| of ``tail_method``'s runs minus ``tail_share_min``, in percentage points."""
+    shares: dict[tuple[str, str], dict[int, float]] = {}
+    for run_dir in runs:
+        info = run_info(run_dir)
+        key = (info["size"], info["method"])
+        if info["method"] != cfg.tail_method:
+            continue
+        per_step = [top_share(r["cov"], cfg.tail_top_fraction) for r in cov_samples(run_dir)]
+        per_step = [v for v in per_step if math.isfinite(v)]  # a step with every c = 0 has no share
+        if per_step:
+            shares.setdefault(key, {})[info["seed"]] = float(np.mean(per_step))
+        else:
+            log.warning("%s/cov_samples.jsonl has no step with a nonzero covariance", run_dir)
+    ratio = _quantile_ratio(metrics)
+    out = []
+    for size in sizes:
+        values = shares.get((size, cfg.tail_method))
+        if not values:
+            raise ResultFileError(
+                f"no covariance samples for size={size} method={cfg.tail_method}: no such run in --runs, "
+                "or its cov_samples.jsonl is empty or all zero"
+            )
+        m, lo, hi = mean_ci(values.values())
+        k = 100.0
+        eff = Effect(
+            (m - cfg.tail_share_min) * k,
+            (lo - cfg.tail_share_min) * k,
+            (hi - cfg.tail_share_min) * k,
+            len(values),
+            False,
+            tuple(sorted(values)),
+            f"t-interval over seeds of {cfg.tail_method}'s runs",
+        )
+        out.append(
+            _size_result(
+                cfg,
+                size,
+                eff,
+                "points above the threshold",
+                decide(eff),
+                top_share_pct=_ci_dict(values, k),
+                threshold_pct=cfg.tail_share_min * k,
+                gaussian_share_pct=gaussian_top_share(cfg.tail_top_fraction) * k,
+                quantile_ratio=ratio.get((size, cfg.tail_method)),
+            )
+        )
+    return out
+
+
+def _quantile_ratio(metrics: pd.DataFrame) -> dict[tuple[str, str], dict[str, Any]]:
+    """(q0.9999 - q0.0001) / (q0.6 - q0.4) of the logged per-step quantiles, mean over steps, per run.
+
+    For reference: a Gaussian gives 14.7; the paper's quantiles (±12 vs ±0.3) give about 40.
+    """
+    if not all(k in metrics.columns for k in QUANTILE_KEYS):
+        return {}
+    q = metrics[list(QUANTILE_KEYS)].astype(float)
+    centre = q[QUANTILE_KEYS[2]] - q[QUANTILE_KEYS[1]]
+    r = ((q[QUANTILE_KEYS[3]] - q[QUANTILE_KEYS[0]]) / centre).where(centre > 0)
+    per_run = metrics.assign(ratio=r).groupby(["size", "method", "seed"])["ratio"].mean()
+    out: dict[tuple[str, str], dict[str, Any]] = {}
+    for (size, method), group in per_run.groupby(level=["size", "method"]):
+        values = {int(s): float(v) for (_, _, s), v in group.items() if math.isfinite(v)}
+        if values:
+            out[(size, method)] = {**_ci_dict(values), "gaussian": 14.67, "paper_approx": 40.0}
+    return out
+
+
+# -- the report --------------------------------------------------------------------------------------
+def claim_texts(cfg: ClaimsConfig, reported: Mapping[str, Any]) -> dict[int, dict[str, str]]:
+    t, r = cfg.method_name(cfg.treatment_method), cfg.method_name(cfg.reference_method)
+    paper = reported["claims"]
+    gains = ", ".join(f"+{v} points at {s.upper()}" for s, v in paper["1"]["effect_points"].items())
+    pct = f"{100 * cfg.tail_top_fraction:g} %"
+    window = (
+        "the whole run"
+        if cfg.entropy_window >= 1
+        else f"the last {100 * cfg.entropy_window:g} % of each run's steps"
+    )
+    stat = "sample standard deviation" if cfg.entropy_stat == "std" else "range (max − min)"
+    return {
+        1: {
+            "title": paper["1"]["text"],
+            "paper": f"{gains} on the average of five benchmarks at step 100",
+            "measure": (
+                f"Avg({t}) − Avg({r}) at step {cfg.step}, in accuracy points, where Avg is the mean of the "
+                "benchmark accuracies (avg@k of each summary) of one seed; paired by seed."
+            ),
+        },
+        2: {
+            "title": paper["2"]["text"],
+            "paper": "entropy curves over training (figure)",
+            "measure": (
+                f"S({r}) − S({t}), where S is the {stat} of the logged per-step policy entropy (nats per "
+                f"token) over {window} (steps > {1 - cfg.entropy_window:g} × the run's last step); paired by "
+                "seed. Positive: the treatment's entropy moves in a narrower band. (A collapse that is over "
+                "before the window shows up as a small spread; entropy_window=1 covers the whole run.)"
+            ),
+        },
+        3: {
+            "title": paper["3"]["text"],
+            "paper": "1.5B checkpoints 100/150/200: GRPO MATH-500 85.0 → 79.8, CW-GRPO 87.0 → 86.4",
+            "measure": (
+                f"D({r}) − D({t}), where D = Avg(step {cfg.step}) − Avg(late step) is the drop of the benchmark "
+                "average (points) and the late step is "
+                + (
+                    f"{cfg.late_step}"
+                    if cfg.late_step is not None
+                    else "the last step evaluated for both methods"
+                )
+                + f"; paired by seed. Precondition: {r}'s mean drop is > 0 (it does degrade), else 'does not hold'."
+            ),
+        },
+        4: {
+            "title": paper["4"]["text"],
+            "paper": "covariance quantiles about ±12 at the 0.01 % tails versus ±0.3 at the 40 % quantile",
+            "measure": (
+                f"H − {100 * cfg.tail_share_min:g} points, where H is the share (%) of the total |c| carried by "
+                f"the top {pct} of sampled tokens by |c| in a step (cov_samples.jsonl of the {cfg.method_name(cfg.tail_method)} "
+                f"runs), averaged over logged steps per seed; t-interval over seeds. For scale: a Gaussian gives "
+                f"{100 * gaussian_top_share(cfg.tail_top_fraction):.1f} %, a product of two independent Gaussians about 7.1 %."
+            ),
+        },
+    }
+
+
+def _fmt(x: Any, sign: bool = True, d: int = 2) -> str:
+    if x is None or (isinstance(x, float) and not math.isfinite(x)):
+        return "—"
+    return (f"{x:+.{d}f}" if sign else f"{x:.{d}f}").replace("-", "−")
+
+
+def _detail_text(claim: int, r: Mapping[str, Any], cfg: ClaimsConfig) -> str:
+    d = r["details"]
+    t, ref = cfg.method_name(cfg.treatment_method), cfg.method_name(cfg.reference_method)
+
+    def ci(block: Mapping[str, Any] | None, sign: bool = False, digits: int = 2) -> str:
+        if not block:
+            return "—"
+        c = block.get("ci95")
+        return _fmt(block["mean"], sign, digits) + (
+            f" [{_fmt(c[0], sign, digits)}, {_fmt(c[1], sign, digits)}]" if c else ""
+        )
+
+    if claim == 1:
+        return f"Avg {t} {ci(d['treatment_avg'])}, {ref} {ci(d['reference_avg'])}"
+    if claim == 2:
+        return (
+            f"{cfg.entropy_stat} {t} {ci(d['treatment_stat'], digits=4)}, {ref} {ci(d['reference_stat'], digits=4)}; "
+            f"mean entropy {t} {ci(d['treatment_mean_entropy'], digits=3)}, {ref} {ci(d['reference_mean_entropy'], digits=3)}"
+        )
+    if claim == 3:
+        if d.get("late_step") is None:
+            return "no later checkpoint"
+        return (
+            f"steps {d['step']} → {d['late_step']}: drop {t} {ci(d['treatment_drop'], True)}, "
+            f"{ref} {ci(d['reference_drop'], True)}"
+        )
+    q = d.get("quantile_ratio")
+    qtext = f"; logged quantile ratio {ci(q, digits=1)} (Gaussian 14.7, paper ≈ 40)" if q else ""
+    return f"top-share {ci(d['top_share_pct'])} % vs threshold {d['threshold_pct']:g} % (Gaussian {d['gaussian_share_pct']:.1f} %){qtext}"
+
+
+def claims_markdown(report: Mapping[str, Any], cfg: ClaimsConfig) -> str:
+    lines = [
+        "# The paper's four claims, measured",
+        "",
+        f"Preset `{cfg.preset}`; treatment {cfg.method_name(cfg.treatment_method)}, reference "
+        f"{cfg.method_name(cfg.reference_method)}; step {cfg.step}. Effects are means over seeds with 95 % "
+        "t-intervals over seeds (paired by seed where the seeds match).",
+        "",
+        f"**Verdict rule.** {VERDICT_RULE}",
+        "",
+    ]
+    if cfg.preset == "tiny":
+        lines += [
+            "Tiny preset: ~1M-parameter models on synthetic arithmetic. A verdict here says whether the "
+            "*effect* the paper describes appears at this scale, not whether the paper's numbers are reproduced.",
+            "",
+        ]
+    lines += ["| # | Claim | Verdict |", "|---|---|---|"]
+    for c in report["claims"]:
+        lines.append(f"| {c['id']} | {c['title']} | **{c['verdict']}** |")
+    lines.append("")
+    for c in report["claims"]:
+        lines += [
+            f"## Claim {c['id']}: {c['title']} — **{c['verdict']}**",
+            "",
+            f"- Paper: {c['paper']}.",
+            f"- Measure: {c['measure']}",
+            f"- Rule: {c['rule']}",
+            "",
+            "| Size | Effect | 95 % CI | Seeds | Verdict | Why | Details |",
+            "|---|---:|---|---:|---|---|---|",
+        ]
+        for r in c["per_size"]:
+            e = r["effect"]
+            ci = (
+                f"[{_fmt(e['ci95'][0])}, {_fmt(e['ci95'][1])}]"
+                if e.get("ci95")
+                else "unavailable (< 2 seeds)"
+            )
+            cells = [
+                r["size_display"], f"{_fmt(e['mean'])} {r['unit']}", ci, str(e["n"]), r["verdict"], r["reason"],
+                _detail_text(c["id"], r, cfg),
+            ]  # fmt: skip
+            lines.append("| " + " | ".join(x.replace("|", "\\|") for x in cells) + " |")
+        lines.append("")
+    return "\n".join(lines)
+
+
+def evaluate_claims(
+    cfg: ClaimsConfig, summaries: Sequence[Path], runs: Sequence[Path], reported_path: Path | None = None
+) -> dict[str, Any]:
+    """Measure the four claims; returns the JSON report (without provenance)."""
+    frame = summaries_frame(summaries)
+    metrics = metrics_frame(runs)
+    sizes = cfg.order_sizes(set(frame["size"]) | set(metrics["size"]))
+    texts = claim_texts(cfg, load_reported(reported_path))
+    results = {
+        1: claim_accuracy(frame, cfg, sizes),
+        2: claim_entropy(metrics, cfg, sizes),
+        3: claim_degradation(frame, cfg, sizes),
+        4: claim_heavy_tail(runs, metrics, cfg, sizes),
+    }
+    claims = []
+    for i, per_size in results.items():
+        claims.append(
+            {
+                "id": i,
+                **texts[i],
+                "rule": "holds if the 95 % CI of the measure lies above 0; does not hold if its mean is ≤ 0"
+                + (" or the precondition fails" if i == 3 else "")
+                + "; inconclusive otherwise",
+                "verdict": overall([r["verdict"] for r in per_size]),
+                "per_size": per_size,
+            }
+        )
+    return {"verdict_rule": VERDICT_RULE, "sizes": sizes, "claims": claims}
+
+
+# -- command -----------------------------------------------------------------------------------------
+def configure_parser(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--summaries", nargs="+", required=True, type=Path, help="evaluation *.summary.json files"
+    )
+    parser.add_argument(
+        "--runs",
+        nargs="+",
+        required=True,
+        type=Path,
+        help="run folders (run.json, metrics.jsonl, cov_samples.jsonl)",
+    )
+    parser.add_argument("--out-json", required=True, type=Path, help="e.g. results/<preset>/claims.json")
+    parser.add_argument("--out-md", required=True, type=Path, help="e.g. results/<preset>/claims.md")
+    parser.add_argument("--reported", type=Path, default=None, help="the paper's numbers (default: packaged)")
+    add_config_arguments(parser)
+    parser.epilog = describe_options(ClaimsConfig)
+
+
+def run(args: argparse.Namespace) -> int:
+    from cwgrpo.provenance import provenance
+
+    cfg = config_from_args(ClaimsConfig, args)
+    report = evaluate_claims(cfg, list(args.summaries), list(args.runs), args.reported)
+    chash = config_hash(cfg)
+    full = {
+        **report,
+        "config": dataclasses.asdict(cfg),
+        "config_hash": chash,
+        "provenance": provenance(config_hash=chash),
+        "inputs": input_identity(args.summaries, args.runs),
+    }
+    write_json(args.out_json, _clean(full))
+    write_text(args.out_md, claims_markdown(report, cfg))
+    for c in report["claims"]:
+        log.info("claim %d: %s", c["id"], c["verdict"])
+    return 0

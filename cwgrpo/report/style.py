@@ -1,0 +1,131 @@
+"""One plotting style for every figure: seaborn theme, a fixed colour per method label, a provenance footer.
+
+A method keeps its colour in every figure (GRPO is always blue, CW-GRPO always vermillion), from the
+colour-blind-safe Okabe–Ito palette; a label not listed here gets a colour derived from a hash of its
+name, so it too is the same in every figure and every run. Figures are saved as PDF and PNG with no
+timestamps in the files, so identical inputs give identical PDFs.
+"""
+
+from __future__ import annotations
+
+import logging
+import textwrap
+import zlib
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")  # headless: the report commands never open windows
+
+import matplotlib.pyplot as plt
+import seaborn as sns
+from matplotlib.figure import Figure
+
+from cwgrpo.io import atomic_path
+
+# fontTools logs every glyph subset at INFO while matplotlib embeds fonts in a PDF.
+logging.getLogger("fontTools").setLevel(logging.WARNING)
+
+METHOD_COLORS: dict[str, str] = {
+    "base": "#7F7F7F",  # grey
+    "grpo": "#0072B2",  # blue
+    "clip_cov": "#E69F00",  # orange
+    "kl_cov": "#CC79A7",  # reddish purple
+    "cw_grpo": "#D55E00",  # vermillion
+    "cw_grpo_described": "#009E73",  # bluish green
+}
+_SPARE_COLORS = ("#56B4E9", "#000000", "#8C564B", "#BCBD22", "#17BECF", "#9467BD")
+
+METHOD_LABELS: dict[str, str] = {
+    "base": "Base",
+    "grpo": "GRPO",
+    "clip_cov": "Clip-Cov",
+    "kl_cov": "KL-Cov",
+    "cw_grpo": "CW-GRPO",
+    "cw_grpo_described": "CW-GRPO (described)",
+}
+
+FOOTER_FONTSIZE = 5.5
+FOOTER_COLOR = "0.45"
+
+
+def method_color(method: str) -> str:
+    """The colour of a method label, identical in every figure."""
+    if method in METHOD_COLORS:
+        return METHOD_COLORS[method]
+    return _SPARE_COLORS[zlib.crc32(method.encode()) % len(_SPARE_COLORS)]
+
+
+def method_label(method: str) -> str:
+    """Default display name of a method label (``cw_grpo`` -> ``CW-GRPO``)."""
+    return METHOD_LABELS.get(method, method)
+
+
+def apply_style() -> None:
+    """The package's one seaborn/matplotlib style; call before creating figures."""
+    sns.set_theme(
+        context="paper",
+        style="whitegrid",
+        rc={
+            "font.size": 8,
+            "axes.titlesize": 9,
+            "axes.labelsize": 8,
+            "xtick.labelsize": 7,
+            "ytick.labelsize": 7,
+            "legend.fontsize": 7,
+            "legend.title_fontsize": 7,
+            "legend.frameon": False,
+            "lines.linewidth": 1.4,
+            "lines.markersize": 4,
+            "grid.linewidth": 0.5,
+            "pdf.fonttype": 42,  # embed TrueType so text stays selectable/searchable in the PDF
+            "ps.fonttype": 42,
+            "savefig.dpi": 200,
+            "figure.dpi": 100,
+        },
+    )
+
+
+def wrap_footer(text: str, width_in: float) -> str:
+    """Wrap a footer line to the figure width (about 27 characters per inch at the footer's size)."""
+    return "\n".join(textwrap.wrap(text, width=max(40, int(width_in * 27)), break_on_hyphens=False))
+
+
+def new_figure(nrows: int, ncols: int, width: float, row_height: float, footer: str, **kwargs):
+    """A constrained-layout figure with room at the bottom for the provenance footer.
+
+    Returns ``(fig, axes)`` with ``axes`` a 2-D array (``squeeze=False``).
+    """
+    footer = wrap_footer(footer, width)
+    lines = footer.count("\n") + 1 if footer else 0
+    footer_h = 0.02 + 0.1 * lines  # inches
+    height = nrows * row_height + footer_h
+    fig, axes = plt.subplots(
+        nrows, ncols, figsize=(width, height), squeeze=False, layout="constrained", **kwargs
+    )
+    frac = footer_h / height
+    fig.get_layout_engine().set(rect=(0, frac, 1, 1 - frac))
+    if footer:
+        fig.text(0.005, 0.004, footer, fontsize=FOOTER_FONTSIZE, color=FOOTER_COLOR, ha="left", va="bottom")
+    return fig, axes
+
+
+def output_paths(out: str | Path) -> tuple[Path, Path]:
+    """``figures/NAME.pdf`` (or ``.png``, or no suffix) -> (``NAME.pdf``, ``NAME.png``)."""
+    out = Path(out)
+    stem = out.with_suffix("") if out.suffix.lower() in (".pdf", ".png") else out
+    return stem.with_name(stem.name + ".pdf"), stem.with_name(stem.name + ".png")
+
+
+def save_figure(fig: Figure, out: str | Path) -> tuple[Path, Path]:
+    """Write ``fig`` as PDF and PNG beside each other (atomically, without timestamps) and close it."""
+    pdf, png = output_paths(out)
+    try:
+        with atomic_path(pdf, suffix=".pdf") as tmp:
+            fig.savefig(tmp, format="pdf", metadata={"CreationDate": None, "Creator": "cwgrpo"})
+        fig.set_layout_engine("none")  # keep the layout just computed for the PDF (it is the slow part)
+        with atomic_path(png, suffix=".png") as tmp:
+            fig.savefig(tmp, format="png", metadata={"Software": "cwgrpo"})
+    finally:
+        plt.close(fig)
+    return pdf, png

@@ -1,0 +1,242 @@
+"""Unit tests of ``cwgrpo figure`` (cwgrpo.report.figures) and the plotting style.
+
+Inputs are tiny run folders and summaries written by hand into ``tmp_path``.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from cwgrpo.cli import main
+from cwgrpo.io import ResultFileError
+from cwgrpo.report.figures import FigureConfig, make_figure, seed_band
+from cwgrpo.report.results import metrics_frame
+from cwgrpo.report.style import METHOD_COLORS, method_color, output_paths, save_figure
+
+T975_2 = 4.302652729911275
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+MIRRORS = {"syn_math500": "math500", "syn_olympiad": "olympiadbench"}
+
+
+def write_run(root: Path, size: str, method: str, seed: int, steps: int = 12) -> Path:
+    run = root / "runs" / size / method / f"seed{seed}"
+    run.mkdir(parents=True)
+    (run / "run.json").write_text(
+        json.dumps(
+            {"tags": {"size": size, "method": method, "seed": seed}, "config": {}, "config_hash": "abc"}
+        )
+    )
+    rng = np.random.default_rng(seed)
+    lines = []
+    for step in range(1, steps + 1):
+        wobble = 0.2 * (step % 2) if method == "grpo" else 0.01 * (step % 2)
+        lines.append(
+            {
+                "step": step,
+                "entropy": 0.5 + wobble + 0.01 * seed,
+                "reward": 0.3 + 0.02 * step,
+                "completions/mean_length": 20 + step,
+                "cw/cov_q0.0001": -3.0,
+                "cw/cov_q0.4": -0.1,
+                "cw/cov_q0.6": 0.1,
+                "cw/cov_q0.9999": 3.0,
+            }
+        )
+    (run / "metrics.jsonl").write_text("".join(json.dumps(x) + "\n" for x in lines))
+    cov_lines = []
+    for step in (4, 8, 12):
+        cov = rng.standard_t(2, 300) * 0.05
+        weight = np.exp(-(cov**2) / (2 * 0.1**2))
+        cov_lines.append({"step": step, "cov": cov.tolist(), "weight": (weight / weight.mean()).tolist()})
+    (run / "cov_samples.jsonl").write_text("".join(json.dumps(x) + "\n" for x in cov_lines))
+    return run
+
+
+def write_summary(root: Path, size, method, seed, step, benchmark, acc) -> Path:
+    path = root / "eval" / size / method / f"seed{seed}" / f"step{step}" / f"{benchmark}.summary.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tags = {"size": size, "method": method, "seed": seed, "step": step}
+    path.write_text(
+        json.dumps({"benchmark": benchmark, "tags": tags, "k": 1, "pass1": acc, "n_problems": 10})
+    )
+    return path
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory) -> list[Path]:
+    root = tmp_path_factory.mktemp("runs")
+    return [
+        write_run(root, size, method, seed)
+        for size in ("small", "large")
+        for method in ("grpo", "cw_grpo")
+        for seed in (0, 1)
+    ]
+
+
+@pytest.fixture(scope="module")
+def summaries(tmp_path_factory) -> list[Path]:
+    root = tmp_path_factory.mktemp("sums")
+    paths = []
+    for size in ("small", "large"):
+        for bench in ("syn_math500", "syn_olympiad", "syn_amc23"):
+            paths.append(write_summary(root, size, "base", 0, 0, bench, 0.4))
+            for method, slope in (("grpo", -0.001), ("cw_grpo", 0.001)):
+                for seed in (0, 1):
+                    for step in (50, 100, 150):
+                        paths.append(write_summary(root, size, method, seed, step, bench, 0.5 + slope * step))
+    return paths
+
+
+def assert_pdf_png(pdf: Path) -> None:
+    pdf_bytes = pdf.read_bytes()
+    png_bytes = pdf.with_suffix(".png").read_bytes()
+    assert pdf_bytes.startswith(b"%PDF") and len(pdf_bytes) > 1000
+    assert png_bytes.startswith(PNG_MAGIC) and len(png_bytes) > 1000
+
+
+# Drawing is the slow part (seconds per figure on 2 cores), so the files are written from one size;
+# the tests on two sizes build the figures without saving them.
+@pytest.mark.parametrize("kind", ["entropy", "training", "covariance"])
+def test_figure_from_runs_writes_pdf_and_png(tmp_path, runs, kind):
+    out = tmp_path / "figures" / f"{kind}.pdf"
+    small = [r for r in runs if "/small/" in r.as_posix()]
+    args = ["figure", "--kind", kind, "--runs", *map(str, small), "--out", str(out)]
+    assert main([*args, "--set", "preset=tiny", "--set", "size_display={small: 'Tiny-S (≈1.5B)'}"]) == 0
+    assert_pdf_png(out)
+
+
+@pytest.mark.parametrize("preset", ["tiny", "paper"])
+def test_figure_checkpoints_writes_pdf_and_png(tmp_path, summaries, preset):
+    out = tmp_path / "checkpoints.pdf"
+    small = [p for p in summaries if "/small/" in p.as_posix()]
+    args = ["figure", "--kind", "checkpoints", "--summaries", *map(str, small), "--out", str(out)]
+    args += ["--set", f"preset={preset}", "--set", f"benchmark_mirrors={json.dumps(MIRRORS)}"]
+    assert main(args) == 0
+    assert_pdf_png(out)
+
+
+def test_checkpoints_overlay_only_for_paper_preset(summaries):
+    cfg = FigureConfig(preset="paper", benchmark_mirrors=MIRRORS, size_mirrors={"small": "1.5b"})
+    fig = make_figure("checkpoints", cfg, [], summaries)
+    labels = {t.get_text() for t in fig.legends[0].get_texts()}
+    assert {"GRPO (paper)", "CW-GRPO (paper)", "GRPO", "CW-GRPO", "Base (step 0)"} <= labels
+    fig = make_figure("checkpoints", FigureConfig(preset="tiny", benchmark_mirrors=MIRRORS), [], summaries)
+    assert not any("(paper)" in t.get_text() for t in fig.legends[0].get_texts())
+
+
+def test_checkpoints_without_a_mirror_names_it(summaries):
+    with pytest.raises(ResultFileError, match="olympiadbench"):
+        make_figure("checkpoints", FigureConfig(benchmark_mirrors={"syn_math500": "math500"}), [], summaries)
+
+
+def test_seed_band_minmax_and_ci95_by_hand():
+    frame = pd.DataFrame(
+        {"step": [1, 1, 1, 2, 2, 2], "seed": [0, 1, 2, 0, 1, 2], "entropy": [0.1, 0.2, 0.3, 1.0, 1.0, 1.6]}
+    )
+    mm = seed_band(frame, "entropy", FigureConfig(band="minmax")).set_index("step")
+    assert mm.loc[1, ["mean", "lo", "hi"]].tolist() == pytest.approx([0.2, 0.1, 0.3])
+    assert mm.loc[2, ["mean", "lo", "hi"]].tolist() == pytest.approx([1.2, 1.0, 1.6])
+    ci = seed_band(frame, "entropy", FigureConfig(band="ci95")).set_index("step")
+    half = T975_2 * 0.1 / math.sqrt(3)  # sd of (0.1, 0.2, 0.3) is 0.1
+    assert ci.loc[1, ["lo", "hi"]].tolist() == pytest.approx([0.2 - half, 0.2 + half])
+
+
+def test_seed_band_smoothing_is_per_seed():
+    frame = pd.DataFrame({"step": [1, 2, 3], "seed": [0, 0, 0], "entropy": [0.0, 1.0, 2.0]})
+    out = seed_band(frame, "entropy", FigureConfig(smooth=2))
+    assert out["mean"].tolist() == pytest.approx([0.0, 0.5, 1.5])
+
+
+def test_figure_missing_metrics_file_names_it(tmp_path):
+    run = write_run(tmp_path, "small", "grpo", 0)
+    (run / "metrics.jsonl").unlink()
+    with pytest.raises(ResultFileError, match=r"metrics\.jsonl"):
+        make_figure("entropy", FigureConfig(), [run], [])
+
+
+def test_figure_missing_cov_samples_names_it(tmp_path):
+    run = write_run(tmp_path, "small", "grpo", 0)
+    (run / "cov_samples.jsonl").unlink()
+    with pytest.raises(ResultFileError, match=r"cov_samples\.jsonl"):
+        make_figure("covariance", FigureConfig(), [run], [])
+
+
+def test_covariance_skips_empty_samples_but_not_all(tmp_path):
+    full = write_run(tmp_path, "small", "grpo", 0)
+    empty = write_run(tmp_path, "small", "cw_grpo", 0)
+    (empty / "cov_samples.jsonl").write_text("")  # sampling switched off
+    fig = make_figure("covariance", FigureConfig(preset="tiny"), [full, empty], [])
+    assert {t.get_text() for t in fig.legends[0].get_texts()} == {"GRPO"}
+    (full / "cov_samples.jsonl").write_text("")
+    with pytest.raises(ResultFileError, match="empty"):
+        make_figure("covariance", FigureConfig(), [full, empty], [])
+
+
+def test_figure_missing_run_json_exits_2(tmp_path, capsys):
+    args = [
+        "figure",
+        "--kind",
+        "entropy",
+        "--runs",
+        str(tmp_path / "nowhere"),
+        "--out",
+        str(tmp_path / "e.pdf"),
+    ]
+    assert main(args) == 2
+    assert "run.json" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("kind", ["entropy", "training", "covariance", "checkpoints"])
+def test_figure_one_row_per_size(runs, summaries, kind):
+    r, s = ([], summaries) if kind == "checkpoints" else (runs, [])
+    fig = make_figure(kind, FigureConfig(benchmark_mirrors=MIRRORS), r, s)
+    titles = " ".join(ax.get_title() for ax in fig.axes)
+    assert "small" in titles and "large" in titles
+    assert all(ax.get_xlabel() and ax.get_ylabel() for ax in fig.axes)
+    assert len(fig.legends) == 1
+
+
+def test_figure_kind_needs_its_inputs(runs):
+    with pytest.raises(ResultFileError, match="--summaries"):
+        make_figure("checkpoints", FigureConfig(), runs, [])
+    with pytest.raises(ResultFileError, match="--runs"):
+        make_figure("entropy", FigureConfig(), [], [])
+
+
+def test_metrics_frame_is_tagged_from_run_json(runs):
+    m = metrics_frame(runs)
+    assert set(m["size"]) == {"small", "large"} and set(m["method"]) == {"grpo", "cw_grpo"}
+    assert set(m["seed"]) == {0, 1} and len(m) == 8 * 12
+
+
+def test_method_colours_fixed_and_distinct():
+    assert method_color("grpo") == METHOD_COLORS["grpo"] == "#0072B2"
+    assert len(set(METHOD_COLORS.values())) == len(METHOD_COLORS)
+    assert method_color("some_new_method") == method_color("some_new_method")
+
+
+def test_same_method_same_colour_in_every_figure(runs, summaries):
+    seen: dict[str, set[str]] = {}
+    for kind, r, s in (("entropy", runs, []), ("checkpoints", [], summaries)):
+        fig = make_figure(kind, FigureConfig(benchmark_mirrors=MIRRORS), r, s)
+        for handle, text in zip(fig.legends[0].legend_handles, fig.legends[0].get_texts(), strict=True):
+            label = text.get_text().split(" (")[0]
+            if label in ("GRPO", "CW-GRPO"):
+                seen.setdefault(label, set()).add(handle.get_color())
+    assert seen == {"GRPO": {METHOD_COLORS["grpo"]}, "CW-GRPO": {METHOD_COLORS["cw_grpo"]}}
+
+
+def test_output_paths_and_save(tmp_path):
+    assert output_paths("figures/x.pdf") == (Path("figures/x.pdf"), Path("figures/x.png"))
+    assert output_paths("figures/x.png") == (Path("figures/x.pdf"), Path("figures/x.png"))
+    import matplotlib.pyplot as plt
+
+    fig = plt.figure()
+    pdf, png = save_figure(fig, tmp_path / "y.pdf")
+    assert pdf.read_bytes().startswith(b"%PDF") and png.read_bytes().startswith(PNG_MAGIC)

@@ -1,0 +1,384 @@
+"""Unit tests of ``cwgrpo table`` (cwgrpo.report.table) and the loaders/statistics it uses.
+
+Every input is a small evaluation summary written by hand into ``tmp_path``; expected numbers are
+computed by hand in the tests (t quantile t_{0.975, 2} = 4.302652729911275).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from cwgrpo.cli import main
+from cwgrpo.io import ResultFileError
+from cwgrpo.report.results import load_reported, mean_ci, seed_effect, summaries_frame
+from cwgrpo.report.table import TableConfig, build_table1, write_table
+
+T975_2 = 4.302652729911275  # t quantile, 2 degrees of freedom (3 seeds)
+TINY = {
+    "preset": "tiny",
+    "methods": ["base", "grpo", "clip_cov", "cw_grpo"],
+    "benchmark_display": {"syn_math500": "Syn-L1 (≈MATH-500)", "syn_olympiad": "Syn-L3 (≈OlympiadBench)"},
+    "benchmark_mirrors": {"syn_math500": "math500", "syn_olympiad": "olympiadbench"},
+    "size_display": {"small": "Tiny-S (≈1.5B)"},
+}
+
+
+def write_summary(root: Path, size, method, seed, step, benchmark, acc, k=1, se=None, ci=None) -> Path:
+    path = root / "eval" / size / method / f"seed{seed}" / f"step{step}" / f"{benchmark}.summary.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    summary = {
+        "benchmark": benchmark,
+        "tags": {"size": size, "method": method, "seed": seed, "step": step},
+        "n_problems": 100,
+        "k": k,
+        "pass1": acc,
+        "avg_k": acc,
+        "avg_k_se": se,
+        "avg_k_ci95": ci,
+        "n_samples": 100 * k,
+        "n_truncated": 0,
+        "n_unscorable": 0,
+        "settings": {"backend": "transformers"},
+        "provenance": {"version": "0.1.0", "git": {"commit": "0123456789abcdef", "dirty": False}},
+        "config_hash": "feedbeef",
+    }
+    path.write_text(json.dumps(summary))
+    return path
+
+
+# Accuracies by (method, seed) -> (syn_math500, syn_olympiad); base has one seed at step 0.
+VALUES = {
+    ("base", 0): (0.60, 0.20),
+    ("grpo", 0): (0.70, 0.30),
+    ("grpo", 1): (0.72, 0.34),
+    ("grpo", 2): (0.74, 0.26),
+    ("clip_cov", 0): (0.71, 0.32),
+    ("clip_cov", 1): (0.73, 0.30),
+    ("clip_cov", 2): (0.72, 0.31),
+    ("cw_grpo", 0): (0.80, 0.31),
+    ("cw_grpo", 1): (0.84, 0.33),
+    ("cw_grpo", 2): (0.88, 0.29),
+}
+
+
+def make_results(root: Path, values=VALUES, size="small", step=100) -> list[Path]:
+    paths = []
+    for (method, seed), accs in values.items():
+        s = 0 if method == "base" else step
+        for bench, acc in zip(("syn_math500", "syn_olympiad"), accs, strict=True):
+            paths.append(write_summary(root, size, method, seed, s, bench, acc))
+    return paths
+
+
+def cfg(**kw) -> TableConfig:
+    return TableConfig(**{**TINY, **kw})
+
+
+@pytest.fixture(scope="module")
+def tiny_out(tmp_path_factory) -> dict[str, Path]:
+    """Every output of one ``write_table`` run on VALUES (drawing the PDF takes a second or two)."""
+    root = tmp_path_factory.mktemp("tiny")
+    return write_table(cfg(), make_results(root / "r"), root / "figures" / "table1.pdf", root / "out")
+
+
+def cell(cells: pd.DataFrame, method: str, benchmark: str, size: str = "small") -> pd.Series:
+    sel = cells[(cells["size"] == size) & (cells["method"] == method) & (cells["benchmark"] == benchmark)]
+    assert len(sel) == 1
+    return sel.iloc[0]
+
+
+# -- statistics --------------------------------------------------------------------------------------
+def test_mean_ci_three_seeds_by_hand():
+    m, lo, hi = mean_ci([0.80, 0.84, 0.88])
+    half = T975_2 * 0.04 / math.sqrt(3)  # sd of (0.80, 0.84, 0.88) is 0.04
+    assert m == pytest.approx(0.84)
+    assert (lo, hi) == pytest.approx((0.84 - half, 0.84 + half))
+
+
+def test_mean_ci_one_seed_has_no_interval():
+    m, lo, hi = mean_ci([0.5])
+    assert m == 0.5 and math.isnan(lo) and math.isnan(hi)
+
+
+def test_seed_effect_paired_by_seed():
+    eff = seed_effect({0: 0.53, 1: 0.54, 2: 0.55}, {0: 0.50, 1: 0.50, 2: 0.50})
+    half = T975_2 * 0.01 / math.sqrt(3)
+    assert eff.paired and eff.n == 3
+    assert (eff.mean, eff.lo, eff.hi) == pytest.approx((0.04, 0.04 - half, 0.04 + half))
+
+
+def test_seed_effect_unpaired_single_seed_has_no_ci():
+    eff = seed_effect({0: 0.6}, {0: 0.5, 1: 0.7, 2: 0.6})
+    assert not eff.paired and not eff.has_ci
+    assert eff.mean == pytest.approx(0.0)
+
+
+# -- names -------------------------------------------------------------------------------------------
+def test_stand_in_names_say_what_they_mirror():
+    c = TableConfig(
+        preset="tiny",
+        benchmark_display={"syn_math500": "Syn-L1", "syn_amc23": "Syn-L2 (≈AMC23)"},
+        benchmark_mirrors={"syn_math500": "math500", "syn_amc23": "amc23"},
+        size_display={"large": "Large (for 7B)"},
+    )
+    assert c.benchmark_name("syn_math500") == "Syn-L1 (≈MATH-500)"
+    assert c.benchmark_name("syn_amc23") == "Syn-L2 (≈AMC23)"  # already says it
+    assert c.benchmark_name("math500") == "MATH-500"  # the paper's own benchmark
+    assert c.size_name("small") == "small (≈1.5B)" and c.size_name("large") == "Large (for 7B)"
+    assert c.size_name("7b") == "7B"
+
+
+# -- Table 1 -----------------------------------------------------------------------------------------
+def test_table_csv_values_equal_inputs(tmp_path):
+    values = {k: v for k, v in VALUES.items() if k[1] == 0}  # one seed each: cells are the inputs
+    values[("grpo", 0)] = (0.123456789012345, 0.987654321098765)
+    paths = make_results(tmp_path / "r", values)
+    out = write_table(cfg(), paths, tmp_path / "fig" / "table1.pdf", tmp_path / "out")
+    csv = pd.read_csv(out["csv"])
+    for (method, _), accs in values.items():
+        for bench, acc in zip(("syn_math500", "syn_olympiad"), accs, strict=True):
+            assert cell(csv, method, bench)["accuracy"] == acc  # exact, not approx
+        assert cell(csv, method, "avg")["accuracy"] == pytest.approx(sum(accs) / 2)
+
+
+def test_table_mean_ci_three_seeds(tmp_path):
+    cells, _ = build_table1(summaries_frame(make_results(tmp_path)), cfg())
+    c = cell(cells, "cw_grpo", "syn_math500")  # seeds 0.80, 0.84, 0.88
+    half = T975_2 * 0.04 / math.sqrt(3)
+    assert c["n_seeds"] == 3 and c["seeds"] == "0;1;2"
+    assert c["accuracy"] == pytest.approx(0.84)
+    assert c["ci95_half"] == pytest.approx(half)
+    assert (c["ci95_lo"], c["ci95_hi"]) == pytest.approx((0.84 - half, 0.84 + half))
+    assert "t-interval over 3 seeds" in c["ci_kind"]
+    # Avg per seed: 0.555, 0.585, 0.585 -> mean 0.575, sd sqrt(0.0003)
+    avg = cell(cells, "cw_grpo", "avg")
+    assert avg["accuracy"] == pytest.approx(0.575)
+    assert avg["ci95_half"] == pytest.approx(T975_2 * math.sqrt(0.0003) / math.sqrt(3))
+
+
+def test_table_markdown_shows_mean_pm_half_width(tiny_out):
+    md = tiny_out["md"].read_text()
+    half = 100 * T975_2 * 0.04 / math.sqrt(3)  # 9.9365...
+    assert f"84.0 ± {half:.1f}" in md  # "84.0 ± 9.9"
+    assert "Syn-L1 (≈MATH-500)" in md and "Tiny-S (≈1.5B)" in md
+
+
+def test_table_best_per_column(tmp_path):
+    cells, _ = build_table1(summaries_frame(make_results(tmp_path)), cfg())
+    best = {(r.method, r.benchmark) for r in cells.itertuples() if r.is_best}
+    # syn_math500: cw_grpo 84.0 is best; syn_olympiad: clip_cov 31.0 = cw_grpo 31.0 (tie, both) > grpo 30.0
+    # avg: cw 57.5 > clip 51.5 > grpo 51.0 > base 40.0
+    assert best == {
+        ("cw_grpo", "syn_math500"),
+        ("clip_cov", "syn_olympiad"),
+        ("cw_grpo", "syn_olympiad"),
+        ("cw_grpo", "avg"),
+    }
+
+
+def test_table_best_is_per_size(tmp_path):
+    paths = make_results(tmp_path, size="small")
+    flipped = {k: (1 - a, 1 - b) for k, (a, b) in VALUES.items()}  # the worst becomes the best
+    paths += make_results(tmp_path, flipped, size="large")
+    cells, _ = build_table1(summaries_frame(paths), cfg())
+    assert cell(cells, "cw_grpo", "syn_math500", "small")["is_best"]
+    assert not cell(cells, "cw_grpo", "syn_math500", "large")["is_best"]
+    assert cell(cells, "base", "syn_math500", "large")["is_best"]
+
+
+def test_table_bold_in_markdown_and_tex(tiny_out):
+    md, tex = tiny_out["md"].read_text(), tiny_out["tex"].read_text()
+    cw_row = next(line for line in md.splitlines() if "| CW-GRPO |" in line)
+    grpo_row = next(line for line in md.splitlines() if "| GRPO |" in line)
+    assert cw_row.count("**") == 6  # math500, olympiad (tie), avg
+    assert "**" not in grpo_row
+    assert "\\toprule" in tex and "\\midrule" in tex and "\\bottomrule" in tex
+    assert "\\textbf{84.0 $\\pm$ 9.9}" in tex
+    assert "Syn-L1 ($\\approx$MATH-500)" in tex
+
+
+def test_table_delta_vs_grpo_paired(tmp_path):
+    cells, _ = build_table1(summaries_frame(make_results(tmp_path)), cfg())
+    # per-seed Avg: cw (0.555, 0.585, 0.585), grpo (0.50, 0.53, 0.50) -> diffs (0.055, 0.055, 0.085)
+    c = cell(cells, "cw_grpo", "avg")
+    diffs = [0.055, 0.055, 0.085]
+    mean = sum(diffs) / 3
+    sd = math.sqrt(sum((d - mean) ** 2 for d in diffs) / 2)
+    half = T975_2 * sd / math.sqrt(3)
+    assert c["delta"] == pytest.approx(mean)
+    assert (c["delta_ci95_lo"], c["delta_ci95_hi"]) == pytest.approx((mean - half, mean + half))
+    assert math.isnan(cell(cells, "grpo", "avg")["delta"])
+
+
+def test_table_extra_method_rows_follow(tmp_path):
+    paths = make_results(tmp_path)
+    paths.append(write_summary(tmp_path, "small", "cw_grpo_described", 0, 100, "syn_math500", 0.5))
+    paths.append(write_summary(tmp_path, "small", "cw_grpo_described", 0, 100, "syn_olympiad", 0.5))
+    cells, _ = build_table1(summaries_frame(paths), cfg())
+    assert list(dict.fromkeys(cells["method"])) == [
+        "base",
+        "grpo",
+        "clip_cov",
+        "cw_grpo",
+        "cw_grpo_described",
+    ]
+
+
+def test_table_one_seed_k_gt_1_uses_summary_interval(tmp_path):
+    p1 = write_summary(tmp_path, "small", "grpo", 0, 100, "syn_math500", 0.5, k=4, se=0.02, ci=[0.46, 0.54])
+    p2 = write_summary(tmp_path, "small", "grpo", 0, 100, "syn_olympiad", 0.3, k=4, se=0.03, ci=[0.25, 0.36])
+    cells, _ = build_table1(summaries_frame([p1, p2]), cfg(methods=["grpo"]))
+    c = cell(cells, "grpo", "syn_olympiad")
+    assert (c["ci95_lo"], c["ci95_hi"]) == (0.25, 0.36)
+    assert c["metric"] == "avg@4" and "summary interval" in c["ci_kind"]
+    avg = cell(cells, "grpo", "avg")  # se of a mean of two independent estimates
+    assert avg["ci95_half"] == pytest.approx(1.959963984540054 * math.sqrt(0.02**2 + 0.03**2) / 2)
+
+
+def test_summary_with_undefined_interval_bounds(tmp_path):
+    p1 = write_summary(tmp_path, "small", "grpo", 0, 100, "syn_math500", 1.0, k=4, se=0.0, ci=[None, None])
+    p2 = write_summary(tmp_path, "small", "grpo", 0, 100, "syn_olympiad", 0.5, k=4, se=None, ci=None)
+    cells, _ = build_table1(summaries_frame([p1, p2]), cfg(methods=["grpo"]))
+    c = cell(cells, "grpo", "syn_olympiad")
+    assert c["accuracy"] == 0.5 and math.isnan(c["ci95_lo"]) and c["ci_kind"] == "unavailable"
+
+
+def test_table_uses_configured_step(tmp_path):
+    paths = make_results(tmp_path, step=100)
+    paths += make_results(tmp_path, {k: v for k, v in VALUES.items() if k[0] != "base"}, step=50)
+    cells, _ = build_table1(summaries_frame(paths), cfg(step=50))
+    assert set(cells.loc[cells["method"] != "base", "step"]) == {50}
+    assert set(cells.loc[cells["method"] == "base", "step"]) == {0}
+
+
+def test_table_missing_file_names_it(tmp_path):
+    paths = make_results(tmp_path)
+    missing = tmp_path / "eval" / "nope.summary.json"
+    with pytest.raises(ResultFileError, match=r"nope\.summary\.json"):
+        write_table(cfg(), [*paths, missing], tmp_path / "t.pdf", tmp_path / "out")
+
+
+def test_table_truncated_file_names_it(tmp_path):
+    paths = make_results(tmp_path)
+    paths[0].write_text('{"benchmark": "syn_math5')
+    with pytest.raises(ResultFileError, match=re.escape(str(paths[0]))):
+        write_table(cfg(), paths, tmp_path / "t.pdf", tmp_path / "out")
+
+
+def test_table_missing_method_names_it(tmp_path):
+    paths = [p for p in make_results(tmp_path) if "/clip_cov/" not in p.as_posix()]
+    with pytest.raises(ResultFileError, match=r"size=small method=clip_cov step=100"):
+        build_table1(summaries_frame(paths), cfg())
+
+
+def test_table_missing_benchmark_names_it(tmp_path):
+    paths = [
+        p for p in make_results(tmp_path) if not ("/grpo/seed1/" in p.as_posix() and "olympiad" in p.name)
+    ]
+    with pytest.raises(ResultFileError, match=r"\(1, 'syn_olympiad'\)"):
+        build_table1(summaries_frame(paths), cfg())
+
+
+def test_table_duplicate_tags_is_an_error(tmp_path):
+    paths = make_results(tmp_path)
+    dup = write_summary(tmp_path / "copy", "small", "grpo", 0, 100, "syn_math500", 0.1)
+    with pytest.raises(ResultFileError, match="share the tags"):
+        summaries_frame([*paths, dup])
+
+
+def test_table_pdf_and_sidecar(tiny_out):
+    out = tiny_out
+    data = out["pdf"].read_bytes()
+    assert data.startswith(b"%PDF") and len(data) > 1000
+    side = json.loads(out["provenance"].read_text())
+    assert side["command"] == "table" and side["config_hash"]
+    assert side["inputs"]["config_hashes"] == ["feedbeef"]
+    assert side["inputs"]["commits"] == ["0123456789ab"]
+    assert len(side["inputs"]["files"]) == 20
+
+
+def test_table_outputs_are_reproducible(tmp_path, tiny_out):
+    out = write_table(cfg(), make_results(tmp_path / "r"), tmp_path / "table1.pdf", tmp_path / "out")
+    for key in ("pdf", "csv", "md", "tex", "cmp_csv", "cmp_md"):
+        assert out[key].read_bytes() == tiny_out[key].read_bytes(), key
+
+
+# -- reported vs ours --------------------------------------------------------------------------------
+def test_reported_json_is_consistent():
+    rep = load_reported()
+    assert rep["source"]["arxiv"] == "2605.11538"
+    for row in rep["table1"]["rows"]:
+        mean5 = sum(row[b] for b in rep["benchmark_order"]) / 5
+        assert row["avg"] == pytest.approx(mean5, abs=0.051)  # the paper prints one decimal
+    by = {(r["size"], r["method"]): r["avg"] for r in rep["table1"]["rows"]}
+    for size, gain in rep["claims"]["1"]["effect_points"].items():
+        assert by[(size, "cw_grpo")] - by[(size, "grpo")] == pytest.approx(gain)
+    assert len(rep["checkpoints"]["rows"]) == 6
+
+
+def test_reported_vs_ours_tiny_compares_effects_only(tiny_out):
+    out = tiny_out
+    cmp = pd.read_csv(out["cmp_csv"])
+    assert set(cmp["comparison"]) == {"effect"}
+    row = cmp[(cmp["method"] == "cw_grpo - grpo") & (cmp["benchmark"] == "avg")].iloc[0]
+    assert row["paper_pct"] == pytest.approx(55.3 - 52.6)
+    assert row["ours_pct"] == pytest.approx(100 * (0.055 + 0.055 + 0.085) / 3)
+    assert row["difference_pct"] == pytest.approx(row["ours_pct"] - row["paper_pct"])
+    assert bool(row["same_sign"]) is True
+    m500 = cmp[(cmp["method"] == "cw_grpo - grpo") & (cmp["benchmark"] == "syn_math500")].iloc[0]
+    assert m500["paper_benchmark"] == "math500" and m500["paper_pct"] == pytest.approx(2.0)
+    md = out["cmp_md"].read_text()
+    assert "only effects are compared" in md and "not comparable" in md
+
+
+def test_reported_vs_ours_paper_compares_absolute_numbers(tmp_path):
+    values = {k: v for k, v in VALUES.items()}
+    paths = []
+    for (method, seed), accs in values.items():
+        s = 0 if method == "base" else 100
+        for bench, acc in zip(("math500", "olympiadbench"), accs, strict=True):
+            paths.append(write_summary(tmp_path / "r", "1.5b", method, seed, s, bench, acc))
+    out = write_table(TableConfig(preset="paper"), paths, tmp_path / "t.pdf", tmp_path / "out")
+    cmp = pd.read_csv(out["cmp_csv"])
+    assert {"absolute", "effect"} == set(cmp["comparison"])
+    r = cmp[
+        (cmp["comparison"] == "absolute") & (cmp["method"] == "grpo") & (cmp["benchmark"] == "math500")
+    ].iloc[0]
+    assert r["paper_pct"] == 85.0 and r["ours_pct"] == pytest.approx(72.0)
+    assert r["difference_pct"] == pytest.approx(72.0 - 85.0)
+    md = (tmp_path / "out" / "table1.md").read_text()
+    assert "MATH-500" in md and "1.5B" in md  # the paper's display names by default
+
+
+# -- the command -------------------------------------------------------------------------------------
+def test_table_cli_writes_every_output(tmp_path, capsys):
+    paths = make_results(tmp_path / "r")
+    cfg_file = tmp_path / "tiny.yaml"
+    cfg_file.write_text(json.dumps(TINY))  # JSON is YAML
+    args = ["table", "--summaries", *map(str, paths), "--out-pdf", str(tmp_path / "figures" / "table1.pdf")]
+    args += ["--out-dir", str(tmp_path / "res"), "--config", str(cfg_file), "--set", "step=100"]
+    assert main(args) == 0
+    for name in ("table1.csv", "table1.tex", "table1.md", "reported_vs_ours.csv", "reported_vs_ours.md"):
+        assert (tmp_path / "res" / name).stat().st_size > 0
+    assert (tmp_path / "figures" / "table1.pdf").read_bytes().startswith(b"%PDF")
+
+
+def test_table_cli_missing_file_exits_2_naming_it(tmp_path, capsys):
+    missing = tmp_path / "gone.summary.json"
+    args = [
+        "table",
+        "--summaries",
+        str(missing),
+        "--out-pdf",
+        str(tmp_path / "t.pdf"),
+        "--out-dir",
+        str(tmp_path),
+    ]
+    assert main(args) == 2
+    assert "gone.summary.json" in capsys.readouterr().err
