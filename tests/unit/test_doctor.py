@@ -1,0 +1,41 @@
+"""`cwgrpo doctor`: exit status only for what blocks the chosen preset; advice follows the checks."""
+
+import subprocess
+import sys
+
+from cwgrpo.doctor import Check, advice
+
+
+def _checks(**ok):
+    return [
+        Check("gpus", ok.get("gpus", False), "", ("paper",)),
+        Check("vllm", ok.get("vllm", False), "", ("paper",)),
+        Check("conda", ok.get("conda", False), ""),
+        Check("sbatch", ok.get("sbatch", False), ""),
+    ]
+
+
+def test_advice_picks_tiny_on_a_cpu_machine_without_conda():
+    assert advice(_checks()) == "tiny preset (CPU, minutes): snakemake --cores all figures/table1.pdf"
+
+
+def test_advice_picks_slurm_with_conda_when_everything_is_there():
+    text = advice(_checks(gpus=True, vllm=True, conda=True, sbatch=True))
+    assert text.startswith("paper preset via Slurm: snakemake --profile profiles/slurm --use-conda")
+
+
+def test_doctor_exit_status_depends_on_the_preset(tmp_path):
+    cmd = [sys.executable, "-m", "cwgrpo.cli", "doctor", "--offline", "--results", str(tmp_path)]
+    tiny = subprocess.run([*cmd, "--preset", "tiny"], capture_output=True, text=True, timeout=120)
+    assert tiny.returncode == 0, tiny.stdout + tiny.stderr
+    assert "trl" in tiny.stdout and "suggested:" in tiny.stdout
+    try:
+        import torch
+
+        has_gpus = torch.cuda.device_count() >= 4
+    except ImportError:
+        has_gpus = False
+    if not has_gpus:
+        paper = subprocess.run([*cmd, "--preset", "paper"], capture_output=True, text=True, timeout=120)
+        assert paper.returncode == 1
+        assert "the paper preset cannot run here" in paper.stdout
