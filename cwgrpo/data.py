@@ -1,0 +1,287 @@
+"""Dataset registry, normalised problem records, and the ``cwgrpo prepare-data`` command.
+
+Every training set and benchmark, real (Hugging Face) or synthetic (tiny preset), becomes a list of
+records ``{id, problem, answer, source}`` (``docs/architecture.md``, "Records"): ``answer`` is the gold
+final answer as a string, never a worked solution. ``normalise`` is a pure function from a dataset's raw
+rows to records, so the tests feed it hand-written fixtures shaped like each real dataset; only
+``load_rows`` touches the network (``datasets.load_dataset``, imported lazily).
+
+Column choices, from the dataset cards and from the Open-RS evaluation code that produced the paper's
+numbers (``src/open_r1/evaluate.py`` of the Open-RS repository):
+
+| name | columns read | note |
+|---|---|---|
+| ``open_rs`` | ``problem``, ``answer`` | ``solution`` (a worked solution) is ignored |
+| ``aime24`` | ``problem``, ``answer`` | also has id/solution/url/year |
+| ``math500`` | ``problem``, ``answer`` | also has solution/subject/level/unique_id |
+| ``amc23`` | ``problem``, ``answer`` | the answer is stored as a number (``27.0``); written as ``27`` |
+| ``minerva`` | ``problem``, last ``\\boxed{}`` of ``solution`` | the set has no answer column |
+| ``olympiadbench`` | ``question``, ``answer`` | Open-RS reads ``question``; ``$...$`` around answers is stripped |
+
+Record ids are ``{name}-{row index:04d}`` in the pinned revision's order, for every dataset alike.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import logging
+import math
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+from cwgrpo import synthetic
+from cwgrpo.configs import ConfigError
+from cwgrpo.io import ResultFileError, read_jsonl, write_json, write_jsonl
+from cwgrpo.scoring import last_boxed
+
+logger = logging.getLogger(__name__)
+
+RECORD_KEYS = ("id", "problem", "answer", "source")
+
+
+@dataclasses.dataclass(frozen=True)
+class DatasetSpec:
+    """One registered dataset.
+
+    Attributes:
+        name: registry name (also the stem of ``data/{name}.jsonl``).
+        hf_id: Hugging Face dataset id, or None for a synthetic split.
+        split: split to load (for synthetic data, the split's own name).
+        revision: pinned dataset revision (a commit sha, or "main" where none could be pinned).
+        rows: expected number of rows; a mismatch is an error.
+        problem_column: column holding the problem statement.
+        answer_column: column holding the gold answer (or the solution when ``answer_from="boxed"``).
+        answer_from: ``"column"`` (the column is the answer) or ``"boxed"`` (the answer is the last
+            ``\\boxed{...}`` of the column, which holds a worked solution).
+        subset: Hugging Face config name, if the dataset has several.
+        display: label for tables and figures.
+    """
+
+    name: str
+    hf_id: str | None
+    split: str
+    revision: str | None
+    rows: int
+    problem_column: str = "problem"
+    answer_column: str = "answer"
+    answer_from: str = "column"
+    subset: str | None = None
+    display: str = ""
+
+    @property
+    def synthetic(self) -> bool:
+        return self.hf_id is None
+
+    @property
+    def source(self) -> str:
+        return self.hf_id if self.hf_id is not None else f"synthetic:{self.name}"
+
+
+# Revisions: no network here, so no commit sha could be looked up; "main" is recorded as is, and the
+# manifest of each prepared file stores the sha256 of the bytes written, which is what pins the data.
+_HF_SPECS = (
+    DatasetSpec("open_rs", "knoveleng/open-rs", "train", "main", 7000, display="Open-RS (train)"),
+    DatasetSpec("aime24", "HuggingFaceH4/aime_2024", "train", "main", 30, display="AIME24"),
+    DatasetSpec("math500", "HuggingFaceH4/MATH-500", "test", "main", 500, display="MATH-500"),
+    DatasetSpec("amc23", "knoveleng/AMC-23", "train", "main", 40, display="AMC23"),
+    DatasetSpec(
+        "minerva",
+        "knoveleng/Minerva-Math",
+        "train",
+        "main",
+        272,
+        answer_column="solution",
+        answer_from="boxed",
+        display="Minerva",
+    ),
+    DatasetSpec(
+        "olympiadbench",
+        "knoveleng/OlympiadBench",
+        "train",
+        "main",
+        675,
+        problem_column="question",
+        display="OlympiadBench",
+    ),
+)
+
+DATASETS: dict[str, DatasetSpec] = {s.name: s for s in _HF_SPECS} | {
+    s.name: DatasetSpec(s.name, None, s.name, None, s.n, display=s.display) for s in synthetic.SPLITS.values()
+}
+
+# The paper's five benchmarks, in the order of Table 1.
+PAPER_BENCHMARKS: tuple[str, ...] = ("aime24", "math500", "amc23", "minerva", "olympiadbench")
+
+
+def get_dataset(name: str) -> DatasetSpec:
+    """Registry lookup; an unknown name is an error listing the known ones."""
+    try:
+        return DATASETS[name]
+    except KeyError:
+        raise ConfigError(f"unknown dataset {name!r}; known: {sorted(DATASETS)}") from None
+
+
+# --------------------------------------------------------------------------------------------------
+# Normalisation (pure)
+
+
+def _answer_text(value: Any) -> str | None:
+    """A gold answer as a string: numbers without a spurious ``.0``, one-element lists unwrapped,
+    several elements joined by ``, ``, surrounding ``$`` removed. None if empty."""
+    if value is None:
+        return None
+    if isinstance(value, (list, tuple)):
+        parts = [p for p in (_answer_text(v) for v in value) if p]
+        return ", ".join(parts) if parts else None
+    if isinstance(value, bool):
+        return str(value)
+    if isinstance(value, int):
+        return str(value)
+    if isinstance(value, float):
+        if not math.isfinite(value):
+            return None
+        return str(int(value)) if value.is_integer() else repr(value)
+    text = str(value).strip()
+    if len(text) >= 2 and text.startswith("$") and text.endswith("$"):
+        text = text.strip("$").strip()
+    return text or None
+
+
+def normalise(spec: DatasetSpec, rows: Iterable[Mapping[str, Any]]) -> list[dict[str, str]]:
+    """Raw dataset rows -> records ``{id, problem, answer, source}`` (no row-count check here).
+
+    Raises:
+        ValueError: a column is missing (names the dataset, the column and the columns found), a
+            problem or answer is empty, or a boxed answer cannot be found (names the row).
+    """
+    if spec.synthetic:
+        return [validate_record(dict(r), spec.name, i) for i, r in enumerate(rows)]
+    records = []
+    for i, row in enumerate(rows):
+        for column in (spec.problem_column, spec.answer_column):
+            if column not in row:
+                raise ValueError(
+                    f"dataset {spec.name} ({spec.source}): missing column {column!r} in row {i}; "
+                    f"columns found: {sorted(row)}"
+                )
+        problem = str(row[spec.problem_column] or "").strip()
+        raw = row[spec.answer_column]
+        if spec.answer_from == "boxed":
+            answer = last_boxed(str(raw or ""))
+            if answer is None:
+                raise ValueError(
+                    f"dataset {spec.name}: row {i} has no \\boxed{{...}} answer in column {spec.answer_column!r}"
+                )
+            answer = _answer_text(answer)
+        else:
+            answer = _answer_text(raw)
+        if not problem:
+            raise ValueError(f"dataset {spec.name}: row {i} has an empty problem ({spec.problem_column!r})")
+        if not answer:
+            raise ValueError(f"dataset {spec.name}: row {i} has an empty answer ({spec.answer_column!r})")
+        records.append(
+            {"id": f"{spec.name}-{i:04d}", "problem": problem, "answer": answer, "source": spec.source}
+        )
+    return records
+
+
+def check_row_count(spec: DatasetSpec, records: list[dict]) -> None:
+    if not records:
+        raise ValueError(f"dataset {spec.name}: zero rows")
+    if len(records) != spec.rows:
+        raise ValueError(f"dataset {spec.name}: expected {spec.rows} rows, found {len(records)}")
+
+
+# --------------------------------------------------------------------------------------------------
+# Records on disk
+
+
+def validate_record(record: Any, where: str, index: int) -> dict[str, str]:
+    """Check one record has the four keys with non-empty string values; returns it."""
+    if not isinstance(record, dict):
+        raise ResultFileError(f"{where}: record {index} is not a JSON object")
+    missing = [k for k in RECORD_KEYS if k not in record]
+    if missing:
+        raise ResultFileError(f"{where}: record {index} lacks {missing}; keys found: {sorted(record)}")
+    for key in RECORD_KEYS:
+        if not isinstance(record[key], str) or not record[key].strip():
+            raise ResultFileError(f"{where}: record {index} has an empty or non-string {key!r}")
+    return record
+
+
+def load_records(path: str | Path) -> list[dict[str, str]]:
+    """Read and validate a records JSONL file (every later step reads data through this).
+
+    Raises:
+        ResultFileError: missing/malformed file, a record without id/problem/answer/source, zero
+            records, or a duplicate id (named).
+    """
+    records = read_jsonl(path)
+    if not records:
+        raise ResultFileError(f"{path}: no records")
+    seen: set[str] = set()
+    for i, rec in enumerate(records):
+        validate_record(rec, str(path), i)
+        if rec["id"] in seen:
+            raise ResultFileError(f"{path}: duplicate id {rec['id']!r} (record {i})")
+        seen.add(rec["id"])
+    return records
+
+
+def load_rows(spec: DatasetSpec) -> list[dict[str, Any]]:
+    """The raw rows of a dataset: generated locally for synthetic splits, else downloaded from the Hub."""
+    if spec.synthetic:
+        return synthetic.generate_split(spec.name)
+    import datasets  # heavy, and only needed here
+
+    logger.info("loading %s (split %s, revision %s)", spec.hf_id, spec.split, spec.revision)
+    ds = datasets.load_dataset(spec.hf_id, spec.subset, split=spec.split, revision=spec.revision)
+    return [dict(row) for row in ds]
+
+
+def prepare(spec: DatasetSpec, out: str | Path, rows: Iterable[Mapping[str, Any]] | None = None) -> dict:
+    """Normalise, check and write ``out`` (JSONL) then its manifest beside it; returns the manifest.
+
+    The manifest is written last, so a crash never leaves a manifest describing a partial file.
+    """
+    from cwgrpo.provenance import provenance
+
+    records = normalise(spec, load_rows(spec) if rows is None else rows)
+    check_row_count(spec, records)
+    out = Path(out)
+    write_jsonl(out, records)
+    manifest = {
+        "name": spec.name,
+        "hf_id": spec.hf_id,
+        "revision": spec.revision,
+        "split": spec.split,
+        "rows": len(records),
+        "sha256": hashlib.sha256(out.read_bytes()).hexdigest(),
+        "provenance": provenance(),
+    }
+    write_json(manifest_path(out), manifest)
+    return manifest
+
+
+def manifest_path(data_path: str | Path) -> Path:
+    """``data/NAME.jsonl`` -> ``data/NAME.manifest.json``."""
+    p = Path(data_path)
+    return p.with_name(p.name.removesuffix(".jsonl") + ".manifest.json")
+
+
+# --------------------------------------------------------------------------------------------------
+# CLI
+
+
+def configure_parser(parser) -> None:
+    parser.add_argument("--dataset", required=True, help=f"registry name; one of {', '.join(DATASETS)}")
+    parser.add_argument("--out", required=True, type=Path, help="output JSONL (manifest written beside it)")
+
+
+def run(args) -> int:
+    spec = get_dataset(args.dataset)
+    manifest = prepare(spec, args.out)
+    logger.info("wrote %s (%d rows, sha256 %s)", args.out, manifest["rows"], manifest["sha256"][:12])
+    return 0

@@ -1,0 +1,117 @@
+"""Generation backends by name: ``transformers`` (CPU or GPU) and ``vllm`` (GPU, imported lazily).
+
+One interface::
+
+    backend = get_backend("transformers", model_dir, batch_size=32)
+    outs = backend.generate(prompts, n=4, settings=SamplingSettings(0.6, 0.95, 512, seed=0))
+    outs[i][j]  # Completion of sample j of prompt i
+
+``prompts`` are chat messages (``[{"role": "user", "content": ...}]``); each backend applies the
+model's chat template (or, for a tokenizer without one, joins the message contents). Temperature 0 is
+greedy decoding. Sample ``j`` of prompt ``i`` draws from its own random stream, seeded by
+``sample_seed(settings.seed, i, j)``, so with the transformers backend it does not depend on which
+other rows shared its batch (up to floating-point differences between batch shapes).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import importlib
+from pathlib import Path
+from typing import Protocol
+
+from cwgrpo.configs import ConfigError
+
+Messages = list[dict[str, str]]
+
+
+@dataclasses.dataclass(frozen=True)
+class SamplingSettings:
+    """Sampling settings shared by all backends.
+
+    Attributes:
+        temperature: softmax temperature; 0 means greedy decoding.
+        top_p: nucleus sampling mass in (0, 1].
+        max_new_tokens: most tokens generated per completion.
+        seed: base seed of the per-sample random streams.
+    """
+
+    temperature: float
+    top_p: float
+    max_new_tokens: int
+    seed: int
+
+    def __post_init__(self) -> None:
+        if self.temperature < 0:
+            raise ConfigError(f"temperature must be >= 0, got {self.temperature}")
+        if not 0 < self.top_p <= 1:
+            raise ConfigError(f"top_p must be in (0, 1], got {self.top_p}")
+        if self.max_new_tokens < 1:
+            raise ConfigError(f"max_new_tokens must be >= 1, got {self.max_new_tokens}")
+
+
+@dataclasses.dataclass(frozen=True)
+class Completion:
+    """One generated completion.
+
+    Attributes:
+        text: decoded text, special tokens removed.
+        n_tokens: number of generated tokens (the end-of-sequence token included when there is one).
+        truncated: generation stopped at ``max_new_tokens`` without an end-of-sequence token.
+    """
+
+    text: str
+    n_tokens: int
+    truncated: bool
+
+
+class Backend(Protocol):
+    name: str
+
+    def generate(self, prompts: list[Messages], n: int, settings: SamplingSettings) -> list[list[Completion]]:
+        """``n`` completions for each prompt, in prompt order."""
+        ...
+
+
+# name -> (module, class); modules are imported only when their backend is asked for.
+BACKENDS: dict[str, tuple[str, str]] = {
+    "transformers": ("cwgrpo.generation.transformers_backend", "TransformersBackend"),
+    "vllm": ("cwgrpo.generation.vllm_backend", "VLLMBackend"),
+}
+
+
+def check_backend_name(name: str) -> None:
+    if name not in BACKENDS:
+        raise ConfigError(f"unknown generation backend {name!r}; known: {sorted(BACKENDS)}")
+
+
+def check_model_dir(model_dir: str | Path) -> Path:
+    """The model folder as a Path; a missing folder or one without ``config.json`` is an error."""
+    path = Path(model_dir)
+    if not path.is_dir():
+        raise FileNotFoundError(f"model folder not found: {path}")
+    if not (path / "config.json").is_file():
+        raise FileNotFoundError(f"{path} is not a model folder (no config.json)")
+    return path
+
+
+def get_backend(name: str, model_dir: str | Path, **kwargs) -> Backend:
+    """Instantiate backend ``name`` on the model in ``model_dir`` (keyword arguments go to its class)."""
+    check_backend_name(name)
+    path = check_model_dir(model_dir)
+    module_name, class_name = BACKENDS[name]
+    module = importlib.import_module(module_name)
+    return getattr(module, class_name)(path, **kwargs)
+
+
+def sample_seed(seed: int, prompt_index: int, sample_index: int) -> int:
+    """Seed of sample ``sample_index`` of prompt ``prompt_index``: a hash, so streams never collide by
+    arithmetic accident (``seed + i`` would give seed 1 / prompt 0 the stream of seed 0 / prompt 1)."""
+    digest = hashlib.sha256(f"{seed}:{prompt_index}:{sample_index}".encode()).digest()
+    return int.from_bytes(digest[:8], "big") & ((1 << 63) - 1)
+
+
+def messages_to_text(messages: Messages) -> str:
+    """Plain-text prompt for a tokenizer without a chat template: the message contents, one per line."""
+    return "\n".join(m["content"] for m in messages)

@@ -1,0 +1,173 @@
+"""Generation with Hugging Face transformers: batched, left-padded, KV cache, one seeded stream per sample.
+
+Sampling is done by a logits processor (``_SeededSampler``) that draws each row's token from that row's
+own ``torch.Generator`` and hands ``generate`` a one-hot score, which greedy decoding then takes. So the
+draw for sample ``j`` of prompt ``i`` depends only on ``sample_seed(seed, i, j)`` and the model's
+logits, never on the global RNG or on which rows share a batch. Temperature 0 is plain greedy decoding.
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import Any
+
+from cwgrpo.generation import Completion, Messages, SamplingSettings, messages_to_text, sample_seed
+
+logger = logging.getLogger(__name__)
+
+
+def _default_device() -> str:
+    import torch
+
+    return "cuda" if torch.cuda.is_available() else "cpu"
+
+
+class _SeededSampler:
+    """Logits processor: temperature + top-p sampling with one generator per row; returns one-hot scores."""
+
+    def __init__(self, seeds: list[int], temperature: float, top_p: float, device: Any) -> None:
+        import torch
+
+        self.temperature = temperature
+        self.top_p = top_p
+        self.generators = [torch.Generator(device=device).manual_seed(s) for s in seeds]
+
+    def __call__(self, input_ids: Any, scores: Any) -> Any:
+        import torch
+
+        logits = scores.float() / self.temperature  # (B, V)
+        if self.top_p < 1.0:
+            sorted_logits, order = logits.sort(dim=-1, descending=True)
+            probs = sorted_logits.softmax(dim=-1)
+            # drop a token once the mass of the tokens before it already reaches top_p (keeps >= 1)
+            drop = probs.cumsum(dim=-1) - probs >= self.top_p
+            sorted_logits = sorted_logits.masked_fill(drop, float("-inf"))
+            logits = torch.full_like(logits, float("-inf")).scatter(-1, order, sorted_logits)
+        probs = logits.softmax(dim=-1)
+        tokens = torch.stack(
+            [torch.multinomial(probs[r], 1, generator=g) for r, g in enumerate(self.generators)]
+        )  # (B, 1)
+        return torch.full_like(scores, float("-inf")).scatter(-1, tokens, 0.0)
+
+
+class TransformersBackend:
+    """``AutoModelForCausalLM`` + ``AutoTokenizer`` from a local folder.
+
+    Args:
+        model_dir: folder written by ``save_pretrained`` (model and tokenizer).
+        batch_size: sequences (prompt x sample rows) per ``generate`` call.
+        device: torch device; default CUDA if available, else CPU.
+        dtype: torch dtype name; default bfloat16 on CUDA, float32 on CPU.
+        progress: show a tqdm bar over sequences.
+        cpu_threads: if set, ``torch.set_num_threads(cpu_threads)`` (process-wide). On a busy machine
+            one thread can be many times faster for tiny models than oversubscribed cores.
+        seed: unused (the seed comes with each call's ``SamplingSettings``); accepted so that every
+            backend takes the same keyword arguments.
+    """
+
+    name = "transformers"
+
+    def __init__(
+        self,
+        model_dir: str | Path,
+        batch_size: int = 16,
+        device: str | None = None,
+        dtype: str | None = None,
+        progress: bool = True,
+        cpu_threads: int | None = None,
+        seed: int | None = None,
+    ) -> None:
+        import torch
+        from transformers import AutoModelForCausalLM, AutoTokenizer, GenerationConfig
+
+        if batch_size < 1:
+            raise ValueError(f"batch_size must be >= 1, got {batch_size}")
+        if cpu_threads is not None:
+            torch.set_num_threads(cpu_threads)
+        self.device = torch.device(device or _default_device())
+        dtype = dtype or ("bfloat16" if self.device.type == "cuda" else "float32")
+        self.tokenizer = AutoTokenizer.from_pretrained(str(model_dir))
+        self.model = AutoModelForCausalLM.from_pretrained(str(model_dir), dtype=getattr(torch, dtype))
+        self.model.to(self.device).eval()
+        self.batch_size = batch_size
+        self.progress = progress
+        self.pad_id = self.tokenizer.pad_token_id
+        if self.pad_id is None:
+            self.pad_id = self.tokenizer.eos_token_id
+        eos = self.model.generation_config.eos_token_id
+        if eos is None:
+            eos = self.tokenizer.eos_token_id
+        self.eos_ids = set(eos if isinstance(eos, list) else [eos]) - {None}
+        if not self.eos_ids:
+            raise ValueError(
+                f"{model_dir}: neither the generation config nor the tokenizer names an EOS token"
+            )
+        # generate() fills every unset option from model.generation_config (a hub model's sampling
+        # defaults, repetition penalties, ...); a bare config makes SamplingSettings the only settings.
+        self.model.generation_config = GenerationConfig(
+            bos_token_id=self.model.generation_config.bos_token_id,
+            eos_token_id=sorted(self.eos_ids),
+            pad_token_id=self.pad_id,
+        )
+
+    def encode(self, messages: Messages) -> list[int]:
+        """Prompt token ids: the chat template (which adds any BOS itself), or the plain joined text."""
+        if self.tokenizer.chat_template:
+            text = self.tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
+            return self.tokenizer(text, add_special_tokens=False)["input_ids"]
+        return self.tokenizer(messages_to_text(messages))["input_ids"]
+
+    def _decode(self, tokens: list[int]) -> Completion:
+        """A row of generated ids (right-padded after its EOS) -> Completion. Without an EOS the row ran
+        to ``max_new_tokens`` (generate only stops early once every row has ended), so it is truncated."""
+        end = next((k for k, t in enumerate(tokens) if t in self.eos_ids), None)
+        if end is None:
+            return Completion(self.tokenizer.decode(tokens, skip_special_tokens=True), len(tokens), True)
+        return Completion(self.tokenizer.decode(tokens[:end], skip_special_tokens=True), end + 1, False)
+
+    def generate(self, prompts: list[Messages], n: int, settings: SamplingSettings) -> list[list[Completion]]:
+        import torch
+        from tqdm.auto import tqdm
+        from transformers import GenerationConfig, LogitsProcessorList
+
+        if n < 1:
+            raise ValueError(f"n must be >= 1, got {n}")
+        encoded = [self.encode(m) for m in prompts]
+        rows = [(i, j) for i in range(len(prompts)) for j in range(n)]
+        config = GenerationConfig(
+            max_new_tokens=settings.max_new_tokens,
+            do_sample=False,  # sampling happens in _SeededSampler; greedy then takes its one-hot choice
+            num_beams=1,
+            pad_token_id=self.pad_id,
+            eos_token_id=sorted(self.eos_ids),
+            use_cache=True,
+        )
+        out: list[list[Completion | None]] = [[None] * n for _ in prompts]
+        bar = tqdm(total=len(rows), desc="generate", unit="seq", disable=not self.progress)
+        with torch.inference_mode():
+            for start in range(0, len(rows), self.batch_size):
+                batch = rows[start : start + self.batch_size]
+                ids = [encoded[i] for i, _ in batch]
+                width = max(len(x) for x in ids)
+                input_ids = torch.tensor(
+                    [[self.pad_id] * (width - len(x)) + x for x in ids], device=self.device
+                )
+                mask = torch.tensor([[0] * (width - len(x)) + [1] * len(x) for x in ids], device=self.device)
+                processors = LogitsProcessorList()
+                if settings.temperature > 0:
+                    seeds = [sample_seed(settings.seed, i, j) for i, j in batch]
+                    processors.append(
+                        _SeededSampler(seeds, settings.temperature, settings.top_p, self.device)
+                    )
+                generated = self.model.generate(
+                    input_ids=input_ids,
+                    attention_mask=mask,
+                    generation_config=config,
+                    logits_processor=processors,
+                )
+                for (i, j), row in zip(batch, generated[:, width:].tolist(), strict=True):
+                    out[i][j] = self._decode(row)
+                bar.update(len(batch))
+        bar.close()
+        return out  # type: ignore[return-value]

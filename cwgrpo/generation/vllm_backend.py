@@ -1,0 +1,87 @@
+"""Generation with vLLM (GPU): the backend of the paper's evaluation (bf16, chat template, seeded).
+
+Not exercised by the CPU tests (vLLM needs a GPU); kept small and close to vLLM's documented API:
+``LLM(model, dtype, seed)``, ``SamplingParams(n, temperature, top_p, max_tokens, seed)``, and prompts
+given as token ids so that the chat template's BOS is not doubled by vLLM's own tokenisation.
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+from cwgrpo.generation import Completion, Messages, SamplingSettings, messages_to_text
+
+logger = logging.getLogger(__name__)
+
+
+class VLLMBackend:
+    """``vllm.LLM`` on a local model folder.
+
+    Args:
+        model_dir: local model folder.
+        seed: engine seed (each call's ``SamplingSettings.seed`` also seeds its requests).
+        dtype: weights dtype (the paper evaluates in bfloat16).
+        batch_size: unused (vLLM schedules its own batches); accepted so every backend takes it.
+        progress: show vLLM's progress bar.
+        cpu_threads: unused (GPU backend); accepted so every backend takes it.
+        max_model_len: context length cap (default: the model's).
+        gpu_memory_utilization: share of GPU memory vLLM may take.
+        tensor_parallel_size: GPUs per model.
+    """
+
+    name = "vllm"
+
+    def __init__(
+        self,
+        model_dir: str | Path,
+        seed: int = 0,
+        dtype: str = "bfloat16",
+        batch_size: int | None = None,
+        progress: bool = True,
+        cpu_threads: int | None = None,
+        max_model_len: int | None = None,
+        gpu_memory_utilization: float = 0.9,
+        tensor_parallel_size: int = 1,
+    ) -> None:
+        try:
+            import vllm
+        except ImportError as err:
+            raise ImportError(
+                "the vllm backend needs the 'vllm' package (pip install 'cwgrpo[vllm]', GPU only); "
+                "use backend=transformers on machines without it"
+            ) from err
+        self._vllm = vllm
+        self.progress = progress
+        self.llm = vllm.LLM(
+            model=str(model_dir),
+            dtype=dtype,
+            seed=seed,
+            max_model_len=max_model_len,
+            gpu_memory_utilization=gpu_memory_utilization,
+            tensor_parallel_size=tensor_parallel_size,
+        )
+        self.tokenizer = self.llm.get_tokenizer()
+
+    def encode(self, messages: Messages) -> list[int]:
+        if getattr(self.tokenizer, "chat_template", None):
+            text = self.tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
+            return self.tokenizer(text, add_special_tokens=False)["input_ids"]
+        return self.tokenizer(messages_to_text(messages))["input_ids"]
+
+    def generate(self, prompts: list[Messages], n: int, settings: SamplingSettings) -> list[list[Completion]]:
+        if n < 1:
+            raise ValueError(f"n must be >= 1, got {n}")
+        params = self._vllm.SamplingParams(
+            n=n,
+            temperature=settings.temperature,
+            top_p=settings.top_p if settings.temperature > 0 else 1.0,
+            max_tokens=settings.max_new_tokens,
+            seed=settings.seed,
+        )
+        requests = [{"prompt_token_ids": self.encode(m)} for m in prompts]
+        outputs = self.llm.generate(requests, params, use_tqdm=self.progress)
+        return [
+            [Completion(o.text, len(o.token_ids), o.finish_reason == "length") for o in request.outputs]
+            for request in outputs
+        ]

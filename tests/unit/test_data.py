@@ -1,0 +1,246 @@
+"""Dataset registry, normalisation of each dataset's row shape, prepare-data outputs and load_records."""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+from pathlib import Path
+
+import pytest
+
+from cwgrpo import cli, data, synthetic
+from cwgrpo.configs import ConfigError
+from cwgrpo.io import ResultFileError
+
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "datasets"
+HF_NAMES = ["open_rs", "aime24", "math500", "amc23", "minerva", "olympiadbench"]
+
+
+def fixture_rows(name: str) -> list[dict]:
+    return [json.loads(line) for line in (FIXTURES / f"{name}.jsonl").read_text().splitlines()]
+
+
+def test_registry_has_paper_datasets_with_expected_rows():
+    rows = {n: data.DATASETS[n].rows for n in HF_NAMES}
+    assert rows == {
+        "open_rs": 7000,
+        "aime24": 30,
+        "math500": 500,
+        "amc23": 40,
+        "minerva": 272,
+        "olympiadbench": 675,
+    }
+    assert data.DATASETS["open_rs"].hf_id == "knoveleng/open-rs"
+    assert data.DATASETS["math500"].split == "test"
+    assert set(data.PAPER_BENCHMARKS) <= set(data.DATASETS)
+
+
+def test_registry_synthetic_entries_match_synthetic_splits():
+    for name, split in synthetic.SPLITS.items():
+        spec = data.get_dataset(name)
+        assert spec.synthetic and spec.rows == split.n and spec.source == f"synthetic:{name}"
+    for name in ("syn_train", "syn_math500", "syn_amc23", "syn_olympiad", "syn_minerva", "syn_aime24"):
+        assert name in data.DATASETS
+
+
+def test_get_dataset_unknown_lists_names():
+    with pytest.raises(ConfigError, match=r"unknown dataset 'nope'.*math500"):
+        data.get_dataset("nope")
+
+
+@pytest.mark.parametrize("name", HF_NAMES)
+def test_normalise_fixture_gives_records(name):
+    spec = data.DATASETS[name]
+    records = data.normalise(spec, fixture_rows(name))
+    assert len(records) == len(fixture_rows(name))
+    for i, rec in enumerate(records):
+        assert set(rec) == {"id", "problem", "answer", "source"}
+        assert rec["id"] == f"{name}-{i:04d}"
+        assert rec["source"] == spec.hf_id
+        assert rec["problem"] and rec["answer"]
+        assert "\\boxed" not in rec["answer"]
+
+
+def test_normalise_answers_per_dataset_shape():
+    answers = {n: [r["answer"] for r in data.normalise(data.DATASETS[n], fixture_rows(n))] for n in HF_NAMES}
+    assert answers["amc23"] == ["27", "36", "45"]  # floats written as integers
+    assert answers["minerva"] == ["0.49", "4.5e33", "\\frac{e^{t}} {3}+c e^{-2 t}"]  # last boxed of solution
+    assert answers["olympiadbench"] == ["4", "\\frac{1}{2}", "3, -3"]  # $...$ stripped, lists joined
+    assert answers["aime24"] == ["204", "113", "045"]
+    assert answers["math500"][0] == "\\left( 3, \\frac{\\pi}{2} \\right)"
+    assert answers["open_rs"] == ["9", "2", "5\\sqrt{2}"]
+
+
+def test_normalise_olympiadbench_reads_question_column():
+    records = data.normalise(data.DATASETS["olympiadbench"], fixture_rows("olympiadbench"))
+    assert records[0]["problem"].startswith("Compute the number of ordered pairs")
+
+
+def test_normalise_missing_column_names_dataset_column_and_columns_found():
+    rows = [{"problem": "1+1?", "solution": "2"}]
+    with pytest.raises(
+        ValueError, match=r"dataset math500 .*missing column 'answer'.*\['problem', 'solution'\]"
+    ):
+        data.normalise(data.DATASETS["math500"], rows)
+
+
+def test_normalise_solution_without_boxed_answer_is_an_error():
+    rows = [{"problem": "p", "solution": "no box here"}]
+    with pytest.raises(ValueError, match=r"minerva: row 0 has no \\boxed"):
+        data.normalise(data.DATASETS["minerva"], rows)
+
+
+def test_normalise_empty_answer_is_an_error():
+    with pytest.raises(ValueError, match="row 1 has an empty answer"):
+        data.normalise(
+            data.DATASETS["aime24"], [{"problem": "a", "answer": "1"}, {"problem": "b", "answer": " "}]
+        )
+
+
+def test_check_row_count_mismatch_names_dataset_expected_and_found():
+    spec = data.DATASETS["math500"]
+    records = data.normalise(spec, fixture_rows("math500"))
+    with pytest.raises(ValueError, match="dataset math500: expected 500 rows, found 4"):
+        data.check_row_count(spec, records)
+
+
+def test_check_row_count_zero_rows():
+    with pytest.raises(ValueError, match="amc23: zero rows"):
+        data.check_row_count(data.DATASETS["amc23"], [])
+
+
+def test_prepare_writes_jsonl_then_manifest(tmp_path):
+    spec = dataclasses.replace(data.DATASETS["amc23"], rows=3)
+    out = tmp_path / "data" / "amc23.jsonl"
+    manifest = data.prepare(spec, out, rows=fixture_rows("amc23"))
+    written = json.loads((tmp_path / "data" / "amc23.manifest.json").read_text())
+    assert written == manifest
+    assert set(written) == {"name", "hf_id", "revision", "split", "rows", "sha256", "provenance"}
+    assert written["rows"] == 3 and written["hf_id"] == "knoveleng/AMC-23" and written["split"] == "train"
+    assert written["sha256"] == hashlib.sha256(out.read_bytes()).hexdigest()
+    assert data.load_records(out)[0]["answer"] == "27"
+
+
+def test_prepare_row_mismatch_writes_nothing(tmp_path):
+    out = tmp_path / "amc23.jsonl"
+    with pytest.raises(ValueError, match="expected 40 rows, found 3"):
+        data.prepare(data.DATASETS["amc23"], out, rows=fixture_rows("amc23"))
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_prepare_crash_before_manifest_leaves_no_manifest(tmp_path, monkeypatch):
+    spec = dataclasses.replace(data.DATASETS["amc23"], rows=3)
+
+    def boom(*args, **kwargs):
+        raise OSError("disk full")
+
+    monkeypatch.setattr(data, "write_json", boom)
+    with pytest.raises(OSError):
+        data.prepare(spec, tmp_path / "amc23.jsonl", rows=fixture_rows("amc23"))
+    assert not (tmp_path / "amc23.manifest.json").exists()
+
+
+def test_cli_prepare_data_synthetic(tmp_path):
+    out = tmp_path / "syn_math500.jsonl"
+    assert cli.main(["prepare-data", "--dataset", "syn_math500", "--out", str(out)]) == 0
+    records = data.load_records(out)
+    assert len(records) == synthetic.SPLITS["syn_math500"].n
+    assert records == synthetic.generate_split("syn_math500")
+    manifest = json.loads(data.manifest_path(out).read_text())
+    assert (
+        manifest["name"] == "syn_math500" and manifest["hf_id"] is None and manifest["rows"] == len(records)
+    )
+
+
+def test_cli_prepare_data_unknown_dataset_exits_2(tmp_path, capsys):
+    assert cli.main(["prepare-data", "--dataset", "nope", "--out", str(tmp_path / "x.jsonl")]) == 2
+    assert "unknown dataset 'nope'" in capsys.readouterr().err
+    assert list(tmp_path.iterdir()) == []
+
+
+def _write(path: Path, lines: list[str]) -> Path:
+    path.write_text("".join(line + "\n" for line in lines))
+    return path
+
+
+def test_load_records_duplicate_id_named(tmp_path):
+    rec = {"id": "a-1", "problem": "p", "answer": "1", "source": "s"}
+    path = _write(tmp_path / "d.jsonl", [json.dumps(rec), json.dumps(rec)])
+    with pytest.raises(ResultFileError, match="duplicate id 'a-1'"):
+        data.load_records(path)
+
+
+def test_load_records_missing_key_named(tmp_path):
+    path = _write(tmp_path / "d.jsonl", [json.dumps({"id": "a", "problem": "p", "source": "s"})])
+    with pytest.raises(ResultFileError, match=r"record 0 lacks \['answer'\]"):
+        data.load_records(path)
+
+
+def test_load_records_empty_and_missing_and_malformed(tmp_path):
+    with pytest.raises(ResultFileError, match="no records"):
+        data.load_records(_write(tmp_path / "empty.jsonl", []))
+    with pytest.raises(ResultFileError, match="missing file"):
+        data.load_records(tmp_path / "absent.jsonl")
+    with pytest.raises(ResultFileError, match="not valid JSON"):
+        data.load_records(_write(tmp_path / "bad.jsonl", ['{"id": "a", "prob']))
+
+
+def test_manifest_path():
+    assert data.manifest_path("results/x/data/math500.jsonl") == Path("results/x/data/math500.manifest.json")
+
+
+# --------------------------------------------------------------------------------------------------
+# cwgrpo.hub (the download itself is faked: no test touches the network)
+
+
+def test_hub_resolve_model_registry_and_errors():
+    from cwgrpo import hub
+
+    assert hub.resolve_model("1.5b", None) == ("deepseek-ai/DeepSeek-R1-Distill-Qwen-1.5B", "main")
+    assert hub.resolve_model("7b", "abc123") == ("Qwen/Qwen2.5-Math-7B-Instruct", "abc123")
+    assert hub.resolve_model("org/model", "v1") == ("org/model", "v1")
+    with pytest.raises(ConfigError, match="--revision is required"):
+        hub.resolve_model("org/model", None)
+    with pytest.raises(ConfigError, match="neither a Hub id"):
+        hub.resolve_model("3b", None)
+
+
+@pytest.fixture
+def fake_hub(monkeypatch):
+    import huggingface_hub
+
+    calls = []
+
+    class FakeApi:
+        def model_info(self, repo_id, revision):
+            return type("Info", (), {"sha": "f" * 40})()
+
+    def fake_snapshot_download(repo_id, revision, local_dir, **kwargs):
+        calls.append((repo_id, revision))
+        Path(local_dir).mkdir(parents=True, exist_ok=True)
+        if repo_id != "org/empty":
+            (Path(local_dir) / "config.json").write_text("{}")
+        return local_dir
+
+    monkeypatch.setattr(huggingface_hub, "HfApi", FakeApi)
+    monkeypatch.setattr(huggingface_hub, "snapshot_download", fake_snapshot_download)
+    return calls
+
+
+def test_fetch_model_writes_marker_after_download(tmp_path, fake_hub):
+    marker = tmp_path / "base.json"
+    args = ["fetch-model", "--model-id", "1.5b", "--out-dir", str(tmp_path / "base"), "--marker", str(marker)]
+    assert cli.main(args) == 0
+    info = json.loads(marker.read_text())
+    assert info["model_id"] == "deepseek-ai/DeepSeek-R1-Distill-Qwen-1.5B"
+    assert info["revision"] == "main" and info["commit"] == "f" * 40
+    assert fake_hub == [("deepseek-ai/DeepSeek-R1-Distill-Qwen-1.5B", "f" * 40)]  # downloads the resolved sha
+
+
+def test_fetch_model_without_config_json_writes_no_marker(tmp_path, fake_hub, capsys):
+    marker = tmp_path / "m.json"
+    args = ["fetch-model", "--model-id", "org/empty", "--revision", "v1"]
+    assert cli.main([*args, "--out-dir", str(tmp_path / "m"), "--marker", str(marker)]) == 2
+    assert "has no config.json" in capsys.readouterr().err
+    assert not marker.exists()

@@ -1,0 +1,107 @@
+"""Generation backends: registry, errors, and the transformers backend on the offline tiny model."""
+
+from __future__ import annotations
+
+import importlib.util
+
+import pytest
+
+from cwgrpo.configs import ConfigError
+from cwgrpo.generation import BACKENDS, Completion, SamplingSettings, get_backend, sample_seed
+
+PROMPTS = [[{"role": "user", "content": p}] for p in ("47+35", "12+35-8", "90-45+11", "3+4")]
+MAX_NEW = 10
+
+
+@pytest.fixture(scope="module")
+def backend(tiny_model_dir):
+    import torch
+
+    threads = torch.get_num_threads()
+    yield get_backend("transformers", tiny_model_dir, batch_size=5, progress=False, cpu_threads=1)
+    torch.set_num_threads(threads)
+
+
+def test_get_backend_unknown_name_lists_names(tmp_path):
+    with pytest.raises(
+        ConfigError, match="unknown generation backend 'hf'; known: \\['transformers', 'vllm'\\]"
+    ):
+        get_backend("hf", tmp_path)
+    assert sorted(BACKENDS) == ["transformers", "vllm"]
+
+
+def test_get_backend_missing_model_dir(tmp_path):
+    with pytest.raises(FileNotFoundError, match="model folder not found"):
+        get_backend("transformers", tmp_path / "absent")
+    with pytest.raises(FileNotFoundError, match=r"no config\.json"):
+        get_backend("transformers", tmp_path)
+
+
+@pytest.mark.skipif(importlib.util.find_spec("vllm") is not None, reason="vllm is installed")
+def test_vllm_backend_missing_package_is_a_clear_error(tiny_model_dir):
+    with pytest.raises(ImportError, match="needs the 'vllm' package"):
+        get_backend("vllm", tiny_model_dir)
+
+
+def test_sampling_settings_validation():
+    with pytest.raises(ConfigError, match="temperature"):
+        SamplingSettings(-0.1, 1.0, 8, 0)
+    with pytest.raises(ConfigError, match="top_p"):
+        SamplingSettings(1.0, 0.0, 8, 0)
+    with pytest.raises(ConfigError, match="max_new_tokens"):
+        SamplingSettings(1.0, 1.0, 0, 0)
+
+
+def test_sample_seed_streams_are_distinct_and_stable():
+    seeds = {sample_seed(s, i, j) for s in range(3) for i in range(5) for j in range(4)}
+    assert len(seeds) == 60
+    assert sample_seed(0, 1, 2) == sample_seed(0, 1, 2)
+
+
+def test_encode_applies_the_chat_template(backend):
+    ids = backend.encode(PROMPTS[0])
+    text = backend.tokenizer.decode(ids)
+    assert text == "<|bos|><|user|>47+35<|end|><|assistant|>"
+    assert ids.count(backend.tokenizer.bos_token_id) == 1
+
+
+def test_generate_shape_and_fields(backend):
+    out = backend.generate(PROMPTS, 3, SamplingSettings(1.0, 0.95, MAX_NEW, 0))
+    assert len(out) == len(PROMPTS) and all(len(row) == 3 for row in out)
+    for row in out:
+        for c in row:
+            assert isinstance(c, Completion)
+            assert 1 <= c.n_tokens <= MAX_NEW
+            assert not c.truncated or c.n_tokens == MAX_NEW
+
+
+def test_generate_same_seed_same_output_and_other_seed_differs(backend):
+    settings = SamplingSettings(1.0, 1.0, MAX_NEW, 7)
+    a = backend.generate(PROMPTS, 2, settings)
+    b = backend.generate(PROMPTS, 2, settings)
+    c = backend.generate(PROMPTS, 2, SamplingSettings(1.0, 1.0, MAX_NEW, 8))
+    assert a == b
+    assert a != c
+    assert a[0][0] != a[0][1]  # samples of one prompt use different streams
+
+
+def test_generate_does_not_depend_on_batching(backend, tiny_model_dir):
+    settings = SamplingSettings(1.0, 1.0, MAX_NEW, 3)
+    batched = backend.generate(PROMPTS, 2, settings)
+    one_at_a_time = get_backend("transformers", tiny_model_dir, batch_size=1, progress=False)
+    assert one_at_a_time.generate(PROMPTS, 2, settings) == batched
+    # nor on the prompts after it (the batches are cut differently)
+    assert backend.generate(PROMPTS[:3], 2, settings) == batched[:3]
+
+
+def test_greedy_samples_are_identical(backend):
+    out = backend.generate(PROMPTS[:2], 3, SamplingSettings(0.0, 1.0, MAX_NEW, 0))
+    for row in out:
+        assert row[0] == row[1] == row[2]
+
+
+def test_truncated_flag_at_max_new_tokens(backend):
+    out = backend.generate(PROMPTS[:1], 4, SamplingSettings(1.5, 1.0, 2, 0))
+    for c in out[0]:
+        assert c.n_tokens <= 2
+        assert c.truncated == (c.n_tokens == 2)

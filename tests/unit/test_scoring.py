@@ -1,0 +1,158 @@
+"""The grader: equivalent forms, extraction rules, unscorable gold, bounded time on pathological input."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+
+from cwgrpo.scoring import (
+    GradeResult,
+    extract_answer,
+    gold_is_scorable,
+    grade,
+    grade_detailed,
+    grade_many,
+    last_boxed,
+)
+
+
+@pytest.mark.parametrize(
+    ("completion", "gold"),
+    [
+        ("The answer is \\boxed{\\frac{1}{2}}.", "0.5"),  # fraction vs decimal
+        ("\\boxed{0.5}", "\\frac{1}{2}"),
+        ("\\boxed{\\dfrac{1}{2}}", "\\frac{1}{2}"),  # \dfrac vs \frac
+        ("\\boxed{\\tfrac12}", "\\frac{1}{2}"),
+        ("\\boxed{5\\text{ cm}}", "5"),  # units in \text{}
+        ("\\boxed{\\text{(C)}}", "\\text{(C)}"),
+        ("\\boxed{10\\%}", "10"),  # percent
+        ("\\boxed{-3}", "-3"),  # negative numbers
+        ("Therefore, the final answer is: $\\boxed{-\\frac{2}{3}}$. I hope it is correct", "-2/3"),
+        ("\\boxed{[2,\\infty)}", "[2,\\infty)"),  # intervals
+        ("\\boxed{\\{1, 2\\}}", "\\{2,1\\}"),  # sets, order irrelevant
+        ("\\boxed{\\left( 3, \\frac{\\pi}{2} \\right)}", "\\left( 3, \\frac{\\pi}{2} \\right)"),
+        ("\\boxed{\\sqrt{2}/2}", "\\frac{\\sqrt{2}}{2}"),
+        ("\\boxed{x^2+2x}", "x(x+2)"),
+        ("\\boxed{1,000}", "1000"),
+        ("\\boxed{045}", "45"),
+        ("\\boxed{27}", "27.0"),
+        ("\\boxed 7", "7"),  # brace-less form
+        ("\\fbox{12}", "12"),
+        ("the answer is 42", "42"),  # no box: math-verify's own extraction
+    ],
+)
+def test_grade_equivalent_forms(completion, gold):
+    assert grade(completion, gold)
+
+
+@pytest.mark.parametrize(
+    ("completion", "gold"),
+    [
+        ("\\boxed{3}", "-3"),
+        ("\\boxed{[1,2]}", "[1,2)"),  # closed vs half-open interval
+        ("\\boxed{3.14}", "\\pi"),
+        ("\\boxed{\\frac{1}{3}}", "0.3"),
+        ("no answer here", "4"),
+    ],
+)
+def test_grade_wrong_answers(completion, gold):
+    assert not grade(completion, gold)
+
+
+def test_multiple_boxed_answers_last_wins():
+    completion = "First try \\boxed{3}, but that is wrong; the answer is \\boxed{4}."
+    assert grade(completion, "4")
+    assert not grade(completion, "3")
+    assert extract_answer(completion) == "4"
+
+
+def test_only_the_text_after_the_last_think_close_counts():
+    completion = "<think>\nmaybe \\boxed{3}\n</think>\nThe answer is \\boxed{7}"
+    assert grade(completion, "7") and not grade(completion, "3")
+
+
+def test_no_boxed_answer_gives_none_and_incorrect():
+    result = grade_detailed("I do not know.", "4")
+    assert result == GradeResult(correct=False, extracted=None, unscorable=False)
+
+
+def test_last_boxed_balanced_braces_and_escapes():
+    assert last_boxed("\\boxed{\\frac{a}{b}} and \\boxed{\\{1,2\\}}") == "\\{1,2\\}"
+    assert last_boxed("\\boxed{1} then an unclosed \\boxed{2") == "1"
+    assert last_boxed("nothing") is None
+    assert last_boxed("\\boxed{5} \\setlength{\\fboxsep}{2pt}") == "5"  # \fboxsep is not \fbox
+    assert last_boxed("\\boxed{" + "x" * 10_000 + "}") is None  # absurdly long: not an answer
+
+
+def test_unbalanced_braces_do_not_crash():
+    result = grade_detailed("\\boxed{\\frac{1}{2} }} {{ \\boxed{", "1/2", timeout_s=1.0)
+    assert isinstance(result, GradeResult)
+
+
+def test_unscorable_gold_is_never_correct():
+    for gold in ["", "   ", "}", "\\text{}"]:
+        assert not gold_is_scorable(gold)
+        result = grade_detailed("\\boxed{}", gold)
+        assert result.unscorable and not result.correct
+    assert gold_is_scorable("\\frac{1}{2}") and gold_is_scorable("27")
+
+
+def test_extract_answer_forms():
+    assert extract_answer("so \\boxed{\\frac{1}{2}}.") == "\\frac{1}{2}"
+    assert extract_answer("The final answer is $\\frac{3}{4}$.") == "\\frac{3}{4}"
+    assert extract_answer("no digits at all") is None
+
+
+PATHOLOGICAL = {
+    "exponent tower": "\\boxed{2^{2^{2^{2^{2^{100}}}}}}",
+    "nested exponent": "\\boxed{9^{9^{9^{9}}}}",
+    "huge factorial": "\\boxed{(10^{100})!}",
+    "3000 nested parentheses": "$" + "(" * 3000 + "1" + ")" * 3000 + "$",
+    "150 nested parentheses boxed": "\\boxed{" + "(" * 150 + "1" + ")" * 150 + "}",
+    "1 MB of text": "blah " * 200_000 + "\\boxed{",
+    "1 MB of boxes": "\\boxed{" * 150_000,
+    "1 MB of sums": "1+" * 500_000 + "1",
+}
+
+
+@pytest.mark.parametrize("name", sorted(PATHOLOGICAL))
+def test_pathological_completions_return_false_within_budget(name):
+    start = time.perf_counter()
+    result = grade_detailed(PATHOLOGICAL[name], "5", timeout_s=0.5)
+    elapsed = time.perf_counter() - start
+    assert not result.correct
+    assert elapsed < 2.0, f"{name}: {elapsed:.2f} s"
+
+
+def test_grade_from_a_thread_uses_a_helper_process():
+    out = {}
+
+    def work():
+        out["ok"] = grade("\\boxed{\\frac{2}{4}}", "0.5")
+        out["bad"] = grade("\\boxed{2^{2^{2^{2^{2^{100}}}}}}", "5", timeout_s=1.0)
+
+    t = threading.Thread(target=work)
+    t.start()
+    t.join(60)
+    assert out == {"ok": True, "bad": False}
+
+
+def test_grade_many_matches_sequential_and_keeps_order():
+    pairs = [(f"\\boxed{{\\frac{{{i}}}{{2}}}}", str(i / 2)) for i in range(70)]
+    pairs += [("\\boxed{3}", "4"), ("nothing", "1"), ("\\boxed{1}", "")]
+    parallel = grade_many(pairs, processes=2, chunksize=16)
+    sequential = [grade_detailed(c, g) for c, g in pairs]
+    assert parallel == sequential
+    assert [r.correct for r in parallel] == [True] * 70 + [False, False, False]
+    assert parallel[-1].unscorable
+
+
+def test_grade_accepts_the_tiny_presets_worked_solutions():
+    from cwgrpo.synthetic import generate_split, worked_solution
+
+    records = generate_split("syn_olympiad")[:20]
+    pairs = [(worked_solution(r["problem"]), r["answer"]) for r in records]
+    assert all(grade(c, g) for c, g in pairs)
+    assert not any(grade(c, str(int(g) + 1)) for c, g in pairs)
