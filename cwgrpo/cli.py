@@ -2,7 +2,7 @@
 
 Each subcommand lives in its own module, which defines ``configure_parser(parser)`` and ``run(args)``;
 the module is imported only when its subcommand runs, so ``cwgrpo --help`` is instant and heavy
-libraries (torch, TRL, vLLM) load only where needed. Expected failures (bad config, missing or
+libraries (torch, TRL, vLLM) load only where needed. Expected failures (bad config, missing, unwritable or
 malformed files, bad values) print one line naming the problem and exit with status 2; set
 ``CWGRPO_DEBUG=1`` to see the traceback.
 """
@@ -79,10 +79,11 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     try:
         code = module.run(args)
-    except (ConfigError, ResultFileError, FileNotFoundError, ValueError) as err:
+    except (ConfigError, ResultFileError, OSError, ValueError) as err:  # OSError: unreadable/unwritable paths
         if os.environ.get("CWGRPO_DEBUG"):
             raise
-        print(f"cwgrpo {name}: error: {err}", file=sys.stderr)
+        message = " ".join(line.strip() for line in str(err).splitlines() if line.strip())  # one line
+        print(f"cwgrpo {name}: error: {message or type(err).__name__}", file=sys.stderr)
         return 2
     return int(code or 0)
 

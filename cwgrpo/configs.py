@@ -41,8 +41,15 @@ def parse_overrides(pairs: Sequence[str]) -> dict[str, Any]:
     return out
 
 
-def _coerce(name: str, value: Any, annotation: Any) -> Any:
-    """Light type check/coercion for YAML scalars (int where float is wanted, str paths)."""
+def coerce_value(name: str, value: Any, annotation: Any) -> Any:
+    """Light type check/coercion of one option's YAML value against its field annotation.
+
+    An int is accepted where a float is wanted (and returned as a float), a numeric string where a
+    float is wanted, an integral float where an int is wanted. A bool is never a number here (YAML
+    ``yes``/``true`` for ``k`` is a mistake, not 1), and a list-typed option needs a list (a lone string
+    would otherwise be iterated character by character). Anything else that does not match raises
+    ``ConfigError`` naming the option, the expected type and the value.
+    """
     origin = typing.get_origin(annotation)
     args = typing.get_args(annotation)
     if origin in (typing.Union, types.UnionType):
@@ -50,8 +57,10 @@ def _coerce(name: str, value: Any, annotation: Any) -> Any:
             return None
         non_none = [a for a in args if a is not type(None)]
         if len(non_none) == 1:
-            return _coerce(name, value, non_none[0])
+            return coerce_value(name, value, non_none[0])
         return value
+    if annotation in (int, float) and isinstance(value, bool):
+        raise ConfigError(f"{name}: expected {annotation.__name__}, got {value!r} (bool)")
     if annotation is float and isinstance(value, int) and not isinstance(value, bool):
         return float(value)
     if annotation is float and isinstance(value, str):
@@ -63,8 +72,10 @@ def _coerce(name: str, value: Any, annotation: Any) -> Any:
         if annotation is int and isinstance(value, float) and value.is_integer():
             return int(value)
         raise ConfigError(f"{name}: expected {annotation.__name__}, got {value!r} ({type(value).__name__})")
-    if origin in (list, tuple) and isinstance(value, (list, tuple)) and args:
-        return [_coerce(f"{name}[{i}]", v, args[0]) for i, v in enumerate(value)]
+    if origin in (list, tuple) and not isinstance(value, (list, tuple)):
+        raise ConfigError(f"{name}: expected a list, got {value!r} ({type(value).__name__})")
+    if origin in (list, tuple) and args:
+        return [coerce_value(f"{name}[{i}]", v, args[0]) for i, v in enumerate(value)]
     return value
 
 
@@ -84,7 +95,7 @@ def build_config(
     if unknown:
         raise ConfigError(f"unknown option(s) {unknown} for {cls.__name__}; known: {sorted(fields)}")
     hints = typing.get_type_hints(cls)
-    kwargs = {k: _coerce(k, v, hints.get(k, Any)) for k, v in values.items()}
+    kwargs = {k: coerce_value(k, v, hints.get(k, Any)) for k, v in values.items()}
     missing = [
         n
         for n, f in fields.items()

@@ -81,8 +81,8 @@ class EvalConfig:
             raise ConfigError(f"cpu_threads must be >= 1 or null, got {self.cpu_threads}")
         if self.grading_processes < 1:
             raise ConfigError(f"grading_processes must be >= 1, got {self.grading_processes}")
-        if self.grading_timeout_s <= 0:
-            raise ConfigError(f"grading_timeout_s must be > 0, got {self.grading_timeout_s}")
+        if not (math.isfinite(self.grading_timeout_s) and self.grading_timeout_s > 0):
+            raise ConfigError(f"grading_timeout_s must be a finite number > 0, got {self.grading_timeout_s}")
         check_backend_name(self.backend)
         get_prompt_set(self.prompt_set)
         self.sampling()  # checks temperature, top_p and max_new_tokens

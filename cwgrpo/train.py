@@ -19,11 +19,19 @@ import os
 import re
 import shutil
 import sys
+import typing
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from cwgrpo.configs import ConfigError, add_config_arguments, config_hash, parse_overrides
+from cwgrpo.configs import (
+    ConfigError,
+    add_config_arguments,
+    build_config,
+    coerce_value,
+    config_hash,
+    parse_overrides,
+)
 from cwgrpo.io import read_yaml, write_json
 
 logger = logging.getLogger(__name__)
@@ -65,6 +73,25 @@ class TrainJob:
     )
     deterministic: bool = field(default=False, metadata={"help": "ask torch for deterministic kernels"})
 
+    def __post_init__(self) -> None:
+        """Check names and counts here, so a typo fails before TRL, the data or the model load."""
+        from cwgrpo.prompts import get_prompt_set
+        from cwgrpo.rewards import get_reward
+
+        if self.launcher not in ("none", "accelerate"):
+            raise ConfigError(f"launcher={self.launcher!r}; valid: ['none', 'accelerate']")
+        get_prompt_set(self.prompt_set)  # raises, listing the known prompt sets
+        if not self.reward_funcs:
+            raise ConfigError("reward_funcs is empty: name at least one reward function")
+        for name in self.reward_funcs:
+            get_reward(name)  # raises, listing the known rewards
+        for name in ("max_prompt_length", "train_limit"):
+            value = getattr(self, name)
+            if value is not None and value < 1:
+                raise ConfigError(f"{name}={value}: must be >= 1 (or null for no limit)")
+        if self.num_processes < 1:
+            raise ConfigError(f"num_processes={self.num_processes}: must be >= 1")
+
 
 def configure_parser(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--model-dir", required=True, type=Path, help="base model folder (with tokenizer)")
@@ -86,7 +113,11 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
 
 
 def split_options(options: dict[str, Any]) -> tuple[TrainJob, dict[str, Any]]:
-    """Split merged options into the job's own fields and the keyword arguments of ``CWGRPOConfig``."""
+    """Split merged options into the job's own fields and the keyword arguments of ``CWGRPOConfig``.
+
+    Unknown keys, and values of the wrong type for their field (``max_steps: abc``), raise ``ConfigError``
+    naming the key, before TRL sees them.
+    """
     from cwgrpo.trainer import CWGRPOConfig
 
     job_fields = {f.name for f in dataclasses.fields(TrainJob)}
@@ -96,10 +127,16 @@ def split_options(options: dict[str, Any]) -> tuple[TrainJob, dict[str, Any]]:
         raise ConfigError(
             f"unknown training option(s) {unknown}: not a TrainJob field nor a CWGRPOConfig field"
         )
-    job = TrainJob(**{k: v for k, v in options.items() if k in job_fields})
-    if job.launcher not in ("none", "accelerate"):
-        raise ConfigError(f"launcher={job.launcher!r}; valid: ['none', 'accelerate']")
-    return job, {k: v for k, v in options.items() if k not in job_fields}
+    job = build_config(TrainJob, overrides={k: v for k, v in options.items() if k in job_fields})
+    hints = typing.get_type_hints(CWGRPOConfig)
+    trl_kwargs = {}
+    for key, value in options.items():
+        if key in job_fields:
+            continue
+        checked = coerce_value(key, value, hints.get(key, Any))  # raises naming the key on a wrong type
+        # An int where TRL wants a float is kept as written: TRL takes it, and run.json stays as configured.
+        trl_kwargs[key] = value if isinstance(checked, float) and type(value) is int else checked
+    return job, trl_kwargs
 
 
 def parse_tags(pairs: list[str]) -> dict[str, Any]:
@@ -207,7 +244,10 @@ def build_dataset(records: list[dict], tokenizer, job: TrainJob):
 def run(args: argparse.Namespace) -> int:
     options = {}
     if args.config is not None:
-        options.update(read_yaml(args.config) or {})
+        loaded = read_yaml(args.config) or {}
+        if not isinstance(loaded, dict):
+            raise ConfigError(f"{args.config}: expected a mapping of options, got {type(loaded).__name__}")
+        options.update(loaded)
     options.update(parse_overrides(args.overrides))
     job, trl_kwargs = split_options(options)
     tags = parse_tags(args.tag)
@@ -229,13 +269,12 @@ def train(
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     from cwgrpo.data import load_records
+    from cwgrpo.generation import check_model_dir
     from cwgrpo.provenance import provenance, seed_everything
     from cwgrpo.rewards import get_reward
     from cwgrpo.trainer import CWGRPOConfig, CWGRPOTrainer
 
-    if not (model_dir / "config.json").is_file():
-        raise FileNotFoundError(f"--model-dir {model_dir}: no model there (config.json missing)")
-    run_dir.mkdir(parents=True, exist_ok=True)
+    # Every check runs before anything is written: a bad option or input leaves no run folder behind.
     trl_kwargs = {"output_dir": str(run_dir), "report_to": "none", "save_strategy": "steps", **trl_kwargs}
     trl_kwargs.setdefault("logging_steps", 1)
     try:
@@ -244,15 +283,22 @@ def train(
         raise ConfigError(f"invalid training options: {err}") from err
     if config.max_steps is None or config.max_steps < 1:
         raise ConfigError(f"max_steps={config.max_steps}: must be a positive number of optimiser steps")
+    check_model_dir(model_dir)
     seed_everything(config.seed, job.deterministic)
 
     records = load_records(train_data)
     if job.train_limit is not None:
         records = records[: job.train_limit]
     tokenizer = AutoTokenizer.from_pretrained(model_dir)
+    if not tokenizer.chat_template:
+        raise ConfigError(
+            f"--model-dir {model_dir}: the tokenizer has no chat template, and training prompts are chat "
+            "messages (add chat_template to tokenizer_config.json or a chat_template.jinja)"
+        )
     model = AutoModelForCausalLM.from_pretrained(model_dir)
     dataset = build_dataset(records, tokenizer, job)
     reward_funcs = [get_reward(name) for name in job.reward_funcs]
+    run_dir.mkdir(parents=True, exist_ok=True)
 
     resolved = {"job": dataclasses.asdict(job), "trl": trl_kwargs, "tags": tags}
     block = {"tags": tags, "config_hash": config_hash(resolved), "provenance": provenance(seed=config.seed)}

@@ -40,6 +40,7 @@ logger = logging.getLogger(__name__)
 
 # Loss aggregations whose normaliser `aggregate_like_trl` mirrors (TRL 1.16 `_compute_loss`).
 PENALTY_LOSS_TYPES = ("grpo", "sapo", "bnpo", "dr_grpo", "dapo", "cispo", "vespo", "luspo")
+TRL_LOSS_TYPES = PENALTY_LOSS_TYPES  # every loss TRL 1.16's `_compute_loss` knows
 
 
 @dataclass
@@ -100,6 +101,8 @@ class CWGRPOConfig(GRPOConfig):
     def __post_init__(self) -> None:
         super().__post_init__()
         weighting.get_method(self.cw_method)  # raises, listing the registered methods
+        if self.loss_type not in TRL_LOSS_TYPES:  # TRL itself only notices at the first loss computation
+            raise ValueError(f"loss_type={self.loss_type!r}; valid in TRL 1.16: {list(TRL_LOSS_TYPES)}")
         if self.cw_variant not in weighting.CW_VARIANTS:
             raise ValueError(f"cw_variant={self.cw_variant!r}; valid: {list(weighting.CW_VARIANTS)}")
         for name in ("clip_cov_ratio", "kl_cov_ratio"):

@@ -32,6 +32,13 @@ float64 so that ``gradcheck`` works). Nothing calls ``.item()``, ``nonzero`` or 
 data-dependent shape, so no function forces a host-device sync; for the same reason the 0/1 value check
 of a non-bool ``mask`` runs on CPU tensors only (see :func:`_check_mask`).
 
+Non-finite inputs: a valid token whose log-prob is NaN or +-inf, and every token of a completion whose
+advantage is, is treated as padding by :func:`token_covariance` and :func:`cw_weights` (and so by the
+methods): it enters no statistic (means, sigma, the ``described`` normaliser N) and gets covariance 0
+and weight 0, while every other token gets the value it would get without it. So one bad token never
+turns a whole micro-batch's weights into NaN; raising instead would need a host sync. (TRL's loss on
+such a token is NaN or inf whatever its weight: that is the trainer's signal, not this module's.)
+
 Methods (:data:`METHODS`, one name -> one :data:`MethodFn`): ``grpo``, ``cw_grpo``, ``clip_cov``,
 ``kl_cov``. Clip-Cov/KL-Cov follow Cui et al. 2025 as implemented in verl
 (``verl/trainer/ppo/core_algos.py``, ``compute_policy_loss_clip_cov``/``_kl_cov``); the code here is
@@ -141,19 +148,21 @@ def masked_mean(x: Tensor, mask: Tensor, dim: int | None = None) -> Tensor:
 
 
 class _Mask(NamedTuple):
-    """A completion mask prepared once per call."""
+    """A completion mask prepared once per call, with non-finite inputs dropped (see the module docstring)."""
 
-    m: Tensor  # (B, T) bool
+    m: Tensor  # (B, T) bool, valid tokens whose log-prob and advantage are finite
     mf: Tensor  # (B, T) 0/1 in the compute dtype
-    counts: Tensor  # (B,) valid tokens per completion, compute dtype
-    n: Tensor  # 0-dim, valid tokens in the micro-batch, compute dtype
+    counts: Tensor  # (B,) such tokens per completion, compute dtype
+    n: Tensor  # 0-dim, such tokens in the micro-batch, compute dtype
+    rows: Tensor  # (B,) bool, completions whose advantage is finite
 
 
-def _prepare_mask(mask: Tensor, dtype: torch.dtype) -> _Mask:
-    m = mask if mask.dtype == torch.bool else mask.bool()
+def _prepare_mask(mask: Tensor, logps: Tensor, advantages: Tensor, dtype: torch.dtype) -> _Mask:
+    rows = torch.isfinite(advantages)  # (B,)
+    m = torch.isfinite(logps).logical_and_(mask).logical_and_(rows[:, None])  # (B, T), one fresh buffer
     mf = m.view(torch.uint8).to(dtype)  # on CPU ~8x faster than bool -> float directly
     counts = mf.sum(1)
-    return _Mask(m, mf, counts, counts.sum())
+    return _Mask(m, mf, counts, counts.sum(), rows)
 
 
 def _safe_sqrt(x: Tensor) -> Tensor:
@@ -201,14 +210,14 @@ def _covariance(logps: Tensor, advantages: Tensor, mk: _Mask, centring: str) -> 
     """Token covariance on a prepared mask (see :func:`token_covariance`); 0 on padding."""
     dtype = mk.mf.dtype
     lp = torch.where(mk.m, logps.to(dtype), 0.0)  # padding values (even inf/NaN) never enter the maths
-    adv = advantages.to(dtype)
+    adv = torch.where(mk.rows, advantages.to(dtype), 0.0)  # nor does a non-finite advantage
     if centring == "batch":
         mean_lp = lp.sum() / mk.n.clamp_min(1)  # 0-dim, over all valid tokens of the micro-batch
         mean_a = _shifted_mean(adv, mk.counts)  # token-weighted over valid tokens
     else:
         # (B, 1), per completion over its valid tokens
         mean_lp = (lp.sum(1) / mk.counts.clamp_min(1))[:, None]
-        mean_a = _shifted_mean(adv, torch.ones_like(adv))  # plain mean over the B completions
+        mean_a = _shifted_mean(adv, mk.rows.to(dtype))  # plain mean over the completions (finite A)
     if not _records_graph(lp, adv):  # reuse lp's buffer: each (B, T) temporary costs page faults on CPU
         return lp.addcmul_(mk.mf, -mean_lp).mul_((adv - mean_a)[:, None])
     d_lp = torch.addcmul(lp, mk.mf, -mean_lp)  # (B, T), lp - mean_lp on valid tokens, 0 on padding
@@ -247,7 +256,8 @@ def token_covariance(logps: Tensor, advantages: Tensor, mask: Tensor, *, centrin
     """
     _check_inputs(logps, advantages, mask)
     _check_choice(centring, CENTRINGS, "centring")
-    return _covariance(logps, advantages, _prepare_mask(mask, _compute_dtype(logps)), centring)
+    mk = _prepare_mask(mask, logps, advantages, _compute_dtype(logps))
+    return _covariance(logps, advantages, mk, centring)
 
 
 def _normalised_kernel(cov: Tensor, mk: _Mask, sigma: Tensor, z: Tensor | float, scratch: Tensor) -> Tensor:
@@ -296,7 +306,7 @@ def _cw(logps: Tensor, advantages: Tensor, mask: Tensor, variant: str) -> tuple[
     if mask.numel() == 0:
         empty = torch.zeros(mask.shape, dtype=dtype, device=logps.device)
         return empty, empty
-    mk = _prepare_mask(mask, dtype)
+    mk = _prepare_mask(mask, logps, advantages, dtype)
     if variant == "described":
         cov = _covariance(logps.detach(), advantages.detach(), mk, VARIANT_CENTRING[variant])
         var, scratch = _masked_var(cov, mk)
@@ -329,7 +339,7 @@ def cw_weights(logps: Tensor, advantages: Tensor, mask: Tensor, *, variant: str)
     ``mean_logp``, ``c``, ``sigma`` and ``sum(w)``.
 
     Both: sigma is over valid tokens only; padding gets 0; a micro-batch with no valid token gets all
-    zeros. The normalisation is done as a min-shifted softmax (identical where the direct formula is
+    zeros; a token whose log-prob or advantage is NaN or +-inf counts as padding (module docstring). The normalisation is done as a min-shifted softmax (identical where the direct formula is
     finite, finite where it would underflow to 0/0), and ``exp`` is floored at about ``e * finfo.tiny``,
     so a token more than ~13 sigma (float32) further out than the least extreme one gets a weight of
     ~1e-38 instead of exactly 0.

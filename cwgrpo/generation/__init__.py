@@ -18,6 +18,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import importlib
+import math
 from pathlib import Path
 from typing import Protocol
 
@@ -43,8 +44,8 @@ class SamplingSettings:
     seed: int
 
     def __post_init__(self) -> None:
-        if self.temperature < 0:
-            raise ConfigError(f"temperature must be >= 0, got {self.temperature}")
+        if not (math.isfinite(self.temperature) and self.temperature >= 0):
+            raise ConfigError(f"temperature must be a finite number >= 0, got {self.temperature}")
         if not 0 < self.top_p <= 1:
             raise ConfigError(f"top_p must be in (0, 1], got {self.top_p}")
         if self.max_new_tokens < 1:
@@ -86,13 +87,24 @@ def check_backend_name(name: str) -> None:
         raise ConfigError(f"unknown generation backend {name!r}; known: {sorted(BACKENDS)}")
 
 
+# Files that hold a tokenizer's vocabulary, one of which every saved tokenizer has (fast: tokenizer.json;
+# sentencepiece: tokenizer.model / spiece.model; BPE: vocab.json + merges.txt; WordPiece: vocab.txt).
+TOKENIZER_FILES = ("tokenizer.json", "tokenizer.model", "spiece.model", "vocab.json", "vocab.txt")
+
+
 def check_model_dir(model_dir: str | Path) -> Path:
-    """The model folder as a Path; a missing folder or one without ``config.json`` is an error."""
+    """The model folder as a Path; a missing folder, or one without ``config.json`` or tokenizer files,
+    is an error. (Without tokenizer files ``AutoTokenizer`` does not fail: for a Qwen2 config it silently
+    builds an empty tokenizer that encodes every prompt to nothing.)"""
     path = Path(model_dir)
     if not path.is_dir():
         raise FileNotFoundError(f"model folder not found: {path}")
     if not (path / "config.json").is_file():
         raise FileNotFoundError(f"{path} is not a model folder (no config.json)")
+    if not any((path / name).is_file() for name in TOKENIZER_FILES):
+        raise FileNotFoundError(
+            f"{path} has no tokenizer (none of {list(TOKENIZER_FILES)}); save the tokenizer beside the model"
+        )
     return path
 
 

@@ -36,7 +36,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from cwgrpo.configs import add_config_arguments, config_from_args, config_hash, describe_options
+from cwgrpo.configs import ConfigError, add_config_arguments, config_from_args, config_hash, describe_options
 from cwgrpo.io import ResultFileError, atomic_path, write_json, write_text
 from cwgrpo.report.results import (
     AVG,
@@ -67,6 +67,11 @@ class TableConfig(ReportConfig):
             "help": "methods whose effect (method minus reference_method) is compared with the paper's"
         },
     )
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.decimals < 0:
+            raise ConfigError(f"decimals: expected an integer >= 0, got {self.decimals}")
 
 
 # -- computing the table -----------------------------------------------------------------------------

@@ -222,7 +222,7 @@ def test_cw_weights_constant_advantages_reproduce_grpo():
 def test_kernel_tends_to_one_as_sigma_grows():
     logps, adv, mask = _batch(seed=8)
     cov = token_covariance(logps, adv, mask, centring="batch")
-    mk = W._prepare_mask(mask, torch.float64)
+    mk = W._prepare_mask(mask, logps, adv, torch.float64)
     w = W._normalised_kernel(cov, mk, torch.tensor(1e12, dtype=torch.float64), mk.n, torch.empty_like(cov))
     torch.testing.assert_close(w, mask.double(), rtol=0, atol=1e-12)
 

@@ -1,0 +1,64 @@
+"""A training run killed after its first checkpoint resumes from it when the same command is rerun."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+pytestmark = pytest.mark.slow
+
+TRAIN = [
+    "train",
+    "--model-dir", "model",
+    "--train-data", "data/syn_train.jsonl",
+    "--run-dir", "run",
+    "--tag", "size=small", "--tag", "method=cw_grpo", "--tag", "seed=0",
+    "--set", "use_cpu=true", "--set", "bf16=false", "--set", "gradient_checkpointing=false",
+    "--set", "loss_type=grpo", "--set", "beta=0.0", "--set", "learning_rate=1e-4",
+    "--set", "num_generations=4", "--set", "per_device_train_batch_size=8",
+    "--set", "max_completion_length=8", "--set", "max_steps=8", "--set", "save_steps=2",
+    "--set", "reward_funcs=[accuracy,format]", "--set", "seed=0",
+]  # fmt: skip
+
+
+def test_killed_training_resumes_from_its_newest_complete_checkpoint(e2e_inputs, tmp_path):
+    for name in ("model", "data"):
+        shutil.copytree(e2e_inputs / name, tmp_path / name)
+    cmd = [sys.executable, "-m", "cwgrpo.cli", *TRAIN]
+    first = subprocess.Popen(
+        cmd, cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True
+    )
+    marker = tmp_path / "run" / "steps" / "step2.json"
+    deadline = time.monotonic() + 300
+    while not marker.exists():
+        assert first.poll() is None, first.stderr.read().decode()[-3000:]
+        assert time.monotonic() < deadline, "no first checkpoint within 300 s"
+        time.sleep(0.2)
+    os.killpg(first.pid, signal.SIGKILL)  # a hard kill: no handler runs, as on a node failure
+    first.wait()
+    assert not (tmp_path / "run" / "run.json").exists(), "the run was not cut before its end"
+    killed_at = max(int(p.name.split("-")[1]) for p in (tmp_path / "run").glob("checkpoint-*"))
+    assert killed_at < 8
+
+    second = subprocess.run(cmd, cwd=tmp_path, capture_output=True, text=True, timeout=600)
+    assert second.returncode == 0, second.stderr[-3000:]
+    run = json.loads((tmp_path / "run" / "run.json").read_text())
+    assert run["resumed_from"] is not None and run["resumed_from"].endswith(
+        "checkpoint-" + run["resumed_from"][-1]
+    )
+    resumed_step = int(run["resumed_from"].rsplit("-", 1)[1])
+    assert 2 <= resumed_step <= killed_at
+    for step in (2, 4, 6, 8):  # no checkpoint lost, every marker written
+        assert (tmp_path / "run" / f"checkpoint-{step}" / "cwgrpo_complete.json").is_file()
+        assert json.loads((tmp_path / "run" / "steps" / f"step{step}.json").read_text())["step"] == step
+    steps = [
+        json.loads(line)["step"] for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()
+    ]
+    assert steps == list(range(1, 9)), "metrics.jsonl must hold each optimiser step exactly once"

@@ -1,0 +1,1030 @@
+"""The bad-input campaign: every kind of bad input gets a clear error naming the problem, or a defined result.
+
+Four tables, one test each:
+
+- ``RAISES``: a library call with one bad input raises ``ConfigError`` / ``ResultFileError`` /
+  ``ValueError`` / ``FileNotFoundError`` whose message names the offending key, value or file, and the
+  outputs the call would have written do not exist afterwards;
+- ``DEFINED``: a bad input that has a documented, graded result instead of an error (NaN log-probs give
+  finite weights, a checkpoint without its completion flag is ignored, ...);
+- ``GRADES``: pathological completions are graded (False, or True only where the answer is plainly
+  there) within a time bound;
+- ``CLI``: ``python -m cwgrpo.cli ...`` exits with status 2 and one ``cwgrpo CMD: error: ...`` line naming
+  the problem, with no traceback and no output file. Kept few: each one costs a Python start.
+
+Cases that need a model use the session's ``tiny_model_dir`` (read-only) or a broken copy of it in
+``tmp_path``. The only slow import is TRL (``cwgrpo.trainer``), once, for the training-option cases.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import shutil
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+
+from cwgrpo import claims as claims_mod
+from cwgrpo import rewards as rewards_mod
+from cwgrpo import weighting as W
+from cwgrpo.configs import ConfigError, build_config, parse_overrides
+from cwgrpo.data import DATASETS, get_dataset, load_records, normalise, prepare
+from cwgrpo.evaluate import EvalConfig, evaluate
+from cwgrpo.generation import check_model_dir
+from cwgrpo.io import ResultFileError
+from cwgrpo.report.results import cov_samples, metrics_frame, summaries_frame
+from cwgrpo.report.table import TableConfig
+
+REPO = Path(__file__).resolve().parents[2]
+REC = {"id": "p-0", "problem": "1+1", "answer": "2", "source": "test"}
+
+
+# ------------------------------------------------------------------------------------------ helpers
+
+
+class Ctx:
+    """What a case may use: a fresh ``tmp`` folder and, built on first use, the session's tiny model."""
+
+    def __init__(self, tmp: Path, request: pytest.FixtureRequest) -> None:
+        self.tmp = tmp
+        self._request = request
+
+    @property
+    def model(self) -> Path:
+        return self._request.getfixturevalue("tiny_model_dir")
+
+    def write(self, name: str, text: str | bytes) -> Path:
+        path = self.tmp / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        if isinstance(text, bytes):
+            path.write_bytes(text)
+        else:
+            path.write_text(text, encoding="utf-8")
+        return path
+
+    def records(self, name: str = "train.jsonl", n: int = 2) -> Path:
+        lines = [json.dumps({**REC, "id": f"p-{i}"}) for i in range(n)]
+        return self.write(name, "\n".join(lines) + "\n")
+
+    def model_copy(self, name: str, drop: tuple[str, ...] = (), no_chat_template: bool = False) -> Path:
+        """A copy of the tiny model without the files in ``drop`` (and, optionally, its chat template)."""
+        out = self.tmp / name
+        shutil.copytree(self.model, out)
+        for f in drop:
+            (out / f).unlink()
+        if no_chat_template:
+            (out / "chat_template.jinja").unlink(missing_ok=True)
+            cfg_path = out / "tokenizer_config.json"
+            cfg = json.loads(cfg_path.read_text())
+            cfg.pop("chat_template", None)
+            cfg_path.write_text(json.dumps(cfg))
+        return out
+
+
+def _summary(ctx: Ctx, name: str = "s.summary.json") -> Path:
+    tags = {"size": "small", "method": "grpo", "seed": 0, "step": 100}
+    return ctx.write(name, json.dumps({"benchmark": "b1", "tags": tags, "k": 1, "pass1": 0.5, "avg_k": 0.5}))
+
+
+def _split(options: dict[str, Any]):
+    from cwgrpo.train import split_options
+
+    return split_options(options)
+
+
+def _trl(**kw: Any):
+    from cwgrpo.trainer import CWGRPOConfig
+
+    return CWGRPOConfig(output_dir="unused", report_to="none", use_cpu=True, bf16=False, **kw)
+
+
+def _train(ctx: Ctx, model_dir: Path, trl: dict[str, Any], **job: Any):
+    """``cwgrpo.train.train`` into ``ctx.tmp / 'run'`` (CPU settings; no GPU is assumed)."""
+    from cwgrpo.train import TrainJob, train
+
+    trl = {"use_cpu": True, "bf16": False, "max_steps": 1, **trl}
+    return train(model_dir, ctx.records(), ctx.tmp / "run", TrainJob(**job), trl, {})
+
+
+def _prepare(ctx: Ctx, name: str, rows: list[dict]):
+    return prepare(DATASETS[name], ctx.tmp / f"{name}.jsonl", rows=rows)
+
+
+def _eval_cfg(**kw: Any):
+    return build_config(EvalConfig, None, kw)
+
+
+def _evaluate(ctx: Ctx, model_dir: Path, benchmark: Path | None = None):
+    bench = benchmark or ctx.records("bench.jsonl")
+    return evaluate(model_dir, bench, ctx.tmp / "out.jsonl", ctx.tmp / "out.summary.json", EvalConfig(), {})
+
+
+def _cw(logps, adv, mask, variant="released"):
+    return W.cw_weights(logps, adv, mask, variant=variant)
+
+
+def _cw_broken(logps=lambda x: x, adv=lambda x: x, mask=lambda x: x, variant="released"):
+    """``cw_weights`` on a small valid batch with one of its inputs transformed into a bad one."""
+    lp, a, m = _batch()
+    return W.cw_weights(logps(lp), adv(a), mask(m), variant=variant)
+
+
+def _batch(b: int = 4, t: int = 6, seed: int = 0, dtype: torch.dtype = torch.float32):
+    g = torch.Generator().manual_seed(seed)
+    logps = -3 * torch.rand(b, t, generator=g, dtype=torch.float64)
+    adv = torch.randn(b, generator=g, dtype=torch.float64)
+    mask = torch.ones(b, t, dtype=torch.long)
+    mask[1, 4:] = 0  # some padding
+    return logps.to(dtype), adv.to(dtype), mask
+
+
+def _with(x: torch.Tensor, index: tuple[int, ...], value: float) -> torch.Tensor:
+    x = x.clone()
+    x[index] = value
+    return x
+
+
+_OPTS = W.MethodOptions("released", 0.5, -1e9, 1e9, 0.5, 1.0, 0.2, 0.2)
+
+
+# ---------------------------------------------------------------------------------- RAISES table
+
+
+@dataclass(frozen=True)
+class Raises:
+    category: str
+    name: str
+    call: Callable[[Ctx], Any]
+    error: type[BaseException]
+    match: str  # regex searched in the message: names the key / value / file
+    outputs: tuple[str, ...] = ()  # paths under tmp that must not exist after the failure
+
+    @property
+    def id(self) -> str:
+        return f"{self.category}-{self.name}"
+
+
+RAISES = [
+    # -- configs: --set syntax, unknown keys, wrong types, non-mapping files ----------------------
+    Raises(
+        "configs",
+        "set-without-equals",
+        lambda c: parse_overrides(["k4"]),
+        ConfigError,
+        r"key=value, got 'k4'",
+    ),
+    Raises(
+        "configs", "set-empty-key", lambda c: parse_overrides(["=4"]), ConfigError, r"key=value, got '=4'"
+    ),
+    Raises("configs", "unknown-key", lambda c: _eval_cfg(kk=4), ConfigError, r"unknown option\(s\) \['kk'\]"),
+    Raises(
+        "configs", "int-given-str", lambda c: _eval_cfg(k="four"), ConfigError, r"k: expected int, got 'four'"
+    ),
+    Raises(
+        "configs", "int-given-float", lambda c: _eval_cfg(k=2.5), ConfigError, r"k: expected int, got 2.5"
+    ),
+    Raises(
+        "configs", "int-given-bool", lambda c: _eval_cfg(k=True), ConfigError, r"k: expected int, got True"
+    ),
+    Raises(
+        "configs",
+        "float-given-list",
+        lambda c: _eval_cfg(temperature=[1]),
+        ConfigError,
+        r"temperature: expected float",
+    ),
+    Raises(
+        "configs",
+        "float-nan",
+        lambda c: _eval_cfg(temperature=math.nan),
+        ConfigError,
+        r"temperature must be .*nan",
+    ),
+    Raises(
+        "configs",
+        "list-given-str",
+        lambda c: build_config(TableConfig, None, {"benchmarks": "b1"}),
+        ConfigError,
+        r"benchmarks: expected a list, got 'b1'",
+    ),
+    Raises(
+        "configs",
+        "yaml-list",
+        lambda c: build_config(EvalConfig, c.write("c.yaml", "- k\n- 4\n")),
+        ConfigError,
+        r"c\.yaml: expected a mapping of options, got list",
+    ),
+    Raises(
+        "configs",
+        "yaml-scalar",
+        lambda c: build_config(EvalConfig, c.write("c.yaml", "k=4\n")),
+        ConfigError,
+        r"c\.yaml: expected a mapping of options, got str",
+    ),
+    Raises(
+        "configs",
+        "yaml-invalid",
+        lambda c: build_config(EvalConfig, c.write("c.yaml", "k: [1, 2\n")),
+        ResultFileError,
+        r"c\.yaml is not valid YAML",
+    ),
+    Raises(
+        "configs",
+        "yaml-missing",
+        lambda c: build_config(EvalConfig, c.tmp / "absent.yaml"),
+        ResultFileError,
+        r"missing file: .*absent\.yaml",
+    ),
+    Raises("configs", "k-zero", lambda c: _eval_cfg(k=0), ConfigError, r"k must be >= 1, got 0"),
+    Raises(
+        "configs",
+        "top-p-zero",
+        lambda c: _eval_cfg(top_p=0),
+        ConfigError,
+        r"top_p must be in \(0, 1\], got 0",
+    ),
+    Raises(
+        "configs",
+        "max-new-tokens-zero",
+        lambda c: _eval_cfg(max_new_tokens=0),
+        ConfigError,
+        r"max_new_tokens",
+    ),
+    Raises(
+        "configs",
+        "grading-timeout-nan",
+        lambda c: _eval_cfg(grading_timeout_s=math.nan),
+        ConfigError,
+        r"grading_timeout_s must be .*nan",
+    ),
+    Raises(
+        "configs",
+        "unknown-backend",
+        lambda c: _eval_cfg(backend="sglang"),
+        ConfigError,
+        r"backend 'sglang'.*vllm",
+    ),
+    Raises(
+        "configs",
+        "unknown-prompt-set",
+        lambda c: _eval_cfg(prompt_set="openrs"),
+        ConfigError,
+        r"'openrs'.*open_rs",
+    ),
+    Raises(
+        "configs",
+        "unknown-dataset",
+        lambda c: get_dataset("math5000"),
+        ConfigError,
+        r"unknown dataset 'math5000'; known: .*math500",
+    ),
+    Raises(
+        "configs",
+        "unknown-reward",
+        lambda c: rewards_mod.get_reward("acc"),
+        ConfigError,
+        r"unknown reward 'acc'; known: \['accuracy', 'format'\]",
+    ),
+    Raises(
+        "configs",
+        "table-decimals-negative",
+        lambda c: build_config(TableConfig, None, {"decimals": -1}),
+        ConfigError,
+        r"decimals: .*-1",
+    ),
+    Raises(
+        "configs",
+        "claims-entropy-stat",
+        lambda c: build_config(claims_mod.ClaimsConfig, None, {"entropy_stat": "var"}),
+        ConfigError,
+        r"entropy_stat: .*'var'",
+    ),
+    # -- training options (TrainJob + CWGRPOConfig); TRL is imported once for these -----------------
+    Raises(
+        "train", "unknown-key", lambda c: _split({"learning_rat": 1e-6}), ConfigError, r"\['learning_rat'\]"
+    ),
+    Raises(
+        "train",
+        "unknown-reward",
+        lambda c: _split({"reward_funcs": ["acc"]}),
+        ConfigError,
+        r"unknown reward 'acc'",
+    ),
+    Raises(
+        "train",
+        "reward-funcs-not-a-list",
+        lambda c: _split({"reward_funcs": "accuracy"}),
+        ConfigError,
+        r"reward_funcs: expected a list, got 'accuracy'",
+    ),
+    Raises(
+        "train",
+        "unknown-prompt-set",
+        lambda c: _split({"prompt_set": "nope"}),
+        ConfigError,
+        r"prompt set 'nope'",
+    ),
+    Raises(
+        "train", "unknown-launcher", lambda c: _split({"launcher": "slurm"}), ConfigError, r"launcher='slurm'"
+    ),
+    Raises("train", "train-limit-zero", lambda c: _split({"train_limit": 0}), ConfigError, r"train_limit=0"),
+    Raises(
+        "train",
+        "max-steps-str",
+        lambda c: _split({"max_steps": "abc"}),
+        ConfigError,
+        r"max_steps: expected int, got 'abc'",
+    ),
+    Raises(
+        "train",
+        "ratio-str",
+        lambda c: _split({"kl_cov_ratio": "big"}),
+        ConfigError,
+        r"kl_cov_ratio: expected float, got 'big'",
+    ),
+    Raises(
+        "train",
+        "unknown-method",
+        lambda c: _trl(cw_method="ppo"),
+        ValueError,
+        r"unknown method 'ppo'; known: .*cw_grpo",
+    ),
+    Raises(
+        "train",
+        "unknown-variant",
+        lambda c: _trl(cw_variant="paper"),
+        ValueError,
+        r"cw_variant='paper'.*released",
+    ),
+    Raises(
+        "train",
+        "clip-cov-lb-ge-ub",
+        lambda c: _trl(clip_cov_lb=5.0, clip_cov_ub=5.0),
+        ValueError,
+        r"clip_cov_lb=5.0 must be below clip_cov_ub=5.0",
+    ),
+    Raises(
+        "train",
+        "ratio-zero",
+        lambda c: _trl(clip_cov_ratio=0.0),
+        ValueError,
+        r"clip_cov_ratio=0.0: must be in \(0, 1\]",
+    ),
+    Raises("train", "ratio-above-one", lambda c: _trl(kl_cov_ratio=1.5), ValueError, r"kl_cov_ratio=1.5"),
+    Raises(
+        "train",
+        "batch-not-divisible-by-group",
+        lambda c: _trl(per_device_train_batch_size=3, num_generations=2),
+        ValueError,
+        r"\(3\) must be divisible by num_generations \(2\)",
+    ),
+    Raises(
+        "train",
+        "group-of-one",
+        lambda c: _trl(per_device_train_batch_size=4, num_generations=1),
+        ValueError,
+        r"at least 2 generations",
+    ),
+    Raises(
+        "train",
+        "max-steps-zero",
+        lambda c: _train(c, c.tmp / "no-model", {"max_steps": 0}),
+        ConfigError,
+        r"max_steps=0",
+        ("run",),
+    ),
+    Raises(
+        "train",
+        "max-steps-negative",
+        lambda c: _train(c, c.tmp / "no-model", {"max_steps": -5}),
+        ConfigError,
+        r"max_steps=-5",
+        ("run",),
+    ),
+    Raises(
+        "train",
+        "unknown-method-via-train",
+        lambda c: _train(c, c.tmp / "no-model", {"cw_method": "ppo"}),
+        ConfigError,
+        r"invalid training options: unknown method 'ppo'",
+        ("run",),
+    ),
+    # -- data ---------------------------------------------------------------------------------------
+    Raises(
+        "data",
+        "jsonl-missing-columns",
+        lambda c: load_records(c.write("d.jsonl", json.dumps({"id": "a", "problem": "p"}) + "\n")),
+        ResultFileError,
+        r"record 0 lacks \['answer', 'source'\]",
+    ),
+    Raises(
+        "data",
+        "jsonl-empty",
+        lambda c: load_records(c.write("d.jsonl", "")),
+        ResultFileError,
+        r"d\.jsonl: no records",
+    ),
+    Raises(
+        "data",
+        "jsonl-only-blank-lines",
+        lambda c: load_records(c.write("d.jsonl", "\n  \n\n")),
+        ResultFileError,
+        r"d\.jsonl: no records",
+    ),
+    Raises(
+        "data",
+        "jsonl-duplicate-ids",
+        lambda c: load_records(c.write("d.jsonl", (json.dumps(REC) + "\n") * 2)),
+        ResultFileError,
+        r"duplicate id 'p-0' \(record 1\)",
+    ),
+    Raises(
+        "data",
+        "jsonl-not-utf8",
+        lambda c: load_records(c.write("d.jsonl", json.dumps(REC).encode() + b'\n{"id": "\xff\xfe"}\n')),
+        ResultFileError,
+        r"d\.jsonl is not UTF-8 text",
+    ),
+    Raises(
+        "data",
+        "jsonl-truncated-line",
+        lambda c: load_records(
+            c.write("d.jsonl", json.dumps(REC) + "\n" + json.dumps({**REC, "id": "p-1"})[:25])
+        ),
+        ResultFileError,
+        r"d\.jsonl:2 is not valid JSON \(truncated\?\)",
+    ),
+    Raises(
+        "data",
+        "jsonl-line-not-an-object",
+        lambda c: load_records(c.write("d.jsonl", "[1, 2]\n")),
+        ResultFileError,
+        r"record 0 is not a JSON object",
+    ),
+    Raises(
+        "data",
+        "jsonl-answer-not-a-string",
+        lambda c: load_records(c.write("d.jsonl", json.dumps({**REC, "answer": 2}) + "\n")),
+        ResultFileError,
+        r"record 0 has an empty or non-string 'answer'",
+    ),
+    Raises(
+        "data",
+        "jsonl-missing-file",
+        lambda c: load_records(c.tmp / "absent.jsonl"),
+        ResultFileError,
+        r"missing file",
+    ),
+    Raises(
+        "data",
+        "registry-missing-column",
+        lambda c: normalise(DATASETS["olympiadbench"], [{"problem": "p", "answer": "1"}]),
+        ValueError,
+        r"olympiadbench .*missing column 'question' in row 0; columns found: \['answer', 'problem'\]",
+    ),
+    Raises(
+        "data",
+        "registry-no-boxed-answer",
+        lambda c: normalise(DATASETS["minerva"], [{"problem": "p", "solution": "so it is 4"}]),
+        ValueError,
+        r"minerva: row 0 has no \\boxed",
+    ),
+    Raises(
+        "data",
+        "registry-wrong-row-count",
+        lambda c: _prepare(c, "aime24", [{"problem": f"p{i}", "answer": "1"} for i in range(3)]),
+        ValueError,
+        r"aime24: expected 30 rows, found 3",
+        ("aime24.jsonl", "aime24.manifest.json"),
+    ),
+    # -- models -------------------------------------------------------------------------------------
+    Raises(
+        "models",
+        "missing-dir",
+        lambda c: check_model_dir(c.tmp / "absent"),
+        FileNotFoundError,
+        r"model folder not found: .*absent",
+    ),
+    Raises(
+        "models",
+        "no-config-json",
+        lambda c: check_model_dir(c.model_copy("m", drop=("config.json",))),
+        FileNotFoundError,
+        r"is not a model folder \(no config\.json\)",
+    ),
+    Raises(
+        "models",
+        "no-tokenizer-files",
+        lambda c: check_model_dir(c.model_copy("m", drop=("tokenizer.json", "tokenizer_config.json"))),
+        FileNotFoundError,
+        r"has no tokenizer",
+    ),
+    Raises(
+        "models",
+        "evaluate-without-tokenizer",
+        lambda c: _evaluate(c, c.model_copy("m", drop=("tokenizer.json",))),
+        FileNotFoundError,
+        r"has no tokenizer",
+        ("out.jsonl", "out.summary.json"),
+    ),
+    Raises(
+        "models",
+        "train-missing-model",
+        lambda c: _train(c, c.tmp / "absent", {}),
+        FileNotFoundError,
+        r"model folder not found",
+        ("run",),
+    ),
+    Raises(
+        "models",
+        "train-tokenizer-without-chat-template",
+        lambda c: _train(c, c.model_copy("m", no_chat_template=True), {}),
+        ConfigError,
+        r"no chat template",
+        ("run",),
+    ),
+    # -- tensors (cwgrpo.weighting) -----------------------------------------------------------------
+    Raises(
+        "tensors",
+        "advantages-wrong-shape",
+        lambda c: _cw_broken(adv=lambda a: a[:3]),
+        ValueError,
+        r"advantages must have shape \(B,\) = \(4,\), got \(3,\)",
+    ),
+    Raises(
+        "tensors",
+        "mask-wrong-shape",
+        lambda c: _cw_broken(mask=lambda m: m[:, :3]),
+        ValueError,
+        r"mask shape \(4, 3\) must equal logps shape \(4, 6\)",
+    ),
+    Raises(
+        "tensors",
+        "logps-1d",
+        lambda c: _cw_broken(logps=lambda lp: lp[0]),
+        ValueError,
+        r"logps must be 2-D \(B, T\), got shape \(6,\)",
+    ),
+    Raises(
+        "tensors",
+        "logps-integer",
+        lambda c: _cw_broken(logps=lambda lp: lp.long()),
+        ValueError,
+        r"logps must be a floating-point tensor",
+    ),
+    Raises(
+        "tensors",
+        "mask-holds-2",
+        lambda c: _cw_broken(mask=lambda m: m * 2),
+        ValueError,
+        r"mask must be bool or hold only 0/1 values",
+    ),
+    Raises(
+        "tensors",
+        "mask-holds-half",
+        lambda c: _cw_broken(mask=lambda m: m * 0.5),
+        ValueError,
+        r"mask must be bool or hold only 0/1 values",
+    ),
+    Raises(
+        "tensors",
+        "unknown-variant",
+        lambda c: _cw_broken(variant="paper"),
+        ValueError,
+        r"unknown variant 'paper'; valid: \['released', 'described'\]",
+    ),
+    Raises(
+        "tensors",
+        "unknown-centring",
+        lambda c: W.token_covariance(*_batch(), centring="global"),
+        ValueError,
+        r"unknown centring 'global'",
+    ),
+    Raises(
+        "tensors", "unknown-method", lambda c: W.get_method("ppo"), ValueError, r"unknown method 'ppo'; known"
+    ),
+    Raises(
+        "tensors",
+        "clip-cov-without-generator",
+        lambda c: W.clip_cov_select(_batch()[0], _batch()[2], ratio=0.5, lb=0, ub=1, generator=None),
+        ValueError,
+        r"needs a seeded torch\.Generator",
+    ),
+    Raises(
+        "tensors",
+        "kl-cov-ratio-out-of-range",
+        lambda c: W.kl_cov_select(_batch()[0], _batch()[2], ratio=2.0),
+        ValueError,
+        r"ratio must be in \[0, 1\], got 2\.0",
+    ),
+    # -- rewards ------------------------------------------------------------------------------------
+    Raises(
+        "rewards",
+        "accuracy-without-answer-column",
+        lambda c: rewards_mod.accuracy_reward(["\\boxed{2}"], problem=["p"]),
+        ValueError,
+        r"needs the dataset column 'answer'; got columns \['problem'\]",
+    ),
+    Raises(
+        "rewards",
+        "accuracy-length-mismatch",
+        lambda c: rewards_mod.accuracy_reward(["a", "b"], answer=["2"]),
+        ValueError,
+        r"2 completions but 1 answers",
+    ),
+    # -- result files -------------------------------------------------------------------------------
+    Raises(
+        "files",
+        "summary-truncated",
+        lambda c: summaries_frame([c.write("s.summary.json", _summary(c).read_text()[:30])]),
+        ResultFileError,
+        r"s\.summary\.json is not valid JSON \(truncated or corrupt\?\)",
+    ),
+    Raises(
+        "files",
+        "summary-missing",
+        lambda c: summaries_frame([c.tmp / "absent.summary.json"]),
+        ResultFileError,
+        r"missing file: .*absent\.summary\.json",
+    ),
+    Raises(
+        "files",
+        "summary-not-a-summary",
+        lambda c: summaries_frame([c.write("s.summary.json", "[1, 2]")]),
+        ResultFileError,
+        r"not an evaluation summary",
+    ),
+    Raises(
+        "files",
+        "summary-tag-missing",
+        lambda c: summaries_frame(
+            [c.write("s.summary.json", json.dumps({"benchmark": "b", "tags": {"size": "s"}, "pass1": 0.5}))]
+        ),
+        ResultFileError,
+        r"tags lack 'method'",
+    ),
+    Raises(
+        "files",
+        "run-json-missing",
+        lambda c: metrics_frame([c.tmp]),
+        ResultFileError,
+        r"missing file: .*run\.json",
+    ),
+    Raises(
+        "files",
+        "cov-samples-missing",
+        lambda c: cov_samples(c.tmp),
+        ResultFileError,
+        r"missing file: .*cov_samples\.jsonl",
+    ),
+    Raises(
+        "files",
+        "evaluate-truncated-benchmark",
+        lambda c: _evaluate(c, c.tmp / "never-loaded", c.write("b.jsonl", json.dumps(REC)[:20])),
+        ResultFileError,
+        r"b\.jsonl:1 is not valid JSON",
+        ("out.jsonl", "out.summary.json"),
+    ),
+]
+
+
+@pytest.mark.parametrize("case", RAISES, ids=[c.id for c in RAISES])
+def test_bad_input_raises_a_clear_error(case: Raises, tmp_path, request):
+    ctx = Ctx(tmp_path, request)
+    with pytest.raises(case.error, match=case.match) as info:
+        case.call(ctx)
+    assert isinstance(info.value, (ConfigError, ResultFileError, ValueError, FileNotFoundError))
+    left = [p for p in case.outputs if (tmp_path / p).exists()]
+    assert not left, f"outputs left behind after the failure: {left}"
+
+
+# --------------------------------------------------------------------------------- DEFINED table
+
+
+@dataclass(frozen=True)
+class Defined:
+    category: str
+    name: str
+    check: Callable[[Ctx], None]  # asserts the defined result itself
+
+    @property
+    def id(self) -> str:
+        return f"{self.category}-{self.name}"
+
+
+def _finite_and_like_masked(variant: str, value: float) -> None:
+    """A valid token with a non-finite log-prob is treated as padding: the same weights as masking it."""
+    logps, adv, mask = _batch()
+    bad = _with(logps, (0, 2), value)
+    w = _cw(bad, adv, mask, variant)
+    assert bool(torch.isfinite(w).all())
+    assert w[0, 2] == 0
+    torch.testing.assert_close(w, _cw(logps, adv, _with(mask, (0, 2), 0), variant), rtol=0, atol=0)
+    cov = W.token_covariance(bad, adv, mask, centring=W.VARIANT_CENTRING[variant])
+    assert bool(torch.isfinite(cov).all()) and cov[0, 2] == 0
+
+
+def _nan_advantage(variant: str) -> None:
+    logps, adv, mask = _batch()
+    w = _cw(logps, _with(adv, (1,), math.nan), mask, variant)
+    assert bool(torch.isfinite(w).all())
+    assert bool((w[1] == 0).all())  # the whole completion is dropped
+    assert bool((w[0] > 0).all())
+
+
+def _nan_gradient_finite() -> None:
+    logps, adv, mask = _batch(dtype=torch.float64)
+    bad = _with(logps, (2, 3), math.nan).requires_grad_(True)
+    _cw(bad, adv, mask, "released").sum().backward()
+    assert bool(torch.isfinite(bad.grad).all())
+    assert bad.grad[2, 3] == 0
+
+
+def _methods_finite_on_nan() -> None:
+    logps, adv, mask = _batch()
+    bad = _with(logps, (0, 0), math.nan)
+    for name, method in W.METHODS.items():
+        out = method(bad, None, adv, mask, _OPTS, torch.Generator().manual_seed(0))
+        assert bool(torch.isfinite(out.multipliers).all()), name
+
+
+def _sigma_zero(variant: str) -> None:
+    logps, _, mask = _batch()
+    w = _cw(logps, torch.ones(4), mask, variant)  # equal advantages: every c = 0, sigma = 0
+    m = mask.bool()
+    expected = 1.0 if variant == "described" else mask.numel() / int(m.sum())
+    torch.testing.assert_close(w[m], torch.full((int(m.sum()),), expected))
+    assert bool((w[~m] == 0).all())
+
+
+def _empty_mask(variant: str) -> None:
+    logps, adv, mask = _batch()
+    assert bool((_cw(logps, adv, torch.zeros_like(mask), variant) == 0).all())
+    assert _cw(torch.zeros(0, 6), torch.zeros(0), torch.zeros(0, 6), variant).shape == (0, 6)
+
+
+def _bf16(variant: str) -> None:
+    logps, adv, mask = _batch(dtype=torch.bfloat16)
+    w = _cw(logps, adv, mask, variant)
+    assert w.dtype == torch.float32
+    torch.testing.assert_close(w, _cw(logps.float(), adv.float(), mask, variant), rtol=1e-6, atol=1e-6)
+
+
+def _partial_checkpoint(ctx: Ctx) -> None:
+    from cwgrpo.train import COMPLETE_FLAG, _remove_incomplete_checkpoints, complete_checkpoints
+
+    run = ctx.tmp / "run"
+    for step in (10, 20):
+        (run / f"checkpoint-{step}").mkdir(parents=True)
+        (run / f"checkpoint-{step}" / "model.safetensors").write_bytes(b"\0" * 16)
+    (run / "checkpoint-10" / COMPLETE_FLAG).write_text('{"step": 10}')
+    (run / "checkpoint-30").mkdir()  # an empty folder, cut before anything was written
+    assert list(complete_checkpoints(run)) == [10]
+    _remove_incomplete_checkpoints(run)
+    assert sorted(p.name for p in run.iterdir()) == ["checkpoint-10"]
+
+
+def _cut_log_line(ctx: Ctx) -> None:
+    from cwgrpo.train import truncate_log
+
+    log = ctx.write("metrics.jsonl", '{"step": 1}\n{"step": 2}\n{"step": 3, "lo')
+    truncate_log(log, 5)
+    assert log.read_text() == '{"step": 1}\n{"step": 2}\n'
+
+
+def _no_chat_template_evaluate(ctx: Ctx) -> None:
+    """Generation has a documented fallback without a chat template: the message contents, joined."""
+    from cwgrpo.generation import get_backend, messages_to_text
+
+    backend = get_backend("transformers", ctx.model_copy("m", no_chat_template=True), progress=False)
+    assert not backend.tokenizer.chat_template
+    messages = [{"role": "user", "content": "1+1"}]
+    assert backend.encode(messages) == backend.tokenizer(messages_to_text(messages))["input_ids"]
+
+
+def _failed_prepare_keeps_old_file(ctx: Ctx) -> None:
+    """A failed rewrite leaves the previous complete file untouched (atomic writes), never a partial one."""
+    out = ctx.tmp / "aime24.jsonl"
+    good = [{"problem": f"p{i}", "answer": str(i)} for i in range(30)]
+    prepare(DATASETS["aime24"], out, rows=good)
+    before = out.read_bytes()
+    with pytest.raises(ValueError, match="missing column 'answer' in row 29"):
+        prepare(DATASETS["aime24"], out, rows=[*good[:29], {"problem": "p"}])
+    assert out.read_bytes() == before
+    files = sorted(p.name for p in ctx.tmp.iterdir())
+    assert files == ["aime24.jsonl", "aime24.manifest.json"], f"temporary files left behind: {files}"
+
+
+DEFINED = [
+    *(
+        Defined("tensors", f"{label}-logp-{v}", lambda c, v=v, x=x: _finite_and_like_masked(v, x))
+        for v in W.CW_VARIANTS
+        for label, x in (("nan", math.nan), ("neg-inf", -math.inf), ("pos-inf", math.inf))
+    ),
+    *(Defined("tensors", f"nan-advantage-{v}", lambda c, v=v: _nan_advantage(v)) for v in W.CW_VARIANTS),
+    Defined("tensors", "nan-logp-gradient-finite", lambda c: _nan_gradient_finite()),
+    Defined("tensors", "nan-logp-every-method-finite", lambda c: _methods_finite_on_nan()),
+    *(Defined("tensors", f"sigma-zero-{v}", lambda c, v=v: _sigma_zero(v)) for v in W.CW_VARIANTS),
+    *(Defined("tensors", f"empty-mask-{v}", lambda c, v=v: _empty_mask(v)) for v in W.CW_VARIANTS),
+    *(Defined("tensors", f"bf16-{v}", lambda c, v=v: _bf16(v)) for v in W.CW_VARIANTS),
+    Defined("files", "checkpoint-without-completion-flag", _partial_checkpoint),
+    Defined("files", "metrics-line-cut-by-a-kill", _cut_log_line),
+    Defined("files", "failed-prepare-keeps-previous-file", _failed_prepare_keeps_old_file),
+    Defined("models", "evaluate-tokenizer-without-chat-template", _no_chat_template_evaluate),
+]
+
+
+@pytest.mark.parametrize("case", DEFINED, ids=[c.id for c in DEFINED])
+def test_bad_input_has_a_defined_result(case: Defined, tmp_path, request):
+    case.check(Ctx(tmp_path, request))
+
+
+# ---------------------------------------------------------------------------------- GRADES table
+
+GRADE_BOUND_S = 10.0
+MB = 1_000_000
+
+GRADES = [
+    # (id, completion, gold, expected verdict)
+    ("nested-frac-200", "\\boxed{" + "\\frac{1}{" * 200 + "2" + "}" * 200 + "}", "2", False),
+    ("nested-sqrt-150", "\\boxed{" + "\\sqrt{" * 150 + "2" + "}" * 150 + "}", "2", False),
+    ("power-tower", "\\boxed{9^{9^{9^{9^{9}}}}}", "2", False),
+    ("huge-factorial", "\\boxed{100000000!}", "2", False),
+    ("unclosed-braces-100k", "\\boxed{" + "{" * 100_000, "2", False),
+    ("lone-backslashes", "\\" * 10_000, "2", False),
+    ("nul-bytes", "\x00" * 1000 + "\\boxed{\x00}", "2", False),
+    ("1mb-of-letters", "a" * MB, "2", False),
+    ("1mb-of-latex", "$x^{2}$ + " * (MB // 10), "2", False),
+    ("1mb-then-right-answer", "a" * MB + " so \\boxed{2}", "2", True),
+    ("no-answer", "I do not know.", "2", False),
+    ("empty", "", "2", False),
+    ("unscorable-gold", "\\boxed{2}", "\\frac{", False),
+]
+
+
+@pytest.mark.parametrize(
+    ("completion", "gold", "expected"), [g[1:] for g in GRADES], ids=[g[0] for g in GRADES]
+)
+def test_pathological_completion_is_graded_in_bounded_time(completion, gold, expected):
+    from cwgrpo.scoring import grade
+
+    grade("\\boxed{1}", "1")  # math-verify's one-off import is not the case's time
+    start = time.perf_counter()
+    verdict = grade(completion, gold)
+    elapsed = time.perf_counter() - start
+    assert verdict is expected
+    assert elapsed < GRADE_BOUND_S, f"grading took {elapsed:.1f} s"
+
+
+# ------------------------------------------------------------------------------------- CLI table
+
+
+@dataclass(frozen=True)
+class Cli:
+    name: str
+    argv: Callable[[Ctx], list[str]]
+    command: str  # the `cwgrpo <command>` the error line names ('' for the top-level parser)
+    match: str  # substring of the error line: the offending name or value
+    outputs: tuple[str, ...] = ()  # paths under tmp that must not exist after the failure
+
+
+def _eval_argv(ctx: Ctx) -> list[str]:
+    return [
+        "evaluate",
+        "--model-dir",
+        str(ctx.tmp / "model"),
+        "--benchmark-file",
+        str(ctx.records("bench.jsonl")),
+        "--out",
+        str(ctx.tmp / "out.jsonl"),
+        "--summary",
+        str(ctx.tmp / "out.summary.json"),
+        "--set",
+        "prompt_set=tiny",
+    ]
+
+
+EVAL_OUT = ("out.jsonl", "out.summary.json")
+TABLE_OUT = ("table.pdf", "t/table1.csv", "t/table1.md", "t/table1.tex", "t/table1.provenance.json")
+
+CLI = [
+    Cli("unknown-command", lambda c: ["frobnicate"], "", "unknown command 'frobnicate'"),
+    Cli(
+        "evaluate-unknown-option", lambda c: [*_eval_argv(c), "--set", "kk=4"], "evaluate", "['kk']", EVAL_OUT
+    ),
+    Cli(
+        "evaluate-set-without-equals",
+        lambda c: [*_eval_argv(c), "--set", "k"],
+        "evaluate",
+        "got 'k'",
+        EVAL_OUT,
+    ),
+    Cli(
+        "evaluate-k-zero", lambda c: [*_eval_argv(c), "--set", "k=0"], "evaluate", "k must be >= 1", EVAL_OUT
+    ),
+    Cli(
+        "evaluate-invalid-yaml",
+        lambda c: [*_eval_argv(c), "--config", str(c.write("c.yaml", "k: [1,\n  2\n"))],
+        "evaluate",
+        "c.yaml is not valid YAML",
+        EVAL_OUT,
+    ),
+    Cli("evaluate-missing-model", lambda c: _eval_argv(c), "evaluate", "model folder not found", EVAL_OUT),
+    Cli(
+        "evaluate-missing-required-flag",
+        lambda c: _eval_argv(c)[:-4],
+        "evaluate",
+        "the following arguments are required: --summary",
+        EVAL_OUT,
+    ),
+    Cli(
+        "train-yaml-not-a-mapping",
+        lambda c: [
+            "train",
+            "--model-dir",
+            str(c.tmp / "model"),
+            "--train-data",
+            str(c.records()),
+            "--run-dir",
+            str(c.tmp / "run"),
+            "--config",
+            str(c.write("c.yaml", "- max_steps\n- 4\n")),
+        ],
+        "train",
+        "expected a mapping of options, got list",
+        ("run",),
+    ),
+    Cli(
+        "prepare-data-unknown-dataset",
+        lambda c: ["prepare-data", "--dataset", "math5000", "--out", str(c.tmp / "d.jsonl")],
+        "prepare-data",
+        "unknown dataset 'math5000'",
+        ("d.jsonl", "d.manifest.json"),
+    ),
+    Cli(
+        "table-truncated-summary",
+        lambda c: [
+            "table",
+            "--summaries",
+            str(c.write("s.summary.json", _summary(c).read_text()[:40])),
+            "--out-pdf",
+            str(c.tmp / "table.pdf"),
+            "--out-dir",
+            str(c.tmp / "t"),
+        ],
+        "table",
+        "is not valid JSON (truncated or corrupt?)",
+        TABLE_OUT,
+    ),
+    Cli(
+        "claims-missing-run",
+        lambda c: [
+            "claims",
+            "--summaries",
+            str(_summary(c)),
+            "--runs",
+            str(c.tmp / "runs" / "absent"),
+            "--out-json",
+            str(c.tmp / "claims.json"),
+            "--out-md",
+            str(c.tmp / "claims.md"),
+        ],
+        "claims",
+        "missing file",
+        ("claims.json", "claims.md"),
+    ),
+]
+
+
+@pytest.mark.parametrize("case", CLI, ids=[c.name for c in CLI])
+def test_cli_bad_input_exits_2_with_one_clear_line(case: Cli, tmp_path, request):
+    ctx = Ctx(tmp_path, request)
+    env = {k: v for k, v in os.environ.items() if k != "CWGRPO_DEBUG"}
+    env["CWGRPO_LOG_LEVEL"] = "WARNING"
+    env["PYTHONPATH"] = os.pathsep.join([str(REPO), env.get("PYTHONPATH", "")])
+    res = subprocess.run(
+        [sys.executable, "-m", "cwgrpo.cli", *case.argv(ctx)],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert res.returncode == 2, res.stderr
+    assert "Traceback" not in res.stderr, res.stderr
+    prefix = f"cwgrpo {case.command}: error: " if case.command else "cwgrpo: error: "
+    lines = [line for line in res.stderr.splitlines() if line.startswith(prefix)]
+    assert len(lines) == 1, res.stderr
+    assert res.stderr.rstrip("\n").splitlines()[-1] == lines[0], "the error must be one line, and the last"
+    assert case.match in lines[0], lines[0]
+    left = [p for p in case.outputs if (tmp_path / p).exists()]
+    assert not left, f"outputs left behind after the failure: {left}"
