@@ -1,0 +1,297 @@
+"""The presets: config/paper.yaml against the paper's setup, and configs the workflow must refuse.
+
+Every hyperparameter of /work/shared/spec/experiments.md ("Models", "Training hyperparameters",
+"Evaluation protocol") is listed in PAPER below and checked against what the `cwgrpo` commands would
+receive: the `--set` values of the paper preset's dry run, read back with `yaml.safe_load` as the
+commands do. Bad configs must fail `snakemake -n` at parse time with a message naming the key.
+Dry runs only; the `cwgrpo` subcommands are never called.
+"""
+
+from __future__ import annotations
+
+import copy
+import itertools
+import os
+import shlex
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+REPO = Path(__file__).resolve().parents[2]
+PAPER_YAML = REPO / "config" / "paper.yaml"
+
+# The paper's setup (experiments.md), as the option values each command must get.
+PAPER_MODELS = {
+    "1.5b": "deepseek-ai/DeepSeek-R1-Distill-Qwen-1.5B",
+    "7b": "Qwen/Qwen2.5-Math-7B-Instruct",
+}
+PAPER_TRAIN = {  # both sizes
+    "learning_rate": 1e-6,
+    "lr_scheduler_type": "cosine_with_min_lr",
+    "lr_scheduler_kwargs": {"min_lr_rate": 0.1},
+    "warmup_steps": 0.1,  # warmup ratio 0.1; transformers 5 takes a ratio as warmup_steps < 1
+    "seed": 2025,
+    "num_generations": 12,
+    "per_device_train_batch_size": 12,
+    "gradient_accumulation_steps": 4,
+    "num_processes": 3,  # 3 training GPUs ...
+    "vllm_server_gpu": 3,  # ... + 1 vLLM GPU (the 4th)
+    "use_vllm": True,
+    "vllm_mode": "server",
+    "max_prompt_length": 512,
+    "max_completion_length": 4096,
+    "temperature": 0.7,
+    "beta": 0.04,
+    "num_iterations": 1,  # one update per generation batch
+    "loss_type": "grpo",
+    "use_bias_correction_kl": False,  # plain k3 estimator
+    "launcher": "accelerate",
+    "accelerate_config": "zero2",  # DeepSpeed ZeRO-2
+    "bf16": True,
+    "save_steps": 50,
+    "prompt_set": "open_rs",
+}
+PAPER_TRAIN_PER_SIZE = {
+    "1.5b": {"max_steps": 300, "reward_funcs": ["accuracy", "format"], "reward_weights": [1.0, 1.0]},
+    "7b": {"max_steps": 150, "reward_funcs": ["accuracy"]},
+}
+PAPER_METHODS = {
+    "grpo": {"cw_method": "grpo"},
+    "cw_grpo": {"cw_method": "cw_grpo", "cw_variant": "released"},
+    "clip_cov": {"cw_method": "clip_cov"},
+}
+PAPER_EVAL = {"backend": "vllm", "temperature": 0.6, "top_p": 0.95, "k": 1, "prompt_set": "open_rs"}
+PAPER_EVAL_MAX_NEW_TOKENS = {"1.5b": 32768, "7b": 4096}
+PAPER_DATA = {"train": "open_rs", "benchmarks": ["aime24", "math500", "amc23", "minerva", "olympiadbench"]}
+PAPER_REPORT_STEP = 100
+PAPER_CHECKPOINT_STUDY_STEPS = (100, 150, 200)  # 1.5B
+
+
+def snakemake_bin() -> str:
+    local = Path(sys.executable).with_name("snakemake")
+    return str(local) if local.exists() else (shutil.which("snakemake") or "snakemake")
+
+
+def dry_run(configfile: Path, workdir: Path, *args: str) -> subprocess.CompletedProcess:
+    """`snakemake -n` of the repository's workflow in `workdir` (nothing is written into the repository)."""
+    cmd = [snakemake_bin(), "-s", str(REPO / "Snakefile"), "-d", str(workdir), "-n", *args]
+    cmd += ["--configfile", str(configfile)]
+    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"}
+    return subprocess.run(cmd, capture_output=True, text=True, cwd=workdir, env=env, timeout=600)
+
+
+def shell_commands(output: str) -> list[list[str]]:
+    """The `cwgrpo ...` commands of a dry run with -p, each split like a shell would."""
+    prefix = "Shell command: "
+    return [shlex.split(line[len(prefix) :]) for line in output.splitlines() if line.startswith(prefix)]
+
+
+def options(argv: list[str]) -> tuple[dict, dict]:
+    """(--set options with values parsed as the commands parse them, --tag values) of one command."""
+    sets, tags = {}, {}
+    for flag, value in itertools.pairwise(argv):
+        if flag in ("--set", "--tag"):
+            key, _, raw = value.partition("=")
+            if flag == "--set":
+                sets[key] = yaml.safe_load(raw)
+            else:
+                tags[key] = raw
+    return sets, tags
+
+
+@pytest.fixture(scope="module")
+def paper_commands(tmp_path_factory) -> list[list[str]]:
+    workdir = tmp_path_factory.mktemp("paper-dry-run")
+    proc = dry_run(PAPER_YAML, workdir, "-p")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    return shell_commands(proc.stdout + proc.stderr)
+
+
+def commands_of(paper_commands, sub: str) -> list[list[str]]:
+    return [c for c in paper_commands if c[:2] == ["cwgrpo", sub]]
+
+
+def test_paper_train_options_match_the_spec(paper_commands):
+    trains = commands_of(paper_commands, "train")
+    assert len(trains) == 2 * len(PAPER_METHODS)
+    seen = set()
+    for argv in trains:
+        sets, tags = options(argv)
+        size, method = tags["size"], tags["method"]
+        seen.add((size, method))
+        expected = {**PAPER_TRAIN, **PAPER_TRAIN_PER_SIZE[size], **PAPER_METHODS[method]}
+        for key, value in expected.items():
+            assert sets.get(key) == value, f"{size}/{method}: {key}={sets.get(key)!r}, spec says {value!r}"
+            assert type(sets.get(key)) is type(value), f"{size}/{method}: {key} parsed as {type(sets[key])}"
+        if "reward_weights" in sets:
+            assert len(sets["reward_weights"]) == len(sets["reward_funcs"])
+            assert len(set(sets["reward_weights"])) == 1  # 1:1
+        # 12 prompts x 12 completions = 144 completions per optimiser step.
+        completions = (
+            sets["per_device_train_batch_size"] * sets["gradient_accumulation_steps"] * sets["num_processes"]
+        )
+        assert completions == 144 and completions // sets["num_generations"] == 12
+    assert seen == {(s, m) for s in PAPER_MODELS for m in PAPER_METHODS}
+
+
+def test_paper_models_and_data(paper_commands):
+    fetches = {c[c.index("--model-id") + 1]: c for c in commands_of(paper_commands, "fetch-model")}
+    assert set(fetches) == set(PAPER_MODELS.values())
+    for argv in fetches.values():
+        assert argv[argv.index("--revision") + 1]
+    datasets = {c[c.index("--dataset") + 1] for c in commands_of(paper_commands, "prepare-data")}
+    assert datasets == {PAPER_DATA["train"], *PAPER_DATA["benchmarks"]}
+    config = yaml.safe_load(PAPER_YAML.read_text())
+    assert config["data"]["benchmarks"] == PAPER_DATA["benchmarks"]  # Table 1's column order
+    assert {s: v["model_id"] for s, v in config["sizes"].items()} == PAPER_MODELS
+
+
+def test_paper_evaluation_matches_the_spec(paper_commands):
+    evals = commands_of(paper_commands, "evaluate")
+    assert evals
+    for argv in evals:
+        sets, tags = options(argv)
+        expected = {**PAPER_EVAL, "max_new_tokens": PAPER_EVAL_MAX_NEW_TOKENS[tags["size"]]}
+        for key, value in expected.items():
+            assert sets.get(key) == value, f"{tags}: {key}={sets.get(key)!r}, spec says {value!r}"
+        assert argv.count("--benchmark-file") == 1  # one job per checkpoint x benchmark
+
+
+def test_paper_report_step_and_checkpoint_study(paper_commands):
+    (table,) = commands_of(paper_commands, "table")
+    sets, _ = options(table)
+    assert sets["step"] == PAPER_REPORT_STEP and sets["preset"] == "paper"
+    steps_1_5b = {
+        int(options(c)[1]["step"])
+        for c in commands_of(paper_commands, "evaluate")
+        if options(c)[1]["size"] == "1.5b"
+    }
+    assert set(PAPER_CHECKPOINT_STUDY_STEPS) <= steps_1_5b
+    assert steps_1_5b == {0, 50, 100, 150, 200, 250, 300}
+
+
+def test_paper_accelerate_config_is_zero2_on_three_processes():
+    cfg = yaml.safe_load((REPO / "cwgrpo" / "resources" / "accelerate" / "zero2.yaml").read_text())
+    assert cfg["distributed_type"] == "DEEPSPEED"
+    assert cfg["deepspeed_config"]["zero_stage"] == 2
+    assert cfg["num_processes"] == PAPER_TRAIN["num_processes"]
+    assert cfg["mixed_precision"] == "bf16"
+
+
+def test_paper_resources_fit_the_gpu_layout():
+    config = yaml.safe_load(PAPER_YAML.read_text())
+    train = config["train"]
+    assert config["resources"]["train"]["gpu"] == train["num_processes"] + 1  # 3 train + 1 vLLM
+    assert config["resources"]["evaluate"]["gpu"] == 1
+
+
+# -- configs the workflow must refuse ------------------------------------------------------------
+
+
+def _paper():
+    return yaml.safe_load(PAPER_YAML.read_text())
+
+
+def _tiny():
+    return yaml.safe_load((REPO / "config" / "config.yaml").read_text())
+
+
+_DELETE = object()
+
+
+def _set(config: dict, keys: tuple[str, ...], value) -> dict:
+    """A copy of `config` with the value at `keys` replaced (or deleted: value _DELETE)."""
+    config = copy.deepcopy(config)
+    node = config
+    for key in keys[:-1]:
+        node = node[key]
+    if value is _DELETE:
+        del node[keys[-1]]
+    else:
+        node[keys[-1]] = value
+    return config
+
+
+# case -> (preset, keys to change, new value, the key the error message must name)
+BAD_CONFIGS = {
+    "unknown method": (
+        _paper,
+        ("methods", "cw_grpo", "cw_method"),
+        "cw_grpo_v2",
+        "methods.cw_grpo.cw_method",
+    ),
+    "missing model id": (_paper, ("sizes", "7b", "model_id"), _DELETE, "sizes.7b.model_id"),
+    "missing revision": (_paper, ("sizes", "1.5b", "revision"), "", "sizes.1.5b.revision"),
+    "negative steps": (_paper, ("sizes", "7b", "train", "max_steps"), -150, "train.max_steps"),
+    "zero save interval": (_paper, ("train", "save_steps"), 0, "train.save_steps"),
+    "save interval > steps": (_tiny, ("train", "save_steps"), 100, "train.save_steps"),
+    "group of one": (_tiny, ("train", "num_generations"), 1, "train.num_generations"),
+    "size of another kind": (_paper, ("sizes", "small"), {}, "sizes.small"),
+    "steps set per method": (_tiny, ("methods", "grpo", "max_steps"), 10, "methods.grpo.max_steps"),
+    "report step not saved": (_tiny, ("report", "step"), 30, "report.step"),
+    "tiny without dev set": (_tiny, ("data", "dev"), _DELETE, "data.dev"),
+    "unknown kind (schema)": (_tiny, ("kind",), "huge", "kind"),
+    "unknown top-level key (schema)": (_tiny, ("trian",), {}, "trian"),
+    "seed not an integer (schema)": (_tiny, ("seeds",), ["zero"], "seeds"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(BAD_CONFIGS))
+def test_bad_config_fails_at_parse_time_naming_the_key(case, tmp_path):
+    preset, keys, value, key = BAD_CONFIGS[case]
+    configfile = tmp_path / "bad.yaml"
+    configfile.write_text(yaml.safe_dump(_set(preset(), keys, value)))
+    proc = dry_run(configfile, tmp_path)
+    out = proc.stdout + proc.stderr
+    assert proc.returncode != 0, f"{case}: the dry run succeeded\n{out[-2000:]}"
+    assert key in out, f"{case}: {key!r} not in the error:\n{out[-2000:]}"
+    assert "Job stats" not in out  # failed while parsing, before any job was planned
+
+
+# -- the schema ----------------------------------------------------------------------------------
+
+
+def _properties(schema: dict, defs: dict, path: str = ""):
+    """(path, property schema, the schema its $ref points to) of every declared key, recursively."""
+    for key, sub in schema.get("properties", {}).items():
+        target = defs.get(sub.get("$ref", "").rpartition("/")[2], {})
+        yield f"{path}{key}", sub, target
+        yield from _properties(sub, defs, f"{path}{key}.")
+        yield from _properties(target, defs, f"{path}{key}.")
+    extra = schema.get("additionalProperties")
+    if isinstance(extra, dict):
+        yield from _properties(extra, defs, f"{path}*.")
+
+
+def test_every_schema_key_has_a_description_and_a_default():
+    schema = yaml.safe_load((REPO / "workflow" / "schemas" / "config.schema.yaml").read_text())
+    keys = list(_properties(schema, schema["$defs"]))
+    assert len(keys) > 30
+    for path, sub, target in keys:
+        assert "description" in sub or "description" in target, f"{path}: no description"
+        # a default beside any $ref too: Snakemake's validate() fills only defaults it sees directly
+        assert "default" in sub, f"{path}: no default"
+
+
+def test_minimal_config_gets_the_schema_defaults(tmp_path):
+    """Sections left out (table, figure, claims, resources, build, sft, ...) are filled in by validate()."""
+    minimal = {
+        "name": "mini",
+        "kind": "tiny",
+        "sizes": {"small": {}},
+        "methods": {"grpo": {"cw_method": "grpo"}},
+        "data": {"train": "syn_train", "dev": "syn_dev", "benchmarks": ["syn_math500"]},
+        "train": {"max_steps": 4, "save_steps": 2},
+        "report": {"step": 2},
+    }
+    configfile = tmp_path / "minimal.yaml"
+    configfile.write_text(yaml.safe_dump(minimal))
+    proc = dry_run(configfile, tmp_path, "-p")
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 0, out[-3000:]
+    commands = shell_commands(out)
+    assert len(commands_of(commands, "train")) == 1 and len(commands_of(commands, "evaluate")) == 3

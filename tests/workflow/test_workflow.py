@@ -1,0 +1,350 @@
+"""The Snakemake workflow: lint, dry-run job counts of each preset, conda env files, Slurm profile.
+
+Dry runs only (`snakemake -n` with `--directory` a temporary folder, so nothing is written into the
+repository); the `cwgrpo` subcommands are never called. Job counts are derived here from the spec
+(/work/shared/spec/experiments.md), not read back from the presets.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tomllib
+from pathlib import Path
+
+import pytest
+import yaml
+from packaging.requirements import Requirement
+
+REPO = Path(__file__).resolve().parents[2]
+PRESETS = {
+    name: REPO / "config" / f"{file}.yaml"
+    for name, file in [("tiny", "config"), ("smoke", "smoke"), ("paper", "paper")]
+}
+ENVS = sorted((REPO / "envs").glob("*.yaml"))
+FIGURE_RULES = ("figure_entropy", "figure_checkpoints", "figure_covariance", "figure_training_curves")
+
+
+def snakemake_bin() -> str:
+    local = Path(sys.executable).with_name("snakemake")
+    return str(local) if local.exists() else (shutil.which("snakemake") or "snakemake")
+
+
+def run_snakemake(workdir: Path, *args: str, configfile: Path | None = None, path_prefix: Path | None = None):
+    """`snakemake -s <repo>/Snakefile -d workdir ARGS` (plus --configfile last: it takes several values)."""
+    cmd = [snakemake_bin(), "-s", str(REPO / "Snakefile"), "-d", str(workdir), *args]
+    if configfile is not None:
+        cmd += ["--configfile", str(configfile)]
+    path = os.pathsep.join(str(p) for p in (path_prefix, Path(sys.executable).parent) if p)
+    env = {**os.environ, "PATH": f"{path}{os.pathsep}{os.environ.get('PATH', '')}"}
+    proc = subprocess.run(cmd, capture_output=True, text=True, cwd=REPO, env=env, timeout=600)
+    return proc, proc.stdout + proc.stderr
+
+
+def job_stats(output: str) -> dict[str, int]:
+    """The 'Job stats' table of a dry run: rule -> number of jobs."""
+    lines = output.split("Job stats:", 1)[1].splitlines()
+    counts = {}
+    for line in lines[3:]:
+        parts = line.split()
+        if len(parts) != 2 or parts[0] == "total":
+            break
+        counts[parts[0]] = int(parts[1])
+    return counts
+
+
+def jobs(output: str) -> list[dict]:
+    """Each job of a dry run: {'rule', 'output', 'wildcards', 'resources'} parsed from its block."""
+    found = []
+    for block in re.split(r"\n(?=(?:local)?rule \S+:\n)", output):
+        head = re.match(r"(?:local)?rule (\S+):\n", block)
+        if not head:
+            continue
+        job = {"rule": head.group(1), "output": [], "wildcards": {}, "resources": {}}
+        for line in block.splitlines()[1:]:
+            key, _, value = line.strip().partition(": ")
+            if key == "output":
+                job["output"] = value.split(", ")
+            elif key in ("wildcards", "resources"):
+                job[key] = dict(item.split("=", 1) for item in value.split(", "))
+        found.append(job)
+    return found
+
+
+@pytest.fixture(scope="module")
+def dry_runs(tmp_path_factory) -> dict[str, str]:
+    """Output of `snakemake -n` for each preset (run once per module)."""
+    outputs = {}
+    for name, configfile in PRESETS.items():
+        proc, out = run_snakemake(tmp_path_factory.mktemp(f"dry-{name}"), "-n", configfile=configfile)
+        assert proc.returncode == 0, f"{name}: dry run failed\n{out[-3000:]}"
+        outputs[name] = out
+    return outputs
+
+
+# -- lint ----------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("preset", sorted(PRESETS))
+def test_lint_is_clean(preset, tmp_path):
+    # Rules are defined per preset (tiny: build_tiny/sft; paper: fetch_model), so lint each one.
+    proc, out = run_snakemake(tmp_path, "--lint", configfile=PRESETS[preset])
+    assert proc.returncode == 0, out[-4000:]
+
+
+def test_default_preset_is_tiny(tmp_path):
+    """Without --configfile the Snakefile reads config/config.yaml (relative to the working folder)."""
+    (tmp_path / "config").symlink_to(REPO / "config")
+    proc, out = run_snakemake(tmp_path, "-n")
+    assert proc.returncode == 0, out[-3000:]
+    assert "results/tiny/claims.json" in out
+
+
+# -- job counts ----------------------------------------------------------------------------------
+
+
+def test_paper_dry_run_job_counts_match_the_spec(dry_runs):
+    # experiments.md: 1 training set + 5 benchmarks; 2 models; 2 sizes x 3 methods (GRPO, Clip-Cov,
+    # CW-GRPO) x 1 seed (2025); checkpoints every 50 steps to 300 (1.5B: 6) and 150 (7B: 3); every saved
+    # step of every run and each base model on 5 benchmarks, one job each.
+    methods, seeds, benchmarks = 3, 1, 5
+    saved = {"1.5b": 300 // 50, "7b": 150 // 50}
+    evaluations = sum(methods * seeds * n * benchmarks for n in saved.values()) + 2 * benchmarks
+    assert evaluations == 145
+    expected = {
+        "prepare_data": 6,
+        "fetch_model": 2,
+        "train_1_5b": methods * seeds,
+        "train_7b": methods * seeds,
+        "evaluate": evaluations,
+        "table": 1,
+        **dict.fromkeys(FIGURE_RULES, 1),
+        "claims": 1,
+        "all": 1,
+    }
+    assert job_stats(dry_runs["paper"]) == expected
+
+
+def _tiny_like_counts(config: dict) -> dict[str, int]:
+    """Expected jobs of a tiny-kind preset: one evaluation job per checkpoint (all benchmarks)."""
+    sizes, methods, seeds = config["sizes"], config["methods"], config["seeds"]
+    max_steps, save_steps = config["train"]["max_steps"], config["train"]["save_steps"]
+    saved = len(range(save_steps, max_steps + 1, save_steps)) + (max_steps % save_steps != 0)
+    datasets = 1 + 1 + len(config["data"]["benchmarks"])  # train, dev, benchmarks
+    counts = {
+        "prepare_data": datasets,
+        "build_tiny": len(sizes),
+        "sft": len(sizes),
+        **{f"train_{size}": len(methods) * len(seeds) for size in sizes},
+        "evaluate": len(sizes) * (1 + len(methods) * len(seeds) * saved),
+        "table": 1,
+        **dict.fromkeys(FIGURE_RULES, 1),
+        "claims": 1,
+        "all": 1,
+    }
+    return counts
+
+
+@pytest.mark.parametrize("preset", ["tiny", "smoke"])
+def test_tiny_and_smoke_dry_runs(preset, dry_runs):
+    config = yaml.safe_load(PRESETS[preset].read_text())
+    assert config["evaluate"]["one_job_per_benchmark"] is False
+    assert job_stats(dry_runs[preset]) == _tiny_like_counts(config)
+
+
+def test_tiny_preset_shape():
+    """The tiny preset mirrors the paper: two sizes, the four run labels, the middle checkpoint reported."""
+    config = yaml.safe_load(PRESETS["tiny"].read_text())
+    assert list(config["sizes"]) == ["small", "large"]
+    assert set(config["methods"]) == {"grpo", "cw_grpo", "clip_cov", "cw_grpo_described"}
+    train = config["train"]
+    saved = list(range(train["save_steps"], train["max_steps"] + 1, train["save_steps"]))
+    assert config["report"]["step"] == saved[len(saved) // 2]
+    assert train["use_cpu"] is True and train["bf16"] is False and train["gradient_checkpointing"] is False
+    assert train["loss_type"] == "grpo"
+
+
+def test_training_outputs_are_markers_not_checkpoints(dry_runs):
+    (job,) = [
+        j for j in jobs(dry_runs["paper"]) if j["rule"] == "train_7b" and j["wildcards"]["method"] == "grpo"
+    ]
+    run = "results/paper/runs/7b/grpo/seed2025"
+    assert job["output"] == [
+        f"{run}/run.json",
+        f"{run}/metrics.jsonl",
+        f"{run}/cov_samples.jsonl",
+        *[f"{run}/steps/step{n}.json" for n in (50, 100, 150)],
+    ]
+    assert not any("checkpoint-" in f for j in jobs(dry_runs["paper"]) for f in j["output"])
+
+
+def test_outputs_follow_the_architecture_layout(dry_runs):
+    """Every output sits where docs/architecture.md puts it."""
+    patterns = [
+        r"results/paper/data/[a-z0-9_]+\.(jsonl|manifest\.json)",
+        r"results/paper/models/(1\.5b|7b)/base\.json",
+        r"results/paper/runs/(1\.5b|7b)/[a-z_]+/seed\d+/(run\.json|metrics\.jsonl|cov_samples\.jsonl|steps/step\d+\.json)",
+        r"results/paper/eval/(1\.5b|7b)/[a-z_]+/seed\d+/step\d+/[a-z0-9]+\.(jsonl|summary\.json)",
+        r"results/paper/(table1\.(csv|tex|md)|reported_vs_ours\.(csv|md)|claims\.(json|md))",
+        r"figures/(table1\.pdf|(entropy|checkpoints|covariance|training_curves)\.(pdf|png))",
+    ]
+    outputs = [f for j in jobs(dry_runs["paper"]) for f in j["output"]]
+    assert outputs
+    stray = [f for f in outputs if not any(re.fullmatch(p, f) for p in patterns)]
+    assert not stray, stray[:10]
+
+
+# -- conda environments --------------------------------------------------------------------------
+
+
+def _pyproject_requirements() -> dict[str, Requirement]:
+    project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
+    reqs = [
+        *project["dependencies"],
+        *[r for extra in project["optional-dependencies"].values() for r in extra],
+    ]
+    parsed = [Requirement(r) for r in reqs if not r.startswith("cwgrpo")]
+    return {r.name.lower(): r for r in parsed}
+
+
+def _pins(env_file: Path) -> tuple[list[str], dict[str, str], dict[str, str], list[str]]:
+    """(channels, conda pins name -> version, pip pins name -> version, other pip lines) of an env file."""
+    env = yaml.safe_load(env_file.read_text())
+    conda, pip, other = {}, {}, []
+    for dep in env["dependencies"]:
+        if isinstance(dep, dict):
+            for line in dep["pip"]:
+                req = None if line.startswith("-") else Requirement(line)
+                if req is None:
+                    other.append(line)
+                    continue
+                (spec,) = list(req.specifier)
+                assert spec.operator == "==", f"{env_file.name}: {line} is not pinned with =="
+                pip[req.name.lower()] = spec.version
+        else:
+            name, _, version = dep.partition("=")
+            conda[name] = version
+    return env["channels"], conda, pip, other
+
+
+@pytest.mark.parametrize("env_file", ENVS, ids=lambda p: p.name)
+def test_env_file_has_channels_and_pins_that_agree_with_pyproject(env_file):
+    channels, conda, pip, other = _pins(env_file)
+    assert channels == ["conda-forge", "nodefaults"]
+    assert conda and all(conda.values()), f"{env_file.name}: unpinned conda package in {conda}"
+    assert conda["python"].startswith("3.11")
+    requirements = _pyproject_requirements()
+    for name, version in pip.items():
+        if name in requirements:
+            assert requirements[name].specifier.contains(version, prereleases=True), (
+                f"{env_file.name}: {name}=={version} does not satisfy pyproject's {requirements[name]}"
+            )
+    assert pip["trl"] == "1.16.0" and pip["torch"]
+    assert other == ["-e .."], f"{env_file.name}: the package itself is installed from the repository root"
+
+
+def test_envs_agree_with_each_other():
+    """One version of each package across the envs (vllm 0.31.0 caps transformers at < 5.18)."""
+    versions: dict[str, set[str]] = {}
+    for env_file in ENVS:
+        for name, version in _pins(env_file)[2].items():
+            versions.setdefault(name, set()).add(version)
+    assert {n: v for n, v in versions.items() if len(v) > 1} == {}
+    assert {"train.yaml", "eval.yaml", "plots.yaml"} <= {p.name for p in ENVS}
+    assert "vllm" in _pins(REPO / "envs" / "eval.yaml")[2]
+    assert "deepspeed" in _pins(REPO / "envs" / "train.yaml")[2]
+
+
+STAND_IN_CONDA = """#!/bin/sh
+# Stand-in for conda >= 24.7.1: answers what `snakemake -n --use-conda` asks, refuses the rest.
+case "$*" in
+  "info --json") echo '{"conda_prefix": "PREFIX", "root_prefix": "PREFIX", "platform": "linux-64"}' ;;
+  "--version") echo "conda 24.11.0" ;;
+  "config --get channel_priority --json") echo '{"get": {"channel_priority": "strict"}, "success": true}' ;;
+  *) echo "stand-in conda: $*: not supported" >&2; exit 1 ;;
+esac
+"""
+
+
+@pytest.mark.parametrize("preset", ["tiny", "paper"])
+def test_use_conda_dry_run_resolves_every_env_file(preset, tmp_path):
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    conda = bin_dir / "conda"
+    conda.write_text(STAND_IN_CONDA.replace("PREFIX", str(tmp_path / "conda")))
+    conda.chmod(0o755)
+    workdir = tmp_path / "work"
+    workdir.mkdir()
+    proc, out = run_snakemake(workdir, "-n", "--use-conda", configfile=PRESETS[preset], path_prefix=bin_dir)
+    assert proc.returncode == 0, out[-3000:]
+    created = {(workdir / p).resolve() for p in re.findall(r"Conda environment (\S+) will be created", out)}
+    assert created == {p.resolve() for p in ENVS}
+
+
+# -- Slurm profile -------------------------------------------------------------------------------
+
+
+def _profile() -> dict:
+    return yaml.safe_load((REPO / "profiles" / "slurm" / "config.yaml").read_text())
+
+
+def test_profile_set_resources_names_existing_rules(tmp_path):
+    """A misspelt rule name under set-resources is silently ignored by Snakemake: check each one."""
+    proc, out = run_snakemake(tmp_path, "--list-rules", configfile=PRESETS["paper"])
+    assert proc.returncode == 0, out[-3000:]
+    rules = set(re.findall(r"^(\w+)$", proc.stdout, flags=re.M))
+    assert {"evaluate", "train_1_5b", "train_7b", "fetch_model"} <= rules
+    named = set(_profile()["set-resources"])
+    assert named and named <= rules, f"not rules of the paper preset: {sorted(named - rules)}"
+
+
+def test_profile_uses_the_slurm_executor_without_forbidden_extras():
+    from snakemake_executor_plugin_slurm.validation import get_forbidden_slurm_options
+
+    profile = _profile()
+    assert profile["executor"] == "slurm" and profile["jobs"] > 0 and profile["latency-wait"] > 0
+    extras = [
+        r.get("slurm_extra", "") for r in [profile["default-resources"], *profile["set-resources"].values()]
+    ]
+    paper = yaml.safe_load(PRESETS["paper"].read_text())
+    extras += [r.get("slurm_extra", "") for r in paper["resources"].values()]
+    for extra in filter(None, extras):
+        for pattern, what in get_forbidden_slurm_options().items():
+            assert not re.search(pattern, extra), (
+                f"slurm_extra {extra!r} sets the {what}, which the plugin rejects"
+            )
+
+
+def test_paper_dry_run_with_slurm_profile_shows_each_rules_resources(tmp_path):
+    proc, out = run_snakemake(
+        tmp_path, "-n", "--profile", str(REPO / "profiles" / "slurm"), configfile=PRESETS["paper"]
+    )
+    assert proc.returncode == 0, out[-3000:]
+    by_rule: dict[str, list[dict]] = {}
+    for job in jobs(out):
+        by_rule.setdefault(job["rule"], []).append(job["resources"])
+    gpus = {"train_1_5b": "4", "train_7b": "4", "evaluate": "1"}
+    for rule, resources in by_rule.items():
+        if rule == "all":
+            continue
+        for res in resources:
+            assert res.get("gpu", "0") == gpus.get(rule, "0"), f"{rule}: gpu={res.get('gpu')}"
+            assert "gpu_model" in res if rule in gpus else "gpu_model" not in res, rule
+            for key in ("mem_mb", "runtime", "cpus_per_task", "slurm_partition", "slurm_account"):
+                assert key in res, f"{rule} requests no {key}: {res}"
+    # The paper's 4-GPU training jobs get their runtime and CPUs; 1.5B evaluations (32k tokens) run longer.
+    assert {r["runtime"] for r in by_rule["train_1_5b"]} == {"2880"}
+    assert int(by_rule["train_7b"][0]["cpus_per_task"]) >= 4
+    runtimes = {}
+    for job in jobs(out):
+        if job["rule"] == "evaluate":
+            runtimes.setdefault(job["wildcards"]["size"], set()).add(int(job["resources"]["runtime"]))
+    assert min(runtimes["1.5b"]) > max(runtimes["7b"])
+
+
+def test_only_data_preparation_retries():
+    text = {p.name: p.read_text() for p in (REPO / "workflow" / "rules").glob("*.smk")}
+    assert [name for name, body in text.items() if "retries:" in body] == ["data.smk"]

@@ -1,0 +1,17 @@
+# Training sets and benchmarks as local JSONL files with a manifest (docs/architecture.md, "Records").
+
+
+rule prepare_data:
+    output:
+        data=f"{RES}/data/{{dataset}}.jsonl",
+        manifest=f"{RES}/data/{{dataset}}.manifest.json",
+    log:
+        f"{LOGS}/prepare_data/{{dataset}}.log",
+    retries: config["data"]["retries"]  # downloads fail transiently; no other rule retries
+    conda:
+        "../../envs/eval.yaml"
+    threads: rule_threads("prepare_data")
+    resources:
+        **fixed_resources("prepare_data"),
+    shell:
+        "cwgrpo prepare-data --dataset {wildcards.dataset} --out {output.data} > {log} 2>&1"

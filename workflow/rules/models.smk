@@ -1,0 +1,68 @@
+# Base models: built and warmed up offline (tiny kind) or downloaded at a pinned revision (paper kind).
+# Model folders are not declared outputs (Snakemake would delete them on failure); the markers are.
+
+if KIND == "tiny":
+
+    rule build_tiny:
+        output:
+            marker=f"{RES}/models/{{size}}/init.json",
+        log:
+            f"{LOGS}/build_tiny/{{size}}.log",
+        conda:
+            "../../envs/train.yaml"
+        threads: rule_threads("build_tiny")
+        resources:
+            **fixed_resources("build_tiny"),
+        params:
+            out_dir=sibling_dir("marker"),
+            options=lambda wildcards: sets(stage_options("build", wildcards.size)),
+        shell:
+            "cwgrpo build-tiny --size {wildcards.size} --out-dir {params.out_dir}"
+            " --marker {output.marker} {params.options} > {log} 2>&1"
+
+    rule sft:
+        input:
+            init=rules.build_tiny.output.marker,
+            train_data=data_file(config["data"]["train"]),
+            dev_data=data_file(config["data"]["dev"]),
+        output:
+            marker=f"{RES}/models/{{size}}/base.json",
+        log:
+            f"{LOGS}/sft/{{size}}.log",
+        conda:
+            "../../envs/train.yaml"
+        threads: rule_threads("sft")
+        resources:
+            **fixed_resources("sft"),
+        params:
+            model_dir=input_dir("init"),
+            out_dir=sibling_dir("marker"),
+            options=lambda wildcards: sets(stage_options("sft", wildcards.size)),
+        shell:
+            "cwgrpo sft --model-dir {params.model_dir} --train-data {input.train_data}"
+            " --dev-data {input.dev_data} --out-dir {params.out_dir} --marker {output.marker}"
+            " {params.options} > {log} 2>&1"
+
+else:
+
+    rule fetch_model:
+        output:
+            marker=f"{RES}/models/{{size}}/base.json",
+        log:
+            f"{LOGS}/fetch_model/{{size}}.log",
+        conda:
+            "../../envs/train.yaml"
+        threads: rule_threads("fetch_model")
+        resources:
+            **fixed_resources("fetch_model"),
+        params:
+            model_id=lambda wildcards: shlex.quote(
+                config["sizes"][wildcards.size]["model_id"]
+            ),
+            revision=lambda wildcards: shlex.quote(
+                config["sizes"][wildcards.size]["revision"]
+            ),
+            out_dir=sibling_dir("marker"),
+        shell:
+            "cwgrpo fetch-model --model-id {params.model_id} --revision {params.revision}"
+            " --out-dir {params.out_dir} --marker {output.marker} > {log} 2>&1"

@@ -1,0 +1,87 @@
+# Table 1, the four figures and the claims report. Captions live in workflow/report/<name>.rst (report()
+# paths are relative to this file); `snakemake --report report.html` embeds every report() output.
+# The three commands share the `report` section of the config (step, display names, ...) plus `preset`.
+
+
+rule table:
+    input:
+        summaries=all_summaries(),
+    output:
+        pdf=report(
+            "figures/table1.pdf", caption="../report/table1.rst", category="Table 1"
+        ),
+        csv=f"{RES}/table1.csv",
+        tex=f"{RES}/table1.tex",
+        md=f"{RES}/table1.md",
+        reported_csv=f"{RES}/reported_vs_ours.csv",
+        reported_md=report(
+            f"{RES}/reported_vs_ours.md",
+            caption="../report/reported_vs_ours.rst",
+            category="Table 1",
+        ),
+    log:
+        f"{LOGS}/report/table.log",
+    conda:
+        "../../envs/plots.yaml"
+    threads: rule_threads("report")
+    resources:
+        **fixed_resources("report"),
+    params:
+        out_dir=parent_dir("csv"),
+        options=sets(report_options("table")),
+    shell:
+        "cwgrpo table --summaries {input.summaries} --out-pdf {output.pdf} --out-dir {params.out_dir}"
+        " {params.options} > {log} 2>&1"
+
+
+for _name, (_kind, _reads) in FIGURES.items():
+
+    rule:
+        name:
+            f"figure_{_name}"
+        input:
+            figure_inputs(_name),
+        output:
+            pdf=f"figures/{_name}.pdf",
+            png=report(
+                f"figures/{_name}.png",
+                caption=f"../report/{_name}.rst",
+                category="Figures",
+            ),
+        log:
+            f"{LOGS}/report/figure_{_name}.log",
+        conda:
+            "../../envs/plots.yaml"
+        threads: rule_threads("report")
+        resources:
+            **fixed_resources("report"),
+        params:
+            kind=_kind,
+            runs=runs_arg,
+            summaries=summaries_arg,
+            options=sets(report_options("figure")),
+        shell:
+            "cwgrpo figure --kind {params.kind} {params.runs} {params.summaries} --out {output.pdf}"
+            " {params.options} > {log} 2>&1"
+
+
+rule claims:
+    input:
+        runs=all_run_files(),
+        summaries=all_summaries(),
+    output:
+        json=f"{RES}/claims.json",
+        md=report(f"{RES}/claims.md", caption="../report/claims.rst", category="Claims"),
+    log:
+        f"{LOGS}/report/claims.log",
+    conda:
+        "../../envs/plots.yaml"
+    threads: rule_threads("report")
+    resources:
+        **fixed_resources("report"),
+    params:
+        runs=runs_arg,
+        options=sets(report_options("claims")),
+    shell:
+        "cwgrpo claims --summaries {input.summaries} {params.runs} --out-json {output.json}"
+        " --out-md {output.md} {params.options} > {log} 2>&1"

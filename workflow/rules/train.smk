@@ -1,0 +1,38 @@
+# RL training: one job per (size, method, seed). The saved steps depend on the size's max_steps and
+# save_steps, and a rule's outputs cannot depend on a wildcard, so there is one rule per size
+# (train_<size>, e.g. train_small, train_1_5b). Checkpoint folders are not outputs: Snakemake deletes
+# the outputs of a failed job, and a rerun of `cwgrpo train` resumes from the newest complete checkpoint.
+
+for _size in SIZES:
+
+    rule:
+        name:
+            train_rule_name(_size)
+        input:
+            model=base_marker(_size),
+            train_data=data_file(config["data"]["train"]),
+        output:
+            run=f"{RES}/runs/{{size}}/{{method}}/seed{{seed}}/run.json",
+            metrics=f"{RES}/runs/{{size}}/{{method}}/seed{{seed}}/metrics.jsonl",
+            cov_samples=f"{RES}/runs/{{size}}/{{method}}/seed{{seed}}/cov_samples.jsonl",
+            steps=[
+                f"{RES}/runs/{{size}}/{{method}}/seed{{seed}}/steps/step{n}.json"
+                for n in saved_steps(_size)
+            ],
+        log:
+            f"{LOGS}/train/{{size}}/{{method}}/seed{{seed}}.log",
+        wildcard_constraints:
+            size=re.escape(_size),
+            method="|".join(map(re.escape, METHODS)),
+        conda:
+            "../../envs/train.yaml"
+        threads: rule_threads("train", _size)
+        resources:
+            **fixed_resources("train", _size),
+        params:
+            model_dir=input_dir("model"),
+            run_dir=parent_dir("run"),
+            options=train_args,
+        shell:
+            "cwgrpo train --model-dir {params.model_dir} --train-data {input.train_data}"
+            " --run-dir {params.run_dir} {params.options} > {log} 2>&1"
