@@ -32,11 +32,15 @@ from cwgrpo.configs import (
     config_hash,
     parse_overrides,
 )
-from cwgrpo.io import read_yaml, write_json
+from cwgrpo.io import read_json, read_yaml, write_json, write_text
 
 logger = logging.getLogger(__name__)
 
 COMPLETE_FLAG = "cwgrpo_complete.json"  # written inside a checkpoint folder once TRL finished saving it
+# The growing logs live in an undeclared folder (Snakemake deletes the declared outputs of a failed job,
+# which would lose the history before a resume point); they are copied to the declared files at the end.
+LIVE = "live"
+LOGS = ("metrics.jsonl", "timings.jsonl", "cov_samples.jsonl")
 TIMING_KEYS = re.compile(r"(runtime|_per_second|step_time|total_flos|^epoch$)")
 
 
@@ -171,7 +175,6 @@ def truncate_log(path: Path, last_step: int) -> None:
             continue
         if record.get("step", 0) <= last_step:
             kept.append(line)
-    from cwgrpo.io import write_text
 
     write_text(path, "".join(f"{line}\n" for line in kept))
 
@@ -193,9 +196,9 @@ def _callbacks(run_dir: Path, provenance_block: dict[str, Any]):
                 metrics = {k: v for k, v in logs.items() if not TIMING_KEYS.search(k)}
                 timings = {k: v for k, v in logs.items() if TIMING_KEYS.search(k)}
             if metrics:
-                append_jsonl(run_dir / "metrics.jsonl", {"step": state.global_step, **metrics})
+                append_jsonl(run_dir / LIVE / "metrics.jsonl", {"step": state.global_step, **metrics})
             if timings:
-                append_jsonl(run_dir / "timings.jsonl", {"step": state.global_step, **timings})
+                append_jsonl(run_dir / LIVE / "timings.jsonl", {"step": state.global_step, **timings})
 
     class MarkCompleteCheckpoints(TrainerCallback):
         """After TRL saved checkpoint-N: flag it complete, then write the step marker the DAG waits for."""
@@ -205,7 +208,10 @@ def _callbacks(run_dir: Path, provenance_block: dict[str, Any]):
                 return
             ckpt = run_dir / f"checkpoint-{state.global_step}"
             if ckpt.is_dir():
-                write_json(ckpt / COMPLETE_FLAG, {"step": state.global_step})
+                write_json(
+                    ckpt / COMPLETE_FLAG,
+                    {"step": state.global_step, "config_hash": provenance_block["config_hash"]},
+                )
                 write_marker(run_dir, state.global_step, ckpt, provenance_block)
 
     return [LogToJsonl(), MarkCompleteCheckpoints()]
@@ -277,6 +283,7 @@ def train(
     # Every check runs before anything is written: a bad option or input leaves no run folder behind.
     trl_kwargs = {"output_dir": str(run_dir), "report_to": "none", "save_strategy": "steps", **trl_kwargs}
     trl_kwargs.setdefault("logging_steps", 1)
+    trl_kwargs.setdefault("cw_samples_path", str(run_dir / LIVE / "cov_samples.jsonl"))
     try:
         config = CWGRPOConfig(**trl_kwargs)
     except (TypeError, ValueError) as err:
@@ -295,42 +302,65 @@ def train(
             f"--model-dir {model_dir}: the tokenizer has no chat template, and training prompts are chat "
             "messages (add chat_template to tokenizer_config.json or a chat_template.jinja)"
         )
-    model = AutoModelForCausalLM.from_pretrained(model_dir)
     dataset = build_dataset(records, tokenizer, job)
     reward_funcs = [get_reward(name) for name in job.reward_funcs]
-    run_dir.mkdir(parents=True, exist_ok=True)
 
     resolved = {"job": dataclasses.asdict(job), "trl": trl_kwargs, "tags": tags}
     block = {"tags": tags, "config_hash": config_hash(resolved), "provenance": provenance(seed=config.seed)}
+    run_dir.mkdir(parents=True, exist_ok=True)
+    _remove_incomplete_checkpoints(run_dir)
+    done = complete_checkpoints(run_dir)
+    check_same_config(run_dir, done, block["config_hash"])
+    resume = str(done[max(done)]) if done else None
+    if done and max(done) >= config.max_steps:  # a finished run: resuming would train one step more
+        logger.info("%s is complete (step %d): writing its outputs only", run_dir, max(done))
+        finalize(run_dir, block, resolved, resume)
+        return 0
+    for name in LOGS:  # logs after the resume point are re-logged by the resumed run
+        if resume is None:
+            (run_dir / LIVE / name).unlink(missing_ok=True)
+        else:
+            truncate_log(run_dir / LIVE / name, max(done))
+    if resume is not None:
+        logger.info("resuming from %s", resume)
+
     trainer = CWGRPOTrainer(
-        model=model,
+        model=AutoModelForCausalLM.from_pretrained(model_dir),
         args=config,
         train_dataset=dataset,
         reward_funcs=reward_funcs,
         processing_class=tokenizer,
         callbacks=_callbacks(run_dir, block),
     )
-
-    done = complete_checkpoints(run_dir)
-    resume = None
-    if done:
-        last = max(done)
-        resume = str(done[last])
-        logger.info("resuming from %s", resume)
-        for name in ("metrics.jsonl", "timings.jsonl", "cov_samples.jsonl"):
-            truncate_log(run_dir / name, last)
-    else:
-        for name in ("metrics.jsonl", "timings.jsonl", "cov_samples.jsonl"):
-            (run_dir / name).unlink(missing_ok=True)
-    _remove_incomplete_checkpoints(run_dir)
     trainer.train(resume_from_checkpoint=resume)
-
     if trainer.accelerator.is_main_process:
-        for step, ckpt in complete_checkpoints(run_dir).items():
-            write_marker(run_dir, step, ckpt, block)
-        (run_dir / "cov_samples.jsonl").touch()
-        write_json(run_dir / "run.json", {**block, "config": resolved, "resumed_from": resume})
+        finalize(run_dir, block, resolved, resume)
     return 0
+
+
+def check_same_config(run_dir: Path, done: dict[int, Path], expected: str) -> None:
+    """Never resume from checkpoints that another configuration produced."""
+    foreign = {}
+    for step, ckpt in done.items():
+        found = read_json(ckpt / COMPLETE_FLAG).get("config_hash")
+        if found != expected:
+            foreign[step] = found
+    if foreign:
+        raise ConfigError(
+            f"{run_dir} holds checkpoints {sorted(foreign)} of another configuration (config hash "
+            f"{sorted(set(map(str, foreign.values())))}, now {expected}): delete that folder to train with the "
+            "new options, or restore the options that produced it"
+        )
+
+
+def finalize(run_dir: Path, block: dict[str, Any], resolved: dict[str, Any], resume: str | None) -> None:
+    """Write the declared outputs: a marker per complete checkpoint, the logs, then ``run.json`` last."""
+    for step, ckpt in complete_checkpoints(run_dir).items():
+        write_marker(run_dir, step, ckpt, block)
+    for name in LOGS:
+        live = run_dir / LIVE / name
+        write_text(run_dir / name, live.read_text(encoding="utf-8") if live.is_file() else "")
+    write_json(run_dir / "run.json", {**block, "config": resolved, "resumed_from": resume})
 
 
 def _remove_incomplete_checkpoints(run_dir: Path) -> None:

@@ -60,3 +60,16 @@ def test_killed_training_resumes_from_its_newest_complete_checkpoint(e2e_inputs,
         json.loads(line)["step"] for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()
     ]
     assert steps == list(range(1, 9)), "metrics.jsonl must hold each optimiser step exactly once"
+
+    # A rerun of the finished run trains nothing more and rewrites the same outputs.
+    before = (tmp_path / "run" / "metrics.jsonl").read_bytes()
+    third = subprocess.run(cmd, cwd=tmp_path, capture_output=True, text=True, timeout=600)
+    assert third.returncode == 0, third.stderr[-3000:]
+    assert not (tmp_path / "run" / "checkpoint-9").exists()
+    assert (tmp_path / "run" / "metrics.jsonl").read_bytes() == before
+
+    # Checkpoints of another configuration are never resumed silently.
+    changed = [*cmd, "--set", "learning_rate=3e-4"]
+    fourth = subprocess.run(changed, cwd=tmp_path, capture_output=True, text=True, timeout=600)
+    assert fourth.returncode == 2
+    assert "another configuration" in fourth.stderr
