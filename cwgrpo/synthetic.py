@@ -1,0 +1,176 @@
+"""Synthetic integer-arithmetic task for the tiny preset: a training split and five graded benchmarks.
+
+A problem is a chain of two-digit operands joined by ``+`` and ``-`` (``47+35``, ``12+35-8``), read left
+to right; the running value never goes below zero, so every answer is a non-negative integer. The
+difficulty *level* is the number of operations: level 1 is one addition or subtraction, level 5 is five.
+A model that gets one step right with probability p gets a level-k problem right with probability about
+p**k, so the five benchmark splits give a graded ladder like the paper's benchmarks:
+
+| split | level | mirrors | paper base accuracy (1.5B) |
+|---|---|---|---|
+| ``syn_math500`` | 1 | MATH-500 | 83 % |
+| ``syn_amc23`` | 2 | AMC23 | 63 % |
+| ``syn_olympiad`` | 3 | OlympiadBench | 43 % |
+| ``syn_minerva`` | 4 | Minerva | 27 % |
+| ``syn_aime24`` | 5 | AIME24 | 29 % |
+
+(The paper's Minerva and AIME24 base accuracies are within noise of each other; here AIME24 is the
+hardest.) ``syn_train`` mixes all five levels; ``syn_dev`` (level 1) is a small split for early stopping
+of the supervised warm-up, so that no benchmark is used to select the base model.
+
+Disjointness is by construction: every problem string is hashed into one of three pools (benchmark,
+dev, train) and a split only draws problems from its own pool, so no held-out problem can occur in
+``syn_train`` whatever the seeds and row counts.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import random
+import re
+
+__all__ = [
+    "BENCHMARKS",
+    "SPLITS",
+    "SplitSpec",
+    "generate_split",
+    "make_problem",
+    "solve",
+    "worked_solution",
+]
+
+OPERAND_RANGE = (10, 99)  # two-digit operands keep prompts short for the character-level tokenizer
+MAX_LEVEL = 5
+_POOL_MODULUS = 10  # hash bucket 0 -> benchmark pool, 1 -> dev pool, 2..9 -> train pool
+
+
+@dataclasses.dataclass(frozen=True)
+class SplitSpec:
+    """One synthetic split.
+
+    Attributes:
+        name: registry name (``syn_*``).
+        n: number of rows.
+        seed: seed of the split's own random stream.
+        levels: difficulty levels (number of operations) drawn in turn, so levels are balanced.
+        mirrors: the paper benchmark this split stands in for (``math500``, ``amc23``, ``olympiadbench``,
+            ``minerva``, ``aime24``), or None for the training and dev splits.
+        display: label for tables and figures.
+        pool: which disjoint hash pool the problems come from (``train``, ``dev`` or ``benchmark``).
+    """
+
+    name: str
+    n: int
+    seed: int
+    levels: tuple[int, ...]
+    mirrors: str | None
+    display: str
+    pool: str
+
+
+SPLITS: dict[str, SplitSpec] = {
+    s.name: s
+    for s in (
+        SplitSpec("syn_train", 4000, 1000, (1, 2, 3, 4, 5), None, "Syn-train (L1–L5)", "train"),
+        SplitSpec("syn_dev", 100, 1001, (1,), None, "Syn-dev (L1)", "dev"),
+        SplitSpec("syn_math500", 200, 1101, (1,), "math500", "Syn-L1 (≈MATH-500)", "benchmark"),
+        SplitSpec("syn_amc23", 200, 1102, (2,), "amc23", "Syn-L2 (≈AMC23)", "benchmark"),
+        SplitSpec("syn_olympiad", 200, 1103, (3,), "olympiadbench", "Syn-L3 (≈OlympiadBench)", "benchmark"),
+        SplitSpec("syn_minerva", 200, 1104, (4,), "minerva", "Syn-L4 (≈Minerva)", "benchmark"),
+        SplitSpec("syn_aime24", 200, 1105, (5,), "aime24", "Syn-L5 (≈AIME24)", "benchmark"),
+    )
+}
+
+# The five held-out benchmark splits, easiest first.
+BENCHMARKS: tuple[str, ...] = tuple(name for name, s in SPLITS.items() if s.mirrors is not None)
+
+_TOKEN = re.compile(r"\d+|[+-]")
+_PROBLEM = re.compile(r"\d+(?:[+-]\d+)+")
+
+
+def _pool(problem: str) -> str:
+    bucket = int.from_bytes(hashlib.sha256(problem.encode()).digest()[:8], "big") % _POOL_MODULUS
+    return "benchmark" if bucket == 0 else "dev" if bucket == 1 else "train"
+
+
+def make_problem(level: int, rng: random.Random) -> str:
+    """Draw one problem with ``level`` operations; the running value stays >= 0."""
+    if not 1 <= level <= MAX_LEVEL:
+        raise ValueError(f"level must be in 1..{MAX_LEVEL}, got {level}")
+    lo, hi = OPERAND_RANGE
+    value = rng.randint(lo, hi)
+    parts = [str(value)]
+    for _ in range(level):
+        b = rng.randint(lo, hi)
+        if b <= value and rng.random() < 0.5:
+            parts.append(f"-{b}")
+            value -= b
+        else:
+            parts.append(f"+{b}")
+            value += b
+    return "".join(parts)
+
+
+def _steps(problem: str) -> list[tuple[int, str, int, int]]:
+    """Left-to-right evaluation: a list of (left, op, right, result)."""
+    if not _PROBLEM.fullmatch(problem):
+        raise ValueError(f"not a synthetic problem (digits joined by + or -): {problem!r}")
+    tokens = _TOKEN.findall(problem)
+    value = int(tokens[0])
+    steps = []
+    for op, raw in zip(tokens[1::2], tokens[2::2], strict=True):
+        right = int(raw)
+        result = value + right if op == "+" else value - right
+        steps.append((value, op, right, result))
+        value = result
+    return steps
+
+
+def solve(problem: str) -> int:
+    """The integer answer of a synthetic problem (left-to-right evaluation)."""
+    return _steps(problem)[-1][3]
+
+
+def worked_solution(problem: str) -> str:
+    """The supervised target completion: one line per step inside ``<think>``, then the boxed answer.
+
+    >>> worked_solution("12+35-8")
+    '<think>\\n12+35=47\\n47-8=39\\n</think>\\n\\\\boxed{39}'
+    """
+    steps = _steps(problem)
+    lines = "\n".join(f"{a}{op}{b}={c}" for a, op, b, c in steps)
+    return f"<think>\n{lines}\n</think>\n\\boxed{{{steps[-1][3]}}}"
+
+
+def generate_split(name: str) -> list[dict]:
+    """Problem records ``{id, problem, answer, source}`` of a split; deterministic for its spec.
+
+    Raises:
+        ValueError: unknown split name (the message lists the valid ones).
+    """
+    if name not in SPLITS:
+        raise ValueError(f"unknown synthetic split {name!r}; known: {sorted(SPLITS)}")
+    spec = SPLITS[name]
+    rng = random.Random(spec.seed)
+    seen: set[str] = set()
+    records = []
+    attempts = 0
+    while len(records) < spec.n:
+        level = spec.levels[len(records) % len(spec.levels)]
+        problem = make_problem(level, rng)
+        attempts += 1
+        if attempts > 1000 * spec.n:  # pragma: no cover - only if a spec asks for more than its pool holds
+            raise ValueError(f"split {name!r}: cannot draw {spec.n} distinct problems from its pool")
+        if problem in seen or _pool(problem) != spec.pool:
+            continue
+        seen.add(problem)
+        records.append(
+            {
+                "id": f"{name}-{len(records):04d}",
+                "problem": problem,
+                "answer": str(solve(problem)),
+                "source": f"synthetic:{name}",
+            }
+        )
+    return records

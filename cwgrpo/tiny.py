@@ -1,0 +1,250 @@
+"""Offline tiny tokenizer and Qwen2-shaped causal LMs for the tiny preset (``cwgrpo build-tiny``).
+
+Everything here is built from code, without the Hugging Face Hub.
+
+**Tokenizer.** One token per byte (a byte-level BPE with an empty merge list, so printable ASCII is one
+token per character, spaces and newlines included), plus special tokens for the chat format and three
+ordinary added tokens that shorten the answer format (``<think>``, ``</think>``, ``\\boxed{``). The chat
+template emits the BOS token itself; plain ``tokenizer(text)`` adds nothing, so a rendered prompt never
+gets a second BOS::
+
+    <|bos|><|user|>47+35<|end|><|assistant|><think>\\n47+35=82\\n</think>\\n\\boxed{82}<|end|>
+
+``<|end|>`` closes every message and is the EOS token, so generation stops at the end of the answer.
+
+Why byte-level BPE rather than a character ``WordLevel`` model: ``AutoTokenizer.from_pretrained`` on a
+folder whose ``config.json`` says ``model_type: qwen2`` ignores ``tokenizer_class`` in
+``tokenizer_config.json`` (transformers 5 lists qwen2 in ``MODELS_WITH_INCORRECT_HUB_TOKENIZER_CLASS``)
+and rebuilds the tokenizer as a ``Qwen2Tokenizer``: a byte-level BPE over the saved vocabulary. A
+``WordLevel`` vocabulary then silently loses every space and newline (they are not in it as ``Ġ``/``Ċ``).
+With a byte-level vocabulary the rebuilt ``Qwen2Tokenizer`` and the ``PreTrainedTokenizerFast`` we save
+encode and decode identically, so every loader gets the same tokens (tested in
+``tests/unit/test_tiny.py``).
+
+**Models.** ``Qwen2ForCausalLM`` from a ``Qwen2Config`` (tied embeddings, head size 32), initialised from
+a seed; see ``SIZES``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import hashlib
+import logging
+import os
+import shutil
+import tempfile
+from dataclasses import field
+from pathlib import Path
+from typing import Any
+
+from cwgrpo.configs import add_config_arguments, config_from_args, config_hash, describe_options
+
+logger = logging.getLogger(__name__)
+
+__all__ = [
+    "ADDED_TOKENS",
+    "CHAT_TEMPLATE",
+    "SIZES",
+    "SPECIAL_TOKENS",
+    "TinyConfig",
+    "build_model",
+    "build_tokenizer",
+    "count_params",
+    "load_tokenizer",
+    "save_tiny",
+    "weights_sha256",
+]
+
+PAD, BOS, EOS, UNK = "<|pad|>", "<|bos|>", "<|end|>", "<|unk|>"
+SPECIAL_TOKENS: tuple[str, ...] = (PAD, BOS, EOS, UNK, "<|system|>", "<|user|>", "<|assistant|>")
+ADDED_TOKENS: tuple[str, ...] = ("<think>", "</think>", "\\boxed{")
+
+CHAT_TEMPLATE = (
+    "{{- bos_token -}}"
+    "{%- for message in messages -%}"
+    "{%- if message['role'] not in ['system', 'user', 'assistant'] -%}"
+    "{{- raise_exception('unknown chat role: ' + message['role']) -}}"
+    "{%- endif -%}"
+    "{{- '<|' + message['role'] + '|>' + message['content'] + '<|end|>' -}}"
+    "{%- endfor -%}"
+    "{%- if add_generation_prompt -%}{{- '<|assistant|>' -}}{%- endif -%}"
+)
+
+# name -> Qwen2Config overrides. Head size 32 in both; ~1.1M and ~4.3M parameters with the 266-token vocabulary.
+SIZES: dict[str, dict[str, int]] = {
+    "small": {
+        "hidden_size": 128,
+        "intermediate_size": 512,
+        "num_hidden_layers": 4,
+        "num_attention_heads": 4,
+        "num_key_value_heads": 4,
+    },
+    "large": {
+        "hidden_size": 256,
+        "intermediate_size": 1024,
+        "num_hidden_layers": 4,
+        "num_attention_heads": 8,
+        "num_key_value_heads": 8,
+    },
+}
+MAX_POSITIONS = 256  # longest tiny sequence (level-5 prompt + worked solution) is about 100 tokens
+
+
+def _byte_to_unicode() -> dict[int, str]:
+    """GPT-2's reversible byte -> printable-character map (what ``pre_tokenizers.ByteLevel`` uses)."""
+    keep = [*range(ord("!"), ord("~") + 1), *range(ord("¡"), ord("¬") + 1), *range(ord("®"), ord("ÿ") + 1)]
+    out = {b: chr(b) for b in keep}
+    n = 0
+    for b in range(256):
+        if b not in out:
+            out[b] = chr(256 + n)
+            n += 1
+    return out
+
+
+def build_tokenizer() -> Any:
+    """The tiny tokenizer as a ``PreTrainedTokenizerFast`` (left padding, chat template, no auto BOS)."""
+    from tokenizers import AddedToken, Tokenizer, decoders, models, pre_tokenizers
+    from transformers import PreTrainedTokenizerFast
+
+    byte_chars = _byte_to_unicode()
+    vocab = {tok: i for i, tok in enumerate([*SPECIAL_TOKENS, *(byte_chars[b] for b in range(256))])}
+    backend = Tokenizer(models.BPE(vocab=vocab, merges=[], fuse_unk=False))
+    backend.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)
+    backend.decoder = decoders.ByteLevel()
+    backend.add_special_tokens([AddedToken(t, special=True, normalized=False) for t in SPECIAL_TOKENS])
+    backend.add_tokens([AddedToken(t, special=False, normalized=False) for t in ADDED_TOKENS])
+    tokenizer = PreTrainedTokenizerFast(
+        tokenizer_object=backend,
+        bos_token=BOS,
+        eos_token=EOS,
+        pad_token=PAD,
+        unk_token=UNK,
+        padding_side="left",
+        clean_up_tokenization_spaces=False,
+        model_max_length=MAX_POSITIONS,
+    )
+    tokenizer.chat_template = CHAT_TEMPLATE
+    return tokenizer
+
+
+def load_tokenizer(path: str | os.PathLike) -> Any:
+    """Load a saved tiny tokenizer (``AutoTokenizer`` gives an equivalent ``Qwen2Tokenizer``)."""
+    from transformers import PreTrainedTokenizerFast
+
+    return PreTrainedTokenizerFast.from_pretrained(str(path))
+
+
+def build_model(size: str, vocab_size: int, seed: int) -> Any:
+    """A freshly initialised ``Qwen2ForCausalLM`` of a named size; same seed -> same weights.
+
+    Raises:
+        ValueError: unknown size (the message lists the valid ones).
+    """
+    if size not in SIZES:
+        raise ValueError(f"unknown tiny model size {size!r}; known: {sorted(SIZES)}")
+    import torch
+    from transformers import Qwen2Config, Qwen2ForCausalLM
+
+    config = Qwen2Config(
+        vocab_size=vocab_size,
+        max_position_embeddings=MAX_POSITIONS,
+        tie_word_embeddings=True,
+        pad_token_id=SPECIAL_TOKENS.index(PAD),
+        bos_token_id=SPECIAL_TOKENS.index(BOS),
+        eos_token_id=SPECIAL_TOKENS.index(EOS),
+        **SIZES[size],
+    )
+    with torch.random.fork_rng(devices=[]):  # leave the caller's global RNG untouched
+        torch.manual_seed(seed)
+        model = Qwen2ForCausalLM(config)
+    model.generation_config.pad_token_id = config.pad_token_id
+    model.generation_config.bos_token_id = config.bos_token_id
+    model.generation_config.eos_token_id = config.eos_token_id
+    return model
+
+
+def count_params(model: Any) -> int:
+    """Number of distinct parameters (tied embeddings counted once)."""
+    return sum(p.numel() for p in model.parameters())
+
+
+def weights_sha256(model: Any) -> str:
+    """SHA-256 over the state dict (names, dtypes, shapes, bytes) in sorted name order."""
+    import torch
+
+    digest = hashlib.sha256()
+    for name, tensor in sorted(model.state_dict().items()):
+        t = tensor.detach().cpu().contiguous()
+        digest.update(f"{name}|{t.dtype}|{tuple(t.shape)}|".encode())
+        digest.update(t.view(-1).view(dtype=torch.uint8).numpy().tobytes())
+    return digest.hexdigest()
+
+
+def save_pretrained_atomic(out_dir: str | os.PathLike, model: Any, tokenizer: Any) -> None:
+    """Save model and tokenizer into a temporary sibling folder, then move it onto ``out_dir``."""
+    target = Path(out_dir)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.", dir=target.parent))
+    try:
+        model.save_pretrained(tmp)
+        tokenizer.save_pretrained(tmp)
+        if target.exists():
+            shutil.rmtree(target)
+        os.replace(tmp, target)
+    finally:
+        if tmp.exists():
+            shutil.rmtree(tmp)
+
+
+def save_tiny(out_dir: str | os.PathLike, size: str, seed: int) -> dict[str, Any]:
+    """Build the tokenizer and a ``size`` model from ``seed`` and save both into ``out_dir``.
+
+    Returns:
+        Marker information: ``{path, size, params, vocab_size, weights_sha256}``.
+    """
+    tokenizer = build_tokenizer()
+    model = build_model(size, vocab_size=len(tokenizer), seed=seed)
+    save_pretrained_atomic(out_dir, model, tokenizer)
+    info = {
+        "path": str(out_dir),
+        "size": size,
+        "params": count_params(model),
+        "vocab_size": len(tokenizer),
+        "weights_sha256": weights_sha256(model),
+    }
+    logger.info("tiny %s model (%d parameters, seed %d) saved to %s", size, info["params"], seed, out_dir)
+    return info
+
+
+@dataclasses.dataclass
+class TinyConfig:
+    """Options of ``cwgrpo build-tiny``."""
+
+    seed: int = field(default=0, metadata={"help": "seed of the weight initialisation"})
+
+
+def configure_parser(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--size", required=True, help=f"model size, one of {sorted(SIZES)}")
+    parser.add_argument(
+        "--out-dir", required=True, type=Path, help="folder to write the model and tokenizer to"
+    )
+    parser.add_argument("--marker", required=True, type=Path, help="marker JSON, written after the model")
+    add_config_arguments(parser)
+    parser.epilog = describe_options(TinyConfig)
+
+
+def run(args: argparse.Namespace) -> int:
+    from cwgrpo.io import write_json
+    from cwgrpo.provenance import provenance
+
+    cfg = config_from_args(TinyConfig, args)
+    if args.size not in SIZES:
+        raise ValueError(f"unknown tiny model size {args.size!r}; known: {sorted(SIZES)}")
+    info = save_tiny(args.out_dir, args.size, cfg.seed)
+    config = dataclasses.asdict(cfg)
+    write_json(
+        args.marker, {**info, "config": config, "provenance": provenance(config_hash=config_hash(config))}
+    )
+    return 0

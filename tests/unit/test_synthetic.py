@@ -1,0 +1,107 @@
+"""Unit tests of the synthetic arithmetic task (cwgrpo.synthetic)."""
+
+from __future__ import annotations
+
+import random
+import re
+
+import pytest
+
+from cwgrpo import synthetic
+from cwgrpo.synthetic import BENCHMARKS, SPLITS, generate_split, solve, worked_solution
+
+
+@pytest.fixture(scope="module")
+def splits() -> dict[str, list[dict]]:
+    return {name: generate_split(name) for name in SPLITS}
+
+
+def test_generate_split_deterministic(splits):
+    for name in SPLITS:
+        assert generate_split(name) == splits[name]
+
+
+def test_generate_split_row_counts_and_fields(splits):
+    for name, spec in SPLITS.items():
+        rows = splits[name]
+        assert len(rows) == spec.n
+        assert [r["id"] for r in rows] == [f"{name}-{i:04d}" for i in range(spec.n)]
+        assert {r["source"] for r in rows} == {f"synthetic:{name}"}
+        assert all(set(r) == {"id", "problem", "answer", "source"} for r in rows)
+        assert len({r["problem"] for r in rows}) == spec.n  # no duplicates within a split
+
+
+def test_generate_split_answers_correct(splits):
+    for rows in splits.values():
+        for r in rows:
+            expected = eval(r["problem"])  # plain integer + and -, left to right as Python does
+            assert r["answer"] == str(expected)
+            assert expected >= 0
+
+
+def test_generate_split_levels_match_spec(splits):
+    for name, spec in SPLITS.items():
+        levels = {len(re.findall(r"[+-]", r["problem"])) for r in splits[name]}
+        assert levels == set(spec.levels)
+
+
+def test_generate_split_heldout_disjoint_from_train(splits):
+    train = {r["problem"] for r in splits["syn_train"]}
+    heldout = [name for name in SPLITS if name != "syn_train"]
+    for name in heldout:
+        assert train.isdisjoint(r["problem"] for r in splits[name]), name
+    for i, a in enumerate(heldout):
+        for b in heldout[i + 1 :]:
+            assert {r["problem"] for r in splits[a]}.isdisjoint(r["problem"] for r in splits[b])
+
+
+def test_pool_assignment_disjoint_by_construction():
+    # Any problem the generator could draw lands in exactly one pool, whatever split asks for it.
+    rng = random.Random(0)
+    pools = {synthetic._pool(synthetic.make_problem(level, rng)) for level in range(1, 6) for _ in range(200)}
+    assert pools == {"train", "dev", "benchmark"}
+
+
+def test_benchmarks_ordered_easiest_first():
+    assert BENCHMARKS == ("syn_math500", "syn_amc23", "syn_olympiad", "syn_minerva", "syn_aime24")
+    assert [SPLITS[b].mirrors for b in BENCHMARKS] == [
+        "math500",
+        "amc23",
+        "olympiadbench",
+        "minerva",
+        "aime24",
+    ]
+    assert [SPLITS[b].levels for b in BENCHMARKS] == [(1,), (2,), (3,), (4,), (5,)]
+    assert SPLITS["syn_train"].mirrors is None
+    assert SPLITS["syn_math500"].display == "Syn-L1 (≈MATH-500)"
+
+
+def test_worked_solution_format():
+    assert worked_solution("12+35-8") == "<think>\n12+35=47\n47-8=39\n</think>\n\\boxed{39}"
+
+
+def test_worked_solution_boxed_answer_matches(splits):
+    for rows in splits.values():
+        for r in rows[:50]:
+            sol = worked_solution(r["problem"])
+            assert sol.count("\n</think>\n") == 1
+            assert sol.startswith("<think>\n")
+            assert re.fullmatch(r"[\s\S]*\n</think>\n\\boxed\{(\d+)\}", sol).group(1) == r["answer"]
+
+
+def test_solve_and_worked_solution_reject_non_problems():
+    for bad in ("", "12", "12+", "1 + 2", "3*4", "abc"):
+        with pytest.raises(ValueError, match="not a synthetic problem"):
+            solve(bad)
+        with pytest.raises(ValueError):
+            worked_solution(bad)
+
+
+def test_generate_split_unknown_name_lists_valid():
+    with pytest.raises(ValueError, match=r"unknown synthetic split 'nope'.*syn_train"):
+        generate_split("nope")
+
+
+def test_make_problem_rejects_bad_level():
+    with pytest.raises(ValueError, match="level"):
+        synthetic.make_problem(0, random.Random(0))
