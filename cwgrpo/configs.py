@@ -142,3 +142,26 @@ def describe_options(cls: type) -> str:
         )
         lines.append(f"  {f.name} (default {default!r}): {f.metadata.get('help', '')}")
     return "\n".join(lines)
+
+
+INT_TAGS = ("seed", "step")  # run-identity tags stored as integers, so results group and sort by value
+
+
+def parse_tags(pairs: list[str]) -> dict[str, Any]:
+    """``KEY=VALUE`` strings -> dict; ``seed`` and ``step`` must be integers and are stored as such."""
+    tags: dict[str, Any] = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        key = key.strip()
+        if not sep or not key:
+            raise ConfigError(f"--tag expects KEY=VALUE, got {pair!r}")
+        if key in tags:
+            raise ConfigError(f"--tag {key} given twice")
+        if key in INT_TAGS:
+            try:
+                tags[key] = int(value)
+            except ValueError:
+                raise ConfigError(f"--tag {key} must be an integer, got {value!r}") from None
+        else:
+            tags[key] = value
+    return tags

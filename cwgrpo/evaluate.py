@@ -27,7 +27,14 @@ from dataclasses import field
 from pathlib import Path
 from typing import Any
 
-from cwgrpo.configs import ConfigError, add_config_arguments, config_from_args, config_hash, describe_options
+from cwgrpo.configs import (
+    ConfigError,
+    add_config_arguments,
+    config_from_args,
+    config_hash,
+    describe_options,
+    parse_tags,
+)
 from cwgrpo.data import load_records
 from cwgrpo.generation import SamplingSettings, check_backend_name, check_model_dir
 from cwgrpo.io import read_json, write_json, write_jsonl
@@ -35,8 +42,6 @@ from cwgrpo.prompts import eval_messages, get_prompt_set
 from cwgrpo.scoring import DEFAULT_TIMEOUT_S, GradeResult
 
 logger = logging.getLogger(__name__)
-
-INT_TAGS = ("seed", "step")
 
 
 @dataclasses.dataclass
@@ -89,26 +94,6 @@ class EvalConfig:
 
     def sampling(self) -> SamplingSettings:
         return SamplingSettings(self.temperature, self.top_p, self.max_new_tokens, self.seed)
-
-
-def parse_tags(pairs: list[str]) -> dict[str, Any]:
-    """``KEY=VALUE`` strings -> dict; ``seed`` and ``step`` must be integers and are stored as such."""
-    tags: dict[str, Any] = {}
-    for pair in pairs:
-        key, sep, value = pair.partition("=")
-        key = key.strip()
-        if not sep or not key:
-            raise ConfigError(f"--tag expects KEY=VALUE, got {pair!r}")
-        if key in tags:
-            raise ConfigError(f"--tag {key} given twice")
-        if key in INT_TAGS:
-            try:
-                tags[key] = int(value)
-            except ValueError:
-                raise ConfigError(f"--tag {key} must be an integer, got {value!r}") from None
-        else:
-            tags[key] = value
-    return tags
 
 
 def benchmark_name(path: Path) -> str:

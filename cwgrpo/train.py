@@ -31,6 +31,7 @@ from cwgrpo.configs import (
     coerce_value,
     config_hash,
     parse_overrides,
+    parse_tags,
 )
 from cwgrpo.io import read_json, read_yaml, write_json, write_text
 
@@ -141,16 +142,6 @@ def split_options(options: dict[str, Any]) -> tuple[TrainJob, dict[str, Any]]:
         # An int where TRL wants a float is kept as written: TRL takes it, and run.json stays as configured.
         trl_kwargs[key] = value if isinstance(checked, float) and type(value) is int else checked
     return job, trl_kwargs
-
-
-def parse_tags(pairs: list[str]) -> dict[str, Any]:
-    tags = {}
-    for pair in pairs:
-        key, sep, value = pair.partition("=")
-        if not sep:
-            raise ConfigError(f"--tag expects KEY=VALUE, got {pair!r}")
-        tags[key] = int(value) if value.lstrip("-").isdigit() else value
-    return tags
 
 
 def complete_checkpoints(run_dir: Path) -> dict[int, Path]:
