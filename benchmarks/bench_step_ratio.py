@@ -73,7 +73,9 @@ def _time(trainer, batch) -> float:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--reps", type=int, default=40)
     parser.add_argument("--out", type=Path, default=Path("benchmarks/results/step_ratio.json"))
     args = parser.parse_args()
@@ -87,7 +89,9 @@ def main() -> None:
         variants = {
             "grpo": _trainer(model_dir, Path(tmp) / "a", cw_method="grpo", cw_diagnostics=False),
             "cw_grpo": _trainer(model_dir, Path(tmp) / "b", cw_method="cw_grpo", cw_diagnostics=False),
-            "cw_grpo+diagnostics": _trainer(model_dir, Path(tmp) / "c", cw_method="cw_grpo", cw_sample_every=-1),
+            "cw_grpo+diagnostics": _trainer(
+                model_dir, Path(tmp) / "c", cw_method="cw_grpo", cw_sample_every=-1
+            ),
         }
         batch = _batch(variants["grpo"].model.config.vocab_size)
         times: dict[str, list[float]] = {name: [] for name in variants}

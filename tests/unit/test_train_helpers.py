@@ -9,7 +9,9 @@ from cwgrpo.train import COMPLETE_FLAG, complete_checkpoints, parse_tags, split_
 
 
 def test_split_options_separates_job_and_trl_fields():
-    job, trl = split_options({"reward_funcs": ["accuracy", "format"], "learning_rate": 1e-6, "cw_method": "grpo"})
+    job, trl = split_options(
+        {"reward_funcs": ["accuracy", "format"], "learning_rate": 1e-6, "cw_method": "grpo"}
+    )
     assert job.reward_funcs == ["accuracy", "format"]
     assert trl == {"learning_rate": 1e-6, "cw_method": "grpo"}
 
