@@ -127,7 +127,7 @@ def run_checks(results: Path, offline: bool) -> list[Check]:
     hub = Check("huggingface hub", False, "not checked (--offline)") if offline else check_hub()
     data = check_paper_data(results)
     if not hub.ok and not data.ok:  # the paper preset needs one of the two
-        data = Check(data.name, False, data.detail + "; the hub is not reachable either", ("paper",))
+        data = Check(data.name, False, data.detail + "; and the hub is not available (unreachable or not checked)", ("paper",))
     checks += [hub, data]
     checks.append(
         check_command("conda", "needed for --use-conda; without it run snakemake without --use-conda")
@@ -148,7 +148,7 @@ def advice(checks: list[Check]) -> str:
             f"paper preset on this machine: snakemake --cores all{use_conda} --configfile config/paper.yaml"
         )
     if "tiny" not in blocked:
-        return f"tiny preset (CPU, minutes): snakemake --cores all{use_conda} figures/table1.pdf"
+        return f"tiny preset (CPU): snakemake --cores all{use_conda} figures/table1.pdf"
     return "fix the failed checks above first (pip install torch==2.13.0 -e '.[test]')"
 
 

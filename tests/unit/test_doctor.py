@@ -16,7 +16,7 @@ def _checks(**ok):
 
 
 def test_advice_picks_tiny_on_a_cpu_machine_without_conda():
-    assert advice(_checks()) == "tiny preset (CPU, minutes): snakemake --cores all figures/table1.pdf"
+    assert advice(_checks()) == "tiny preset (CPU): snakemake --cores all figures/table1.pdf"
 
 
 def test_advice_picks_slurm_with_conda_when_everything_is_there():
