@@ -123,7 +123,9 @@ def test_pathological_completions_return_false_within_budget(name):
     result = grade_detailed(PATHOLOGICAL[name], "5", timeout_s=0.5)
     elapsed = time.perf_counter() - start
     assert not result.correct
-    assert elapsed < 2.0, f"{name}: {elapsed:.2f} s"
+    # A hang guard, not a timing goal (those live in benchmarks/): the 0.5 s budget bounds the grading,
+    # but a loaded 2-core CI machine adds seconds of scheduling and first-import cost (4.5 s seen once).
+    assert elapsed < 10.0, f"{name}: {elapsed:.2f} s"
 
 
 def test_grade_from_a_thread_uses_a_helper_process():
