@@ -36,13 +36,27 @@ def test_generate_split_answers_correct(splits):
         for r in rows:
             expected = eval(r["problem"])  # plain integer + and -, left to right as Python does
             assert r["answer"] == str(expected)
-            assert expected >= 0
+            assert 10 <= expected <= 99
+
+
+def test_generate_split_steps_carry_free(splits):
+    for rows in splits.values():
+        for r in rows:
+            for line in worked_solution(r["problem"]).split("\n")[1:-2]:
+                a, op, b, c = re.fullmatch(r"(\d\d)([+-])(\d\d)=(\d\d)", line).groups()
+                for da, db, dc in zip(a, b, c, strict=True):  # digit-wise: no carry, no borrow
+                    assert int(dc) == (int(da) + int(db) if op == "+" else int(da) - int(db))
 
 
 def test_generate_split_levels_match_spec(splits):
     for name, spec in SPLITS.items():
-        levels = {len(re.findall(r"[+-]", r["problem"])) for r in splits[name]}
-        assert levels == set(spec.levels)
+        levels = [synthetic.level(r["problem"]) for r in splits[name]]
+        assert levels == [len(re.findall(r"[+-]", r["problem"])) for r in splits[name]]
+        assert set(levels) == set(spec.levels)
+        for lv in set(spec.levels):  # a level listed twice is drawn twice as often
+            assert levels.count(lv) / len(levels) == pytest.approx(
+                spec.levels.count(lv) / len(spec.levels), abs=0.01
+            )
 
 
 def test_generate_split_heldout_disjoint_from_train(splits):
