@@ -3,11 +3,12 @@
 The paper starts RL from a distilled model that already answers in the think-then-``\\boxed{}`` format.
 The tiny preset's stand-in is a short supervised run on worked solutions of the synthetic task::
 
-    prompt      <|bos|><|user|>47+35<|end|><|assistant|>
-    completion  <think>\\n47+35=82\\n</think>\\n\\boxed{82}<|end|>
+    prompt      <|bos|><|user|>43+25<|end|><|assistant|>
+    completion  <think>\\n43+25=68\\n</think>\\n\\boxed{68}<|end|>
 
-(the prompt is the tokenizer's chat template applied to one user message, the bare problem; the loss
-covers the completion tokens only, including the closing ``<|end|>`` = EOS).
+(the prompt is the tokenizer's chat template applied to the ``tiny`` prompt set's messages, i.e. one
+user message with the bare problem, as ``cwgrpo train`` renders it; the loss covers the completion tokens
+only, including the closing ``<|end|>`` = EOS). Dev answers are graded by ``cwgrpo.scoring.grade``.
 
 The accuracy of such a run jumps sharply at a seed-dependent step, so a fixed step count does not land
 reliably at a moderate accuracy. Instead the run stops as soon as greedy accuracy on a dev split reaches
@@ -20,6 +21,9 @@ Usage::
     cwgrpo sft --model-dir models/small/init --train-data data/syn_train.jsonl \\
         --dev-data data/syn_dev.jsonl --out-dir models/small/base --marker models/small/base.json \\
         --set target_dev_accuracy=0.4
+
+Measured steps, times and accuracies, and the recommended tiny and smoke settings:
+docs/tiny-calibration.md.
 """
 
 from __future__ import annotations
@@ -44,23 +48,41 @@ __all__ = ["SftConfig", "configure_parser", "greedy_accuracy", "render_prompt", 
 class SftConfig:
     """Options of ``cwgrpo sft``."""
 
-    lr: float = field(default=3e-3, metadata={"help": "peak AdamW learning rate (constant after warm-up)"})
+    lr: float = field(
+        default=1e-3,
+        metadata={"help": "peak AdamW learning rate, constant after warm-up (3e-3 plateaued on some seeds)"},
+    )
     warmup_steps: int = field(default=20, metadata={"help": "linear learning-rate warm-up steps"})
+    adam_beta2: float = field(
+        default=0.95, metadata={"help": "AdamW beta2 (0.95 learned the task faster than torch's 0.999)"}
+    )
     weight_decay: float = field(default=0.0, metadata={"help": "AdamW weight decay"})
     max_grad_norm: float = field(default=1.0, metadata={"help": "gradient clipping norm (0 disables)"})
-    batch_size: int = field(default=64, metadata={"help": "training sequences per optimiser step"})
+    batch_size: int = field(default=32, metadata={"help": "training sequences per optimiser step"})
     max_steps: int = field(default=1000, metadata={"help": "cap on optimiser steps"})
     eval_every: int = field(
-        default=50, metadata={"help": "measure greedy dev accuracy every this many steps (and at max_steps)"}
+        default=25,
+        metadata={
+            "help": "measure greedy dev accuracy every this many steps (and at max_steps); accuracy can jump "
+            "from 0.4 to 0.9 within 50 steps"
+        },
     )
     target_dev_accuracy: float = field(
         default=0.4,
         metadata={"help": "stop as soon as greedy dev accuracy reaches this (1.0 or more: never stop early)"},
     )
+    train_max_level: int = field(
+        default=0,
+        metadata={
+            "help": "train only on problems with at most this many operations (0: all); 1 makes a warm-up "
+            "of seconds reach ~25% on level 1 (smoke settings)"
+        },
+    )
     dev_limit: int = field(default=100, metadata={"help": "use at most this many dev problems (0: all)"})
     eval_batch_size: int = field(default=256, metadata={"help": "prompts per generate() call on the dev set"})
     max_new_tokens: int = field(
-        default=96, metadata={"help": "generation cap on dev (a level-5 worked solution is about 85 tokens)"}
+        default=96,
+        metadata={"help": "generation cap on dev (a level-5 worked solution is 54 tokens with EOS)"},
     )
     length_grouping: int = field(
         default=16,
@@ -69,12 +91,16 @@ class SftConfig:
             "padding (1: plain shuffled batches)"
         },
     )
+    prompt_set: str = field(
+        default="tiny", metadata={"help": "prompt set (cwgrpo.prompts) rendering the problems; as in `train`"}
+    )
     seed: int = field(default=0, metadata={"help": "seed of torch and of the data order"})
     torch_threads: int = field(
-        default=1,
+        default=0,
         metadata={
-            "help": "torch.set_num_threads; results depend on it. 1 because two threads per job on a shared "
-            "2-core machine ran 7x slower (0 leaves torch's default)"
+            "help": "torch.set_num_threads; results depend on it. 0 leaves torch's default, which follows "
+            "OMP_NUM_THREADS (Snakemake sets it to the job's threads). Never more threads than free cores: "
+            "2 threads on a busy 2-core machine ran 7x slower than 1"
         },
     )
 
@@ -91,14 +117,17 @@ class SftConfig:
                 raise ConfigError(f"{name} must be >= 1, got {getattr(self, name)}")
         if self.lr <= 0:
             raise ConfigError(f"lr must be > 0, got {self.lr}")
-        if self.warmup_steps < 0 or self.dev_limit < 0 or self.torch_threads < 0:
-            raise ConfigError("warmup_steps, dev_limit and torch_threads must be >= 0")
+        if min(self.warmup_steps, self.dev_limit, self.torch_threads, self.train_max_level) < 0:
+            raise ConfigError("warmup_steps, dev_limit, torch_threads and train_max_level must be >= 0")
 
 
-def render_prompt(tokenizer: Any, problem: str) -> str:
-    """The chat-template prompt for one problem (one user message, generation prompt appended)."""
+def render_prompt(tokenizer: Any, problem: str, prompt_set: str = "tiny") -> str:
+    """The chat-template prompt for one problem: the prompt set's training messages (``tiny``: one user
+    message, the bare problem), generation prompt appended, exactly as ``cwgrpo train`` renders it."""
+    from cwgrpo.prompts import train_messages
+
     return tokenizer.apply_chat_template(
-        [{"role": "user", "content": problem}], tokenize=False, add_generation_prompt=True
+        train_messages(prompt_set, problem), tokenize=False, add_generation_prompt=True
     )
 
 
@@ -108,7 +137,7 @@ def _is_correct(completion: str, answer: str) -> bool:
     return grade(completion, answer)
 
 
-def _encode(tokenizer: Any, records: Sequence[dict]) -> list[tuple[list[int], list[int]]]:
+def _encode(tokenizer: Any, records: Sequence[dict], prompt_set: str) -> list[tuple[list[int], list[int]]]:
     """(prompt ids, completion ids) per record; the completion is the worked solution plus EOS."""
     from cwgrpo.synthetic import worked_solution
 
@@ -117,7 +146,8 @@ def _encode(tokenizer: Any, records: Sequence[dict]) -> list[tuple[list[int], li
         solution = worked_solution(rec["problem"])
         if not solution.endswith(f"\\boxed{{{rec['answer']}}}"):
             raise ValueError(f"record {rec.get('id')}: answer {rec['answer']!r} disagrees with {solution!r}")
-        prompt = tokenizer(render_prompt(tokenizer, rec["problem"]), add_special_tokens=False)["input_ids"]
+        prompt = tokenizer(render_prompt(tokenizer, rec["problem"], prompt_set), add_special_tokens=False)
+        prompt = prompt["input_ids"]
         completion = tokenizer(solution + tokenizer.eos_token, add_special_tokens=False)["input_ids"]
         out.append((prompt, completion))
     return out
@@ -162,6 +192,7 @@ def greedy_accuracy(
     records: Sequence[dict],
     max_new_tokens: int = 96,
     batch_size: int = 256,
+    prompt_set: str = "tiny",
 ) -> float:
     """Share of ``records`` whose greedy completion's answer equals the gold answer."""
     import torch
@@ -173,7 +204,7 @@ def greedy_accuracy(
     try:
         for start in range(0, len(records), batch_size):
             chunk = records[start : start + batch_size]
-            prompts = [render_prompt(tokenizer, r["problem"]) for r in chunk]
+            prompts = [render_prompt(tokenizer, r["problem"], prompt_set) for r in chunk]
             enc = tokenizer(prompts, return_tensors="pt", padding=True, add_special_tokens=False)
             with torch.no_grad():
                 out = model.generate(
@@ -197,15 +228,17 @@ def train_sft(
     """Train ``model`` in place until dev accuracy reaches the target or ``max_steps``.
 
     Returns:
-        ``{steps, dev_accuracy, reached_target, evals: [{step, dev_accuracy}], train_loss}``.
+        ``{steps, dev_accuracy, reached_target, evals: [{step, dev_accuracy, train_loss}]}``.
     """
     import torch
     from tqdm.auto import tqdm
 
-    ids, mask, labels = _pack(_encode(tokenizer, train_records), tokenizer.pad_token_id)
+    ids, mask, labels = _pack(_encode(tokenizer, train_records, cfg.prompt_set), tokenizer.pad_token_id)
     lengths = mask.sum(dim=1)
     gen = torch.Generator().manual_seed(cfg.seed)
-    opt = torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
+    opt = torch.optim.AdamW(
+        model.parameters(), lr=cfg.lr, betas=(0.9, cfg.adam_beta2), weight_decay=cfg.weight_decay
+    )
     sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: min(1.0, (s + 1) / (cfg.warmup_steps + 1)))
     if len(ids) < cfg.batch_size:
         raise ConfigError(
@@ -233,14 +266,16 @@ def train_sft(
         bar.update(1)
         bar.set_postfix(loss=f"{loss_ema:.3f}", dev=f"{acc:.2f}", refresh=False)
         if step % cfg.eval_every == 0 or step == cfg.max_steps:
-            acc = greedy_accuracy(model, tokenizer, dev_records, cfg.max_new_tokens, cfg.eval_batch_size)
+            acc = greedy_accuracy(
+                model, tokenizer, dev_records, cfg.max_new_tokens, cfg.eval_batch_size, cfg.prompt_set
+            )
             evals.append({"step": step, "dev_accuracy": acc, "train_loss": round(loss_ema, 6)})
             logger.info("step %d: train loss %.4f, greedy dev accuracy %.3f", step, loss_ema, acc)
             if acc >= cfg.target_dev_accuracy:
                 break
     bar.close()
     reached = acc >= cfg.target_dev_accuracy
-    if not reached:
+    if not reached and cfg.target_dev_accuracy < 1.0:
         logger.warning(
             "dev accuracy %.3f below target %.3f after max_steps=%d", acc, cfg.target_dev_accuracy, step
         )
@@ -277,6 +312,14 @@ def run(args: argparse.Namespace) -> int:
     for path, rows in ((args.train_data, train), (args.dev_data, dev)):
         if not rows:
             raise ResultFileError(f"{path} has no records")
+    if cfg.train_max_level:
+        from cwgrpo.synthetic import level
+
+        train = [r for r in train if level(r["problem"]) <= cfg.train_max_level]
+        if not train:
+            raise ConfigError(
+                f"no training problem has at most train_max_level={cfg.train_max_level} operations"
+            )
     if cfg.dev_limit:
         dev = dev[: cfg.dev_limit]
     if cfg.torch_threads:

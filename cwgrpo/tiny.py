@@ -8,7 +8,7 @@ ordinary added tokens that shorten the answer format (``<think>``, ``</think>``,
 template emits the BOS token itself; plain ``tokenizer(text)`` adds nothing, so a rendered prompt never
 gets a second BOS::
 
-    <|bos|><|user|>47+35<|end|><|assistant|><think>\\n47+35=82\\n</think>\\n\\boxed{82}<|end|>
+    <|bos|><|user|>43+25<|end|><|assistant|><think>\\n43+25=68\\n</think>\\n\\boxed{68}<|end|>
 
 ``<|end|>`` closes every message and is the EOS token, so generation stops at the end of the answer.
 
@@ -88,7 +88,7 @@ SIZES: dict[str, dict[str, int]] = {
         "num_key_value_heads": 8,
     },
 }
-MAX_POSITIONS = 256  # longest tiny sequence (level-5 prompt + worked solution) is about 100 tokens
+MAX_POSITIONS = 256  # longest tiny sequence: level-5 prompt (21 tokens) + worked solution (54)
 
 
 def _byte_to_unicode() -> dict[int, str]:
