@@ -10,7 +10,8 @@ Extraction (``extract_answer``):
    characters wins: with several boxed answers, the **last** one is the answer (the model's final
    word), and an unclosed or absurdly long one is skipped.
 3. Without a boxed answer, math-verify's own LaTeX / plain-expression extraction runs on that tail
-   (``"the final answer is $3$"``, ``"... = 42"``).
+   (``"the final answer is $3$"``, ``"... = 42"``); an extracted answer longer than
+   ``MAX_ANSWER_CHARS`` is no answer, as a boxed one would be.
 
 Gold answers are parsed the same way (wrapped in ``\\boxed{}``); a gold answer math-verify cannot
 parse at all is *unscorable*: such samples are never counted correct and are reported separately.
@@ -217,7 +218,12 @@ def _extract(tail: str, boxed: str | None) -> tuple[str | None, list]:
     if not parsed:
         return None, []
     text = parsed[-1] if isinstance(parsed[-1], str) else str(parsed[0])
-    return text[:MAX_ANSWER_CHARS], parsed
+    if len(text) > MAX_ANSWER_CHARS:
+        # As for boxed answers: an absurdly long one is no answer. It also guards against math-verify
+        # parsing only a fragment of it (a 1000-level power tower overflows sympy's recursion and comes
+        # back as its first "2", which would match a gold answer of 2).
+        return None, []
+    return text, parsed
 
 
 def _on_main_thread() -> bool:

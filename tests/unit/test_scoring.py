@@ -128,6 +128,16 @@ def test_pathological_completions_return_false_within_budget(name):
     assert elapsed < 10.0, f"{name}: {elapsed:.2f} s"
 
 
+def test_unboxed_power_tower_is_not_read_as_its_first_term():
+    # math-verify parses a 1000-level tower of 2s only as far as sympy's recursion allows and returns
+    # Integer(2); an answer that long is no answer, so it must not match a gold answer of 2.
+    for levels in (1000, 3000):
+        result = grade_detailed("the answer is " + "^".join(["2"] * levels), "2", timeout_s=2.0)
+        assert not result.correct and result.extracted is None, levels
+    # a short unboxed answer is still extracted and graded
+    assert grade_detailed("so the answer is 2^3", "8").correct
+
+
 def test_grade_from_a_thread_uses_a_helper_process():
     out = {}
 
