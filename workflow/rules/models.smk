@@ -32,6 +32,7 @@ if KIND == "tiny":
         conda:
             "../../envs/train.yaml"
         threads: rule_threads("sft")
+        priority: 2  # start every warm-up before anything else: RL waits on them (the longest chain)
         resources:
             **fixed_resources("sft"),
         params:

@@ -27,6 +27,7 @@ for _size in SIZES:
         conda:
             "../../envs/train.yaml"
         threads: rule_threads("train", _size)
+        priority: 1  # training before evaluation: long jobs first pack the cores best
         resources:
             **fixed_resources("train", _size),
         params:
