@@ -71,7 +71,9 @@ CHAT_TEMPLATE = (
     "{%- if add_generation_prompt -%}{{- '<|assistant|>' -}}{%- endif -%}"
 )
 
-# name -> Qwen2Config overrides. Head size 32 in both; ~1.1M and ~4.3M parameters with the 266-token vocabulary.
+# name -> Qwen2Config overrides. Head size 32 in both; ~1.1M and ~2.4M parameters with the 266-token
+# vocabulary. `large` was 256 wide (4.3M) at first: its RL steps (7.5 s on one core, cost ~ parameters)
+# alone took 9 of the preset's 23 CPU-minutes, so it is 192 wide (docs/tiny-calibration.md).
 SIZES: dict[str, dict[str, int]] = {
     "small": {
         "hidden_size": 128,
@@ -81,11 +83,11 @@ SIZES: dict[str, dict[str, int]] = {
         "num_key_value_heads": 4,
     },
     "large": {
-        "hidden_size": 256,
-        "intermediate_size": 1024,
+        "hidden_size": 192,
+        "intermediate_size": 768,
         "num_hidden_layers": 4,
-        "num_attention_heads": 8,
-        "num_key_value_heads": 8,
+        "num_attention_heads": 6,
+        "num_key_value_heads": 6,
     },
 }
 MAX_POSITIONS = 256  # longest tiny sequence: level-5 prompt (21 tokens) + worked solution (54)

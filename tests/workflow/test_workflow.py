@@ -156,13 +156,14 @@ def test_tiny_and_smoke_dry_runs(preset, dry_runs):
 
 
 def test_tiny_preset_shape():
-    """The tiny preset mirrors the paper: two sizes, the four run labels, the middle checkpoint reported."""
+    """The tiny preset mirrors the paper: two sizes, the four run labels, and an early checkpoint reported
+    (the paper's step 100 of 300) with a later one left for the late-degradation claim."""
     config = yaml.safe_load(PRESETS["tiny"].read_text())
     assert list(config["sizes"]) == ["small", "large"]
     assert set(config["methods"]) == {"grpo", "cw_grpo", "clip_cov", "cw_grpo_described"}
     train = config["train"]
     saved = list(range(train["save_steps"], train["max_steps"] + 1, train["save_steps"]))
-    assert config["report"]["step"] == saved[len(saved) // 2]
+    assert config["report"]["step"] in saved[:-1]
     assert train["use_cpu"] is True and train["bf16"] is False and train["gradient_checkpointing"] is False
     assert train["loss_type"] == "grpo"
 
