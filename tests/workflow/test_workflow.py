@@ -155,6 +155,16 @@ def test_tiny_and_smoke_dry_runs(preset, dry_runs):
     assert job_stats(dry_runs[preset]) == _tiny_like_counts(config)
 
 
+def test_seeds_from_the_command_line(tmp_path):
+    """The README's multi-seed command: Snakemake reads `--config` lists as strings; they must still work."""
+    proc, out = run_snakemake(tmp_path, "-n", "--config", "seeds=[0,1,2]", configfile=PRESETS["tiny"])
+    assert proc.returncode == 0, out[-3000:]
+    config = yaml.safe_load(PRESETS["tiny"].read_text())
+    expected = _tiny_like_counts({**config, "seeds": [0, 1, 2]})
+    assert job_stats(out) == expected
+    assert "seed2" in out
+
+
 def test_tiny_preset_shape():
     """The tiny preset mirrors the paper: two sizes, the four run labels, and an early checkpoint reported
     (the paper's step 100 of 300) with a later one left for the late-degradation claim."""

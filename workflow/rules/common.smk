@@ -15,6 +15,16 @@ from pathlib import Path
 from snakemake.exceptions import WorkflowError
 from snakemake.utils import validate
 
+
+def _seeds_from_command_line(cfg):
+    """`--config 'seeds=[0,1,2]'` arrives as ["0", "1", "2"]: Snakemake reads list values with YAML's
+    BaseLoader, which keeps every scalar a string. Whole numbers become ints before validation."""
+    seeds = cfg.get("seeds")
+    if isinstance(seeds, list):
+        cfg["seeds"] = [int(s) if isinstance(s, str) and s.strip().isdigit() else s for s in seeds]
+
+
+_seeds_from_command_line(config)
 # Fills in the schema's defaults.
 validate(config, schema="../schemas/config.schema.yaml")
 
