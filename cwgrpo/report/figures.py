@@ -149,7 +149,7 @@ def _color(method: str) -> str:
 
 # -- the four kinds ----------------------------------------------------------------------------------
 def plot_entropy(cfg: FigureConfig, runs: Sequence[Path]):
-    from cwgrpo.report.style import new_figure
+    from cwgrpo.report.style import integer_steps, new_figure
 
     m = metrics_frame(runs)
     _need_column(m, "entropy")
@@ -158,12 +158,13 @@ def plot_entropy(cfg: FigureConfig, runs: Sequence[Path]):
     for ax, size in zip(axes[0], sizes, strict=True):
         _curves(ax, m[m["size"] == size], "entropy", cfg)
         ax.set(title=cfg.size_name(size), xlabel="optimiser step", ylabel="policy entropy (nats / token)")
+        integer_steps(ax)
     _legend(fig, axes, BAND_TEXT[cfg.band])
     return fig
 
 
 def plot_training(cfg: FigureConfig, runs: Sequence[Path]):
-    from cwgrpo.report.style import new_figure
+    from cwgrpo.report.style import integer_steps, new_figure
 
     m = metrics_frame(runs)
     panels = [
@@ -179,6 +180,7 @@ def plot_training(cfg: FigureConfig, runs: Sequence[Path]):
             ax = axes[row, col]
             _curves(ax, m[m["size"] == size], column, cfg)
             ax.set(title=cfg.size_name(size), xlabel="optimiser step", ylabel=ylabel)
+            integer_steps(ax)
     _legend(fig, axes, BAND_TEXT[cfg.band])
     return fig
 
