@@ -524,7 +524,7 @@ def claims_markdown(report: Mapping[str, Any], cfg: ClaimsConfig) -> str:
     ]
     if cfg.preset == "tiny":
         lines += [
-            "Tiny preset: ~1M-parameter models on synthetic arithmetic. A verdict here says whether the "
+            "Tiny preset: 1–2.4M-parameter models on synthetic arithmetic. A verdict here says whether the "
             "*effect* the paper describes appears at this scale, not whether the paper's numbers are reproduced.",
             "",
         ]

@@ -247,7 +247,7 @@ def table_grid(cells: pd.DataFrame, cfg: TableConfig) -> Grid:
     if cfg.preset == "tiny":
         notes.append(
             "Tiny preset: synthetic benchmarks (named after the paper benchmark each stands in for) and "
-            "~1M-parameter models; the numbers are not comparable with the paper's."
+            "1–2.4M-parameter models; the numbers are not comparable with the paper's."
         )
     title = f"Table 1: accuracy (%) at step {cfg.step}"
     return Grid(header, sections, notes, title)
@@ -501,7 +501,7 @@ def reported_markdown(cmp: pd.DataFrame, cfg: TableConfig) -> str:
     lines.append("")
     if cfg.preset == "tiny":
         lines.append(
-            "**Tiny preset: only effects are compared.** The tiny preset trains ~1M-parameter models on "
+            "**Tiny preset: only effects are compared.** The tiny preset trains 1–2.4M-parameter models on "
             "synthetic arithmetic benchmarks that stand in for the paper's; their absolute accuracies are "
             "not comparable with the paper's, so this table compares *effects* — a method's accuracy "
             f"minus {cfg.method_name(cfg.reference_method)}'s, in points — and whether each has the same "
