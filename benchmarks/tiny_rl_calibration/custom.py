@@ -1,11 +1,25 @@
-import random, sys
-import cwgrpo.rewards as R
-_rng = random.Random(0)
-def random_reward(completions, **kw):
-    return [float(_rng.random() < 0.2) for _ in completions]
-def neg_accuracy(completions, answer=None, **kw):
-    return [None if r is None else 1.0 - r for r in R.accuracy_reward(completions, answer=answer)]
-R.REWARDS["random"] = random_reward
-R.REWARDS["negacc"] = neg_accuracy
+"""`cwgrpo` with two test rewards registered: `random` (Bernoulli(0.2), independent of the completion)
+and `negacc` (1 - accuracy, a sign check). Usage: python custom.py train ... --set 'reward_funcs=["random"]'."""
+
+import random
+import sys
+
+import cwgrpo.rewards as rewards
 from cwgrpo.cli import main
-sys.exit(main(sys.argv[1:]))
+
+_rng = random.Random(0)
+
+
+def random_reward(completions, **kwargs):
+    return [float(_rng.random() < 0.2) for _ in completions]
+
+
+def neg_accuracy(completions, answer=None, **kwargs):
+    return [None if r is None else 1.0 - r for r in rewards.accuracy_reward(completions, answer=answer)]
+
+
+rewards.REWARDS["random"] = random_reward
+rewards.REWARDS["negacc"] = neg_accuracy
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
