@@ -127,7 +127,12 @@ def run_checks(results: Path, offline: bool) -> list[Check]:
     hub = Check("huggingface hub", False, "not checked (--offline)") if offline else check_hub()
     data = check_paper_data(results)
     if not hub.ok and not data.ok:  # the paper preset needs one of the two
-        data = Check(data.name, False, data.detail + "; and the hub is not available (unreachable or not checked)", ("paper",))
+        data = Check(
+            data.name,
+            False,
+            data.detail + "; and the hub is not available (unreachable or not checked)",
+            ("paper",),
+        )
     checks += [hub, data]
     checks.append(
         check_command("conda", "needed for --use-conda; without it run snakemake without --use-conda")
