@@ -114,6 +114,12 @@ def _need_column(frame: pd.DataFrame, column: str) -> None:
         raise ResultFileError(f"no {column!r} in metrics.jsonl of the runs {runs}")
 
 
+def _band_title(cfg: FigureConfig, frame: pd.DataFrame) -> str:
+    """The legend's note on the band, or nothing when every line is one seed (there is no band)."""
+    several = frame.groupby(["size", "method"])["seed"].nunique().max() > 1
+    return BAND_TEXT[cfg.band] if several else ""
+
+
 def _legend(fig, axes: np.ndarray, title: str = "") -> None:
     """One legend for the whole figure, outside on the right; entries deduplicated by label."""
     handles: dict[str, object] = {}
@@ -159,7 +165,7 @@ def plot_entropy(cfg: FigureConfig, runs: Sequence[Path]):
         _curves(ax, m[m["size"] == size], "entropy", cfg)
         ax.set(title=cfg.size_name(size), xlabel="optimiser step", ylabel="policy entropy (nats / token)")
         integer_steps(ax)
-    _legend(fig, axes, BAND_TEXT[cfg.band])
+    _legend(fig, axes, _band_title(cfg, m))
     return fig
 
 
@@ -181,7 +187,7 @@ def plot_training(cfg: FigureConfig, runs: Sequence[Path]):
             _curves(ax, m[m["size"] == size], column, cfg)
             ax.set(title=cfg.size_name(size), xlabel="optimiser step", ylabel=ylabel)
             integer_steps(ax)
-    _legend(fig, axes, BAND_TEXT[cfg.band])
+    _legend(fig, axes, _band_title(cfg, m))
     return fig
 
 

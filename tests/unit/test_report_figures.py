@@ -240,3 +240,12 @@ def test_output_paths_and_save(tmp_path):
     fig = plt.figure()
     pdf, png = save_figure(fig, tmp_path / "y.pdf")
     assert pdf.read_bytes().startswith(b"%PDF") and png.read_bytes().startswith(PNG_MAGIC)
+
+
+def test_band_note_only_when_some_line_has_several_seeds():
+    from cwgrpo.report.figures import BAND_TEXT, _band_title
+
+    one = pd.DataFrame({"size": ["s", "s"], "method": ["grpo", "cw_grpo"], "seed": [0, 0]})
+    two = pd.DataFrame({"size": ["s", "s"], "method": ["grpo", "grpo"], "seed": [0, 1]})
+    assert _band_title(FigureConfig(), one) == ""
+    assert _band_title(FigureConfig(band="ci95"), two) == BAND_TEXT["ci95"]
