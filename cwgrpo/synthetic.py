@@ -18,8 +18,9 @@ give a graded ladder like the paper's benchmarks:
 
 (The paper's Minerva and AIME24 base accuracies are within noise of each other; here AIME24 is the
 hardest.) ``syn_train`` mixes all five levels, levels 1 and 2 twice as often as 3, 4 and 5 (the
-warm-up learns the first steps sooner, and RL gets more prompts with mixed rewards); ``syn_dev`` (level 1) is a small split for early stopping
-of the supervised warm-up, so that no benchmark is used to select the base model.
+warm-up learns the first steps sooner, and RL gets more prompts with mixed rewards); ``syn_dev``
+(level 1) is a small split for early stopping of the supervised warm-up, so that no benchmark is used
+to select the base model.
 
 Why carry-free: measured on 2 CPU cores (docs/tiny-calibration.md), a ~1M-parameter model trained on
 chains with carries (two-digit or one-digit operands) was still near 0 % greedy accuracy after 800
