@@ -7,7 +7,7 @@ Switching an existing TRL script to CW-GRPO is one line plus one field::
 
 How it hooks in (TRL 1.16, pinned exactly): ``GRPOTrainer._compute_loss`` computes the current policy's
 log-probs with ``_get_per_token_logps_and_entropies`` and only then reads ``inputs["advantages"]``, which
-it accepts with shape (B, T). We override two methods and copy no parent code:
+it accepts with shape (B, T). The method needs two overrides, and no parent code is copied:
 
 - ``_compute_loss`` hands the micro-batch to the log-prob hook, calls the parent, and adds the method's
   extra per-token penalty (KL-Cov only), aggregated exactly like TRL aggregates its policy loss;
@@ -17,6 +17,21 @@ it accepts with shape (B, T). We override two methods and copy no parent code:
   ``released`` variant the gradient flows through the weights, as in the authors' code, and no extra
   forward pass is needed.
 
+Three options reproduce the released run's semantics (TRL 0.15.2 as vendored by the authors; every
+setting is in ``docs/fidelity.md``), each off by default so that a plain TRL script keeps TRL 1.16's
+behaviour:
+
+- ``cw_logprob_temperature``: the temperature that divides the logits of the loss's log-probs, the
+  reference model's and the logged entropy. TRL 1.16 uses the sampling ``temperature``; the released
+  run sampled at 0.7 but scored unscaled logits (1.0). TRL builds its fused LM head with the sampling
+  temperature inside ``GRPOTrainer.__init__``; we build it with this one instead.
+- ``cw_one_group_per_micro_batch``: every loss micro-batch is exactly one prompt's G completions, as in
+  the released run (so ``mean_A`` is 0 and sigma is per group). Checked in ``__post_init__`` (batch
+  geometry) and at every micro-batch (all rows share one prompt).
+- ``max_prompt_length``: prompt ids cut from the left after generation, for the loss and the reference
+  log-probs (TRL 0.15.2's ``prompt_ids[:, -max_prompt_length:]``; generation saw the whole prompt, as the
+  released vLLM path did). TRL 1.16 has no such option; no prompt is dropped.
+
 Diagnostics (spec method.md §4) are appended to TRL's metrics under ``cw/`` every micro-batch; for
 methods that do not reweight, the ``cw/weight_*`` keys describe the weights CW-GRPO would have assigned.
 At a few steps a random sample of (covariance, weight) pairs is written to ``cov_samples.jsonl``.
@@ -24,10 +39,12 @@ At a few steps a random sample of (covariance, weight) pairs is written to ``cov
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import math
 import os
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -82,6 +99,32 @@ class CWGRPOConfig(GRPOConfig):
         default=1.0,
         metadata={"help": "KL-Cov: coefficient of the |logp - logp_old| penalty on selected tokens."},
     )
+    cw_logprob_temperature: float | None = field(
+        default=None,
+        metadata={
+            "help": "Temperature dividing the logits of the loss's log-probs, the reference log-probs and the "
+            "logged entropy. None: TRL 1.16's choice, the sampling `temperature`. 1.0: the released run "
+            "(TRL 0.15.2 sampled at `temperature` but scored unscaled logits; spec method.md §2)."
+        },
+    )
+    cw_one_group_per_micro_batch: bool = field(
+        default=False,
+        metadata={
+            "help": "Require every loss micro-batch to be exactly one prompt's num_generations completions, as "
+            "in the released run (the CW-GRPO weight's mean_A is then 0 and sigma is per group). Needs "
+            "per_device_train_batch_size == num_generations and steps_per_generation == 1 (TRL 1.16 otherwise "
+            "generates several micro-batches at once and shuffles groups across them); checked again at "
+            "every micro-batch."
+        },
+    )
+    max_prompt_length: int | None = field(
+        default=None,
+        metadata={
+            "help": "Keep only the last this many prompt tokens for the loss and the reference log-probs, "
+            "after generation (TRL 0.15.2's `max_prompt_length`, as in the released run; generation sees the "
+            "whole prompt). None: no cut. No prompt is ever dropped."
+        },
+    )
     cw_diagnostics: bool = field(
         default=True,
         metadata={"help": "Log covariance and weight diagnostics under 'cw/' every micro-batch."},
@@ -127,6 +170,34 @@ class CWGRPOConfig(GRPOConfig):
             )
         if self.cw_sample_size < 1:
             raise ValueError(f"cw_sample_size={self.cw_sample_size}: must be >= 1")
+        t = self.cw_logprob_temperature
+        if t is not None and not (isinstance(t, (int, float)) and math.isfinite(t) and t > 0):
+            raise ValueError(f"cw_logprob_temperature={t!r}: must be a positive number, or None")
+        if self.max_prompt_length is not None and self.max_prompt_length < 1:
+            raise ValueError(f"max_prompt_length={self.max_prompt_length}: must be >= 1, or None for no cut")
+        if self.cw_one_group_per_micro_batch:
+            self._check_one_group_geometry()
+
+    def _check_one_group_geometry(self) -> None:
+        """The batch geometry under which TRL 1.16 hands the loss one whole group per micro-batch.
+
+        TRL's sampler yields each prompt ``num_generations`` times in a row, and each process takes
+        ``per_device_train_batch_size`` consecutive rows per micro-step, so a micro-batch is one group when
+        the two are equal. With ``steps_per_generation > 1`` TRL generates that many micro-batches at once
+        and shuffles the rows before splitting them (``_prepare_inputs``), which mixes groups.
+        """
+        if self.per_device_train_batch_size != self.num_generations:
+            raise ValueError(
+                f"cw_one_group_per_micro_batch: per_device_train_batch_size ({self.per_device_train_batch_size}) "
+                f"must equal num_generations ({self.num_generations}), so that each loss micro-batch is one "
+                "group; raise gradient_accumulation_steps to keep the prompts per optimiser step"
+            )
+        if self.steps_per_generation != 1:
+            raise ValueError(
+                f"cw_one_group_per_micro_batch: steps_per_generation must be 1, got {self.steps_per_generation} "
+                "(TRL 1.16 defaults it to gradient_accumulation_steps, then shuffles the generated rows across "
+                "that many micro-batches); set steps_per_generation: 1"
+            )
 
 
 def aggregate_like_trl(
@@ -164,16 +235,61 @@ def aggregate_like_trl(
     raise ValueError(f"no aggregation for loss_type={loss_type!r}; supported: {PENALTY_LOSS_TYPES}")
 
 
+@contextlib.contextmanager
+def _fused_head_temperature(temperature: float | None) -> Iterator[None]:
+    """While TRL's ``__init__`` runs, build its fused LM heads with ``temperature`` (None: TRL's own).
+
+    TRL 1.16 computes every log-prob and entropy of the loss through a fused LM head whose temperature is
+    fixed when ``GRPOTrainer.__init__`` calls ``add_fused_lm_head(model, temperature=args.temperature)``
+    (policy and reference model alike); generation is unaffected. Swapping the function TRL's module
+    looks up, only for the duration of ``__init__``, changes that one argument and nothing else.
+    """
+    if temperature is None:
+        yield
+        return
+    from trl.trainer import grpo_trainer
+
+    original = grpo_trainer.add_fused_lm_head
+
+    def with_temperature(model, **kwargs: Any):  # TRL passes every option by keyword
+        return original(model, **{**kwargs, "temperature": float(temperature)})
+
+    grpo_trainer.add_fused_lm_head = with_temperature
+    try:
+        yield
+    finally:
+        grpo_trainer.add_fused_lm_head = original
+
+
+def _check_one_group(inputs: dict[str, Any], group_size: int) -> None:
+    """Raise unless the micro-batch holds exactly one prompt's ``group_size`` completions."""
+    prompt_ids, prompt_mask = inputs["prompt_ids"], inputs["prompt_mask"]
+    rows = prompt_ids.size(0)
+    same = bool(((prompt_ids == prompt_ids[:1]) | (prompt_mask == 0)).all()) and bool(
+        (prompt_mask == prompt_mask[:1]).all()
+    )
+    if rows != group_size or not same:
+        raise RuntimeError(
+            f"cw_one_group_per_micro_batch: a loss micro-batch holds {rows} completions "
+            f"{'of one prompt' if same else 'of several prompts'}, expected one prompt's {group_size}; "
+            "the batch geometry or TRL's sampler no longer gives one group per micro-batch"
+        )
+
+
 class CWGRPOTrainer(GRPOTrainer):
     """``GRPOTrainer`` that applies ``args.cw_method`` to the advantages inside the loss.
 
-    Only ``_compute_loss`` and ``_get_per_token_logps_and_entropies`` are overridden (see module docstring).
+    Overridden: ``_compute_loss`` and ``_get_per_token_logps_and_entropies`` (the method), ``_generate``
+    (the released prompt cut, a no-op unless ``max_prompt_length`` is set), and ``__init__`` (the fused
+    LM head's temperature, unchanged unless ``cw_logprob_temperature`` is set); see the module docstring.
     """
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        if not isinstance(self.args, CWGRPOConfig):
-            raise TypeError(f"CWGRPOTrainer needs a CWGRPOConfig, got {type(self.args).__name__}")
+        config = kwargs.get("args", args[2] if len(args) > 2 else None)  # (model, reward_funcs, args, ...)
+        if not isinstance(config, CWGRPOConfig):
+            raise TypeError(f"CWGRPOTrainer needs a CWGRPOConfig, got {type(config).__name__}")
+        with _fused_head_temperature(config.cw_logprob_temperature):
+            super().__init__(*args, **kwargs)
         self._cw_method = weighting.get_method(self.args.cw_method)
         if self.args.cw_method == "kl_cov":
             # Cui et al.'s KL-Cov has no PPO ratio clip for any token (spec method.md §3): with infinite
@@ -229,6 +345,15 @@ class CWGRPOTrainer(GRPOTrainer):
             self._cw_reweight(inputs, logps)
         return logps, entropies, aux
 
+    def _generate(self, prompts: list):
+        """TRL's generation, then the released run's prompt cut (``max_prompt_length``) for the loss."""
+        out = super()._generate(prompts)
+        keep = self.args.max_prompt_length
+        if keep is None:
+            return out
+        prompt_ids, *rest = out
+        return ([ids[-keep:] for ids in prompt_ids], *rest)
+
     # -- helpers -----------------------------------------------------------------------------------------
     @staticmethod
     def _cw_mask(inputs: dict[str, Any]) -> torch.Tensor:
@@ -252,6 +377,8 @@ class CWGRPOTrainer(GRPOTrainer):
                 "CWGRPOTrainer expects TRL's per-completion advantages of shape (B,), got "
                 f"{tuple(advantages.shape)}: another subclass already made them per-token"
             )
+        if self.args.cw_one_group_per_micro_batch:
+            _check_one_group(inputs, self.args.num_generations)
         old_logps = inputs.get("old_per_token_logps")
         out = self._cw_method(logps, old_logps, advantages, mask, self._cw_options, self._cw_generator())
         inputs["advantages"] = advantages.unsqueeze(1) * out.multipliers.to(advantages.dtype)
