@@ -40,6 +40,24 @@ def accelerate_config_path(name: str) -> Path:
     return path
 
 
+def vllm_server_options(job: TrainJob) -> list[str]:
+    """The engine options of `trl vllm-serve` that the released run fixed (its in-process vLLM engine).
+
+    ``--max_model_len`` bounds prompt + completion tokens per request (released: 4096). vLLM's server
+    rejects a request whose prompt plus ``max_tokens`` exceeds it, so the paper preset sends no
+    ``max_tokens`` (``generation_kwargs: {max_tokens: null}``) and vLLM gives each request the rest of the
+    context, as the released engine did.
+    """
+    options = []
+    if job.vllm_max_model_len is not None:
+        options += ["--max_model_len", str(job.vllm_max_model_len)]
+    if job.vllm_gpu_memory_utilization is not None:
+        options += ["--gpu_memory_utilization", str(job.vllm_gpu_memory_utilization)]
+    if job.vllm_enforce_eager:
+        options += ["--enforce_eager", "true"]
+    return options
+
+
 def visible_gpus(env: dict[str, str]) -> list[str]:
     """GPU ids this job may use: CUDA_VISIBLE_DEVICES if the scheduler set it, else all that torch sees."""
     if env.get("CUDA_VISIBLE_DEVICES"):
@@ -65,7 +83,7 @@ def plan(
         if not 0 <= job.vllm_server_gpu < len(gpus):
             raise ConfigError(f"vllm_server_gpu={job.vllm_server_gpu}: only {len(gpus)} GPUs are visible")
         server_gpu = train_gpus.pop(job.vllm_server_gpu)
-        server_cmd = ["trl", "vllm-serve", "--model", model_dir]
+        server_cmd = ["trl", "vllm-serve", "--model", model_dir, *vllm_server_options(job)]
         server_env = {"CUDA_VISIBLE_DEVICES": server_gpu}
     train_cmd = [
         sys.executable,

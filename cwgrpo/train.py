@@ -54,10 +54,6 @@ class TrainJob:
         metadata={"help": "reward functions by name (cwgrpo.rewards.REWARDS), e.g. [accuracy, format]"},
     )
     prompt_set: str = field(default="tiny", metadata={"help": "prompt set (cwgrpo.prompts.PROMPT_SETS)"})
-    max_prompt_length: int | None = field(
-        default=None,
-        metadata={"help": "drop training prompts longer than this many tokens (TRL 1.16 has no prompt cut)"},
-    )
     train_limit: int | None = field(default=None, metadata={"help": "use only the first N training problems"})
     launcher: str = field(
         default="none",
@@ -69,6 +65,25 @@ class TrainJob:
     accelerate_config: str = field(
         default="zero2",
         metadata={"help": "bundled accelerate config (cwgrpo/resources/accelerate/NAME.yaml)"},
+    )
+    vllm_max_model_len: int | None = field(
+        default=None,
+        metadata={
+            "help": "`--max-model-len` of the `trl vllm-serve` process: prompt + completion tokens per request "
+            "(released run: 4096 for both sizes). None: vLLM's default, the model's context length"
+        },
+    )
+    vllm_gpu_memory_utilization: float | None = field(
+        default=None,
+        metadata={
+            "help": "`--gpu_memory_utilization` of the `trl vllm-serve` process (released: 0.7); None: TRL's"
+        },
+    )
+    vllm_enforce_eager: bool = field(
+        default=False,
+        metadata={
+            "help": "`--enforce_eager` for the `trl vllm-serve` process: no CUDA graphs (released: true)"
+        },
     )
     vllm_server_gpu: int | None = field(
         default=None,
@@ -90,10 +105,13 @@ class TrainJob:
             raise ConfigError("reward_funcs is empty: name at least one reward function")
         for name in self.reward_funcs:
             get_reward(name)  # raises, listing the known rewards
-        for name in ("max_prompt_length", "train_limit"):
+        for name in ("train_limit", "vllm_max_model_len"):
             value = getattr(self, name)
             if value is not None and value < 1:
                 raise ConfigError(f"{name}={value}: must be >= 1 (or null for no limit)")
+        share = self.vllm_gpu_memory_utilization
+        if share is not None and not 0 < share <= 1:
+            raise ConfigError(f"vllm_gpu_memory_utilization={share}: must be in (0, 1]")
         if self.num_processes < 1:
             raise ConfigError(f"num_processes={self.num_processes}: must be >= 1")
 
@@ -111,9 +129,11 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
     )
     add_config_arguments(parser)
     parser.epilog = (
-        "Options (--config/--set): the fields of TrainJob (reward_funcs, prompt_set, max_prompt_length, "
-        "train_limit, launcher, num_processes, accelerate_config, vllm_server_gpu, deterministic) and every "
-        "field of cwgrpo.trainer.CWGRPOConfig (TRL GRPOConfig + cw_method, cw_variant, clip_cov_*, kl_cov_*)."
+        "Options (--config/--set): the fields of TrainJob (reward_funcs, prompt_set, train_limit, launcher, "
+        "num_processes, accelerate_config, vllm_max_model_len, vllm_gpu_memory_utilization, vllm_enforce_eager, "
+        "vllm_server_gpu, deterministic) and every "
+        "field of cwgrpo.trainer.CWGRPOConfig (TRL GRPOConfig + cw_method, cw_variant, clip_cov_*, kl_cov_*, "
+        "cw_logprob_temperature, cw_one_group_per_micro_batch, max_prompt_length)."
     )
 
 
@@ -214,28 +234,47 @@ def write_marker(run_dir: Path, step: int, ckpt: Path, provenance_block: dict[st
     )
 
 
-def build_dataset(records: list[dict], tokenizer, job: TrainJob):
-    """Records -> a TRL dataset with a conversational ``prompt`` and the gold ``answer`` for the rewards."""
+def build_dataset(records: list[dict], job: TrainJob):
+    """Records -> a TRL dataset: a conversational ``prompt``, the gold ``answer`` and, where the records
+    carry one, the worked ``solution`` (the released accuracy reward reads its gold from it).
+
+    Every record becomes a prompt: a long prompt is cut for the loss by the trainer
+    (``max_prompt_length``), never dropped, so the dataset and its seeded order are the released run's.
+    """
     from datasets import Dataset
 
     from cwgrpo.prompts import get_prompt_set, train_messages
 
     prompt_set = get_prompt_set(job.prompt_set)
-    rows = [{"prompt": train_messages(prompt_set, r["problem"]), "answer": r["answer"]} for r in records]
-    if job.max_prompt_length is not None:
-        kept = [
-            r
-            for r in rows
-            if len(tokenizer.apply_chat_template(r["prompt"], add_generation_prompt=True, tokenize=True))
-            <= job.max_prompt_length
-        ]
-        logger.info(
-            "max_prompt_length=%d: kept %d of %d prompts", job.max_prompt_length, len(kept), len(rows)
-        )
-        rows = kept
+    with_solution = any("solution" in r for r in records)
+    rows = []
+    for r in records:
+        row = {"prompt": train_messages(prompt_set, r["problem"]), "answer": r["answer"]}
+        if with_solution:
+            row["solution"] = r.get("solution") or ""
+        rows.append(row)
     if not rows:
-        raise ConfigError("no training prompt left (all longer than max_prompt_length?)")
+        raise ConfigError("no training problem: the training data is empty")
     return Dataset.from_list(rows)
+
+
+def model_init_kwargs(config) -> dict[str, Any]:
+    """``from_pretrained`` options of the policy from TRL's ``model_init_kwargs``, read as TRL reads them.
+
+    TRL applies ``model_init_kwargs`` only to a model it loads itself (and to the reference model); the
+    policy is loaded here, so the same options (dtype, attention implementation) must be applied here too.
+    A dtype name becomes the torch dtype; unset, the dtype is float32, as TRL's reference model's.
+    """
+    import torch
+
+    kwargs = dict(config.model_init_kwargs or {})
+    dtype = kwargs.get("dtype", "float32")
+    if isinstance(dtype, str) and dtype != "auto":
+        if dtype not in ("bfloat16", "float16", "float32"):
+            raise ConfigError(f"model_init_kwargs.dtype={dtype!r}; valid: bfloat16, float16, float32, auto")
+        dtype = getattr(torch, dtype)
+    kwargs["dtype"] = dtype
+    return kwargs
 
 
 def run(args: argparse.Namespace) -> int:
@@ -251,8 +290,26 @@ def run(args: argparse.Namespace) -> int:
     if job.launcher == "accelerate" and "CWGRPO_LAUNCHED" not in os.environ:
         from cwgrpo.launch import relaunch
 
+        trl_config(args.run_dir, trl_kwargs)  # a bad option fails here, before any GPU process starts
         return relaunch(sys.argv[1:], job)
     return train(args.model_dir, args.train_data, args.run_dir, job, trl_kwargs, tags)
+
+
+def trl_config(run_dir: Path, trl_kwargs: dict[str, Any]):
+    """``CWGRPOConfig`` of a run (its checks run here, before any model, data or GPU is touched), and the
+    keyword arguments it was built from, with the run's own defaults filled in."""
+    from cwgrpo.trainer import CWGRPOConfig
+
+    trl_kwargs = {"output_dir": str(run_dir), "report_to": "none", "save_strategy": "steps", **trl_kwargs}
+    trl_kwargs.setdefault("logging_steps", 1)
+    trl_kwargs.setdefault("cw_samples_path", str(run_dir / LIVE / "cov_samples.jsonl"))
+    try:
+        config = CWGRPOConfig(**trl_kwargs)
+    except (TypeError, ValueError) as err:
+        raise ConfigError(f"invalid training options: {err}") from err
+    if config.max_steps is None or config.max_steps < 1:
+        raise ConfigError(f"max_steps={config.max_steps}: must be a positive number of optimiser steps")
+    return config, trl_kwargs
 
 
 def train(
@@ -269,18 +326,10 @@ def train(
     from cwgrpo.generation import check_model_dir
     from cwgrpo.provenance import provenance, seed_everything
     from cwgrpo.rewards import get_reward
-    from cwgrpo.trainer import CWGRPOConfig, CWGRPOTrainer
+    from cwgrpo.trainer import CWGRPOTrainer
 
     # Every check runs before anything is written: a bad option or input leaves no run folder behind.
-    trl_kwargs = {"output_dir": str(run_dir), "report_to": "none", "save_strategy": "steps", **trl_kwargs}
-    trl_kwargs.setdefault("logging_steps", 1)
-    trl_kwargs.setdefault("cw_samples_path", str(run_dir / LIVE / "cov_samples.jsonl"))
-    try:
-        config = CWGRPOConfig(**trl_kwargs)
-    except (TypeError, ValueError) as err:
-        raise ConfigError(f"invalid training options: {err}") from err
-    if config.max_steps is None or config.max_steps < 1:
-        raise ConfigError(f"max_steps={config.max_steps}: must be a positive number of optimiser steps")
+    config, trl_kwargs = trl_config(run_dir, trl_kwargs)
     check_model_dir(model_dir)
     seed_everything(config.seed, job.deterministic)
 
@@ -293,7 +342,8 @@ def train(
             f"--model-dir {model_dir}: the tokenizer has no chat template, and training prompts are chat "
             "messages (add chat_template to tokenizer_config.json or a chat_template.jinja)"
         )
-    dataset = build_dataset(records, tokenizer, job)
+    dataset = build_dataset(records, job)
+    init_kwargs = model_init_kwargs(config)
     reward_funcs = [get_reward(name) for name in job.reward_funcs]
 
     resolved = {"job": dataclasses.asdict(job), "trl": trl_kwargs, "tags": tags}
@@ -316,7 +366,7 @@ def train(
         logger.info("resuming from %s", resume)
 
     trainer = CWGRPOTrainer(
-        model=AutoModelForCausalLM.from_pretrained(model_dir),
+        model=AutoModelForCausalLM.from_pretrained(model_dir, **init_kwargs),
         args=config,
         train_dataset=dataset,
         reward_funcs=reward_funcs,
