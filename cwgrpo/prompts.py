@@ -1,10 +1,9 @@
 """Prompt sets: the system prompt and user templates for training and evaluation, in one place.
 
-``open_rs`` follows the paper's recipes: the training prompt is Open-RS's (think inside
-``<think> </think>``, answer with the final result in ``\\boxed{}``, in English; reworded here), and the
-evaluation prompt is the lighteval MATH prompt the Open-RS evaluation uses (an efficient, clear solution
-ending with "Therefore, the final answer is: $\\boxed{ANSWER}$."). ``tiny`` is for the character-level
-tiny models: no system prompt and the bare problem, since every character is a token.
+``open_rs`` is the released run's: the training system prompt of the authors' recipes and the
+evaluation prompt of their lighteval tasks, both verbatim (``tests/unit/test_prompts.py`` pins every
+character). ``tiny`` is for the character-level tiny models: no system prompt and the bare problem, since
+every character is a token.
 """
 
 from __future__ import annotations
@@ -33,18 +32,28 @@ class PromptSet:
     eval_user_template: str
 
 
+# The released run's strings, character for character: they are hyperparameters of the experiment.
+# System prompt: `system_prompt` of the authors' recipes (recipes/gaussian_1.5b.yaml, gaussian_7b.yaml,
+# grpo_1.5b.yaml, grpo_7b.yaml, line 9 each), as YAML reads it: the doubled braces of `\\boxed{{}}` and
+# the space before the full stop are in the original and reach the model as they are (open-r1's
+# `make_conversation` does not format the string).
 OPEN_RS_SYSTEM = (
-    "A conversation between a user and an assistant. The user asks a question and the assistant solves "
-    "it. The assistant first reasons through the problem step by step inside <think> </think> tags, and "
-    "then gives the user the answer, with the final answer written inside \\boxed{}. "
-    "Always respond in English."
+    "A conversation between User and Assistant. The user asks a question, and the Assistant solves it. "
+    "The assistant first thinks about the reasoning process in the mind and then provides the user with "
+    "the answer, and put your final answer within \\boxed{{}} . The reasoning process and answer are "
+    "enclosed within <think> </think> and <answer> </answer> tags, respectively, i.e., <think> reasoning "
+    "process here </think> <answer> answer here </answer>. Note that respond by English, NOT use other "
+    "languages."
 )
 
+# Evaluation prompt: `MATH_QUERY_TEMPLATE` of the released src/open_r1/evaluate.py (lines 33-37, adapted
+# there from simple-evals), after its `.format(Question=...)`: `{{ANSWER}}` has become `{ANSWER}`, the
+# double space after "clearly." is the original's. lighteval applies the chat template, no system prompt.
 EVAL_MATH_TEMPLATE = (
-    "Solve the following math problem efficiently and clearly. The last line of your response should "
-    "be of the following format: 'Therefore, the final answer is: $\\boxed{ANSWER}$.' (without quotes) "
-    "where ANSWER is just the final number or expression that solves the problem. Think step by step "
-    "before answering.\n\n{problem}"
+    "Solve the following math problem efficiently and clearly.  The last line of your response should be "
+    "of the following format: 'Therefore, the final answer is: $\\boxed{ANSWER}$. I hope it is correct' "
+    "(without quotes) where ANSWER is just the final number or expression that solves the problem. Think "
+    "step by step before answering.\n\n{problem}"
 )
 
 PROMPT_SETS: dict[str, PromptSet] = {

@@ -10,21 +10,31 @@ from cwgrpo.prompts import PROMPT_SETS, eval_messages, get_prompt_set, train_mes
 PROBLEM = "Compute $\\frac{1}{2} + \\{x\\}$ for {x} = 3."
 
 
-def test_open_rs_train_messages_have_system_then_problem():
+# The released strings, pinned character for character (docs/fidelity.md): the recipes' `system_prompt`
+# as YAML reads it, and the lighteval MATH_QUERY_TEMPLATE of src/open_r1/evaluate.py after `.format`.
+RELEASED_SYSTEM = (
+    "A conversation between User and Assistant. The user asks a question, and the Assistant solves it. The "
+    "assistant first thinks about the reasoning process in the mind and then provides the user with the answer, "
+    "and put your final answer within \\boxed{{}} . The reasoning process and answer are enclosed within "
+    "<think> </think> and <answer> </answer> tags, respectively, i.e., <think> reasoning process here </think> "
+    "<answer> answer here </answer>. Note that respond by English, NOT use other languages."
+)
+RELEASED_EVAL_PREFIX = (
+    "Solve the following math problem efficiently and clearly.  The last line of your response should be of "
+    "the following format: 'Therefore, the final answer is: $\\boxed{ANSWER}$. I hope it is correct' (without "
+    "quotes) where ANSWER is just the final number or expression that solves the problem. Think step by step "
+    "before answering.\n\n"
+)
+
+
+def test_open_rs_train_messages_are_the_released_system_prompt_then_the_problem():
     msgs = train_messages("open_rs", PROBLEM)
-    assert [m["role"] for m in msgs] == ["system", "user"]
-    system = msgs[0]["content"]
-    assert "<think>" in system and "</think>" in system and "\\boxed{}" in system and "English" in system
-    assert msgs[1]["content"] == PROBLEM
+    assert msgs == [{"role": "system", "content": RELEASED_SYSTEM}, {"role": "user", "content": PROBLEM}]
 
 
-def test_open_rs_eval_messages_ask_for_the_boxed_final_line():
+def test_open_rs_eval_messages_are_the_released_lighteval_prompt():
     msgs = eval_messages(PROMPT_SETS["open_rs"], PROBLEM)
-    assert [m["role"] for m in msgs] == ["user"]
-    text = msgs[0]["content"]
-    assert "efficiently and clearly" in text
-    assert "Therefore, the final answer is: $\\boxed{ANSWER}$." in text
-    assert text.endswith(PROBLEM)  # braces in the problem survive templating
+    assert msgs == [{"role": "user", "content": RELEASED_EVAL_PREFIX + PROBLEM}]  # braces survive templating
 
 
 def test_tiny_prompts_are_the_bare_problem():
