@@ -11,7 +11,7 @@ numbers (``src/open_r1/evaluate.py`` of the Open-RS repository):
 
 | name | columns read | note |
 |---|---|---|
-| ``open_rs`` | ``problem``, ``answer`` | ``solution`` (a worked solution) is ignored |
+| ``open_rs`` | ``problem``, ``answer``, ``solution`` | ``solution`` (a worked solution) is kept as the record's optional ``solution``: the released accuracy reward reads its gold from it |
 | ``aime24`` | ``problem``, ``answer`` | also has id/solution/url/year |
 | ``math500`` | ``problem``, ``answer`` | also has solution/subject/level/unique_id |
 | ``amc23`` | ``problem``, ``answer`` | the answer is stored as a number (``27.0``); written as ``27`` |
@@ -56,6 +56,7 @@ class DatasetSpec:
         answer_from: ``"column"`` (the column is the answer) or ``"boxed"`` (the answer is the last
             ``\\boxed{...}`` of the column, which holds a worked solution).
         subset: Hugging Face config name, if the dataset has several.
+        solution_column: column with a worked solution kept as the record's optional ``solution``, or None.
         display: label for tables and figures.
     """
 
@@ -68,6 +69,7 @@ class DatasetSpec:
     answer_column: str = "answer"
     answer_from: str = "column"
     subset: str | None = None
+    solution_column: str | None = None
     display: str = ""
 
     @property
@@ -82,7 +84,15 @@ class DatasetSpec:
 # Revisions: no network here, so no commit sha could be looked up; "main" is recorded as is, and the
 # manifest of each prepared file stores the sha256 of the bytes written, which is what pins the data.
 _HF_SPECS = (
-    DatasetSpec("open_rs", "knoveleng/open-rs", "train", "main", 7000, display="Open-RS (train)"),
+    DatasetSpec(
+        "open_rs",
+        "knoveleng/open-rs",
+        "train",
+        "main",
+        7000,
+        solution_column="solution",
+        display="Open-RS (train)",
+    ),
     DatasetSpec("aime24", "HuggingFaceH4/aime_2024", "train", "main", 30, display="AIME24"),
     DatasetSpec("math500", "HuggingFaceH4/MATH-500", "test", "main", 500, display="MATH-500"),
     DatasetSpec("amc23", "knoveleng/AMC-23", "train", "main", 40, display="AMC23"),
@@ -150,7 +160,7 @@ def _answer_text(value: Any) -> str | None:
 
 
 def normalise(spec: DatasetSpec, rows: Iterable[Mapping[str, Any]]) -> list[dict[str, str]]:
-    """Raw dataset rows -> records ``{id, problem, answer, source}`` (no row-count check here).
+    """Raw dataset rows -> records ``{id, problem, answer, source[, solution]}`` (no row-count check here).
 
     Raises:
         ValueError: a column is missing (names the dataset, the column and the columns found), a
@@ -160,8 +170,8 @@ def normalise(spec: DatasetSpec, rows: Iterable[Mapping[str, Any]]) -> list[dict
         return [validate_record(dict(r), spec.name, i) for i, r in enumerate(rows)]
     records = []
     for i, row in enumerate(rows):
-        for column in (spec.problem_column, spec.answer_column):
-            if column not in row:
+        for column in (spec.problem_column, spec.answer_column, spec.solution_column):
+            if column is not None and column not in row:
                 raise ValueError(
                     f"dataset {spec.name} ({spec.source}): missing column {column!r} in row {i}; "
                     f"columns found: {sorted(row)}"
@@ -181,9 +191,10 @@ def normalise(spec: DatasetSpec, rows: Iterable[Mapping[str, Any]]) -> list[dict
             raise ValueError(f"dataset {spec.name}: row {i} has an empty problem ({spec.problem_column!r})")
         if not answer:
             raise ValueError(f"dataset {spec.name}: row {i} has an empty answer ({spec.answer_column!r})")
-        records.append(
-            {"id": f"{spec.name}-{i:04d}", "problem": problem, "answer": answer, "source": spec.source}
-        )
+        record = {"id": f"{spec.name}-{i:04d}", "problem": problem, "answer": answer, "source": spec.source}
+        if spec.solution_column is not None:
+            record["solution"] = str(row[spec.solution_column] or "")
+        records.append(record)
     return records
 
 

@@ -7,11 +7,20 @@ TRL turns it into NaN and leaves it out of the means.
 
 - ``accuracy``: 1.0 if the completion's final answer is equivalent to the gold answer (the one grader,
   ``cwgrpo.scoring``), else 0.0; None when the gold answer cannot be parsed (unscorable).
+- ``accuracy_released``: the released run's accuracy reward (``src/open_r1/rewards.py`` of the authors'
+  repository, ``accuracy_reward``), for the paper preset: the gold is parsed from the worked ``solution``
+  column (math-verify's default extraction, first match), the prediction from the *whole* completion with
+  LaTeX extraction only (boxed first, no unanchored fallback, the released normalisation), and an
+  unparseable gold gives None. It differs from ``accuracy`` where ours reads the gold ``answer`` column,
+  only the text after ``</think>``, or an unanchored expression (``tests/unit/test_rewards.py`` has the
+  cases). Deviation: math-verify 0.9.0 here, 0.5.2 in the released run.
 - ``format``: 1.0 if the completion contains exactly one ``"\\n</think>\\n"``, else 0.0.
 """
 
 from __future__ import annotations
 
+import functools
+import logging
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -50,12 +59,77 @@ def accuracy_reward(
     return rewards
 
 
+@functools.cache
+def _released_configs() -> tuple[Any, Any]:
+    """math-verify and the released reward's prediction extraction (imported once, on first use)."""
+    import math_verify
+    from latex2sympy2_extended import NormalizationConfig
+
+    # latex2sympy2_extended 1.x logs a deprecation line for `equations=True` at every parse; the released
+    # configuration sets it, so that one line would flood training logs.
+    logging.getLogger("latex2sympy2_extended.math_normalization").addFilter(
+        lambda record: not record.getMessage().startswith("equations=True in NormalizationConfig")
+    )
+    prediction = [
+        math_verify.LatexExtractionConfig(
+            normalization_config=NormalizationConfig(
+                nits=False,
+                malformed_operators=False,
+                basic_latex=True,
+                equations=True,
+                boxed="all",
+                units=True,
+            ),
+            boxed_match_priority=0,  # boxed first
+            try_extract_without_anchor=False,
+        )
+    ]
+    return math_verify, prediction
+
+
+def released_accuracy(completion: str, solution: str) -> float | None:
+    """The released accuracy reward of one completion: 1.0/0.0, or None when the gold cannot be parsed.
+
+    Step by step as released: gold ``parse(solution, extraction_mode="first_match")`` with math-verify's
+    default extraction (LaTeX, then expressions); if nothing parses, None. Prediction ``parse`` of the whole
+    completion with the LaTeX-only configuration above, first match; ``verify(gold, prediction)``, where an
+    exception inside ``verify`` gives None. math-verify's own timeouts (5 s each) bound the work.
+    """
+    mv, prediction = _released_configs()
+    gold = mv.parse(solution, extraction_mode="first_match")
+    if not gold:
+        return None
+    answer = mv.parse(completion, extraction_config=prediction, extraction_mode="first_match")
+    try:
+        return float(mv.verify(gold, answer))
+    except Exception:  # the released reward catches everything verify raises and skips the sample
+        return None
+
+
+def released_accuracy_reward(
+    completions: Sequence, solution: Sequence[str] | None = None, **kwargs: Any
+) -> list[float | None]:
+    """``accuracy_released`` for a batch: the gold comes from the dataset column ``solution``."""
+    if solution is None:
+        raise ValueError(
+            "accuracy_released needs the dataset column 'solution' (a worked solution, as in knoveleng/open-rs); "
+            f"got columns {sorted(kwargs)}"
+        )
+    if len(solution) != len(completions):
+        raise ValueError(f"accuracy_released: {len(completions)} completions but {len(solution)} solutions")
+    return [released_accuracy(completion_text(c), str(s)) for c, s in zip(completions, solution, strict=True)]
+
+
 def format_reward(completions: Sequence, **kwargs: Any) -> list[float | None]:
     """1.0 iff the completion contains exactly one ``"\\n</think>\\n"``."""
     return [float(completion_text(c).count(THINK_CLOSE) == 1) for c in completions]
 
 
-REWARDS: dict[str, RewardFunc] = {"accuracy": accuracy_reward, "format": format_reward}
+REWARDS: dict[str, RewardFunc] = {
+    "accuracy": accuracy_reward,
+    "accuracy_released": released_accuracy_reward,
+    "format": format_reward,
+}
 
 
 def get_reward(name: str) -> RewardFunc:

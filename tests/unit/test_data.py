@@ -55,7 +55,9 @@ def test_normalise_fixture_gives_records(name):
     records = data.normalise(spec, fixture_rows(name))
     assert len(records) == len(fixture_rows(name))
     for i, rec in enumerate(records):
-        assert set(rec) == {"id", "problem", "answer", "source"}
+        assert set(rec) == {"id", "problem", "answer", "source"} | (
+            {"solution"} if spec.solution_column else set()
+        )
         assert rec["id"] == f"{name}-{i:04d}"
         assert rec["source"] == spec.hf_id
         assert rec["problem"] and rec["answer"]
@@ -70,6 +72,13 @@ def test_normalise_answers_per_dataset_shape():
     assert answers["aime24"] == ["204", "113", "045"]
     assert answers["math500"][0] == "\\left( 3, \\frac{\\pi}{2} \\right)"
     assert answers["open_rs"] == ["9", "2", "5\\sqrt{2}"]
+
+
+def test_normalise_open_rs_keeps_the_worked_solution_for_the_released_reward():
+    rows = fixture_rows("open_rs")
+    records = data.normalise(data.DATASETS["open_rs"], rows)
+    assert [r["solution"] for r in records] == [row["solution"] for row in rows]
+    assert all("solution" not in r for r in data.normalise(data.DATASETS["math500"], fixture_rows("math500")))
 
 
 def test_normalise_olympiadbench_reads_question_column():

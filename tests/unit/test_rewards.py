@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from cwgrpo.configs import ConfigError
-from cwgrpo.rewards import REWARDS, accuracy_reward, format_reward, get_reward
+from cwgrpo.rewards import REWARDS, accuracy_reward, format_reward, get_reward, released_accuracy_reward
 
 
 def conv(text: str) -> list[dict]:
@@ -47,7 +47,48 @@ def test_format_reward(text, reward):
 
 
 def test_registry_names_map_to_functions():
-    assert {"accuracy": accuracy_reward, "format": format_reward} == REWARDS
+    expected = {
+        "accuracy": accuracy_reward,
+        "accuracy_released": released_accuracy_reward,
+        "format": format_reward,
+    }
+    assert expected == REWARDS
     assert get_reward("accuracy") is accuracy_reward
-    with pytest.raises(ConfigError, match="unknown reward 'length'; known: \\['accuracy', 'format'\\]"):
+    with pytest.raises(
+        ConfigError, match="unknown reward 'length'; known: \\['accuracy', 'accuracy_released', 'format'\\]"
+    ):
         get_reward("length")
+
+
+# The released accuracy reward (src/open_r1/rewards.py of the authors' repository) against ours, on
+# hand-made completions where the two readings differ. Each case: (completion, solution, answer,
+# released reward, our accuracy reward).
+RELEASED_VS_OURS = [
+    # an unanchored plain-text answer: ours reads it, the released LaTeX-only extraction does not
+    ("<think>\nso 2+3\n</think>\nThe answer is 5", "We add: $2+3=\\boxed{5}$", "5", 0.0, 1.0),
+    # inline math without an anchor ("final answer", \boxed): released finds no answer
+    ("<think>\n5\n</think>\n$5$", "$\\boxed{5}$", "5", 0.0, 1.0),
+    # an answer only inside the reasoning: released reads the whole completion, ours only after </think>
+    ("<think>\nthe result is \\boxed{5}\n</think>\nI am not sure.", "$\\boxed{5}$", "5", 1.0, 0.0),
+    # the gold comes from the worked solution; one that does not parse gives None, whatever the answer column
+    ("<think>\nx\n</think>\n\\boxed{5}", "no math here", "5", None, 1.0),
+    # where both agree
+    ("<think>\nx\n</think>\n\\boxed{\\frac{1}{2}}", "Thus $\\boxed{0.5}$", "1/2", 1.0, 1.0),
+    ("<think>\nx\n</think>\n\\boxed{4}", "$\\boxed{5}$", "5", 0.0, 0.0),
+]
+
+
+@pytest.mark.parametrize(("completion", "solution", "answer", "released", "ours"), RELEASED_VS_OURS)
+def test_released_accuracy_reward_reads_as_released(completion, solution, answer, released, ours):
+    from cwgrpo.rewards import get_reward
+
+    conversation = [[{"role": "assistant", "content": completion}]]
+    assert get_reward("accuracy_released")(conversation, solution=[solution]) == [released]
+    assert get_reward("accuracy")(conversation, answer=[answer]) == [ours]
+
+
+def test_released_accuracy_reward_needs_the_solution_column():
+    from cwgrpo.rewards import get_reward
+
+    with pytest.raises(ValueError, match="'solution'"):
+        get_reward("accuracy_released")(["\\boxed{1}"], answer=["1"])
