@@ -292,7 +292,7 @@ RAISES = [
         "unknown-reward",
         lambda c: rewards_mod.get_reward("acc"),
         ConfigError,
-        r"unknown reward 'acc'; known: \['accuracy', 'format'\]",
+        r"unknown reward 'acc'; known: \['accuracy', 'accuracy_released', 'format'\]",
     ),
     Raises(
         "configs",
