@@ -309,6 +309,7 @@ class CWGRPOTrainer(GRPOTrainer):
         self._cw_penalty: torch.Tensor | None = None
         self._cw_micro_step = 0  # micro-batches seen in this optimiser step (seeds Clip-Cov picks)
         self._cw_last_step = -1
+        self._cw_sampled_step = -1  # the last optimiser step whose (covariance, weight) sample was written
 
     # -- the two hooks ---------------------------------------------------------------------------------
     def _compute_loss(self, model, inputs):
@@ -402,16 +403,30 @@ class CWGRPOTrainer(GRPOTrainer):
         mode = "train" if self.model.training else "eval"
         for name, value in zip(names, values, strict=True):
             self._metrics[mode][name].append(value)
-        if mode == "train" and self._cw_should_sample():
+        if mode == "train" and self._cw_should_sample(cov, mask):
             self._cw_write_sample(cov, weights.detach(), mask)
 
-    def _cw_should_sample(self) -> bool:
+    def _cw_should_sample(self, cov: torch.Tensor, mask: torch.Tensor) -> bool:
+        """Whether this micro-batch's (covariance, weight) pairs are the step's sample.
+
+        Sampled steps: step 1 and every ``cw_sample_every`` (0: ``save_steps``). Within one, the first
+        micro-batch whose covariance is not all zero, or the step's last micro-batch if none is: with one
+        group per micro-batch, a group whose rewards are all equal has c = 0 everywhere, and a sample of it
+        would say nothing about the step's covariances. (With several groups per micro-batch this is the
+        first micro-batch, as before.)
+        """
         every = self.args.cw_sample_every
-        if every < 0 or not self.accelerator.is_main_process or self._cw_micro_step != 1:
+        if every < 0 or not self.accelerator.is_main_process:
             return False
         step = self.state.global_step + 1  # the optimiser step this micro-batch contributes to
         every = every or self.args.save_steps
-        return step == 1 or (every > 0 and step % every == 0)
+        if not (step == 1 or (every > 0 and step % every == 0)) or self._cw_sampled_step == step:
+            return False
+        last = self._cw_micro_step >= self.current_gradient_accumulation_steps
+        if last or bool(((cov != 0) & mask.bool()).any()):  # one host sync, on sampled steps only
+            self._cw_sampled_step = step
+            return True
+        return False
 
     def _cw_write_sample(self, cov: torch.Tensor, weights: torch.Tensor, mask: torch.Tensor) -> None:
         valid = mask.bool()

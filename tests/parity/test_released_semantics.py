@@ -236,3 +236,22 @@ def test_prompt_order_is_the_released_samplers(tiny_model_dir, tmp_path):
         i for i in torch.randperm(n, generator=generator).tolist() for _ in range(config.num_generations)
     ]
     assert ours == released
+
+
+def test_covariance_sample_skips_groups_with_equal_rewards(tiny_model_dir, tmp_path):
+    """One group per micro-batch: a group whose rewards are all equal has c = 0 everywhere; the step's
+    sample is the first micro-batch with a nonzero covariance, or its last micro-batch if none has one."""
+    config = _config(tmp_path, **PAPER_SHAPED, steps_per_generation=1, cw_one_group_per_micro_batch=True)
+    trainer = _trainer(tiny_model_dir, config)
+    trainer.current_gradient_accumulation_steps = 3
+    mask = torch.ones(4, 5)
+    zero, nonzero = torch.zeros(4, 5), torch.zeros(4, 5).index_fill_(1, torch.tensor([2]), 0.5)
+
+    def ask(step: int, micro: int, cov: torch.Tensor) -> bool:
+        trainer.state.global_step, trainer._cw_micro_step = step - 1, micro
+        return trainer._cw_should_sample(cov, mask)
+
+    assert [ask(1, 1, zero), ask(1, 2, nonzero), ask(1, 3, nonzero)] == [False, True, False]
+    assert [ask(2, 1, zero), ask(2, 2, zero), ask(2, 3, zero)] == [False, False, False]  # not a sampled step
+    step = config.save_steps  # the next sampled step: no micro-batch has a covariance, the last one is kept
+    assert [ask(step, 1, zero), ask(step, 2, zero), ask(step, 3, zero)] == [False, False, True]
