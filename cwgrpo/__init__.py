@@ -4,7 +4,12 @@ The maths lives in :mod:`cwgrpo.weighting` (pure torch); the TRL adapter in :mod
 Importing the package root imports torch only, never TRL or transformers.
 """
 
-__version__ = "0.1.0"
+from importlib.metadata import PackageNotFoundError, version
+
+try:  # one version, pyproject.toml's, read from the installed package's metadata
+    __version__ = version("cwgrpo")
+except PackageNotFoundError:  # imported from a source tree that was never installed
+    __version__ = "0+unknown"
 
 __all__ = ["__version__", "cw_weights"]
 
