@@ -8,6 +8,7 @@ sections and passed as `--set key=value`, the value in YAML flow syntax and shel
 import functools
 import json
 import math
+import os
 import re
 import shlex
 from pathlib import Path
@@ -75,6 +76,27 @@ DATASETS = list(
 def fail(key, message):
     """Stop at parse time, before any job starts, naming the config key at fault."""
     raise WorkflowError(f"config error in {key}: {message}")
+
+
+# ---------------------------------------------------------------- conda environments
+
+# The env files install this package with `-e ${CWGRPO_WORKFLOW_DIR}`. Snakemake copies an env file to
+# .snakemake/conda/<hash>.yaml (or a temporary file, for a remote workflow) and conda runs pip from that
+# copy's folder, so a relative path there would name the copy's folder, not this repository; pip expands
+# ${NAME} in requirement lines, and conda's pip inherits this process's environment (envs/README.md).
+# Set here, never read from the user (so not an `envvars:` entry).
+os.environ.update(CWGRPO_WORKFLOW_DIR=str(Path(workflow.basedir).resolve()))
+
+GPU_ENVS = ("train", "eval")  # the paper preset's envs by stage; every tiny-kind job uses envs/cpu.yaml
+
+
+def conda_env(stage):
+    """The `conda:` env file for a stage, relative to the files in workflow/rules. Every job of a tiny-kind
+    preset gets `cpu`; a paper preset gets the stage's own env (GPU ones: Linux x86_64 only)."""
+    if stage not in (*GPU_ENVS, "cpu"):
+        raise WorkflowError(f"unknown conda env stage {stage!r}; known: {[*GPU_ENVS, 'cpu']}")
+    name = "cpu" if KIND == "tiny" else stage
+    return f"../../envs/{name}.yaml"
 
 
 # ---------------------------------------------------------------- merged options

@@ -9,7 +9,7 @@ rule prepare_data:
         f"{LOGS}/prepare_data/{{dataset}}.log",
     retries: config["data"]["retries"]  # downloads fail transiently; no other rule retries
     conda:
-        "../../envs/eval.yaml"
+        conda_env("cpu")
     threads: rule_threads("prepare_data")
     resources:
         **fixed_resources("prepare_data"),
