@@ -19,10 +19,13 @@ files with the transformers backend (no timings are stored).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import hashlib
 import logging
 import math
+import os
+from collections.abc import Iterator
 from dataclasses import field
 from pathlib import Path
 from typing import Any
@@ -274,7 +277,28 @@ def run(args: argparse.Namespace) -> int:
             f"give one --out and one --summary per --benchmark-file (got {len(args.benchmark_file)} benchmark "
             f"files, {len(args.out)} --out, {len(args.summary)} --summary)"
         )
-    evaluate_many(
-        args.model_dir, list(zip(args.benchmark_file, args.out, args.summary, strict=True)), cfg, tags
-    )
+    jobs = list(zip(args.benchmark_file, args.out, args.summary, strict=True))
+    with claim_one_gpu():
+        evaluate_many(args.model_dir, jobs, cfg, tags)
     return 0
+
+
+@contextlib.contextmanager
+def claim_one_gpu() -> Iterator[None]:
+    """On a machine with GPUs, run on one device no other job holds (cwgrpo.devices), by narrowing
+    CUDA_VISIBLE_DEVICES before anything initialises CUDA; without GPUs, do nothing."""
+    from cwgrpo.devices import gpu_pool, lease
+
+    if not gpu_pool(os.environ):
+        yield
+        return
+    before = os.environ.get("CUDA_VISIBLE_DEVICES")
+    with lease(1, 0) as held:
+        os.environ["CUDA_VISIBLE_DEVICES"] = held.gpus[0]
+        try:
+            yield
+        finally:
+            if before is None:
+                os.environ.pop("CUDA_VISIBLE_DEVICES", None)
+            else:
+                os.environ["CUDA_VISIBLE_DEVICES"] = before

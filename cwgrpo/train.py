@@ -251,7 +251,7 @@ def run(args: argparse.Namespace) -> int:
     if job.launcher == "accelerate" and "CWGRPO_LAUNCHED" not in os.environ:
         from cwgrpo.launch import relaunch
 
-        return relaunch(sys.argv[1:], job)
+        return relaunch(sys.argv[1:], job, trl_kwargs)
     return train(args.model_dir, args.train_data, args.run_dir, job, trl_kwargs, tags)
 
 
@@ -267,6 +267,7 @@ def train(
 
     from cwgrpo.data import load_records
     from cwgrpo.generation import check_model_dir
+    from cwgrpo.launch import apply_endpoints
     from cwgrpo.provenance import provenance, seed_everything
     from cwgrpo.rewards import get_reward
     from cwgrpo.trainer import CWGRPOConfig, CWGRPOTrainer
@@ -279,6 +280,7 @@ def train(
         config = CWGRPOConfig(**trl_kwargs)
     except (TypeError, ValueError) as err:
         raise ConfigError(f"invalid training options: {err}") from err
+    apply_endpoints(config, os.environ)  # the ports the launcher claimed; not in trl_kwargs, not hashed
     if config.max_steps is None or config.max_steps < 1:
         raise ConfigError(f"max_steps={config.max_steps}: must be a positive number of optimiser steps")
     check_model_dir(model_dir)

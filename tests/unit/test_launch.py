@@ -1,9 +1,11 @@
 """The multi-GPU launch plan (command construction only: no GPU here)."""
 
+from types import SimpleNamespace
+
 import pytest
 
 from cwgrpo.configs import ConfigError
-from cwgrpo.launch import plan
+from cwgrpo.launch import apply_endpoints, plan, relaunch
 from cwgrpo.train import TrainJob
 
 
@@ -37,3 +39,27 @@ def test_unknown_accelerate_config_lists_known_ones():
     job = TrainJob(launcher="accelerate", num_processes=1, accelerate_config="zero9")
     with pytest.raises(ConfigError, match="zero9"):
         plan(["train"], job, ["0"], "m")
+
+
+def test_plan_with_claimed_ports_gives_each_process_its_own():
+    job = TrainJob(launcher="accelerate", num_processes=3, vllm_server_gpu=3)
+    server, _, cmd, env = plan(["train"], job, ["4", "5", "6", "7"], "m", ports=(29500, 29501, 29502))
+    assert server[-2:] == ["--port", "29501"]
+    assert cmd[cmd.index("--main_process_port") + 1] == "29500"
+    assert env["CWGRPO_VLLM_SERVER_PORT"] == "29501" and env["CWGRPO_VLLM_GROUP_PORT"] == "29502"
+    with pytest.raises(ValueError, match="needs 3 ports"):
+        plan(["train"], job, ["0", "1", "2", "3"], "m", ports=(1, 2))
+
+
+def test_apply_endpoints_points_the_trainer_at_its_server_and_refuses_a_base_url():
+    config = SimpleNamespace(vllm_server_base_url=None, vllm_server_port=8000, vllm_group_port=51216)
+    apply_endpoints(config, {})
+    assert (config.vllm_server_port, config.vllm_group_port) == (8000, 51216)
+    apply_endpoints(config, {"CWGRPO_VLLM_SERVER_PORT": "29501", "CWGRPO_VLLM_GROUP_PORT": "29502"})
+    assert (config.vllm_server_port, config.vllm_group_port) == (29501, 29502)
+    config.vllm_server_base_url = "http://elsewhere:8000"
+    with pytest.raises(ConfigError, match="starts the vLLM server itself"):
+        apply_endpoints(config, {"CWGRPO_VLLM_SERVER_PORT": "1", "CWGRPO_VLLM_GROUP_PORT": "2"})
+    job = TrainJob(launcher="accelerate", num_processes=1, vllm_server_gpu=1)
+    with pytest.raises(ConfigError, match="vllm_server_base_url is set"):
+        relaunch(["train", "--model-dir", "m"], job, {"vllm_server_base_url": "http://x:1"})
