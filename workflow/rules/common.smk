@@ -11,9 +11,11 @@ import math
 import os
 import re
 import shlex
+import subprocess
 from pathlib import Path
 
 from snakemake.exceptions import WorkflowError
+from snakemake.logging import logger
 from snakemake.utils import validate
 
 
@@ -501,11 +503,83 @@ def size_resources(kind):
     }
 
 
+# ---------------------------------------------------------------- GPUs on one machine
+
+
+def gpu_needs():
+    """Kind of job (and size) -> GPUs per job, for the kinds that ask for any."""
+    needs = {}
+    for kind in RESOURCE_KINDS:
+        for size in SIZES:
+            gpus = int(rule_resources(kind, size).get("gpu", 0))
+            if gpus:
+                needs[f"{kind} ({size})"] = gpus
+    return needs
+
+
+def _gpu_cap():
+    cap = workflow.global_resources.get("gpu")
+    return None if cap is None or cap.value is None else int(cap.value)
+
+
+def _check_gpu_cap():
+    """Snakemake scales a job's `gpu` down to `--resources gpu=N` without a word (as it does threads): a
+    4-GPU training job would start on a 2-GPU cap and fail in its launcher. Refuse that here."""
+    cap = _gpu_cap()
+    too_big = {job: n for job, n in gpu_needs().items() if cap is not None and n > cap}
+    if too_big:
+        fail(
+            "resources",
+            f"--resources gpu={cap}, but jobs need more GPUs each: {too_big}. Give the machine's GPU count, "
+            "or use a preset for fewer GPUs (docs/hardware.md)",
+        )
+
+
+def visible_gpu_count():
+    """GPUs this machine shows: CUDA_VISIBLE_DEVICES if set, else nvidia-smi's list, else None (unknown).
+    The same rule as cwgrpo.devices.gpu_pool, which the jobs use (the Snakemake process may lack cwgrpo)."""
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES")  # optional, so not an `envvars:` entry
+    if visible is not None:
+        return len([g for g in visible.split(",") if g.strip()])
+    try:
+        out = subprocess.run(
+            ["nvidia-smi", "--query-gpu=index", "--format=csv,noheader"],
+            capture_output=True,
+            text=True,
+            check=True,
+        )
+    except (OSError, subprocess.CalledProcessError):
+        return None
+    return len(out.stdout.split())
+
+
+def check_local_gpus():
+    """Before the first job of a local run: the GPU cap must not exceed the GPUs this machine shows, and a
+    preset with GPU jobs should have a cap (without one, jobs queue on cwgrpo's device locks instead)."""
+    needs = gpu_needs()
+    if workflow.executor_plugin.name != "local" or not needs:
+        return
+    cap, seen = _gpu_cap(), visible_gpu_count()
+    if cap is None:
+        logger.warning(
+            f"jobs of this preset need GPUs ({needs}) and nothing caps them: Snakemake will start more than "
+            "fit, and they will wait for free devices. Give the machine's count with --resources gpu=N, or "
+            "use --profile profiles/gpu-box (docs/hardware.md)."
+        )
+    elif seen is not None and cap > seen:
+        raise WorkflowError(f"--resources gpu={cap}, but this machine shows {seen} GPUs; give gpu={seen}")
+    elif seen is None and cap > 0:
+        raise WorkflowError(
+            f"--resources gpu={cap}, but this machine shows no GPU (no nvidia-smi, CUDA_VISIBLE_DEVICES unset)"
+        )
+
+
 _check_sizes()
 _check_data()
 _check_methods()
 _check_steps()
 _check_report()
+_check_gpu_cap()
 
 
 wildcard_constraints:
