@@ -38,6 +38,19 @@ from cwgrpo.io import read_json, read_yaml, write_json, write_text
 logger = logging.getLogger(__name__)
 
 COMPLETE_FLAG = "cwgrpo_complete.json"  # written inside a checkpoint folder once TRL finished saving it
+PRUNED_FLAG = "cwgrpo_pruned.json"  # written inside a checkpoint folder before its resume state is deleted
+# What only a resume reads (transformers' Trainer and DeepSpeed): optimiser (also FSDP's optimizer_N/),
+# scheduler, grad scaler, RNG states, DeepSpeed's global_stepN/ (optimiser shards and a second copy of the
+# weights), its `latest` pointer and converter script. Evaluation reads the weights and tokenizer only.
+RESUME_STATE = (
+    "optimizer*",
+    "scheduler.pt",
+    "scaler.pt",
+    "rng_state*.pth",
+    "global_step*",
+    "latest",
+    "zero_to_fp32.py",
+)
 # The growing logs live in an undeclared folder (Snakemake deletes the declared outputs of a failed job,
 # which would lose the history before a resume point); they are copied to the declared files at the end.
 LIVE = "live"
@@ -204,8 +217,54 @@ def _callbacks(run_dir: Path, provenance_block: dict[str, Any]):
                     {"step": state.global_step, "config_hash": provenance_block["config_hash"]},
                 )
                 write_marker(run_dir, state.global_step, ckpt, provenance_block)
+                prune_resume_state(run_dir, keep=ckpt)
 
     return [LogToJsonl(), MarkCompleteCheckpoints()]
+
+
+def prune_resume_state(run_dir: Path, keep: Path) -> list[Path]:
+    """Delete the resume-only state (``RESUME_STATE``) of every complete checkpoint older than ``keep``.
+
+    Called once ``keep`` is complete (flag written), so a resume, which takes the newest complete
+    checkpoint, never needs what is deleted: not the checkpoint the run resumed from (older than ``keep``
+    by then), nor any before the next is complete. Each pruned folder is flagged first, so one cut by a
+    kill mid-way is known to be unresumable. Returns the checkpoints pruned now.
+    """
+    done = complete_checkpoints(run_dir)
+    keep_step = next((step for step, path in done.items() if path == keep), None)
+    if keep_step is None:
+        raise ValueError(f"{keep} is not a complete checkpoint of {run_dir}: nothing is pruned before it is")
+    pruned = []
+    for step, ckpt in done.items():
+        state = sorted({p for pattern in RESUME_STATE for p in ckpt.glob(pattern)})
+        if step >= keep_step or not state:
+            continue
+        write_json(
+            ckpt / PRUNED_FLAG, {"step": step, "newest": keep_step, "removed": [p.name for p in state]}
+        )
+        for path in state:
+            _remove(path)
+        pruned.append(ckpt)
+    if pruned:
+        logger.info("kept the optimiser state of %s only; pruned %s", keep.name, [p.name for p in pruned])
+    return pruned
+
+
+def _remove(path: Path) -> None:
+    if path.is_dir():
+        shutil.rmtree(path)
+    else:
+        path.unlink()
+
+
+def check_resumable(ckpt: Path) -> None:
+    """A pruned checkpoint has weights but no optimiser state: transformers would resume from it with a
+    fresh optimiser and say nothing, so refuse (it is the newest only if newer ones were deleted)."""
+    if (ckpt / PRUNED_FLAG).is_file():
+        raise ConfigError(
+            f"{ckpt} is the newest complete checkpoint but holds no optimiser state (pruned once a newer one "
+            "was complete; that one is gone): delete the run folder to retrain, or restore the newer checkpoint"
+        )
 
 
 def write_marker(run_dir: Path, step: int, ckpt: Path, provenance_block: dict[str, Any]) -> None:
@@ -309,6 +368,8 @@ def train(
         logger.info("%s is complete (step %d): writing its outputs only", run_dir, max(done))
         finalize(run_dir, block, resolved, resume)
         return 0
+    if resume is not None:
+        check_resumable(Path(resume))
     for name in LOGS:  # logs after the resume point are re-logged by the resumed run
         if resume is None:
             (run_dir / LIVE / name).unlink(missing_ok=True)
