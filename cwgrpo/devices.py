@@ -28,7 +28,7 @@ import socket
 import subprocess
 import tempfile
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, MutableMapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO
@@ -210,3 +210,24 @@ def lease(n_gpus: int, n_ports: int, env: Mapping[str, str] | None = None) -> It
     finally:
         for handle in handles:
             handle.close()
+
+
+@contextlib.contextmanager
+def one_gpu(env: MutableMapping[str, str] | None = None) -> Iterator[str | None]:
+    """For a job that runs in this process: on a machine with GPUs, hold one device no other job holds and
+    narrow ``CUDA_VISIBLE_DEVICES`` to it (call before anything initialises CUDA); without GPUs, nothing.
+    Yields the device id, or None."""
+    env = os.environ if env is None else env
+    if not gpu_pool(env):
+        yield None
+        return
+    before = env.get("CUDA_VISIBLE_DEVICES")
+    with lease(1, 0, env) as held:
+        env["CUDA_VISIBLE_DEVICES"] = held.gpus[0]
+        try:
+            yield held.gpus[0]
+        finally:
+            if before is None:
+                env.pop("CUDA_VISIBLE_DEVICES", None)
+            else:
+                env["CUDA_VISIBLE_DEVICES"] = before

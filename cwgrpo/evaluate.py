@@ -19,13 +19,10 @@ files with the transformers backend (no timings are stored).
 from __future__ import annotations
 
 import argparse
-import contextlib
 import dataclasses
 import hashlib
 import logging
 import math
-import os
-from collections.abc import Iterator
 from dataclasses import field
 from pathlib import Path
 from typing import Any
@@ -39,6 +36,7 @@ from cwgrpo.configs import (
     parse_tags,
 )
 from cwgrpo.data import load_records
+from cwgrpo.devices import one_gpu
 from cwgrpo.generation import SamplingSettings, check_backend_name, check_model_dir
 from cwgrpo.io import read_json, write_json, write_jsonl
 from cwgrpo.prompts import eval_messages, get_prompt_set
@@ -278,27 +276,6 @@ def run(args: argparse.Namespace) -> int:
             f"files, {len(args.out)} --out, {len(args.summary)} --summary)"
         )
     jobs = list(zip(args.benchmark_file, args.out, args.summary, strict=True))
-    with claim_one_gpu():
+    with one_gpu():  # a device no other job holds, on a machine with GPUs
         evaluate_many(args.model_dir, jobs, cfg, tags)
     return 0
-
-
-@contextlib.contextmanager
-def claim_one_gpu() -> Iterator[None]:
-    """On a machine with GPUs, run on one device no other job holds (cwgrpo.devices), by narrowing
-    CUDA_VISIBLE_DEVICES before anything initialises CUDA; without GPUs, do nothing."""
-    from cwgrpo.devices import gpu_pool, lease
-
-    if not gpu_pool(os.environ):
-        yield
-        return
-    before = os.environ.get("CUDA_VISIBLE_DEVICES")
-    with lease(1, 0) as held:
-        os.environ["CUDA_VISIBLE_DEVICES"] = held.gpus[0]
-        try:
-            yield
-        finally:
-            if before is None:
-                os.environ.pop("CUDA_VISIBLE_DEVICES", None)
-            else:
-                os.environ["CUDA_VISIBLE_DEVICES"] = before

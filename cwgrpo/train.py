@@ -311,6 +311,11 @@ def run(args: argparse.Namespace) -> int:
         from cwgrpo.launch import relaunch
 
         return relaunch(sys.argv[1:], job, trl_kwargs)
+    if job.launcher == "none" and not trl_kwargs.get("use_cpu"):
+        from cwgrpo.devices import one_gpu
+
+        with one_gpu():  # this process trains: a GPU of its own on a shared box
+            return train(args.model_dir, args.train_data, args.run_dir, job, trl_kwargs, tags)
     return train(args.model_dir, args.train_data, args.run_dir, job, trl_kwargs, tags)
 
 

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from cwgrpo.configs import ConfigError
-from cwgrpo.devices import claim_gpus, claim_ports, gpu_pool, lease, port_range
+from cwgrpo.devices import claim_gpus, claim_ports, gpu_pool, lease, one_gpu, port_range
 
 
 def _env(tmp_path: Path, gpus: str | None = "0,1,2,3,4,5,6,7", **extra: str) -> dict[str, str]:
@@ -158,3 +158,15 @@ def test_two_concurrent_training_jobs_get_distinct_devices_and_ports(tmp_path):
     for server in servers.values():  # the launchers stopped (and reaped) their servers
         with pytest.raises(ProcessLookupError):
             os.kill(server["pid"], 0)
+
+
+def test_one_gpu_narrows_cuda_visible_devices_to_a_device_of_its_own(tmp_path):
+    env_a, env_b = _env(tmp_path, gpus="3,5"), _env(tmp_path, gpus="3,5")
+    with one_gpu(env_a) as a, one_gpu(env_b) as b:
+        assert (
+            {a, b} == {"3", "5"} and env_a["CUDA_VISIBLE_DEVICES"] == a and env_b["CUDA_VISIBLE_DEVICES"] == b
+        )
+    assert env_a["CUDA_VISIBLE_DEVICES"] == "3,5"  # restored
+    cpu = _env(tmp_path, gpus="")
+    with one_gpu(cpu) as none:
+        assert none is None and cpu["CUDA_VISIBLE_DEVICES"] == ""
