@@ -43,11 +43,21 @@ GROUP_PORT_ENV = "CWGRPO_VLLM_GROUP_PORT"
 
 
 def accelerate_config_path(name: str) -> Path:
+    """A bundled accelerate config by name (cwgrpo/resources/accelerate/NAME.yaml: zero2, zero3), or any
+    accelerate config file by path (a value with a '/' or a .yaml/.yml suffix; relative to the working
+    folder)."""
+    if "/" in name or name.endswith((".yaml", ".yml")):
+        path = Path(name).expanduser()
+        if not path.is_file():
+            raise ConfigError(f"accelerate_config={name!r}: no such file (from {Path.cwd()})")
+        return path.resolve()
     path = Path(str(resources.files("cwgrpo") / "resources" / "accelerate" / f"{name}.yaml"))
     if not path.is_file():
         folder = path.parent
         known = sorted(p.stem for p in folder.glob("*.yaml")) if folder.is_dir() else []
-        raise ConfigError(f"accelerate_config={name!r}: no bundled config; known: {known}")
+        raise ConfigError(
+            f"accelerate_config={name!r}: no bundled config; known: {known}, or give a path to a .yaml file"
+        )
     return path
 
 
@@ -135,6 +145,7 @@ def relaunch(argv: list[str], job: TrainJob, trl_options: Mapping[str, Any] | No
             "vllm_server_base_url is set, but vllm_server_gpu makes cwgrpo start the server itself; unset one"
         )
     model_dir = argv[argv.index("--model-dir") + 1]
+    accelerate_config_path(job.accelerate_config)  # a missing file fails before any GPU is claimed
     with lease(gpus_needed(job), ports_needed(job)) as held:
         server_cmd, server_env, train_cmd, train_env = plan(argv, job, list(held.gpus), model_dir, held.ports)
         return _run(server_cmd, server_env, train_cmd, train_env)

@@ -5,7 +5,7 @@ from types import SimpleNamespace
 import pytest
 
 from cwgrpo.configs import ConfigError
-from cwgrpo.launch import apply_endpoints, plan, relaunch
+from cwgrpo.launch import accelerate_config_path, apply_endpoints, plan, relaunch
 from cwgrpo.train import TrainJob
 
 
@@ -63,3 +63,22 @@ def test_apply_endpoints_points_the_trainer_at_its_server_and_refuses_a_base_url
     job = TrainJob(launcher="accelerate", num_processes=1, vllm_server_gpu=1)
     with pytest.raises(ConfigError, match="vllm_server_base_url is set"):
         relaunch(["train", "--model-dir", "m"], job, {"vllm_server_base_url": "http://x:1"})
+
+
+def test_accelerate_config_by_path_or_bundled_name(tmp_path, monkeypatch):
+    assert accelerate_config_path("zero3").name == "zero3.yaml"
+    own = tmp_path / "fsdp.yaml"
+    own.write_text("distributed_type: FSDP\n")
+    monkeypatch.chdir(tmp_path)
+    assert accelerate_config_path("fsdp.yaml") == own.resolve()
+    assert accelerate_config_path(str(own)) == own
+    with pytest.raises(ConfigError, match=r"'missing/zero2\.yaml': no such file"):
+        accelerate_config_path("missing/zero2.yaml")
+
+
+def test_relaunch_refuses_a_missing_accelerate_config_before_claiming_gpus(tmp_path, monkeypatch):
+    monkeypatch.setenv("CWGRPO_LOCK_DIR", str(tmp_path / "locks"))
+    job = TrainJob(launcher="accelerate", num_processes=1, accelerate_config="nowhere/ds.yaml")
+    with pytest.raises(ConfigError, match="no such file"):
+        relaunch(["train", "--model-dir", "m"], job)
+    assert not (tmp_path / "locks").exists()
