@@ -57,6 +57,8 @@ FIGURES = {  # output name -> (`cwgrpo figure --kind`, what it reads)
 }
 
 PRESET = config["name"]
+# Paper kind: downloads run where Snakemake runs (a login node has the network; compute nodes often not).
+DOWNLOADS_LOCAL = config["kind"] == "paper" and config["data"]["downloads_on_submit_host"]
 KIND = config["kind"]
 RES = f"results/{PRESET}"
 LOGS = f"logs/{PRESET}"

@@ -8,6 +8,7 @@ rule prepare_data:
     log:
         f"{LOGS}/prepare_data/{{dataset}}.log",
     retries: config["data"]["retries"]  # downloads fail transiently; no other rule retries
+    localrule: DOWNLOADS_LOCAL  # data.downloads_on_submit_host
     conda:
         conda_env("cpu")
     threads: rule_threads("prepare_data")

@@ -51,6 +51,7 @@ else:
             marker=f"{RES}/models/{{size}}/base.json",
         log:
             f"{LOGS}/fetch_model/{{size}}.log",
+        localrule: DOWNLOADS_LOCAL  # data.downloads_on_submit_host
         conda:
             conda_env("cpu")
         threads: rule_threads("fetch_model")
