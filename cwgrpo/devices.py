@@ -52,6 +52,11 @@ class Lease:
     locked: bool  # False: devices assigned by a scheduler, not locked here
     _handles: list[IO] = field(default_factory=list, repr=False)
 
+    def fds(self) -> tuple[int, ...]:
+        """The lock files' descriptors: a child given them (``pass_fds``) keeps the claim alive as long as
+        it runs, since a flock lasts until every descriptor of its open file is closed."""
+        return tuple(handle.fileno() for handle in self._handles)
+
     def release(self) -> None:
         for handle in self._handles:
             handle.close()  # closing the only descriptor drops the flock

@@ -148,19 +148,28 @@ def relaunch(argv: list[str], job: TrainJob, trl_options: Mapping[str, Any] | No
     accelerate_config_path(job.accelerate_config)  # a missing file fails before any GPU is claimed
     with lease(gpus_needed(job), ports_needed(job)) as held:
         server_cmd, server_env, train_cmd, train_env = plan(argv, job, list(held.gpus), model_dir, held.ports)
-        return _run(server_cmd, server_env, train_cmd, train_env)
+        return _run(server_cmd, server_env, train_cmd, train_env, held.fds())
 
 
-def _run(server_cmd: list[str] | None, server_env: dict, train_cmd: list[str], train_env: dict) -> int:
+def _run(
+    server_cmd: list[str] | None,
+    server_env: dict,
+    train_cmd: list[str],
+    train_env: dict,
+    lock_fds: tuple = (),
+) -> int:
+    """Run the server (if any) and the training command; both inherit the lock files' descriptors, so the
+    devices and ports stay claimed while either lives, even if this process is killed first."""
     server = None
     try:
         if server_cmd is not None:
             logger.info("starting vLLM server: %s", " ".join(server_cmd))
-            server = subprocess.Popen(server_cmd, env={**os.environ, **server_env})
+            server = subprocess.Popen(server_cmd, env={**os.environ, **server_env}, pass_fds=lock_fds)
             port = server_cmd[server_cmd.index("--port") + 1] if "--port" in server_cmd else "8000"
             _wait_for_server(f"http://localhost:{port}/health", server)
         logger.info("launching: %s", " ".join(train_cmd))
-        return subprocess.run(train_cmd, env={**os.environ, **train_env}, check=False).returncode
+        env = {**os.environ, **train_env}
+        return subprocess.run(train_cmd, env=env, check=False, pass_fds=lock_fds).returncode
     finally:
         if server is not None:
             server.terminate()

@@ -13,6 +13,7 @@ import socket
 import subprocess
 import sys
 import textwrap
+import time
 from pathlib import Path
 
 import pytest
@@ -170,3 +171,35 @@ def test_one_gpu_narrows_cuda_visible_devices_to_a_device_of_its_own(tmp_path):
     cpu = _env(tmp_path, gpus="")
     with one_gpu(cpu) as none:
         assert none is None and cpu["CUDA_VISIBLE_DEVICES"] == ""
+
+
+def test_a_child_given_the_lock_descriptors_keeps_the_claim_after_its_parent_dies(tmp_path):
+    """The launcher passes its locks to the server and trainers: killing the launcher alone frees nothing."""
+    env = _env(tmp_path, gpus="0")
+    code = textwrap.dedent("""
+        import os, subprocess, sys
+        from cwgrpo.devices import lease
+        with lease(1, 0) as held:
+            child = subprocess.Popen(
+                [sys.executable, "-c", "import time; time.sleep(60)"],
+                pass_fds=held.fds(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+            )
+            print(child.pid, flush=True)
+            os._exit(9)  # the launcher dies; its child runs on
+    """)
+    parent = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=60)
+    child = int(parent.stdout.split()[0])
+    try:
+        with pytest.raises(RuntimeError, match="not free"):
+            claim_gpus(1, ["0"], tmp_path / "locks", wait_s=0)
+    finally:
+        os.kill(child, signal.SIGKILL)
+    deadline = time.monotonic() + 10
+    while True:  # the child is not ours to reap: wait until it is gone
+        try:
+            os.kill(child, 0)
+        except ProcessLookupError:
+            break
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    assert [g for g, _ in claim_gpus(1, ["0"], tmp_path / "locks", wait_s=0)] == ["0"]
