@@ -7,9 +7,11 @@ held with ``flock(2)`` for the life of the job. flock is atomic, and the kernel 
 process exits, however it exits, so a killed job never leaves a device claimed. A job takes all it needs or
 nothing (it never holds some while it waits for more), so two jobs cannot deadlock.
 
-Under Slurm the scheduler has already given the job its devices (``CUDA_VISIBLE_DEVICES``, renumbered
-from 0 in every job where cgroups confine devices, so ids would collide across jobs): they are used as they
-are, unlocked. Ports are claimed everywhere: jobs on one node share its ports.
+Inside a Slurm allocation, device ids are the allocation's own (renumbered from 0 in every allocation
+where cgroups confine devices), so device locks live in a folder per allocation (``SLURM_JOB_ID``): the
+jobs of one allocation (a Snakemake run inside ``salloc``) share its devices out among themselves, and two
+allocations on one node never block each other on the same number. Port locks are per node: every job on
+it shares its ports.
 
 Environment: ``CWGRPO_LOCK_DIR`` (the lock folder; default ``<tmp>/cwgrpo-locks-<uid>``),
 ``CWGRPO_PORT_RANGE`` (``FIRST-LAST``, default 29500-30499), ``CWGRPO_GPU_WAIT_S`` (how long to wait for
@@ -49,7 +51,6 @@ class Lease:
 
     gpus: tuple[str, ...]
     ports: tuple[int, ...]
-    locked: bool  # False: devices assigned by a scheduler, not locked here
     _handles: list[IO] = field(default_factory=list, repr=False)
 
     def fds(self) -> tuple[int, ...]:
@@ -84,9 +85,10 @@ def gpu_pool(env: Mapping[str, str]) -> list[str]:
     return [line.strip() for line in out.stdout.splitlines() if line.strip()] if out.returncode == 0 else []
 
 
-def scheduler_assigned(env: Mapping[str, str]) -> bool:
-    """True inside a Slurm job: Slurm chose the devices (and may renumber them per job)."""
-    return "SLURM_JOB_ID" in env
+def gpu_lock_dir(env: Mapping[str, str]) -> Path:
+    """Where device locks live: per Slurm allocation inside one (ids are the allocation's), else per machine."""
+    job = env.get("SLURM_JOB_ID")
+    return lock_dir(env) / f"slurm-job-{job}" if job else lock_dir(env)
 
 
 def port_range(env: Mapping[str, str]) -> tuple[int, int]:
@@ -197,19 +199,13 @@ def lease(n_gpus: int, n_ports: int, env: Mapping[str, str] | None = None) -> It
     first, last = port_range(env)  # checked before anything is locked
     handles: list[IO] = []
     try:
-        if n_gpus and scheduler_assigned(env):
-            if n_gpus > len(pool):
-                raise ConfigError(f"this job needs {n_gpus} GPUs, but Slurm gave it {len(pool)} ({pool})")
-            gpus, locked = pool[:n_gpus], False
-        else:
-            wait = env.get(WAIT_ENV)
-            claimed = claim_gpus(n_gpus, pool, folder, float(wait) if wait else None) if n_gpus else []
-            handles += [h for _, h in claimed]
-            gpus, locked = [g for g, _ in claimed], True
+        wait = env.get(WAIT_ENV)
+        claimed = claim_gpus(n_gpus, pool, gpu_lock_dir(env), float(wait) if wait else None) if n_gpus else []
+        handles += [h for _, h in claimed]
         ports = claim_ports(n_ports, folder, first, last) if n_ports else []
         handles += [h for _, h in ports]
-        held = Lease(tuple(gpus), tuple(p for p, _ in ports), locked, handles)
-        if gpus or ports:
+        held = Lease(tuple(g for g, _ in claimed), tuple(p for p, _ in ports), handles)
+        if held.gpus or held.ports:
             logger.info("claimed GPUs %s and ports %s", list(held.gpus), list(held.ports))
         yield held
     finally:

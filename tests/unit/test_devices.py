@@ -203,3 +203,13 @@ def test_a_child_given_the_lock_descriptors_keeps_the_claim_after_its_parent_die
         assert time.monotonic() < deadline
         time.sleep(0.05)
     assert [g for g, _ in claim_gpus(1, ["0"], tmp_path / "locks", wait_s=0)] == ["0"]
+
+
+def test_device_locks_are_per_slurm_allocation(tmp_path):
+    """Two allocations on one node both number their single GPU 0: neither blocks the other; two jobs of
+    one allocation (a Snakemake run inside salloc) do not share its device."""
+    one, other = _env(tmp_path, gpus="0", SLURM_JOB_ID="101"), _env(tmp_path, gpus="0", SLURM_JOB_ID="102")
+    with lease(1, 1, one) as a, lease(1, 1, other) as b:
+        assert a.gpus == b.gpus == ("0",) and a.ports != b.ports
+        with pytest.raises(RuntimeError, match="not free"), lease(1, 0, {**one, "CWGRPO_GPU_WAIT_S": "0"}):
+            pass
