@@ -1,6 +1,7 @@
 # CW-GRPO replication: data -> base models -> RL training -> evaluation -> Table 1, figures, claims.
 #   snakemake --cores 2                                    # tiny preset (config/config.yaml), CPU
 #   snakemake --cores 2 --configfile config/smoke.yaml     # CI smoke run
+#   snakemake --profile profiles/gpu-box --configfile config/paper.yaml --use-conda # the paper, one GPU box
 #   snakemake --profile profiles/slurm --configfile config/paper.yaml --use-conda   # the paper, on Slurm
 # Layout of results/<preset>/ and the file formats: docs/architecture.md.
 
@@ -22,6 +23,10 @@ include: "workflow/rules/models.smk"
 include: "workflow/rules/train.smk"
 include: "workflow/rules/evaluate.smk"
 include: "workflow/rules/report.smk"
+
+
+onstart:
+    check_local_gpus()  # local runs: the GPU cap against the GPUs this machine shows
 
 
 localrules:

@@ -36,6 +36,7 @@ from cwgrpo.configs import (
     parse_tags,
 )
 from cwgrpo.data import load_records
+from cwgrpo.devices import one_gpu
 from cwgrpo.generation import SamplingSettings, check_backend_name, check_model_dir
 from cwgrpo.io import read_json, write_json, write_jsonl
 from cwgrpo.prompts import eval_messages, get_prompt_set
@@ -274,7 +275,7 @@ def run(args: argparse.Namespace) -> int:
             f"give one --out and one --summary per --benchmark-file (got {len(args.benchmark_file)} benchmark "
             f"files, {len(args.out)} --out, {len(args.summary)} --summary)"
         )
-    evaluate_many(
-        args.model_dir, list(zip(args.benchmark_file, args.out, args.summary, strict=True)), cfg, tags
-    )
+    jobs = list(zip(args.benchmark_file, args.out, args.summary, strict=True))
+    with one_gpu():  # a device no other job holds, on a machine with GPUs
+        evaluate_many(args.model_dir, jobs, cfg, tags)
     return 0

@@ -3,12 +3,17 @@
 The authors' recipe trains on 3 GPUs and generates with vLLM on a fourth. ``relaunch`` reproduces that
 from a single ``cwgrpo train`` call, so the workflow rule stays one command:
 
-1. if ``vllm_server_gpu`` is set, start ``trl vllm-serve`` pinned to that GPU and wait until it answers;
-2. run ``accelerate launch --config_file <bundled zero2.yaml> --num_processes N -m cwgrpo.cli train ...``
-   on the other GPUs, with ``CWGRPO_LAUNCHED=1`` so the children train instead of relaunching;
+0. claim the job's GPUs and ports (``cwgrpo.devices``): on a shared box, jobs never share either;
+1. if ``vllm_server_gpu`` is set, start ``trl vllm-serve --port P`` pinned to that GPU and wait until it
+   answers;
+2. run ``accelerate launch --config_file <bundled zero2.yaml> --num_processes N --main_process_port Q
+   -m cwgrpo.cli train ...`` on the other GPUs, with ``CWGRPO_LAUNCHED=1`` so the children train instead of
+   relaunching, and the server's port and the weight-sync group's port in the environment
+   (``apply_endpoints``: not options, so a resumed run, which gets other ports, keeps its config hash);
 3. stop the server, whatever happened.
 
-Nothing here runs on CPU CI except the command construction, which ``tests/unit/test_launch.py`` checks.
+Nothing here runs on CPU CI except the command construction and the claims (``tests/unit/test_launch.py``,
+``tests/unit/test_devices.py``), with fake devices and stand-in commands.
 """
 
 from __future__ import annotations
@@ -19,58 +24,87 @@ import subprocess
 import sys
 import time
 import urllib.request
+from collections.abc import Mapping
 from importlib import resources
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from cwgrpo.configs import ConfigError
+from cwgrpo.devices import lease
 
 if TYPE_CHECKING:
     from cwgrpo.train import TrainJob
 
 logger = logging.getLogger(__name__)
 
+# Set by the parent for its children: where the server it started listens, and the weight-sync group port.
+SERVER_PORT_ENV = "CWGRPO_VLLM_SERVER_PORT"
+GROUP_PORT_ENV = "CWGRPO_VLLM_GROUP_PORT"
+
 
 def accelerate_config_path(name: str) -> Path:
+    """A bundled accelerate config by name (cwgrpo/resources/accelerate/NAME.yaml: zero2, zero3), or any
+    accelerate config file by path (a value with a '/' or a .yaml/.yml suffix; relative to the working
+    folder)."""
+    if "/" in name or name.endswith((".yaml", ".yml")):
+        path = Path(name).expanduser()
+        if not path.is_file():
+            raise ConfigError(f"accelerate_config={name!r}: no such file (from {Path.cwd()})")
+        return path.resolve()
     path = Path(str(resources.files("cwgrpo") / "resources" / "accelerate" / f"{name}.yaml"))
     if not path.is_file():
         folder = path.parent
         known = sorted(p.stem for p in folder.glob("*.yaml")) if folder.is_dir() else []
-        raise ConfigError(f"accelerate_config={name!r}: no bundled config; known: {known}")
+        raise ConfigError(
+            f"accelerate_config={name!r}: no bundled config; known: {known}, or give a path to a .yaml file"
+        )
     return path
 
 
-def vllm_server_options(job: TrainJob) -> list[str]:
-    """The engine options of `trl vllm-serve` that the released run fixed (its in-process vLLM engine).
+def vllm_server_options(job: TrainJob, trl_options: Mapping[str, Any] | None = None) -> list[str]:
+    """Engine options of the `trl vllm-serve` process, from the same options that configure TRL's
+    colocated engine, so one preset key means the same in both modes.
 
-    ``--max_model_len`` bounds prompt + completion tokens per request (released: 4096). vLLM's server
-    rejects a request whose prompt plus ``max_tokens`` exceeds it, so the paper preset sends no
-    ``max_tokens`` (``generation_kwargs: {max_tokens: null}``) and vLLM gives each request the rest of the
-    context, as the released engine did.
+    ``vllm_max_model_length`` (TRL's name) becomes ``--max_model_len``: prompt + completion tokens per
+    request (the released run's in-process engine: 4096). vLLM's server refuses a request whose prompt
+    plus ``max_tokens`` exceeds it, so the paper preset sends no ``max_tokens``
+    (``generation_kwargs: {max_tokens: null}``) and vLLM gives each request the rest of the context, as the
+    released engine did. ``vllm_gpu_memory_utilization`` becomes ``--gpu_memory_utilization`` (released:
+    0.7), and the job's ``vllm_enforce_eager`` ``--enforce_eager`` (released: true).
     """
+    trl_options = trl_options or {}
     options = []
-    if job.vllm_max_model_len is not None:
-        options += ["--max_model_len", str(job.vllm_max_model_len)]
-    if job.vllm_gpu_memory_utilization is not None:
-        options += ["--gpu_memory_utilization", str(job.vllm_gpu_memory_utilization)]
+    if trl_options.get("vllm_max_model_length") is not None:
+        options += ["--max_model_len", str(trl_options["vllm_max_model_length"])]
+    if trl_options.get("vllm_gpu_memory_utilization") is not None:
+        options += ["--gpu_memory_utilization", str(trl_options["vllm_gpu_memory_utilization"])]
     if job.vllm_enforce_eager:
         options += ["--enforce_eager", "true"]
     return options
 
 
-def visible_gpus(env: dict[str, str]) -> list[str]:
-    """GPU ids this job may use: CUDA_VISIBLE_DEVICES if the scheduler set it, else all that torch sees."""
-    if env.get("CUDA_VISIBLE_DEVICES"):
-        return [g for g in env["CUDA_VISIBLE_DEVICES"].split(",") if g]
-    import torch
+def gpus_needed(job: TrainJob) -> int:
+    return job.num_processes + (1 if job.vllm_server_gpu is not None else 0)
 
-    return [str(i) for i in range(torch.cuda.device_count())]
+
+def ports_needed(job: TrainJob) -> int:
+    """The rendezvous of accelerate's processes, plus the vLLM server and its NCCL weight-sync group."""
+    return 3 if job.vllm_server_gpu is not None else 1
 
 
 def plan(
-    argv: list[str], job: TrainJob, gpus: list[str], model_dir: str
+    argv: list[str],
+    job: TrainJob,
+    gpus: list[str],
+    model_dir: str,
+    ports: tuple[int, ...] = (),
+    trl_options: Mapping[str, Any] | None = None,
 ) -> tuple[list[str] | None, dict, list, dict]:
-    """(server command or None, server env, training command, training env) for the given GPUs."""
+    """(server command or None, server env, training command, training env) for the given GPUs and ports
+    (``ports_needed(job)`` of them: rendezvous, then server and weight-sync group; none: the defaults);
+    ``trl_options`` are the run's TRL options, whose vLLM engine settings the server gets."""
+    if ports and len(ports) != ports_needed(job):
+        raise ValueError(f"plan() needs {ports_needed(job)} ports for this job, got {list(ports)}")
     need = job.num_processes + (1 if job.vllm_server_gpu is not None else 0)
     if len(gpus) < need:
         raise ConfigError(
@@ -83,8 +117,10 @@ def plan(
         if not 0 <= job.vllm_server_gpu < len(gpus):
             raise ConfigError(f"vllm_server_gpu={job.vllm_server_gpu}: only {len(gpus)} GPUs are visible")
         server_gpu = train_gpus.pop(job.vllm_server_gpu)
-        server_cmd = ["trl", "vllm-serve", "--model", model_dir, *vllm_server_options(job)]
+        server_cmd = ["trl", "vllm-serve", "--model", model_dir, *vllm_server_options(job, trl_options)]
         server_env = {"CUDA_VISIBLE_DEVICES": server_gpu}
+        if ports:
+            server_cmd += ["--port", str(ports[1])]
     train_cmd = [
         sys.executable,
         "-m",
@@ -93,12 +129,28 @@ def plan(
         str(accelerate_config_path(job.accelerate_config)),
         "--num_processes",
         str(job.num_processes),
+        *(["--main_process_port", str(ports[0])] if ports else []),
         "-m",
         "cwgrpo.cli",
         *argv,
     ]
     train_env = {"CUDA_VISIBLE_DEVICES": ",".join(train_gpus[: job.num_processes]), "CWGRPO_LAUNCHED": "1"}
+    if server_cmd is not None and ports:
+        train_env |= {SERVER_PORT_ENV: str(ports[1]), GROUP_PORT_ENV: str(ports[2])}
     return server_cmd, server_env, train_cmd, train_env
+
+
+def apply_endpoints(config: Any, env: Mapping[str, str]) -> None:
+    """In a relaunched child: connect the trainer to the server and weight-sync ports its parent claimed."""
+    if SERVER_PORT_ENV not in env:
+        return
+    if config.vllm_server_base_url:
+        raise ConfigError(
+            f"vllm_server_base_url={config.vllm_server_base_url!r}: cwgrpo starts the vLLM server itself "
+            "(vllm_server_gpu) on a port it chooses; unset one of the two"
+        )
+    config.vllm_server_port = int(env[SERVER_PORT_ENV])
+    config.vllm_group_port = int(env[GROUP_PORT_ENV])
 
 
 def _wait_for_server(url: str, process: subprocess.Popen, timeout_s: float = 900.0) -> None:
@@ -114,17 +166,40 @@ def _wait_for_server(url: str, process: subprocess.Popen, timeout_s: float = 900
     raise RuntimeError(f"the vLLM server did not answer at {url} within {timeout_s:.0f} s")
 
 
-def relaunch(argv: list[str], job: TrainJob) -> int:
+def relaunch(argv: list[str], job: TrainJob, trl_options: Mapping[str, Any] | None = None) -> int:
+    """Claim the job's GPUs and ports, then start the server (if any) and the training processes."""
+    if job.vllm_server_gpu is not None and (trl_options or {}).get("vllm_server_base_url"):
+        raise ConfigError(
+            "vllm_server_base_url is set, but vllm_server_gpu makes cwgrpo start the server itself; unset one"
+        )
     model_dir = argv[argv.index("--model-dir") + 1]
-    server_cmd, server_env, train_cmd, train_env = plan(argv, job, visible_gpus(dict(os.environ)), model_dir)
+    accelerate_config_path(job.accelerate_config)  # a missing file fails before any GPU is claimed
+    with lease(gpus_needed(job), ports_needed(job)) as held:
+        server_cmd, server_env, train_cmd, train_env = plan(
+            argv, job, list(held.gpus), model_dir, held.ports, trl_options
+        )
+        return _run(server_cmd, server_env, train_cmd, train_env, held.fds())
+
+
+def _run(
+    server_cmd: list[str] | None,
+    server_env: dict,
+    train_cmd: list[str],
+    train_env: dict,
+    lock_fds: tuple = (),
+) -> int:
+    """Run the server (if any) and the training command; both inherit the lock files' descriptors, so the
+    devices and ports stay claimed while either lives, even if this process is killed first."""
     server = None
     try:
         if server_cmd is not None:
             logger.info("starting vLLM server: %s", " ".join(server_cmd))
-            server = subprocess.Popen(server_cmd, env={**os.environ, **server_env})
-            _wait_for_server("http://localhost:8000/health/", server)
+            server = subprocess.Popen(server_cmd, env={**os.environ, **server_env}, pass_fds=lock_fds)
+            port = server_cmd[server_cmd.index("--port") + 1] if "--port" in server_cmd else "8000"
+            _wait_for_server(f"http://localhost:{port}/health", server)
         logger.info("launching: %s", " ".join(train_cmd))
-        return subprocess.run(train_cmd, env={**os.environ, **train_env}, check=False).returncode
+        env = {**os.environ, **train_env}
+        return subprocess.run(train_cmd, env=env, check=False, pass_fds=lock_fds).returncode
     finally:
         if server is not None:
             server.terminate()

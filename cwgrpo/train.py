@@ -38,6 +38,19 @@ from cwgrpo.io import read_json, read_yaml, write_json, write_text
 logger = logging.getLogger(__name__)
 
 COMPLETE_FLAG = "cwgrpo_complete.json"  # written inside a checkpoint folder once TRL finished saving it
+PRUNED_FLAG = "cwgrpo_pruned.json"  # written inside a checkpoint folder before its resume state is deleted
+# What only a resume reads (transformers' Trainer and DeepSpeed): optimiser (also FSDP's optimizer_N/),
+# scheduler, grad scaler, RNG states, DeepSpeed's global_stepN/ (optimiser shards and a second copy of the
+# weights), its `latest` pointer and converter script. Evaluation reads the weights and tokenizer only.
+RESUME_STATE = (
+    "optimizer*",
+    "scheduler.pt",
+    "scaler.pt",
+    "rng_state*.pth",
+    "global_step*",
+    "latest",
+    "zero_to_fp32.py",
+)
 # The growing logs live in an undeclared folder (Snakemake deletes the declared outputs of a failed job,
 # which would lose the history before a resume point); they are copied to the declared files at the end.
 LIVE = "live"
@@ -66,23 +79,12 @@ class TrainJob:
         default="zero2",
         metadata={"help": "bundled accelerate config (cwgrpo/resources/accelerate/NAME.yaml)"},
     )
-    vllm_max_model_len: int | None = field(
-        default=None,
-        metadata={
-            "help": "`--max-model-len` of the `trl vllm-serve` process: prompt + completion tokens per request "
-            "(released run: 4096 for both sizes). None: vLLM's default, the model's context length"
-        },
-    )
-    vllm_gpu_memory_utilization: float | None = field(
-        default=None,
-        metadata={
-            "help": "`--gpu_memory_utilization` of the `trl vllm-serve` process (released: 0.7); None: TRL's"
-        },
-    )
     vllm_enforce_eager: bool = field(
         default=False,
         metadata={
-            "help": "`--enforce_eager` for the `trl vllm-serve` process: no CUDA graphs (released: true)"
+            "help": "`--enforce_eager` for the `trl vllm-serve` process: no CUDA graphs (released: true). The "
+            "server's context and memory share come from TRL's vllm_max_model_length and "
+            "vllm_gpu_memory_utilization, as for its colocated engine"
         },
     )
     vllm_server_gpu: int | None = field(
@@ -105,13 +107,10 @@ class TrainJob:
             raise ConfigError("reward_funcs is empty: name at least one reward function")
         for name in self.reward_funcs:
             get_reward(name)  # raises, listing the known rewards
-        for name in ("train_limit", "vllm_max_model_len"):
+        for name in ("train_limit",):
             value = getattr(self, name)
             if value is not None and value < 1:
                 raise ConfigError(f"{name}={value}: must be >= 1 (or null for no limit)")
-        share = self.vllm_gpu_memory_utilization
-        if share is not None and not 0 < share <= 1:
-            raise ConfigError(f"vllm_gpu_memory_utilization={share}: must be in (0, 1]")
         if self.num_processes < 1:
             raise ConfigError(f"num_processes={self.num_processes}: must be >= 1")
 
@@ -130,8 +129,7 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
     add_config_arguments(parser)
     parser.epilog = (
         "Options (--config/--set): the fields of TrainJob (reward_funcs, prompt_set, train_limit, launcher, "
-        "num_processes, accelerate_config, vllm_max_model_len, vllm_gpu_memory_utilization, vllm_enforce_eager, "
-        "vllm_server_gpu, deterministic) and every "
+        "num_processes, accelerate_config, vllm_enforce_eager, vllm_server_gpu, deterministic) and every "
         "field of cwgrpo.trainer.CWGRPOConfig (TRL GRPOConfig + cw_method, cw_variant, clip_cov_*, kl_cov_*, "
         "cw_logprob_temperature, cw_one_group_per_micro_batch, max_prompt_length)."
     )
@@ -224,8 +222,54 @@ def _callbacks(run_dir: Path, provenance_block: dict[str, Any]):
                     {"step": state.global_step, "config_hash": provenance_block["config_hash"]},
                 )
                 write_marker(run_dir, state.global_step, ckpt, provenance_block)
+                prune_resume_state(run_dir, keep=ckpt)
 
     return [LogToJsonl(), MarkCompleteCheckpoints()]
+
+
+def prune_resume_state(run_dir: Path, keep: Path) -> list[Path]:
+    """Delete the resume-only state (``RESUME_STATE``) of every complete checkpoint older than ``keep``.
+
+    Called once ``keep`` is complete (flag written), so a resume, which takes the newest complete
+    checkpoint, never needs what is deleted: not the checkpoint the run resumed from (older than ``keep``
+    by then), nor any before the next is complete. Each pruned folder is flagged first, so one cut by a
+    kill mid-way is known to be unresumable. Returns the checkpoints pruned now.
+    """
+    done = complete_checkpoints(run_dir)
+    keep_step = next((step for step, path in done.items() if path == keep), None)
+    if keep_step is None:
+        raise ValueError(f"{keep} is not a complete checkpoint of {run_dir}: nothing is pruned before it is")
+    pruned = []
+    for step, ckpt in done.items():
+        state = sorted({p for pattern in RESUME_STATE for p in ckpt.glob(pattern)})
+        if step >= keep_step or not state:
+            continue
+        write_json(
+            ckpt / PRUNED_FLAG, {"step": step, "newest": keep_step, "removed": [p.name for p in state]}
+        )
+        for path in state:
+            _remove(path)
+        pruned.append(ckpt)
+    if pruned:
+        logger.info("kept the optimiser state of %s only; pruned %s", keep.name, [p.name for p in pruned])
+    return pruned
+
+
+def _remove(path: Path) -> None:
+    if path.is_dir():
+        shutil.rmtree(path)
+    else:
+        path.unlink()
+
+
+def check_resumable(ckpt: Path) -> None:
+    """A pruned checkpoint has weights but no optimiser state: transformers would resume from it with a
+    fresh optimiser and say nothing, so refuse (it is the newest only if newer ones were deleted)."""
+    if (ckpt / PRUNED_FLAG).is_file():
+        raise ConfigError(
+            f"{ckpt} is the newest complete checkpoint but holds no optimiser state (pruned once a newer one "
+            "was complete; that one is gone): delete the run folder to retrain, or restore the newer checkpoint"
+        )
 
 
 def write_marker(run_dir: Path, step: int, ckpt: Path, provenance_block: dict[str, Any]) -> None:
@@ -291,7 +335,12 @@ def run(args: argparse.Namespace) -> int:
         from cwgrpo.launch import relaunch
 
         trl_config(args.run_dir, trl_kwargs)  # a bad option fails here, before any GPU process starts
-        return relaunch(sys.argv[1:], job)
+        return relaunch(sys.argv[1:], job, trl_kwargs)
+    if job.launcher == "none" and not trl_kwargs.get("use_cpu"):
+        from cwgrpo.devices import one_gpu
+
+        with one_gpu():  # this process trains: a GPU of its own on a shared box
+            return train(args.model_dir, args.train_data, args.run_dir, job, trl_kwargs, tags)
     return train(args.model_dir, args.train_data, args.run_dir, job, trl_kwargs, tags)
 
 
@@ -324,12 +373,14 @@ def train(
 
     from cwgrpo.data import load_records
     from cwgrpo.generation import check_model_dir
+    from cwgrpo.launch import apply_endpoints
     from cwgrpo.provenance import provenance, seed_everything
     from cwgrpo.rewards import get_reward
     from cwgrpo.trainer import CWGRPOTrainer
 
     # Every check runs before anything is written: a bad option or input leaves no run folder behind.
     config, trl_kwargs = trl_config(run_dir, trl_kwargs)
+    apply_endpoints(config, os.environ)  # the ports the launcher claimed; not in trl_kwargs, not hashed
     check_model_dir(model_dir)
     seed_everything(config.seed, job.deterministic)
 
@@ -357,6 +408,8 @@ def train(
         logger.info("%s is complete (step %d): writing its outputs only", run_dir, max(done))
         finalize(run_dir, block, resolved, resume)
         return 0
+    if resume is not None:
+        check_resumable(Path(resume))
     for name in LOGS:  # logs after the resume point are re-logged by the resumed run
         if resume is None:
             (run_dir / LIVE / name).unlink(missing_ok=True)

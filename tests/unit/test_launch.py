@@ -1,9 +1,11 @@
 """The multi-GPU launch plan (command construction only: no GPU here)."""
 
+from types import SimpleNamespace
+
 import pytest
 
 from cwgrpo.configs import ConfigError
-from cwgrpo.launch import plan
+from cwgrpo.launch import accelerate_config_path, apply_endpoints, plan, relaunch
 from cwgrpo.train import TrainJob
 
 
@@ -41,15 +43,9 @@ def test_unknown_accelerate_config_lists_known_ones():
 
 def test_plan_gives_the_vllm_server_the_released_engine_options():
     """Released: an in-process engine with max_model_len 4096, 0.7 of the GPU, eager mode."""
-    job = TrainJob(
-        launcher="accelerate",
-        num_processes=3,
-        vllm_server_gpu=3,
-        vllm_max_model_len=4096,
-        vllm_gpu_memory_utilization=0.7,
-        vllm_enforce_eager=True,
-    )
-    server, _, _, _ = plan(["train"], job, ["0", "1", "2", "3"], "m")
+    job = TrainJob(launcher="accelerate", num_processes=3, vllm_server_gpu=3, vllm_enforce_eager=True)
+    trl_options = {"vllm_max_model_length": 4096, "vllm_gpu_memory_utilization": 0.7}  # TRL's names
+    server, _, _, _ = plan(["train"], job, ["0", "1", "2", "3"], "m", trl_options=trl_options)
     assert server == [
         "trl", "vllm-serve", "--model", "m", "--max_model_len", "4096",
         "--gpu_memory_utilization", "0.7", "--enforce_eager", "true",
@@ -63,3 +59,46 @@ def test_plan_gives_the_vllm_server_the_released_engine_options():
     assert vllm_cmd[vllm_cmd.index("--max-model-len") + 1] == "4096"
     assert vllm_cmd[vllm_cmd.index("--gpu-memory-utilization") + 1] == "0.7"
     assert "--enforce-eager" in vllm_cmd
+
+
+def test_plan_with_claimed_ports_gives_each_process_its_own():
+    job = TrainJob(launcher="accelerate", num_processes=3, vllm_server_gpu=3)
+    server, _, cmd, env = plan(["train"], job, ["4", "5", "6", "7"], "m", ports=(29500, 29501, 29502))
+    assert server[-2:] == ["--port", "29501"]
+    assert cmd[cmd.index("--main_process_port") + 1] == "29500"
+    assert env["CWGRPO_VLLM_SERVER_PORT"] == "29501" and env["CWGRPO_VLLM_GROUP_PORT"] == "29502"
+    with pytest.raises(ValueError, match="needs 3 ports"):
+        plan(["train"], job, ["0", "1", "2", "3"], "m", ports=(1, 2))
+
+
+def test_apply_endpoints_points_the_trainer_at_its_server_and_refuses_a_base_url():
+    config = SimpleNamespace(vllm_server_base_url=None, vllm_server_port=8000, vllm_group_port=51216)
+    apply_endpoints(config, {})
+    assert (config.vllm_server_port, config.vllm_group_port) == (8000, 51216)
+    apply_endpoints(config, {"CWGRPO_VLLM_SERVER_PORT": "29501", "CWGRPO_VLLM_GROUP_PORT": "29502"})
+    assert (config.vllm_server_port, config.vllm_group_port) == (29501, 29502)
+    config.vllm_server_base_url = "http://elsewhere:8000"
+    with pytest.raises(ConfigError, match="starts the vLLM server itself"):
+        apply_endpoints(config, {"CWGRPO_VLLM_SERVER_PORT": "1", "CWGRPO_VLLM_GROUP_PORT": "2"})
+    job = TrainJob(launcher="accelerate", num_processes=1, vllm_server_gpu=1)
+    with pytest.raises(ConfigError, match="vllm_server_base_url is set"):
+        relaunch(["train", "--model-dir", "m"], job, {"vllm_server_base_url": "http://x:1"})
+
+
+def test_accelerate_config_by_path_or_bundled_name(tmp_path, monkeypatch):
+    assert accelerate_config_path("zero3").name == "zero3.yaml"
+    own = tmp_path / "fsdp.yaml"
+    own.write_text("distributed_type: FSDP\n")
+    monkeypatch.chdir(tmp_path)
+    assert accelerate_config_path("fsdp.yaml") == own.resolve()
+    assert accelerate_config_path(str(own)) == own
+    with pytest.raises(ConfigError, match=r"'missing/zero2\.yaml': no such file"):
+        accelerate_config_path("missing/zero2.yaml")
+
+
+def test_relaunch_refuses_a_missing_accelerate_config_before_claiming_gpus(tmp_path, monkeypatch):
+    monkeypatch.setenv("CWGRPO_LOCK_DIR", str(tmp_path / "locks"))
+    job = TrainJob(launcher="accelerate", num_processes=1, accelerate_config="nowhere/ds.yaml")
+    with pytest.raises(ConfigError, match="no such file"):
+        relaunch(["train", "--model-dir", "m"], job)
+    assert not (tmp_path / "locks").exists()

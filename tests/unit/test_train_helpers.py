@@ -16,6 +16,20 @@ def test_split_options_separates_job_and_trl_fields():
     assert trl == {"learning_rate": 1e-6, "cw_method": "grpo"}
 
 
+def test_job_fields_never_shadow_trl_fields():
+    """split_options gives a key to TrainJob first: a TrainJob field named like a CWGRPOConfig field would
+    silently keep that value from TRL (as `vllm_gpu_memory_utilization` once did)."""
+    import dataclasses
+
+    from cwgrpo.train import TrainJob
+    from cwgrpo.trainer import CWGRPOConfig
+
+    shared = {f.name for f in dataclasses.fields(TrainJob)} & {
+        f.name for f in dataclasses.fields(CWGRPOConfig)
+    }
+    assert not shared
+
+
 def test_split_options_names_unknown_keys():
     with pytest.raises(ConfigError, match="learning_rat"):
         split_options({"learning_rat": 1e-6})

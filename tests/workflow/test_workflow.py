@@ -1,4 +1,4 @@
-"""The Snakemake workflow: lint, dry-run job counts of each preset, conda env files, Slurm profile.
+"""The Snakemake workflow: lint, dry-run job counts of each preset, Slurm profile (conda envs: test_envs.py).
 
 Dry runs only (`snakemake -n` with `--directory` a temporary folder, so nothing is written into the
 repository); the `cwgrpo` subcommands are never called. Job counts are derived here from the spec
@@ -12,19 +12,16 @@ import re
 import shutil
 import subprocess
 import sys
-import tomllib
 from pathlib import Path
 
 import pytest
 import yaml
-from packaging.requirements import Requirement
 
 REPO = Path(__file__).resolve().parents[2]
 PRESETS = {
     name: REPO / "config" / f"{file}.yaml"
     for name, file in [("tiny", "config"), ("smoke", "smoke"), ("paper", "paper")]
 }
-ENVS = sorted((REPO / "envs").glob("*.yaml"))
 FIGURE_RULES = ("figure_entropy", "figure_checkpoints", "figure_covariance", "figure_training_curves")
 
 
@@ -33,13 +30,20 @@ def snakemake_bin() -> str:
     return str(local) if local.exists() else (shutil.which("snakemake") or "snakemake")
 
 
-def run_snakemake(workdir: Path, *args: str, configfile: Path | None = None, path_prefix: Path | None = None):
-    """`snakemake -s <repo>/Snakefile -d workdir ARGS` (plus --configfile last: it takes several values)."""
+def run_snakemake(
+    workdir: Path,
+    *args: str,
+    configfile: Path | None = None,
+    path_prefix: Path | None = None,
+    env: dict[str, str] | None = None,
+):
+    """`snakemake -s <repo>/Snakefile -d workdir ARGS` (plus --configfile last: it takes several values),
+    with `path_prefix` first on PATH and `env` added to the environment."""
     cmd = [snakemake_bin(), "-s", str(REPO / "Snakefile"), "-d", str(workdir), *args]
     if configfile is not None:
         cmd += ["--configfile", str(configfile)]
     path = os.pathsep.join(str(p) for p in (path_prefix, Path(sys.executable).parent) if p)
-    env = {**os.environ, "PATH": f"{path}{os.pathsep}{os.environ.get('PATH', '')}"}
+    env = {**os.environ, **(env or {}), "PATH": f"{path}{os.pathsep}{os.environ.get('PATH', '')}"}
     proc = subprocess.run(cmd, capture_output=True, text=True, cwd=REPO, env=env, timeout=600)
     return proc, proc.stdout + proc.stderr
 
@@ -206,93 +210,6 @@ def test_outputs_follow_the_architecture_layout(dry_runs):
     assert outputs
     stray = [f for f in outputs if not any(re.fullmatch(p, f) for p in patterns)]
     assert not stray, stray[:10]
-
-
-# -- conda environments --------------------------------------------------------------------------
-
-
-def _pyproject_requirements() -> dict[str, Requirement]:
-    project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
-    reqs = [
-        *project["dependencies"],
-        *[r for extra in project["optional-dependencies"].values() for r in extra],
-    ]
-    parsed = [Requirement(r) for r in reqs if not r.startswith("cwgrpo")]
-    return {r.name.lower(): r for r in parsed}
-
-
-def _pins(env_file: Path) -> tuple[list[str], dict[str, str], dict[str, str], list[str]]:
-    """(channels, conda pins name -> version, pip pins name -> version, other pip lines) of an env file."""
-    env = yaml.safe_load(env_file.read_text())
-    conda, pip, other = {}, {}, []
-    for dep in env["dependencies"]:
-        if isinstance(dep, dict):
-            for line in dep["pip"]:
-                req = None if line.startswith("-") else Requirement(line)
-                if req is None:
-                    other.append(line)
-                    continue
-                (spec,) = list(req.specifier)
-                assert spec.operator == "==", f"{env_file.name}: {line} is not pinned with =="
-                pip[req.name.lower()] = spec.version
-        else:
-            name, _, version = dep.partition("=")
-            conda[name] = version
-    return env["channels"], conda, pip, other
-
-
-@pytest.mark.parametrize("env_file", ENVS, ids=lambda p: p.name)
-def test_env_file_has_channels_and_pins_that_agree_with_pyproject(env_file):
-    channels, conda, pip, other = _pins(env_file)
-    assert channels == ["conda-forge", "nodefaults"]
-    assert conda and all(conda.values()), f"{env_file.name}: unpinned conda package in {conda}"
-    assert conda["python"].startswith("3.11")
-    requirements = _pyproject_requirements()
-    for name, version in pip.items():
-        if name in requirements:
-            assert requirements[name].specifier.contains(version, prereleases=True), (
-                f"{env_file.name}: {name}=={version} does not satisfy pyproject's {requirements[name]}"
-            )
-    assert pip["trl"] == "1.16.0" and pip["torch"]
-    assert other == ["-e .."], f"{env_file.name}: the package itself is installed from the repository root"
-
-
-def test_envs_agree_with_each_other():
-    """One version of each package across the envs (vllm 0.31.0 caps transformers at < 5.18)."""
-    versions: dict[str, set[str]] = {}
-    for env_file in ENVS:
-        for name, version in _pins(env_file)[2].items():
-            versions.setdefault(name, set()).add(version)
-    assert {n: v for n, v in versions.items() if len(v) > 1} == {}
-    assert {"train.yaml", "eval.yaml", "plots.yaml"} <= {p.name for p in ENVS}
-    assert "vllm" in _pins(REPO / "envs" / "eval.yaml")[2]
-    assert "deepspeed" in _pins(REPO / "envs" / "train.yaml")[2]
-
-
-STAND_IN_CONDA = """#!/bin/sh
-# Stand-in for conda >= 24.7.1: answers what `snakemake -n --use-conda` asks, refuses the rest.
-case "$*" in
-  "info --json") echo '{"conda_prefix": "PREFIX", "root_prefix": "PREFIX", "platform": "linux-64"}' ;;
-  "--version") echo "conda 24.11.0" ;;
-  "config --get channel_priority --json") echo '{"get": {"channel_priority": "strict"}, "success": true}' ;;
-  *) echo "stand-in conda: $*: not supported" >&2; exit 1 ;;
-esac
-"""
-
-
-@pytest.mark.parametrize("preset", ["tiny", "paper"])
-def test_use_conda_dry_run_resolves_every_env_file(preset, tmp_path):
-    bin_dir = tmp_path / "bin"
-    bin_dir.mkdir()
-    conda = bin_dir / "conda"
-    conda.write_text(STAND_IN_CONDA.replace("PREFIX", str(tmp_path / "conda")))
-    conda.chmod(0o755)
-    workdir = tmp_path / "work"
-    workdir.mkdir()
-    proc, out = run_snakemake(workdir, "-n", "--use-conda", configfile=PRESETS[preset], path_prefix=bin_dir)
-    assert proc.returncode == 0, out[-3000:]
-    created = {(workdir / p).resolve() for p in re.findall(r"Conda environment (\S+) will be created", out)}
-    assert created == {p.resolve() for p in ENVS}
 
 
 # -- Slurm profile -------------------------------------------------------------------------------

@@ -8,11 +8,14 @@ sections and passed as `--set key=value`, the value in YAML flow syntax and shel
 import functools
 import json
 import math
+import os
 import re
 import shlex
+import subprocess
 from pathlib import Path
 
 from snakemake.exceptions import WorkflowError
+from snakemake.logging import logger
 from snakemake.utils import validate
 
 
@@ -54,6 +57,8 @@ FIGURES = {  # output name -> (`cwgrpo figure --kind`, what it reads)
 }
 
 PRESET = config["name"]
+# Paper kind: downloads run where Snakemake runs (a login node has the network; compute nodes often not).
+DOWNLOADS_LOCAL = config["kind"] == "paper" and config["data"]["downloads_on_submit_host"]
 KIND = config["kind"]
 RES = f"results/{PRESET}"
 LOGS = f"logs/{PRESET}"
@@ -75,6 +80,27 @@ DATASETS = list(
 def fail(key, message):
     """Stop at parse time, before any job starts, naming the config key at fault."""
     raise WorkflowError(f"config error in {key}: {message}")
+
+
+# ---------------------------------------------------------------- conda environments
+
+# The env files install this package with `-e ${CWGRPO_WORKFLOW_DIR}`. Snakemake copies an env file to
+# .snakemake/conda/<hash>.yaml (or a temporary file, for a remote workflow) and conda runs pip from that
+# copy's folder, so a relative path there would name the copy's folder, not this repository; pip expands
+# ${NAME} in requirement lines, and conda's pip inherits this process's environment (envs/README.md).
+# Set here, never read from the user (so not an `envvars:` entry).
+os.environ.update(CWGRPO_WORKFLOW_DIR=str(Path(workflow.basedir).resolve()))
+
+GPU_ENVS = ("train", "eval")  # the paper preset's envs by stage; every tiny-kind job uses envs/cpu.yaml
+
+
+def conda_env(stage):
+    """The `conda:` env file for a stage, relative to the files in workflow/rules. Every job of a tiny-kind
+    preset gets `cpu`; a paper preset gets the stage's own env (GPU ones: Linux x86_64 only)."""
+    if stage not in (*GPU_ENVS, "cpu"):
+        raise WorkflowError(f"unknown conda env stage {stage!r}; known: {[*GPU_ENVS, 'cpu']}")
+    name = "cpu" if KIND == "tiny" else stage
+    return f"../../envs/{name}.yaml"
 
 
 # ---------------------------------------------------------------- merged options
@@ -479,11 +505,83 @@ def size_resources(kind):
     }
 
 
+# ---------------------------------------------------------------- GPUs on one machine
+
+
+def gpu_needs():
+    """Kind of job (and size) -> GPUs per job, for the kinds that ask for any."""
+    needs = {}
+    for kind in RESOURCE_KINDS:
+        for size in SIZES:
+            gpus = int(rule_resources(kind, size).get("gpu", 0))
+            if gpus:
+                needs[f"{kind} ({size})"] = gpus
+    return needs
+
+
+def _gpu_cap():
+    cap = workflow.global_resources.get("gpu")
+    return None if cap is None or cap.value is None else int(cap.value)
+
+
+def _check_gpu_cap():
+    """Snakemake scales a job's `gpu` down to `--resources gpu=N` without a word (as it does threads): a
+    4-GPU training job would start on a 2-GPU cap and fail in its launcher. Refuse that here."""
+    cap = _gpu_cap()
+    too_big = {job: n for job, n in gpu_needs().items() if cap is not None and n > cap}
+    if too_big:
+        fail(
+            "resources",
+            f"--resources gpu={cap}, but jobs need more GPUs each: {too_big}. Give the machine's GPU count, "
+            "or use a preset for fewer GPUs (docs/hardware.md)",
+        )
+
+
+def visible_gpu_count():
+    """GPUs this machine shows: CUDA_VISIBLE_DEVICES if set, else nvidia-smi's list, else None (unknown).
+    The same rule as cwgrpo.devices.gpu_pool, which the jobs use (the Snakemake process may lack cwgrpo)."""
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES")  # optional, so not an `envvars:` entry
+    if visible is not None:
+        return len([g for g in visible.split(",") if g.strip()])
+    try:
+        out = subprocess.run(
+            ["nvidia-smi", "--query-gpu=index", "--format=csv,noheader"],
+            capture_output=True,
+            text=True,
+            check=True,
+        )
+    except (OSError, subprocess.CalledProcessError):
+        return None
+    return len(out.stdout.split())
+
+
+def check_local_gpus():
+    """Before the first job of a local run: the GPU cap must not exceed the GPUs this machine shows, and a
+    preset with GPU jobs should have a cap (without one, jobs queue on cwgrpo's device locks instead)."""
+    needs = gpu_needs()
+    if workflow.executor_plugin.name != "local" or not needs:
+        return
+    cap, seen = _gpu_cap(), visible_gpu_count()
+    if cap is None:
+        logger.warning(
+            f"jobs of this preset need GPUs ({needs}) and nothing caps them: Snakemake will start more than "
+            "fit, and they will wait for free devices. Give the machine's count with --resources gpu=N, or "
+            "use --profile profiles/gpu-box (docs/hardware.md)."
+        )
+    elif seen is not None and cap > seen:
+        raise WorkflowError(f"--resources gpu={cap}, but this machine shows {seen} GPUs; give gpu={seen}")
+    elif seen is None and cap > 0:
+        raise WorkflowError(
+            f"--resources gpu={cap}, but this machine shows no GPU (no nvidia-smi, CUDA_VISIBLE_DEVICES unset)"
+        )
+
+
 _check_sizes()
 _check_data()
 _check_methods()
 _check_steps()
 _check_report()
+_check_gpu_cap()
 
 
 wildcard_constraints:

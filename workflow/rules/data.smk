@@ -8,8 +8,9 @@ rule prepare_data:
     log:
         f"{LOGS}/prepare_data/{{dataset}}.log",
     retries: config["data"]["retries"]  # downloads fail transiently; no other rule retries
+    localrule: DOWNLOADS_LOCAL  # data.downloads_on_submit_host
     conda:
-        "../../envs/eval.yaml"
+        conda_env("cpu")
     threads: rule_threads("prepare_data")
     resources:
         **fixed_resources("prepare_data"),

@@ -15,7 +15,7 @@ if config["evaluate"]["one_job_per_benchmark"]:
         log:
             f"{LOGS}/evaluate/{{size}}/{{method}}/seed{{seed}}/step{{step}}/{{benchmark}}.log",
         conda:
-            "../../envs/eval.yaml"
+            conda_env("eval")
         threads: rule_threads("evaluate")
         resources:
             **size_resources("evaluate"),
@@ -38,7 +38,7 @@ else:
         log:
             f"{LOGS}/evaluate/{{size}}/{{method}}/seed{{seed}}/step{{step}}.log",
         conda:
-            "../../envs/eval.yaml"
+            conda_env("eval")
         threads: rule_threads("evaluate")
         resources:
             **size_resources("evaluate"),

@@ -9,7 +9,7 @@ if KIND == "tiny":
         log:
             f"{LOGS}/build_tiny/{{size}}.log",
         conda:
-            "../../envs/train.yaml"
+            conda_env("train")
         threads: rule_threads("build_tiny")
         resources:
             **fixed_resources("build_tiny"),
@@ -30,7 +30,7 @@ if KIND == "tiny":
         log:
             f"{LOGS}/sft/{{size}}.log",
         conda:
-            "../../envs/train.yaml"
+            conda_env("train")
         threads: rule_threads("sft")
         priority: 2  # start every warm-up before anything else: RL waits on them (the longest chain)
         resources:
@@ -51,8 +51,9 @@ else:
             marker=f"{RES}/models/{{size}}/base.json",
         log:
             f"{LOGS}/fetch_model/{{size}}.log",
+        localrule: DOWNLOADS_LOCAL  # data.downloads_on_submit_host
         conda:
-            "../../envs/train.yaml"
+            conda_env("cpu")
         threads: rule_threads("fetch_model")
         resources:
             **fixed_resources("fetch_model"),

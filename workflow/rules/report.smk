@@ -22,7 +22,7 @@ rule table:
     log:
         f"{LOGS}/report/table.log",
     conda:
-        "../../envs/plots.yaml"
+        conda_env("cpu")
     threads: rule_threads("report")
     resources:
         **fixed_resources("report"),
@@ -51,7 +51,7 @@ for _name, (_kind, _reads) in FIGURES.items():
         log:
             f"{LOGS}/report/figure_{_name}.log",
         conda:
-            "../../envs/plots.yaml"
+            conda_env("cpu")
         threads: rule_threads("report")
         resources:
             **fixed_resources("report"),
@@ -75,7 +75,7 @@ rule claims:
     log:
         f"{LOGS}/report/claims.log",
     conda:
-        "../../envs/plots.yaml"
+        conda_env("cpu")
     threads: rule_threads("report")
     resources:
         **fixed_resources("report"),

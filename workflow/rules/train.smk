@@ -25,7 +25,7 @@ for _size in SIZES:
             size=re.escape(_size),
             method="|".join(map(re.escape, METHODS)),
         conda:
-            "../../envs/train.yaml"
+            conda_env("train")
         threads: rule_threads("train", _size)
         priority: 1  # training before evaluation: long jobs first pack the cores best
         resources:

@@ -1,0 +1,234 @@
+"""GPU and port leases for jobs that share one machine (a local GPU box).
+
+Snakemake counts GPUs (``--resources gpu=N``) but never says which ones a job gets, and every vLLM server,
+NCCL weight-sync group and torch.distributed rendezvous defaults to one fixed port. So each job claims its
+devices and ports here before it starts anything: one lock file per device or port in a per-user folder,
+held with ``flock(2)`` for the life of the job. flock is atomic, and the kernel drops the lock when the
+process exits, however it exits, so a killed job never leaves a device claimed. A job takes all it needs or
+nothing (it never holds some while it waits for more), so two jobs cannot deadlock.
+
+Inside a Slurm allocation, device ids are the allocation's own (renumbered from 0 in every allocation
+where cgroups confine devices), so device locks live in a folder per allocation (``SLURM_JOB_ID``): the
+jobs of one allocation (a Snakemake run inside ``salloc``) share its devices out among themselves, and two
+allocations on one node never block each other on the same number. Port locks are per node: every job on
+it shares its ports.
+
+Environment: ``CWGRPO_LOCK_DIR`` (the lock folder; default ``<tmp>/cwgrpo-locks-<uid>``),
+``CWGRPO_PORT_RANGE`` (``FIRST-LAST``, default 29500-30499), ``CWGRPO_GPU_WAIT_S`` (how long to wait for
+busy devices; default: as long as it takes).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import logging
+import os
+import re
+import shutil
+import socket
+import subprocess
+import tempfile
+import time
+from collections.abc import Callable, Iterator, Mapping, MutableMapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO
+
+from cwgrpo.configs import ConfigError
+
+logger = logging.getLogger(__name__)
+
+LOCK_DIR_ENV = "CWGRPO_LOCK_DIR"
+PORT_RANGE_ENV = "CWGRPO_PORT_RANGE"
+WAIT_ENV = "CWGRPO_GPU_WAIT_S"
+DEFAULT_PORT_RANGE = (29500, 30499)
+
+
+@dataclass
+class Lease:
+    """Devices and ports held by this process until ``release()`` (or its exit)."""
+
+    gpus: tuple[str, ...]
+    ports: tuple[int, ...]
+    _handles: list[IO] = field(default_factory=list, repr=False)
+
+    def fds(self) -> tuple[int, ...]:
+        """The lock files' descriptors: a child given them (``pass_fds``) keeps the claim alive as long as
+        it runs, since a flock lasts until every descriptor of its open file is closed."""
+        return tuple(handle.fileno() for handle in self._handles)
+
+    def release(self) -> None:
+        for handle in self._handles:
+            handle.close()  # closing the only descriptor drops the flock
+        self._handles.clear()
+
+
+def lock_dir(env: Mapping[str, str]) -> Path:
+    """The machine-wide (per-user) folder of lock files."""
+    default = Path(tempfile.gettempdir()) / f"cwgrpo-locks-{os.getuid()}"
+    return Path(env.get(LOCK_DIR_ENV) or default)
+
+
+def gpu_pool(env: Mapping[str, str]) -> list[str]:
+    """GPU ids this process may use: ``CUDA_VISIBLE_DEVICES`` if set (empty: none), else every GPU that
+    ``nvidia-smi`` lists (none without it). Asking torch would initialise CUDA in this process, after which
+    a changed ``CUDA_VISIBLE_DEVICES`` no longer applies to it."""
+    if "CUDA_VISIBLE_DEVICES" in env:
+        return [g.strip() for g in env["CUDA_VISIBLE_DEVICES"].split(",") if g.strip()]
+    smi = shutil.which("nvidia-smi", path=env.get("PATH"))
+    if smi is None:
+        return []
+    out = subprocess.run(
+        [smi, "--query-gpu=index", "--format=csv,noheader"], capture_output=True, text=True, check=False
+    )
+    return [line.strip() for line in out.stdout.splitlines() if line.strip()] if out.returncode == 0 else []
+
+
+def gpu_lock_dir(env: Mapping[str, str]) -> Path:
+    """Where device locks live: per Slurm allocation inside one (ids are the allocation's), else per machine."""
+    job = env.get("SLURM_JOB_ID")
+    return lock_dir(env) / f"slurm-job-{job}" if job else lock_dir(env)
+
+
+def port_range(env: Mapping[str, str]) -> tuple[int, int]:
+    text = env.get(PORT_RANGE_ENV)
+    if not text:
+        return DEFAULT_PORT_RANGE
+    match = re.fullmatch(r"\s*(\d+)\s*-\s*(\d+)\s*", text)
+    if not match or not 1024 <= int(match[1]) <= int(match[2]) <= 65535:
+        raise ConfigError(
+            f"{PORT_RANGE_ENV}={text!r}: expected FIRST-LAST with 1024 <= FIRST <= LAST <= 65535"
+        )
+    return int(match[1]), int(match[2])
+
+
+def _try_lock(path: Path) -> IO | None:
+    handle = path.open("a+", encoding="utf-8")
+    try:
+        fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        handle.close()
+        return None
+    handle.truncate(0)
+    handle.write(f"pid {os.getpid()} on {socket.gethostname()}\n")
+    handle.flush()
+    return handle
+
+
+def _lock_name(kind: str, ident: str) -> str:
+    return f"{kind}-{re.sub(r'[^A-Za-z0-9._-]', '_', ident)}.lock"
+
+
+def port_is_free(port: int) -> bool:
+    """Whether nothing listens on ``port`` now (a port another program holds is skipped, not locked).
+    SO_REUSEADDR as the servers set it: a port with connections left in TIME_WAIT counts as free."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind(("", port))
+        except OSError:
+            return False
+    return True
+
+
+def claim_gpus(
+    n: int,
+    pool: list[str],
+    folder: Path,
+    wait_s: float | None = None,
+    poll_s: float = 5.0,
+    sleep: Callable[[float], None] = time.sleep,
+) -> list[tuple[str, IO]]:
+    """Lock ``n`` of the ``pool`` devices, all or none; wait (up to ``wait_s``, None: forever) while they are busy."""
+    if n > len(pool):
+        raise ConfigError(
+            f"this job needs {n} GPUs, but {len(pool)} are visible ({','.join(pool) or 'none'}): give it a "
+            "machine with more, or a preset that needs fewer (docs/hardware.md)"
+        )
+    folder.mkdir(parents=True, exist_ok=True, mode=0o700)
+    start, told = time.monotonic(), False
+    while True:
+        got = []
+        for gpu in pool:
+            handle = _try_lock(folder / _lock_name("gpu", gpu))
+            if handle is not None:
+                got.append((gpu, handle))
+                if len(got) == n:
+                    return got
+        for _, handle in got:
+            handle.close()
+        waited = time.monotonic() - start
+        if wait_s is not None and waited >= wait_s:
+            raise RuntimeError(f"{n} of GPUs {pool} were not free within {wait_s:.0f} s (locks in {folder})")
+        if not told:
+            logger.info(
+                "waiting for %d free GPUs of %s (%d free now; locks in %s)", n, pool, len(got), folder
+            )
+            told = True
+        sleep(poll_s)
+
+
+def claim_ports(n: int, folder: Path, first: int, last: int) -> list[tuple[int, IO]]:
+    """Lock ``n`` ports of ``first..last`` that no other cwgrpo job holds and nothing listens on."""
+    folder.mkdir(parents=True, exist_ok=True, mode=0o700)
+    got = []
+    for port in range(first, last + 1):
+        handle = _try_lock(folder / _lock_name("port", str(port)))
+        if handle is None:
+            continue
+        if not port_is_free(port):
+            handle.close()
+            continue
+        got.append((port, handle))
+        if len(got) == n:
+            return got
+    for _, handle in got:
+        handle.close()
+    raise ConfigError(
+        f"no {n} free ports in {first}-{last}: other jobs or programs hold them; set {PORT_RANGE_ENV}=FIRST-LAST"
+    )
+
+
+@contextlib.contextmanager
+def lease(n_gpus: int, n_ports: int, env: Mapping[str, str] | None = None) -> Iterator[Lease]:
+    """Hold ``n_gpus`` devices and ``n_ports`` ports for the ``with`` block (released on exit)."""
+    env = os.environ if env is None else env
+    folder = lock_dir(env)
+    pool = gpu_pool(env)
+    first, last = port_range(env)  # checked before anything is locked
+    handles: list[IO] = []
+    try:
+        wait = env.get(WAIT_ENV)
+        claimed = claim_gpus(n_gpus, pool, gpu_lock_dir(env), float(wait) if wait else None) if n_gpus else []
+        handles += [h for _, h in claimed]
+        ports = claim_ports(n_ports, folder, first, last) if n_ports else []
+        handles += [h for _, h in ports]
+        held = Lease(tuple(g for g, _ in claimed), tuple(p for p, _ in ports), handles)
+        if held.gpus or held.ports:
+            logger.info("claimed GPUs %s and ports %s", list(held.gpus), list(held.ports))
+        yield held
+    finally:
+        for handle in handles:
+            handle.close()
+
+
+@contextlib.contextmanager
+def one_gpu(env: MutableMapping[str, str] | None = None) -> Iterator[str | None]:
+    """For a job that runs in this process: on a machine with GPUs, hold one device no other job holds and
+    narrow ``CUDA_VISIBLE_DEVICES`` to it (call before anything initialises CUDA); without GPUs, nothing.
+    Yields the device id, or None."""
+    env = os.environ if env is None else env
+    if not gpu_pool(env):
+        yield None
+        return
+    before = env.get("CUDA_VISIBLE_DEVICES")
+    with lease(1, 0, env) as held:
+        env["CUDA_VISIBLE_DEVICES"] = held.gpus[0]
+        try:
+            yield held.gpus[0]
+        finally:
+            if before is None:
+                env.pop("CUDA_VISIBLE_DEVICES", None)
+            else:
+                env["CUDA_VISIBLE_DEVICES"] = before

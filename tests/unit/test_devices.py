@@ -1,0 +1,215 @@
+"""GPU and port leases (cwgrpo.devices) and the launcher that uses them, with fake devices: no GPU here.
+
+Devices are faked with CUDA_VISIBLE_DEVICES; `trl vllm-serve` is a stand-in script on PATH that answers
+/health on the port it is given; the training command is replaced by a recorder.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+from cwgrpo.configs import ConfigError
+from cwgrpo.devices import claim_gpus, claim_ports, gpu_pool, lease, one_gpu, port_range
+
+
+def _env(tmp_path: Path, gpus: str | None = "0,1,2,3,4,5,6,7", **extra: str) -> dict[str, str]:
+    env = {"CWGRPO_LOCK_DIR": str(tmp_path / "locks"), "PATH": os.environ["PATH"], **extra}
+    if gpus is not None:
+        env["CUDA_VISIBLE_DEVICES"] = gpus
+    return env
+
+
+def test_gpu_pool_reads_cuda_visible_devices_and_needs_nvidia_smi_otherwise(tmp_path):
+    assert gpu_pool({"CUDA_VISIBLE_DEVICES": "2,3"}) == ["2", "3"]
+    assert gpu_pool({"CUDA_VISIBLE_DEVICES": ""}) == []
+    assert gpu_pool({"PATH": str(tmp_path)}) == []  # no nvidia-smi: a CPU machine
+
+
+def test_two_leases_get_disjoint_gpus_and_ports_and_a_third_cannot_oversubscribe(tmp_path):
+    env = _env(tmp_path)
+    with lease(4, 3, env) as a, lease(4, 3, env) as b:
+        assert sorted(a.gpus + b.gpus) == [str(i) for i in range(8)]
+        assert len(set(a.ports + b.ports)) == 6
+        with (
+            pytest.raises(RuntimeError, match="not free within 0 s"),
+            lease(1, 0, {**env, "CWGRPO_GPU_WAIT_S": "0"}),
+        ):
+            pass
+    with lease(8, 0, env) as c:  # released on exit
+        assert len(c.gpus) == 8
+
+
+def test_more_gpus_than_the_box_has_fails_at_once_naming_the_counts(tmp_path):
+    with pytest.raises(ConfigError, match="needs 5 GPUs, but 4 are visible"):
+        claim_gpus(5, ["0", "1", "2", "3"], tmp_path)
+
+
+def test_a_killed_job_leaves_no_gpu_claimed(tmp_path):
+    env = _env(tmp_path, gpus="0")
+    code = "import sys, time; from cwgrpo.devices import lease\nwith lease(1, 0):\n    print('held', flush=True); time.sleep(60)"
+    holder = subprocess.Popen([sys.executable, "-c", code], env=env, stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        with pytest.raises(RuntimeError, match="not free"):
+            claim_gpus(1, ["0"], tmp_path / "locks", wait_s=0)
+    finally:
+        holder.send_signal(signal.SIGKILL)
+        holder.wait()
+    assert [g for g, _ in claim_gpus(1, ["0"], tmp_path / "locks", wait_s=0)] == ["0"]
+
+
+def test_ports_skip_one_in_use_and_an_exhausted_range_is_a_clear_error(tmp_path):
+    with socket.socket() as busy:
+        busy.bind(("", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        assert [p for p, _ in claim_ports(1, tmp_path, port, port + 1)] == [port + 1]
+        with pytest.raises(ConfigError, match=f"no 1 free ports in {port}-{port}"):
+            claim_ports(1, tmp_path, port, port)
+    with pytest.raises(ConfigError, match="CWGRPO_PORT_RANGE='80-90'"):
+        port_range({"CWGRPO_PORT_RANGE": "80-90"})
+
+
+FAKE_TRL = """#!{python}
+# Stand-in for `trl vllm-serve --model M --port P`: records its GPU and port, answers /health until stopped.
+import http.server, json, os, sys
+port = int(sys.argv[sys.argv.index("--port") + 1])
+with open(os.environ["RECORD_DIR"] + f"/server-{{port}}.json", "w") as f:
+    json.dump({{"gpus": os.environ["CUDA_VISIBLE_DEVICES"], "port": port, "pid": os.getpid()}}, f)
+class Health(http.server.BaseHTTPRequestHandler):
+    def do_GET(self):
+        self.send_response(200 if self.path == "/health" else 404)
+        self.end_headers()
+    def log_message(self, *args):
+        pass
+http.server.HTTPServer(("127.0.0.1", port), Health).serve_forever()
+"""
+
+JOB = """
+# One paper-shaped training job (3 training GPUs + 1 vLLM GPU) whose training command only records.
+import json, os, sys, time
+import cwgrpo.launch as launch
+from cwgrpo.train import TrainJob
+
+real_plan = launch.plan
+RECORD = (
+    "import json, os, sys, time; start = time.time(); time.sleep(1.5); "
+    "json.dump({'gpus': os.environ['CUDA_VISIBLE_DEVICES'], 'argv': sys.argv[2:], 'start': start, "
+    "'end': time.time(), 'server_port': os.environ['CWGRPO_VLLM_SERVER_PORT'], "
+    "'group_port': os.environ['CWGRPO_VLLM_GROUP_PORT']}, open(sys.argv[1], 'w'))"
+)
+
+def plan(*args, **kwargs):
+    server, server_env, train, train_env = real_plan(*args, **kwargs)
+    return server, server_env, [sys.executable, "-c", RECORD, sys.argv[1], *train], train_env
+
+launch.plan = plan
+job = TrainJob(launcher="accelerate", num_processes=3, vllm_server_gpu=3)
+sys.exit(launch.relaunch(["train", "--model-dir", "m", "--train-data", "d", "--run-dir", "r"], job))
+"""
+
+
+def test_two_concurrent_training_jobs_get_distinct_devices_and_ports(tmp_path):
+    """Two paper-shaped jobs started together on a fake 8-GPU box: each server and each trainer sees only
+    its own GPUs, each server listens on its own port, and each trainer is told its own server's port."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    trl = bin_dir / "trl"
+    trl.write_text(FAKE_TRL.format(python=sys.executable))
+    trl.chmod(0o755)
+    job = tmp_path / "job.py"
+    job.write_text(textwrap.dedent(JOB))
+    env = {
+        **os.environ,
+        **_env(tmp_path),
+        "RECORD_DIR": str(tmp_path),
+        "PATH": f"{bin_dir}:{os.environ['PATH']}",
+    }
+    procs = [
+        subprocess.Popen([sys.executable, str(job), str(tmp_path / f"train-{i}.json")], env=env)
+        for i in (0, 1)
+    ]
+    assert [p.wait(timeout=120) for p in procs] == [0, 0]
+
+    trainers = [json.loads((tmp_path / f"train-{i}.json").read_text()) for i in (0, 1)]
+    servers = {s["port"]: s for s in (json.loads(p.read_text()) for p in tmp_path.glob("server-*.json"))}
+    assert (
+        trainers[0]["start"] < trainers[1]["end"] and trainers[1]["start"] < trainers[0]["end"]
+    )  # concurrent
+    devices = []
+    for t in trainers:
+        server = servers[int(t["server_port"])]
+        devices += [*t["gpus"].split(","), server["gpus"]]
+        argv = t["argv"]
+        assert argv[argv.index("--num_processes") + 1] == "3"
+        t["main_port"] = int(argv[argv.index("--main_process_port") + 1])
+    assert sorted(devices) == [str(i) for i in range(8)]  # 2 jobs x (3 + 1) GPUs, none shared
+    ports = [int(p) for t in trainers for p in (t["server_port"], t["group_port"], t["main_port"])]
+    assert len(set(ports)) == 6 and len(servers) == 2
+    for server in servers.values():  # the launchers stopped (and reaped) their servers
+        with pytest.raises(ProcessLookupError):
+            os.kill(server["pid"], 0)
+
+
+def test_one_gpu_narrows_cuda_visible_devices_to_a_device_of_its_own(tmp_path):
+    env_a, env_b = _env(tmp_path, gpus="3,5"), _env(tmp_path, gpus="3,5")
+    with one_gpu(env_a) as a, one_gpu(env_b) as b:
+        assert (
+            {a, b} == {"3", "5"} and env_a["CUDA_VISIBLE_DEVICES"] == a and env_b["CUDA_VISIBLE_DEVICES"] == b
+        )
+    assert env_a["CUDA_VISIBLE_DEVICES"] == "3,5"  # restored
+    cpu = _env(tmp_path, gpus="")
+    with one_gpu(cpu) as none:
+        assert none is None and cpu["CUDA_VISIBLE_DEVICES"] == ""
+
+
+def test_a_child_given_the_lock_descriptors_keeps_the_claim_after_its_parent_dies(tmp_path):
+    """The launcher passes its locks to the server and trainers: killing the launcher alone frees nothing."""
+    env = _env(tmp_path, gpus="0")
+    code = textwrap.dedent("""
+        import os, subprocess, sys
+        from cwgrpo.devices import lease
+        with lease(1, 0) as held:
+            child = subprocess.Popen(
+                [sys.executable, "-c", "import time; time.sleep(60)"],
+                pass_fds=held.fds(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+            )
+            print(child.pid, flush=True)
+            os._exit(9)  # the launcher dies; its child runs on
+    """)
+    parent = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=60)
+    child = int(parent.stdout.split()[0])
+    try:
+        with pytest.raises(RuntimeError, match="not free"):
+            claim_gpus(1, ["0"], tmp_path / "locks", wait_s=0)
+    finally:
+        os.kill(child, signal.SIGKILL)
+    deadline = time.monotonic() + 10
+    while True:  # the child is not ours to reap: wait until it is gone
+        try:
+            os.kill(child, 0)
+        except ProcessLookupError:
+            break
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    assert [g for g, _ in claim_gpus(1, ["0"], tmp_path / "locks", wait_s=0)] == ["0"]
+
+
+def test_device_locks_are_per_slurm_allocation(tmp_path):
+    """Two allocations on one node both number their single GPU 0: neither blocks the other; two jobs of
+    one allocation (a Snakemake run inside salloc) do not share its device."""
+    one, other = _env(tmp_path, gpus="0", SLURM_JOB_ID="101"), _env(tmp_path, gpus="0", SLURM_JOB_ID="102")
+    with lease(1, 1, one) as a, lease(1, 1, other) as b:
+        assert a.gpus == b.gpus == ("0",) and a.ports != b.ports
+        with pytest.raises(RuntimeError, match="not free"), lease(1, 0, {**one, "CWGRPO_GPU_WAIT_S": "0"}):
+            pass
