@@ -1141,6 +1141,23 @@ def _disk_full_names_the_folder(ctx: Ctx) -> None:
     assert str(ctx.tmp) in str(info.value)
 
 
+def _disk_full_stops_training_before_a_save(ctx: Ctx) -> None:
+    import shutil as sh
+
+    real = sh.disk_usage
+    sh.disk_usage = lambda p: real(p)._replace(free=0)
+    try:
+        with pytest.raises(OSError, match=r"not enough free space in .*run for the next checkpoint"):
+            _train(
+                ctx,
+                ctx.model,
+                {"max_steps": 1, "save_steps": 1, "num_generations": 2, "per_device_train_batch_size": 2},
+            )
+    finally:
+        sh.disk_usage = real
+    assert not (ctx.tmp / "run").exists(), "no checkpoint was saved, and the new run folder is removed"
+
+
 def _write_error_names_the_file(ctx: Ctx) -> None:
     import errno
 
@@ -1243,6 +1260,7 @@ FAULT_DEFINED = [
     Defined("faults", "user-checkpoint-copies-are-kept", _user_checkpoint_copies_kept),
     Defined("faults", "resume-skips-a-truncated-checkpoint", _resume_skips_a_truncated_checkpoint),
     Defined("faults", "disk-full-names-the-folder", _disk_full_names_the_folder),
+    Defined("faults", "disk-full-stops-training-before-a-save", _disk_full_stops_training_before_a_save),
     Defined("faults", "write-error-names-the-file", _write_error_names_the_file),
     Defined("faults", "fetch-model-network-down", _fetch_model_network_down),
     Defined("faults", "repeated-list-flags-extend", _repeated_list_flags_extend),
