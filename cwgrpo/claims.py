@@ -42,7 +42,7 @@ import numpy as np
 import pandas as pd
 
 from cwgrpo.configs import ConfigError, add_config_arguments, config_from_args, config_hash, describe_options
-from cwgrpo.io import ResultFileError, write_json, write_text
+from cwgrpo.io import ResultFileError, check_outputs_not_inputs, write_json, write_text
 from cwgrpo.report.results import (
     AVG,
     Effect,
@@ -592,11 +592,17 @@ def evaluate_claims(
 # -- command -----------------------------------------------------------------------------------------
 def configure_parser(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
-        "--summaries", nargs="+", required=True, type=Path, help="evaluation *.summary.json files"
+        "--summaries",
+        nargs="+",
+        action="extend",
+        required=True,
+        type=Path,
+        help="evaluation *.summary.json files; repeatable",
     )
     parser.add_argument(
         "--runs",
         nargs="+",
+        action="extend",
         required=True,
         type=Path,
         help="run folders (run.json, metrics.jsonl, cov_samples.jsonl)",
@@ -612,6 +618,8 @@ def run(args: argparse.Namespace) -> int:
     from cwgrpo.provenance import provenance
 
     cfg = config_from_args(ClaimsConfig, args)
+    inputs = [*args.summaries, *args.runs, *([args.reported] if args.reported else [])]
+    check_outputs_not_inputs(inputs, [args.out_json, args.out_md])
     report = evaluate_claims(cfg, list(args.summaries), list(args.runs), args.reported)
     chash = config_hash(cfg)
     full = {

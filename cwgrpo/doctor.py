@@ -163,9 +163,34 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--results", type=Path, default=Path("results"), help="the results folder of the DAG")
     parser.add_argument("--offline", action="store_true", help="do not try to reach the Hugging Face hub")
+    parser.add_argument(
+        "--configfile",
+        nargs="+",
+        action="extend",
+        default=[],
+        type=Path,
+        help="check these Snakemake config files first (Snakemake's own message names no file)",
+    )
+
+
+def check_configfiles(paths: list[Path]) -> None:
+    """Each file exists, is valid YAML and holds a mapping: else one error naming the file (and the line).
+
+    Snakemake reads ``--configfile`` before the workflow runs, so the workflow cannot word that error.
+    """
+    from cwgrpo.io import ResultFileError, read_yaml
+
+    for path in paths:
+        loaded = read_yaml(path)  # names a missing file, or the file and position of a YAML error
+        if not isinstance(loaded, dict):
+            raise ResultFileError(
+                f"{path}: a Snakemake config file holds a mapping of keys (name, kind, sizes, ...), got "
+                f"{type(loaded).__name__}"
+            )
 
 
 def run(args: argparse.Namespace) -> int:
+    check_configfiles(args.configfile)
     checks = run_checks(args.results, args.offline)
     width = max(len(c.name) for c in checks)
     for c in checks:

@@ -38,7 +38,7 @@ from cwgrpo.configs import (
 from cwgrpo.data import load_records
 from cwgrpo.devices import one_gpu
 from cwgrpo.generation import SamplingSettings, check_backend_name, check_model_dir
-from cwgrpo.io import read_json, write_json, write_jsonl
+from cwgrpo.io import ResultFileError, check_outputs_not_inputs, read_json, write_json, write_jsonl
 from cwgrpo.prompts import eval_messages, get_prompt_set
 from cwgrpo.scoring import DEFAULT_TIMEOUT_S, GradeResult
 
@@ -185,11 +185,14 @@ def evaluate_many(
     outputs = [Path(p).resolve() for _, out, summary in jobs for p in (out, summary)]
     if len(set(outputs)) != len(outputs):
         raise ConfigError(f"the --out/--summary paths must all differ: {[str(p) for p in outputs]}")
+    check_outputs_not_inputs([model_dir, *(b for b, _, _ in jobs)], outputs)
     loaded = []
     for benchmark_file, _, _ in jobs:
         records = load_records(benchmark_file)
         loaded.append(records[: cfg.limit] if cfg.limit is not None else records)
     check_model_dir(model_dir)
+    check_model_readable(model_dir)
+    check_benchmarks_fit(model_dir, [b for b, _, _ in jobs], loaded, cfg)
 
     backend = get_backend(
         cfg.backend, model_dir, batch_size=cfg.batch_size, seed=cfg.seed, cpu_threads=cfg.cpu_threads
@@ -201,6 +204,38 @@ def evaluate_many(
             _evaluate_one(backend, model_dir, benchmark_file, records, out, summary_path, cfg, tags)
         )
     return summaries
+
+
+def check_model_readable(model_dir: Path) -> None:
+    """A checkpoint (or model) whose weights are truncated or corrupt is named before anything loads."""
+    from cwgrpo.runguard import verify_checkpoint
+
+    problem = verify_checkpoint(Path(model_dir))
+    if problem is not None:
+        raise ResultFileError(f"cannot evaluate {model_dir}: {problem}")
+
+
+def check_benchmarks_fit(
+    model_dir: Path, files: list[Path], loaded: list[list[dict]], cfg: EvalConfig
+) -> None:
+    """Every prompt, as the backend will build it, fits the model's context (before any generation)."""
+    from transformers import AutoTokenizer
+
+    from cwgrpo.generation import check_prompts_fit, messages_to_text, model_context
+
+    context = model_context(model_dir)
+    if context is None:
+        return
+    tokenizer = AutoTokenizer.from_pretrained(model_dir)
+    for path, records in zip(files, loaded, strict=True):
+        messages = [eval_messages(cfg.prompt_set, rec["problem"]) for rec in records]
+        texts = [
+            tokenizer.apply_chat_template(m, add_generation_prompt=True, tokenize=False)
+            if tokenizer.chat_template
+            else messages_to_text(m)
+            for m in messages
+        ]
+        check_prompts_fit(texts, tokenizer, context, cfg.max_new_tokens, f"{path}: prompt")
 
 
 def _evaluate_one(

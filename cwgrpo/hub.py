@@ -11,6 +11,7 @@ complete, so a marker always describes a whole model folder. Needs network acces
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import logging
 from dataclasses import field
@@ -53,6 +54,36 @@ def resolve_model(model_id: str, revision: str | None) -> tuple[str, str]:
     return model_id, revision
 
 
+NETWORK_MODULES = ("httpx", "httpcore", "requests", "urllib3", "huggingface_hub", "socket", "ssl")
+
+
+def _is_network_error(err: BaseException) -> bool:
+    """An exception raised by the HTTP stack (whatever library, e.g. ``httpx.ConnectError``)."""
+    return any(type(e).__module__.split(".")[0].rstrip("0123456789") in NETWORK_MODULES for e in _chain(err))
+
+
+def _chain(err: BaseException):
+    seen = set()
+    while err is not None and id(err) not in seen:
+        seen.add(id(err))
+        yield err
+        err = err.__cause__ or err.__context__
+
+
+@contextlib.contextmanager
+def hub_errors(model_id: str, revision: str):
+    """Turn a network failure into one ``OSError`` line naming the model (not an HTTP-library traceback)."""
+    try:
+        yield
+    except Exception as err:
+        if not _is_network_error(err):
+            raise
+        raise OSError(
+            f"cannot download {model_id}@{revision} from the Hugging Face Hub ({type(err).__name__}: {err}); "
+            "check the network (or the proxy), or fetch the model where the Hub is reachable"
+        ) from err
+
+
 def fetch_model(model_id: str, revision: str, out_dir: Path, marker: Path, cfg: FetchConfig) -> dict:
     """Download, check the folder holds a model, then write the marker; returns the marker."""
     from huggingface_hub import HfApi, snapshot_download
@@ -60,15 +91,16 @@ def fetch_model(model_id: str, revision: str, out_dir: Path, marker: Path, cfg: 
     from cwgrpo.io import write_json
     from cwgrpo.provenance import provenance
 
-    commit = HfApi().model_info(model_id, revision=revision).sha  # pin what "main" means today
-    logger.info("downloading %s@%s (commit %s) to %s", model_id, revision, commit, out_dir)
-    snapshot_download(
-        repo_id=model_id,
-        revision=commit,
-        local_dir=str(out_dir),
-        ignore_patterns=cfg.ignore_patterns,
-        max_workers=cfg.max_workers,
-    )
+    with hub_errors(model_id, revision):
+        commit = HfApi().model_info(model_id, revision=revision).sha  # pin what "main" means today
+        logger.info("downloading %s@%s (commit %s) to %s", model_id, revision, commit, out_dir)
+        snapshot_download(
+            repo_id=model_id,
+            revision=commit,
+            local_dir=str(out_dir),
+            ignore_patterns=cfg.ignore_patterns,
+            max_workers=cfg.max_workers,
+        )
     if not (out_dir / "config.json").is_file():
         raise ValueError(f"{model_id}@{commit}: downloaded folder {out_dir} has no config.json")
     info = {

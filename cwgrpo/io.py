@@ -58,6 +58,10 @@ def atomic_path(path: str | os.PathLike, suffix: str = "") -> Iterator[Path]:
         yield tmp_path
         os.chmod(tmp_path, 0o666 & ~_umask())  # mkstemp makes 0600; results are ordinary files
         os.replace(tmp_path, target)
+    except OSError as err:  # a full disk or a quota: name the file (ENOSPC carries no file name)
+        if err.filename is not None:
+            raise
+        raise OSError(err.errno, f"cannot write {target}: {err.strerror or err}") from err
     finally:
         if tmp_path.exists():
             tmp_path.unlink()
@@ -130,3 +134,16 @@ def read_yaml(path: str | os.PathLike) -> Any:
         return yaml_load(p.read_text(encoding="utf-8"))
     except yaml.YAMLError as err:
         raise ResultFileError(f"{p} is not valid YAML: {err}") from err
+
+
+def check_outputs_not_inputs(
+    inputs: Iterable[str | os.PathLike], outputs: Iterable[str | os.PathLike]
+) -> None:
+    """Refuse to run when an output path is one of the inputs (or inside an input folder): no command
+    may write over what it reads. Raises ``ValueError`` naming both."""
+    ins = [Path(p) for p in inputs]
+    for out in map(Path, outputs):
+        for inp in ins:
+            same = out.resolve() == inp.resolve() or (out.exists() and inp.exists() and out.samefile(inp))
+            if same or (inp.is_dir() and out.resolve().is_relative_to(inp.resolve())):
+                raise ValueError(f"output {out} would overwrite the input {inp}: choose another output path")

@@ -5,7 +5,10 @@ Built on math-verify (``parse`` + ``verify``); model output is never ``eval``-ed
 Extraction (``extract_answer``):
 
 1. Only the text after the last ``</think>`` is considered (the whole completion if there is none),
-   and of that only the last ``MAX_TAIL_CHARS`` characters, so 1 MB of output costs nothing.
+   and of that only the last ``MAX_TAIL_CHARS`` characters, so 1 MB of output costs nothing. A
+   completion that opened a ``<think>`` block and never closed it (cut by the token budget) has no
+   final answer: whatever it holds is unfinished reasoning (``"<think>\\n88-52="`` is not an answer
+   of 88), and it is graded incorrect with nothing extracted.
 2. The last ``\\boxed{...}`` (or ``\\fbox{...}``) whose braces balance within ``MAX_ANSWER_CHARS``
    characters wins: with several boxed answers, the **last** one is the answer (the model's final
    word), and an unclosed or absurdly long one is skipped.
@@ -14,7 +17,8 @@ Extraction (``extract_answer``):
    ``MAX_ANSWER_CHARS`` is no answer, as a boxed one would be.
 
 Gold answers are parsed the same way (wrapped in ``\\boxed{}``); a gold answer math-verify cannot
-parse at all is *unscorable*: such samples are never counted correct and are reported separately.
+parse into a mathematical object (``\\frac{``, ``???``: it then keeps only the raw string, and would
+compare strings) is *unscorable*: such samples are never counted correct and are reported separately.
 
 Time budget: math-verify's own timeouts use ``signal.alarm`` with whole seconds per call, so one
 answer could take several budgets. Here they are switched off and one ``signal.setitimer`` budget
@@ -31,6 +35,7 @@ import contextlib
 import dataclasses
 import functools
 import logging
+import math
 import multiprocessing
 import os
 import re
@@ -70,6 +75,11 @@ class GradingTimeout(BaseException):
 
 # --------------------------------------------------------------------------------------------------
 # String extraction (pure, fast, bounded)
+
+
+def _unfinished_reasoning(completion: str) -> bool:
+    """A ``<think>`` block was opened and never closed: the completion has no final answer."""
+    return completion.rfind("<think>") > completion.rfind("</think>")
 
 
 def _completion_tail(completion: str) -> str:
@@ -192,8 +202,10 @@ def _parse_gold_cached(gold: str) -> tuple:
     if not text or len(text) > 4 * MAX_ANSWER_CHARS:
         return ()
     parsed = _parse("\\boxed{" + text + "}", latex_boxed)
-    if not parsed:
+    if not any(not isinstance(p, str) for p in parsed):
         parsed = _parse(text, fallback)
+    if not any(not isinstance(p, str) for p in parsed):  # only the raw string: nothing mathematical
+        return ()
     return tuple(parsed)
 
 
@@ -231,6 +243,8 @@ def _on_main_thread() -> bool:
 
 
 def _grade_here(completion: str, gold: str, timeout_s: float) -> GradeResult:
+    if _unfinished_reasoning(completion):
+        return GradeResult(correct=False, extracted=None, unscorable=not _parse_gold(gold, timeout_s))
     tail = _completion_tail(completion)
     extracted = boxed = last_boxed(tail)  # cheap and bounded: known even if parsing runs out of time
     if boxed is not None and _INTEGER.fullmatch(boxed) and _INTEGER.fullmatch(gold.strip()):
@@ -250,6 +264,24 @@ def _grade_here(completion: str, gold: str, timeout_s: float) -> GradeResult:
     return GradeResult(correct=correct, extracted=extracted, unscorable=not gold_parsed)
 
 
+def _check_args(completion: object, gold: object, timeout_s: object) -> None:
+    """The public API checks what the CLI checks: strings to grade, and a finite budget > 0 (a zero
+    budget would switch the timer off, so a pathological answer could run for ever)."""
+    for name, value in (("completion", completion), ("gold", gold)):
+        if not isinstance(value, str):
+            raise TypeError(f"{name} must be a str, got {type(value).__name__} ({value!r:.60})")
+    _check_timeout(timeout_s)
+
+
+def _check_timeout(timeout_s: object) -> None:
+    if (
+        isinstance(timeout_s, bool)
+        or not isinstance(timeout_s, (int, float))
+        or not (math.isfinite(timeout_s) and timeout_s > 0)
+    ):
+        raise ValueError(f"timeout_s must be a finite number of seconds > 0, got {timeout_s!r}")
+
+
 @functools.cache
 def _helper_pool() -> concurrent.futures.ProcessPoolExecutor:
     """One helper process for calls from threads other than the main one (signals need a main thread)."""
@@ -258,6 +290,7 @@ def _helper_pool() -> concurrent.futures.ProcessPoolExecutor:
 
 def grade_detailed(completion: str, gold: str, timeout_s: float = DEFAULT_TIMEOUT_S) -> GradeResult:
     """Grade one completion against one gold answer (see the module docstring for the rules)."""
+    _check_args(completion, gold, timeout_s)
     if _on_main_thread():
         return _grade_here(completion, gold, timeout_s)
     return _helper_pool().submit(_grade_here, completion, gold, timeout_s).result()
@@ -269,6 +302,8 @@ def grade(completion: str, gold: str, timeout_s: float = DEFAULT_TIMEOUT_S) -> b
 
 
 def _extract_here(completion: str, timeout_s: float) -> str | None:
+    if _unfinished_reasoning(completion):
+        return None
     tail = _completion_tail(completion)
     boxed = last_boxed(tail)
     if boxed is not None:
@@ -282,6 +317,7 @@ def _extract_here(completion: str, timeout_s: float) -> str | None:
 
 def extract_answer(completion: str, timeout_s: float = DEFAULT_TIMEOUT_S) -> str | None:
     """The final answer of a completion as a string (boxed first, then math-verify), or None."""
+    _check_args(completion, "", timeout_s)
     if _on_main_thread():
         return _extract_here(completion, timeout_s)
     return _helper_pool().submit(_extract_here, completion, timeout_s).result()
@@ -289,6 +325,7 @@ def extract_answer(completion: str, timeout_s: float = DEFAULT_TIMEOUT_S) -> str
 
 def gold_is_scorable(gold: str, timeout_s: float = DEFAULT_TIMEOUT_S) -> bool:
     """Can math-verify parse this gold answer?"""
+    _check_args("", gold, timeout_s)
     if _on_main_thread():
         return bool(_parse_gold(gold, timeout_s))
     return bool(_helper_pool().submit(_parse_gold, gold, timeout_s).result())
@@ -327,6 +364,12 @@ def grade_many(
     there are fewer pairs than one chunk.
     """
     pairs = list(pairs)
+    _check_timeout(timeout_s)
+    for i, (c, g) in enumerate(pairs):
+        if not (isinstance(c, str) and isinstance(g, str)):
+            raise TypeError(
+                f"pair {i}: completion and gold must be str, got {type(c).__name__}, {type(g).__name__}"
+            )
     if processes <= 1 or len(pairs) <= chunksize:
         if _on_main_thread():
             return [_grade_here(c, g, timeout_s) for c, g in pairs]

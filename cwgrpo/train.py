@@ -7,6 +7,12 @@ Outputs in ``--run-dir`` (docs/architecture.md): ``checkpoint-N/`` (TRL; never a
 ``steps/stepN.json`` (written only once checkpoint N is complete), ``metrics.jsonl`` (one line per
 optimiser step, no wall-clock fields), ``timings.jsonl`` (the wall-clock fields), ``cov_samples.jsonl``,
 ``run.json``. A killed run rerun with the same command resumes from its newest complete checkpoint.
+
+A run's identity is its options (``config_hash``) and its inputs (``cwgrpo.identity``: the base model
+folder's content and marker, the training data's SHA-256); checkpoints of another identity are never
+resumed or reported as this run's. One trainer at a time holds the folder's lock (``cwgrpo.runguard``),
+a damaged newest checkpoint is skipped for the previous one, and a resume needs the log of every step
+before its resume point.
 """
 
 from __future__ import annotations
@@ -15,6 +21,7 @@ import argparse
 import dataclasses
 import json
 import logging
+import math
 import os
 import re
 import shutil
@@ -34,6 +41,14 @@ from cwgrpo.configs import (
     parse_tags,
 )
 from cwgrpo.io import read_json, read_yaml, write_json, write_text
+from cwgrpo.runguard import (
+    RunLock,
+    check_free_space,
+    check_logs_cover,
+    flag_record,
+    incomplete_checkpoints,
+    verify_checkpoint,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -157,9 +172,19 @@ def split_options(options: dict[str, Any]) -> tuple[TrainJob, dict[str, Any]]:
         if key in job_fields:
             continue
         checked = coerce_value(key, value, hints.get(key, Any))  # raises naming the key on a wrong type
+        check_finite_option(key, checked)
         # An int where TRL wants a float is kept as written: TRL takes it, and run.json stays as configured.
         trl_kwargs[key] = value if isinstance(checked, float) and type(value) is int else checked
     return job, trl_kwargs
+
+
+def check_finite_option(key: str, value: Any) -> None:
+    """NaN is never a valid number of any option, and a learning rate must be finite and >= 0: TRL and
+    torch would only reject them once the run folder exists (torch: "Invalid learning rate: nan")."""
+    if isinstance(value, float) and math.isnan(value):
+        raise ConfigError(f"{key}={value}: not a number")
+    if key == "learning_rate" and isinstance(value, (int, float)) and not (0 <= value < math.inf):
+        raise ConfigError(f"learning_rate={value}: must be a finite number >= 0")
 
 
 def complete_checkpoints(run_dir: Path) -> dict[int, Path]:
@@ -217,14 +242,18 @@ def _callbacks(run_dir: Path, provenance_block: dict[str, Any]):
                 return
             ckpt = run_dir / f"checkpoint-{state.global_step}"
             if ckpt.is_dir():
-                write_json(
-                    ckpt / COMPLETE_FLAG,
-                    {"step": state.global_step, "config_hash": provenance_block["config_hash"]},
-                )
+                write_json(ckpt / COMPLETE_FLAG, flag_record(ckpt, state.global_step, provenance_block))
                 write_marker(run_dir, state.global_step, ckpt, provenance_block)
                 prune_resume_state(run_dir, keep=ckpt)
 
-    return [LogToJsonl(), MarkCompleteCheckpoints()]
+    class CheckFreeSpace(TrainerCallback):
+        """Before a save: stop, naming the folder, if the disk cannot hold one more checkpoint."""
+
+        def on_step_end(self, args, state, control, model=None, **kwargs):
+            if control.should_save and state.is_world_process_zero:
+                check_free_space(run_dir, model)
+
+    return [LogToJsonl(), MarkCompleteCheckpoints(), CheckFreeSpace()]
 
 
 def prune_resume_state(run_dir: Path, keep: Path) -> list[Path]:
@@ -349,6 +378,8 @@ def trl_config(run_dir: Path, trl_kwargs: dict[str, Any]):
     keyword arguments it was built from, with the run's own defaults filled in."""
     from cwgrpo.trainer import CWGRPOConfig
 
+    for key, value in trl_kwargs.items():
+        check_finite_option(key, value)
     trl_kwargs = {"output_dir": str(run_dir), "report_to": "none", "save_strategy": "steps", **trl_kwargs}
     trl_kwargs.setdefault("logging_steps", 1)
     trl_kwargs.setdefault("cw_samples_path", str(run_dir / LIVE / "cov_samples.jsonl"))
@@ -369,14 +400,14 @@ def train(
     trl_kwargs: dict[str, Any],
     tags: dict[str, Any],
 ) -> int:
-    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from transformers import AutoTokenizer
 
     from cwgrpo.data import load_records
     from cwgrpo.generation import check_model_dir
+    from cwgrpo.identity import run_inputs
     from cwgrpo.launch import apply_endpoints
     from cwgrpo.provenance import provenance, seed_everything
     from cwgrpo.rewards import get_reward
-    from cwgrpo.trainer import CWGRPOTrainer
 
     # Every check runs before anything is written: a bad option or input leaves no run folder behind.
     config, trl_kwargs = trl_config(run_dir, trl_kwargs)
@@ -394,21 +425,72 @@ def train(
             "messages (add chat_template to tokenizer_config.json or a chat_template.jinja)"
         )
     dataset = build_dataset(records, job)
+    check_dataset_fits(dataset, tokenizer, model_dir, config.max_completion_length)
     init_kwargs = model_init_kwargs(config)
     reward_funcs = [get_reward(name) for name in job.reward_funcs]
 
     resolved = {"job": dataclasses.asdict(job), "trl": trl_kwargs, "tags": tags}
-    block = {"tags": tags, "config_hash": config_hash(resolved), "provenance": provenance(seed=config.seed)}
+    block = {
+        "tags": tags,
+        "config_hash": config_hash(resolved),
+        "inputs": run_inputs(model_dir, train_data),
+        "provenance": provenance(seed=config.seed),
+    }
+    created = not run_dir.exists()
     run_dir.mkdir(parents=True, exist_ok=True)
+    lock = RunLock(run_dir) if _is_rank_zero() else None
+    try:
+        if lock is not None:
+            lock.acquire()  # raises, naming the holder, if another `cwgrpo train` trains into run_dir
+        return _train_locked(
+            run_dir, job, config, dataset, tokenizer, model_dir, init_kwargs, reward_funcs, block, resolved
+        )
+    except BaseException:
+        if created and not any(run_dir.glob("checkpoint-*")):
+            shutil.rmtree(run_dir, ignore_errors=True)  # a failed start leaves no run folder behind
+        raise
+    finally:
+        if lock is not None:
+            lock.release()
+
+
+def _is_rank_zero() -> bool:
+    """The process that owns the run folder (under accelerate every rank calls ``train``)."""
+    return int(os.environ.get("RANK", "0")) == 0
+
+
+def check_dataset_fits(dataset, tokenizer, model_dir: Path, completion_budget: int | None) -> None:
+    """Every training prompt, as built, plus the completion budget fits the model's context."""
+    from cwgrpo.generation import check_prompts_fit, model_context
+
+    prompts = [
+        p
+        if isinstance(p, str)
+        else tokenizer.apply_chat_template(p, add_generation_prompt=True, tokenize=False)
+        for p in dataset["prompt"]
+    ]
+    check_prompts_fit(prompts, tokenizer, model_context(model_dir), completion_budget or 0, "training prompt")
+
+
+def _train_locked(
+    run_dir, job, config, dataset, tokenizer, model_dir, init_kwargs, reward_funcs, block, resolved
+) -> int:
+    from transformers import AutoModelForCausalLM
+
+    from cwgrpo.trainer import CWGRPOTrainer
+
     _remove_incomplete_checkpoints(run_dir)
     done = complete_checkpoints(run_dir)
-    check_same_config(run_dir, done, block["config_hash"])
+    check_same_config(run_dir, done, block["config_hash"], block["inputs"])
+    done = _verified(done)
     resume = str(done[max(done)]) if done else None
     if done and max(done) >= config.max_steps:  # a finished run: resuming would train one step more
         logger.info("%s is complete (step %d): writing its outputs only", run_dir, max(done))
+        _check_logs(run_dir, max(done), config)
         finalize(run_dir, block, resolved, resume)
         return 0
-    if resume is not None:
+    if resume is not None:  # the logs before the resume point must all be there, or figures hide a gap
+        _check_logs(run_dir, max(done), config)
         check_resumable(Path(resume))
     for name in LOGS:  # logs after the resume point are re-logged by the resumed run
         if resume is None:
@@ -426,24 +508,64 @@ def train(
         processing_class=tokenizer,
         callbacks=_callbacks(run_dir, block),
     )
-    trainer.train(resume_from_checkpoint=resume)
+    try:
+        trainer.train(resume_from_checkpoint=resume)
+    except OSError as err:  # e.g. a full disk inside TRL's save: say where
+        if err.filename is None:
+            raise OSError(err.errno, f"writing under {run_dir} failed: {err.strerror or err}") from err
+        raise
     if trainer.accelerator.is_main_process:
         finalize(run_dir, block, resolved, resume)
     return 0
 
 
-def check_same_config(run_dir: Path, done: dict[int, Path], expected: str) -> None:
-    """Never resume from checkpoints that another configuration produced."""
-    foreign = {}
+def _check_logs(run_dir: Path, last_step: int, config) -> None:
+    if str(getattr(config.logging_strategy, "value", config.logging_strategy)) == "steps":
+        check_logs_cover(run_dir / LIVE / "metrics.jsonl", last_step, config.logging_steps, config.max_steps)
+
+
+def _verified(done: dict[int, Path]) -> dict[int, Path]:
+    """Complete checkpoints whose files still match their flag; a damaged newest one is skipped, saying so.
+
+    The previous checkpoint can take over only if it still holds its optimiser state: once the newest is
+    complete, the older ones are pruned (``prune_resume_state``), and resuming from weights alone would
+    silently restart the optimiser. Then the damage is an error that names both checkpoints.
+    """
+    while done:
+        step = max(done)
+        problem = verify_checkpoint(done[step])
+        if problem is None:
+            return done
+        older = {s: p for s, p in done.items() if s != step}
+        if older and (older[max(older)] / PRUNED_FLAG).is_file():
+            raise ConfigError(
+                f"{problem}; the previous complete checkpoint {older[max(older)].name} holds no optimiser state "
+                "(only the newest keeps it): restore the damaged checkpoint, or delete the run folder to retrain"
+            )
+        logger.warning("%s; resuming from the previous complete checkpoint instead", problem)
+        done = older
+    return done
+
+
+def check_same_config(run_dir: Path, done: dict[int, Path], expected: str, inputs: dict[str, Any]) -> None:
+    """Never resume from checkpoints that other options, another base model or other data produced."""
+    from cwgrpo.identity import changed_inputs
+
+    foreign: dict[int, list[str]] = {}
     for step, ckpt in done.items():
-        found = read_json(ckpt / COMPLETE_FLAG).get("config_hash")
+        flag = read_json(ckpt / COMPLETE_FLAG)
+        found = flag.get("config_hash")
+        changes = changed_inputs(flag.get("inputs"), inputs)
         if found != expected:
-            foreign[step] = found
+            changes.insert(0, f"the options (config hash {found}, now {expected})")
+        if changes:
+            foreign[step] = changes
     if foreign:
+        changes = sorted({c for cs in foreign.values() for c in cs})
         raise ConfigError(
-            f"{run_dir} holds checkpoints {sorted(foreign)} of another configuration (config hash "
-            f"{sorted(set(map(str, foreign.values())))}, now {expected}): delete that folder to train with the "
-            "new options, or restore the options that produced it"
+            f"{run_dir} holds checkpoints {sorted(foreign)} of another configuration: changed "
+            f"{'; '.join(changes)}. Delete that folder to train with the new options and inputs, or "
+            "restore the ones that produced it"
         )
 
 
@@ -458,9 +580,11 @@ def finalize(run_dir: Path, block: dict[str, Any], resolved: dict[str, Any], res
 
 
 def _remove_incomplete_checkpoints(run_dir: Path) -> None:
-    """A checkpoint folder without the completion flag was cut by a kill: never resume from it."""
-    complete = set(complete_checkpoints(run_dir).values())
-    for path in run_dir.glob("checkpoint-*"):
-        if path.is_dir() and path not in complete:
-            logger.warning("removing incomplete checkpoint %s", path)
-            shutil.rmtree(path)
+    """A ``checkpoint-<step>`` folder without the completion flag was cut by a kill: never resume from it.
+
+    Only folders TRL itself names (``checkpoint-<int>``) are removed; a user's ``checkpoint-8.bak`` or
+    ``checkpoint-final`` is no checkpoint of this run and is left alone.
+    """
+    for path in incomplete_checkpoints(run_dir, COMPLETE_FLAG):
+        logger.warning("removing incomplete checkpoint %s", path)
+        shutil.rmtree(path)

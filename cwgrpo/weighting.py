@@ -61,6 +61,7 @@ VARIANT_CENTRING = {"released": "sequence", "described": "batch"}  # the covaria
 RELEASED_SIGMA_EPS = 1e-8  # the authors' code adds this to sigma (spec method.md §2, `released`)
 COV_QUANTILES = (1e-4, 1e-2, 0.4, 0.6, 0.99, 0.9999)
 COV_QUANTILE_KEYS = tuple(f"cw/cov_q{q}" for q in ("0.0001", "0.01", "0.4", "0.6", "0.99", "0.9999"))
+WEIGHT_KEYS = tuple(f"cw/weight_{s}" for s in ("mean", "std", "min", "max", "frac_below_0.5", "frac_above_2"))
 
 
 # --------------------------------------------------------------------------------------------- checks
@@ -298,6 +299,17 @@ def _masked_var(cov: Tensor, mk: _Mask) -> tuple[Tensor, Tensor]:
     return torch.dot(dev.flatten(), dev.flatten()) / n, dev
 
 
+def _overflow_scale(cov: Tensor, mk: _Mask) -> Tensor:
+    """0-dim, detached: ``max |c|`` over valid tokens when squaring ``c`` (or summing N squares) could
+    overflow, else exactly 1. The kernel depends only on ``c / sigma``, so dividing ``c`` by it (and the
+    released variant's ``sigma`` epsilon with it) changes no weight, but keeps ``c^2`` finite where a
+    finite log-prob of -1e20 or an advantage of 1e30 would otherwise make every weight NaN."""
+    lo, hi = torch.aminmax(cov.detach())  # cov is 0 on padding: no mask needed, no (B, T) temporary
+    amax = torch.maximum(-lo, hi)
+    limit = math.sqrt(torch.finfo(cov.dtype).max / max(mk.m.numel(), 1)) / 4
+    return torch.where(amax > limit, amax, torch.ones_like(amax))
+
+
 def _cw(logps: Tensor, advantages: Tensor, mask: Tensor, variant: str) -> tuple[Tensor, Tensor]:
     """Weights and the covariance they were computed from (see :func:`cw_weights`)."""
     _check_choice(variant, CW_VARIANTS, "variant")
@@ -309,12 +321,19 @@ def _cw(logps: Tensor, advantages: Tensor, mask: Tensor, variant: str) -> tuple[
     mk = _prepare_mask(mask, logps, advantages, dtype)
     if variant == "described":
         cov = _covariance(logps.detach(), advantages.detach(), mk, VARIANT_CENTRING[variant])
+        scale = _overflow_scale(cov, mk)
+        cov.div_(scale)  # in place (no graph here); exactly cov where nothing can overflow
         var, scratch = _masked_var(cov, mk)
-        return _normalised_kernel(cov, mk, _safe_sqrt(var), mk.n, scratch), cov
+        w = _normalised_kernel(cov, mk, _safe_sqrt(var), mk.n, scratch)
+        return w, cov.mul_(scale)
     cov = _covariance(logps, advantages, mk, VARIANT_CENTRING[variant])
-    var, scratch = _masked_var(cov, mk)
-    sigma = _safe_sqrt(var) + RELEASED_SIGMA_EPS
-    return _normalised_kernel(cov, mk, sigma, float(mask.numel()), scratch), cov
+    scale = _overflow_scale(cov, mk)
+    in_place = not _records_graph(cov)
+    cs = cov.div_(scale) if in_place else cov / scale  # exactly cov where nothing can overflow
+    var, scratch = _masked_var(cs, mk)
+    sigma = _safe_sqrt(var) + RELEASED_SIGMA_EPS / scale
+    w = _normalised_kernel(cs, mk, sigma, float(mask.numel()), scratch)
+    return w, (cs.mul_(scale) if in_place else cov)
 
 
 def cw_weights(logps: Tensor, advantages: Tensor, mask: Tensor, *, variant: str) -> Tensor:
@@ -475,6 +494,8 @@ def kl_cov_penalty(logps: Tensor, old_logps: Tensor | None, selected: Tensor, *,
 
 def _masked_quantiles(x: Tensor, m: Tensor, qs: tuple[float, ...]) -> Tensor:
     """``torch.quantile(x[m], qs)`` (linear interpolation) without the data-dependent ``x[m]`` sync."""
+    if x.numel() == 0:  # no token at all: every quantile is 0, as with no valid token
+        return torch.zeros(len(qs), dtype=x.dtype, device=x.device)
     n = m.sum()
     inf = torch.full((), math.inf, dtype=x.dtype, device=x.device)
     ordered = torch.where(m, x, inf).flatten().sort().values  # valid values first
@@ -517,6 +538,8 @@ def covariance_diagnostics(cov: Tensor, weights: Tensor, mask: Tensor) -> dict[s
         "cw/cov_abs_mean": masked_mean(c.abs(), m),
     }
     out.update(zip(COV_QUANTILE_KEYS, _masked_quantiles(c, m, COV_QUANTILES).unbind(), strict=True))
+    if m.numel() == 0:  # no token at all (B or T is 0): every statistic is 0, as with no valid token
+        return {k: torch.zeros((), dtype=torch.float32, device=c.device) for k in (*out, *WEIGHT_KEYS)}
     any_valid = m.any()
     inf = torch.full((), math.inf, dtype=w.dtype, device=w.device)
     w_min, w_max = torch.where(m, w, inf).amin(), torch.where(m, w, -inf).amax()

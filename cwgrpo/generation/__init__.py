@@ -127,3 +127,62 @@ def sample_seed(seed: int, prompt_index: int, sample_index: int) -> int:
 def messages_to_text(messages: Messages) -> str:
     """Plain-text prompt for a tokenizer without a chat template: the message contents, one per line."""
     return "\n".join(m["content"] for m in messages)
+
+
+# A token of the tokenizers used here is at most a few dozen characters, so a prompt of more than this
+# many characters per token of context cannot fit: it is refused before it is tokenised (tokenising a
+# 10 MB line would cost seconds to minutes, and generating from it a 16 GB allocation).
+MAX_CHARS_PER_TOKEN = 64
+
+
+def model_context(model_dir: str | Path) -> int | None:
+    """The model's context length (``max_position_embeddings`` of its config.json), or None if unset."""
+    import json
+
+    try:
+        config = json.loads((Path(model_dir) / "config.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError) as err:
+        raise FileNotFoundError(f"{model_dir}/config.json cannot be read: {err}") from err
+    value = config.get("max_position_embeddings")
+    if value is None and isinstance(config.get("text_config"), dict):
+        value = config["text_config"].get("max_position_embeddings")
+    return int(value) if isinstance(value, int) and value > 0 else None
+
+
+def check_prompts_fit(
+    prompts: list[str], tokenizer, context: int | None, completion_budget: int, what: str = "prompt"
+) -> None:
+    """Raise ``ConfigError`` naming the first prompt longer than the model's ``context`` (nothing is
+    checked when the model states no context); log a warning when prompt plus ``completion_budget``
+    exceed it (the paper's 7B settings do: 512 + 4096 tokens on a 4096-token model; generation is then
+    cut by the context, which the samples record as truncated).
+
+    ``prompts`` are the texts as the model sees them (chat template applied). A prompt longer than
+    ``context * MAX_CHARS_PER_TOKEN`` characters is refused without tokenising it.
+    """
+    import logging
+
+    if context is None:
+        return
+    longest = 0
+    for i, text in enumerate(prompts):
+        if len(text) > context * MAX_CHARS_PER_TOKEN:
+            raise ConfigError(
+                f"{what} {i} has {len(text)} characters: far more than the model's context of {context} "
+                "tokens can hold"
+            )
+        n = len(tokenizer(text, add_special_tokens=False)["input_ids"])
+        if n > context:
+            raise ConfigError(
+                f"{what} {i} has {n} tokens, more than the model's context of {context} tokens "
+                "(max_position_embeddings of its config.json)"
+            )
+        longest = max(longest, n)
+    if longest + completion_budget > context:
+        logging.getLogger(__name__).warning(
+            "the longest %s has %d tokens: with %d for the completion it exceeds the model's context of %d",
+            what,
+            longest,
+            completion_budget,
+            context,
+        )

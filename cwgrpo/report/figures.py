@@ -32,7 +32,7 @@ import numpy as np
 import pandas as pd
 
 from cwgrpo.configs import ConfigError, add_config_arguments, config_from_args, config_hash, describe_options
-from cwgrpo.io import ResultFileError
+from cwgrpo.io import ResultFileError, check_outputs_not_inputs
 from cwgrpo.report.results import (
     PAPER_BENCHMARKS,
     ReportConfig,
@@ -396,10 +396,20 @@ def make_figure(kind: str, cfg: FigureConfig, runs: Sequence[Path], summaries: S
 def configure_parser(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--kind", required=True, choices=KINDS, help="which figure")
     parser.add_argument(
-        "--runs", nargs="*", default=[], type=Path, help="run folders (run.json, metrics.jsonl, ...)"
+        "--runs",
+        nargs="*",
+        action="extend",
+        default=[],
+        type=Path,
+        help="run folders (run.json, metrics.jsonl, ...); repeatable",
     )
     parser.add_argument(
-        "--summaries", nargs="*", default=[], type=Path, help="evaluation *.summary.json files"
+        "--summaries",
+        nargs="*",
+        action="extend",
+        default=[],
+        type=Path,
+        help="evaluation *.summary.json files; repeatable",
     )
     parser.add_argument(
         "--out", required=True, type=Path, help="figures/NAME.pdf; NAME.png is written beside it"
@@ -412,6 +422,8 @@ def run(args: argparse.Namespace) -> int:
     from cwgrpo.report.style import apply_style, save_figure
 
     cfg = config_from_args(FigureConfig, args)
+    png_out = args.out.with_suffix(".png")
+    check_outputs_not_inputs([*args.runs, *args.summaries], [args.out, png_out])
     apply_style()
     fig = make_figure(args.kind, cfg, list(args.runs), list(args.summaries))
     pdf, png = save_figure(fig, args.out)

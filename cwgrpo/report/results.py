@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import itertools
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -336,9 +337,33 @@ def _tag(tags: Mapping[str, Any], key: str, path: Path, kind: type) -> Any:
         raise ResultFileError(f"{path}: tag {key}={tags[key]!r} is not {kind.__name__}") from err
 
 
+def _check_fraction(path: Path, key: str, value: Any, upper: float = 1.0) -> None:
+    """An accuracy-like field, when present, is a finite number in [0, ``upper``]."""
+    if value is None:
+        return
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        raise ResultFileError(f"{path}: {key} must be a finite number, got {value!r}")
+    if not 0 <= value <= upper:
+        raise ResultFileError(f"{path}: {key}={value} is outside [0, {upper:g}] (a fraction, not a percent)")
+
+
+def _check_summary_values(path: Path, s: Mapping[str, Any]) -> None:
+    k = s.get("k", 1)
+    if k is not None and (isinstance(k, bool) or not isinstance(k, int) or k < 1):
+        raise ResultFileError(f"{path}: k must be an integer >= 1, got {k!r}")
+    for key in ("pass1", "avg_k"):
+        _check_fraction(path, key, s.get(key))
+    _check_fraction(path, "avg_k_se", s.get("avg_k_se"), upper=0.5)
+    ci = s.get("avg_k_ci95")
+    if isinstance(ci, list):
+        for i, x in enumerate(ci):
+            _check_fraction(path, f"avg_k_ci95[{i}]", x)
+
+
 def _summary_row(path: Path, s: Mapping[str, Any]) -> dict[str, Any]:
     if not isinstance(s, Mapping) or "benchmark" not in s or not isinstance(s.get("tags"), Mapping):
         raise ResultFileError(f"{path}: not an evaluation summary (needs 'benchmark' and a 'tags' mapping)")
+    _check_summary_values(path, s)
     tags = s["tags"]
     k = int(s.get("k") or 1)
     # avg@k is the metric; with k == 1 it is pass@1. Fall back to whichever the file has.
@@ -445,6 +470,34 @@ def run_info(run_dir: str | Path) -> dict[str, Any]:
     }
 
 
+def _logging_interval(run_dir: str | Path) -> int | None:
+    """``logging_steps`` of a run, from its run.json (None if it does not say, or is a fraction)."""
+    try:
+        value = read_json(Path(run_dir) / "run.json").get("config", {}).get("trl", {}).get("logging_steps")
+    except (ResultFileError, AttributeError):
+        return None
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 1 else None
+
+
+def _check_no_gap(path: Path, steps: list[int], interval: int | None) -> None:
+    """A curve must not silently skip logged steps: every multiple of the logging interval (from
+    run.json, else the smallest step difference) up to the last step must be there (a run resumed after
+    its live logs were lost would otherwise be drawn from the resume point)."""
+    positive = [s for s in steps if s > 0]
+    if not positive:
+        return
+    if interval is None:
+        diffs = [b - a for a, b in itertools.pairwise(positive)]
+        interval = min(diffs) if diffs else positive[0]
+    missing = [s for s in range(interval, positive[-1] + 1, interval) if s not in set(positive)]
+    if missing:
+        shown = f"{missing[0]}-{missing[-1]}" if len(missing) > 2 else ", ".join(map(str, missing))
+        raise ResultFileError(
+            f"{path} has no line for step(s) {shown} (every {interval} step(s) are logged up to step "
+            f"{positive[-1]}): a curve would hide that gap"
+        )
+
+
 def metrics_frame(run_dirs: Sequence[str | Path]) -> pd.DataFrame:
     """Per-step training metrics of every run, tagged with size, method and seed (one row per step)."""
     if not run_dirs:
@@ -460,6 +513,7 @@ def metrics_frame(run_dirs: Sequence[str | Path]) -> pd.DataFrame:
             raise ResultFileError(f"{path}: every line needs a 'step'")
         f = pd.DataFrame.from_records(records)
         f["step"] = f["step"].astype(int)
+        _check_no_gap(path, sorted(set(f["step"])), _logging_interval(run_dir))
         # A resumed run may log a step twice; the last line wins.
         f = f.drop_duplicates("step", keep="last").sort_values("step")
         f.insert(0, "seed", info["seed"])

@@ -37,7 +37,7 @@ import numpy as np
 import pandas as pd
 
 from cwgrpo.configs import ConfigError, add_config_arguments, config_from_args, config_hash, describe_options
-from cwgrpo.io import ResultFileError, atomic_path, write_json, write_text
+from cwgrpo.io import ResultFileError, atomic_path, check_outputs_not_inputs, write_json, write_text
 from cwgrpo.report.results import (
     AVG,
     Effect,
@@ -566,7 +566,12 @@ def reported_markdown(cmp: pd.DataFrame, cfg: TableConfig) -> str:
 # -- command -----------------------------------------------------------------------------------------
 def configure_parser(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
-        "--summaries", nargs="+", required=True, type=Path, help="evaluation *.summary.json files"
+        "--summaries",
+        nargs="+",
+        action="extend",
+        required=True,
+        type=Path,
+        help="evaluation *.summary.json files; repeatable",
     )
     parser.add_argument(
         "--out-pdf", required=True, type=Path, help="the typeset table, e.g. figures/table1.pdf"
@@ -582,6 +587,16 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
     )
     add_config_arguments(parser)
     parser.epilog = describe_options(TableConfig)
+
+
+TABLE_FILES = (
+    "table1.csv",
+    "table1.tex",
+    "table1.md",
+    "reported_vs_ours.csv",
+    "reported_vs_ours.md",
+    "table1.provenance.json",
+)
 
 
 def write_table(
@@ -627,6 +642,8 @@ def write_table(
 
 def run(args: argparse.Namespace) -> int:
     cfg = config_from_args(TableConfig, args)
+    outputs = [args.out_pdf, *(args.out_dir / n for n in TABLE_FILES)]
+    check_outputs_not_inputs([*args.summaries, *([args.reported] if args.reported else [])], outputs)
     out = write_table(cfg, list(args.summaries), args.out_pdf, args.out_dir, args.reported)
     log.info("wrote %s", ", ".join(str(p) for p in out.values()))
     return 0

@@ -697,6 +697,262 @@ RAISES = [
 ]
 
 
+# ------------------------------------------------------------------ the fault campaign (issue 19)
+
+# A run of 2 steps with a checkpoint at each, trained once per session and copied by the cases that need
+# a finished (or, with checkpoint-2 removed, a killed) run.
+RUN_TRL = {
+    "max_steps": 2,
+    "save_steps": 1,
+    "num_generations": 2,
+    "per_device_train_batch_size": 2,
+    "max_completion_length": 4,
+    "beta": 0.0,
+    "gradient_checkpointing": False,
+    "loss_type": "grpo",
+    "learning_rate": 1e-4,
+}
+
+
+@pytest.fixture(scope="session")
+def trained_run(tmp_path_factory, tiny_model_dir):
+    """(pristine copy, working folder) of a finished 2-step run with its model and data.
+
+    The run's options name its folder (``output_dir``), so a case works in the same folder each time,
+    restored from the pristine copy by :func:`_run_copy` (cases run one after the other).
+    """
+    from cwgrpo.train import TrainJob, train
+
+    root = tmp_path_factory.mktemp("trained-run")
+    work = root / "work"
+    shutil.copytree(tiny_model_dir, work / "model")
+    (work / "train.jsonl").write_text("".join(json.dumps({**REC, "id": f"p-{i}"}) + "\n" for i in range(2)))
+    trl = {"use_cpu": True, "bf16": False, **RUN_TRL}
+    assert train(work / "model", work / "train.jsonl", work / "run", TrainJob(), trl, {}) == 0
+    shutil.copytree(work, root / "pristine")
+    return root / "pristine", work
+
+
+def _run_copy(ctx: Ctx) -> tuple[Path, Path, Path]:
+    """(model, data, run folder) of the session's finished run, restored to how it was trained."""
+    pristine, work = ctx._request.getfixturevalue("trained_run")
+    shutil.rmtree(work)
+    shutil.copytree(pristine, work)
+    return work / "model", work / "train.jsonl", work / "run"
+
+
+def _retrain(model: Path, data: Path, run: Path, **trl: Any) -> int:
+    from cwgrpo.train import TrainJob, train
+
+    return train(model, data, run, TrainJob(), {"use_cpu": True, "bf16": False, **RUN_TRL, **trl}, {})
+
+
+def _changed_model(ctx: Ctx):
+    from cwgrpo.tiny import save_tiny
+
+    model, data, run = _run_copy(ctx)
+    save_tiny(model, "small", seed=1)  # `cwgrpo sft` rewrote the base model
+    return _retrain(model, data, run)
+
+
+def _changed_data(ctx: Ctx):
+    model, data, run = _run_copy(ctx)
+    data.write_text(data.read_text().replace('"answer": "2"', '"answer": "3"'))
+    return _retrain(model, data, run)
+
+
+def _changed_revision(ctx: Ctx):
+    model, data, run = _run_copy(ctx)
+    model.with_name("model.json").write_text(json.dumps({"model_id": "a/b", "commit": "c0ffee"}))
+    return _retrain(model, data, run)
+
+
+def _killed_run_without_live_logs(ctx: Ctx):
+    model, data, run = _run_copy(ctx)
+    shutil.rmtree(run / "checkpoint-2")  # killed after checkpoint 1 ...
+    shutil.rmtree(run / "live")  # ... and the live logs are lost
+    return _retrain(model, data, run)
+
+
+def _finished_run_without_live_logs(ctx: Ctx):
+    model, data, run = _run_copy(ctx)
+    shutil.rmtree(run / "live")
+    return _retrain(model, data, run)
+
+
+def _metrics_with_a_gap(ctx: Ctx):
+    from cwgrpo.report.results import metrics_frame
+
+    run = ctx.tmp / "run"
+    run.mkdir()
+    tags = {"size": "small", "method": "grpo", "seed": 0}
+    (run / "run.json").write_text(json.dumps({"tags": tags, "config": {"trl": {"logging_steps": 1}}}))
+    (run / "metrics.jsonl").write_text(
+        "".join(json.dumps({"step": s, "loss": 0.0}) + "\n" for s in range(9, 17))
+    )
+    return metrics_frame([run])
+
+
+def _evaluate_onto(ctx: Ctx, which: str):
+    bench = ctx.records("bench.jsonl")
+    before = bench.read_bytes()
+    out, summary = (bench, ctx.tmp / "s.json") if which == "out" else (ctx.tmp / "o.jsonl", bench)
+    try:
+        evaluate(ctx.model, bench, out, summary, EvalConfig(prompt_set="tiny", max_new_tokens=4), {})
+    finally:
+        assert bench.read_bytes() == before, "the benchmark was overwritten"
+
+
+def _claims_onto_summary(ctx: Ctx):
+    summary = _summary(ctx)
+    before = summary.read_bytes()
+    try:
+        claims_mod.run(
+            _ns(summaries=[summary], runs=[ctx.tmp], out_json=summary, out_md=ctx.tmp / "c.md", reported=None)
+        )
+    finally:
+        assert summary.read_bytes() == before
+
+
+def _ns(**kw: Any):
+    import argparse
+
+    return argparse.Namespace(config=None, overrides=[], **kw)
+
+
+def _locked_run(ctx: Ctx):
+    """Another `cwgrpo train` (here: a process holding the run folder's lock) is training into it."""
+    run = ctx.tmp / "run"
+    run.mkdir()
+    code = "import sys; from cwgrpo.runguard import RunLock; RunLock(sys.argv[1]).acquire(); print('held', flush=True); sys.stdin.read()"
+    holder = subprocess.Popen(
+        [sys.executable, "-c", code, str(run)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        _train(
+            ctx,
+            ctx.model,
+            {"max_steps": 1, "save_steps": 1, "num_generations": 2, "per_device_train_batch_size": 2},
+        )
+    finally:
+        holder.stdin.close()
+        holder.wait(timeout=30)
+    assert not list(run.glob("checkpoint-*")), "trained into a folder another trainer holds"
+
+
+def _huge_problem_file(ctx: Ctx, chars: int = 10_000_000) -> Path:
+    return ctx.write("huge.jsonl", json.dumps({**REC, "problem": "1+" * (chars // 2) + "1"}) + "\n")
+
+
+def _evaluate_huge_problem(ctx: Ctx):
+    start = time.perf_counter()
+    try:
+        evaluate(
+            ctx.model, _huge_problem_file(ctx), ctx.tmp / "out.jsonl", ctx.tmp / "out.summary.json",
+            EvalConfig(prompt_set="tiny", max_new_tokens=4), {},
+        )  # fmt: skip
+    finally:
+        assert time.perf_counter() - start < 30, "the check itself took too long"
+
+
+def _train_huge_problem(ctx: Ctx, chars: int):
+    from cwgrpo.train import TrainJob, train
+
+    trl = {"use_cpu": True, "bf16": False, "max_steps": 1}
+    return train(ctx.model, _huge_problem_file(ctx, chars), ctx.tmp / "run", TrainJob(), trl, {})
+
+
+def _truncated_checkpoint_model(ctx: Ctx) -> Path:
+    _, _, run = _run_copy(ctx)
+    weights = run / "checkpoint-2" / "model.safetensors"
+    with open(weights, "r+b") as fh:
+        fh.truncate(weights.stat().st_size // 2)
+    return run / "checkpoint-2"
+
+
+def _truncated_model(ctx: Ctx) -> Path:
+    model = ctx.model_copy("m")
+    weights = model / "model.safetensors"
+    with open(weights, "r+b") as fh:
+        fh.truncate(weights.stat().st_size - 1)
+    return model
+
+
+def _summary_with(ctx: Ctx, **values: Any):
+    from cwgrpo.report.results import summaries_frame
+
+    path = _summary(ctx)
+    data = json.loads(path.read_text())
+    data.update(values)
+    path.write_text(json.dumps(data))  # json writes NaN for float("nan"), as a careless tool would
+    return summaries_frame([path])
+
+
+def _failing_trainer_start(ctx: Ctx, monkeypatch_target: str = "_train_locked"):
+    import cwgrpo.train as train_mod
+
+    original = getattr(train_mod, monkeypatch_target)
+
+    def boom(*args: Any, **kwargs: Any):
+        raise ValueError("TRL refused an option after the run folder was made")
+
+    setattr(train_mod, monkeypatch_target, boom)
+    try:
+        _train(ctx, ctx.model, {})
+    finally:
+        setattr(train_mod, monkeypatch_target, original)
+
+
+FAULT_RAISES = [
+    # bug 1: the run's identity covers the base model, its revision and the training data
+    Raises("faults", "base-model-changed-after-training", _changed_model, ConfigError, r"changed the base model"),
+    Raises("faults", "training-data-changed-after-training", _changed_data, ConfigError, r"the training data"),
+    Raises("faults", "model-revision-changed", _changed_revision, ConfigError, r"the base model \(marker"),
+    # bug 3: no command writes over one of its inputs
+    Raises("faults", "evaluate-out-is-the-benchmark", lambda c: _evaluate_onto(c, "out"), ValueError, r"would overwrite the input"),
+    Raises("faults", "evaluate-summary-is-the-benchmark", lambda c: _evaluate_onto(c, "summary"), ValueError, r"would overwrite the input"),
+    Raises("faults", "claims-out-is-a-summary", _claims_onto_summary, ValueError, r"would overwrite the input", ("c.md",)),
+    # bug 4: a resume needs every log line before its resume point; figures refuse gaps
+    Raises("faults", "resume-after-live-logs-lost", _killed_run_without_live_logs, ConfigError, r"lacks the logs of step\(s\) 1 before the resume point 1"),
+    Raises("faults", "finished-run-after-live-logs-lost", _finished_run_without_live_logs, ConfigError, r"lacks the logs of step\(s\) 1, 2"),
+    Raises("faults", "figure-metrics-with-a-gap", _metrics_with_a_gap, ResultFileError, r"no line for step\(s\) 1-8"),
+    # bug 5: the grading budget is validated by the Python API too
+    Raises("faults", "grade-timeout-zero", lambda c: _grade("\\boxed{9^{9^{9^{9}}}}", "1", 0), ValueError, r"timeout_s .* got 0"),
+    Raises("faults", "grade-timeout-negative", lambda c: _grade("\\boxed{1}", "1", -1), ValueError, r"timeout_s .* got -1"),
+    Raises("faults", "grade-many-timeout-nan", lambda c: _grade_many(math.nan), ValueError, r"timeout_s .* got nan"),
+    # bug 6: one trainer per run folder
+    Raises("faults", "train-into-a-locked-run-folder", _locked_run, ConfigError, r"being trained into by another `cwgrpo train` \(pid \d+ on host"),
+    # weak spots
+    Raises("faults", "evaluate-truncated-checkpoint", lambda c: _evaluate(c, _truncated_checkpoint_model(c)), ResultFileError, r"checkpoint-2/model.safetensors has \d+ bytes, \d+ when the checkpoint was saved", ("out.jsonl", "out.summary.json")),
+    Raises("faults", "resume-past-a-truncated-checkpoint", lambda c: _resume_past_a_truncated_checkpoint(c), ConfigError, r"checkpoint-2/model.safetensors has \d+ bytes.*previous complete checkpoint checkpoint-1 holds no optimiser state"),
+    Raises("faults", "evaluate-truncated-model-without-flag", lambda c: _evaluate(c, _truncated_model(c)), ResultFileError, r"m/model.safetensors is truncated or corrupt \(\d+ bytes, its header needs \d+\)", ("out.jsonl", "out.summary.json")),
+    Raises("faults", "evaluate-10mb-problem", _evaluate_huge_problem, ConfigError, r"huge.jsonl: prompt 0 has \d+ characters", ("out.jsonl", "out.summary.json")),
+    Raises("faults", "train-10mb-problem", lambda c: _train_huge_problem(c, 10 * MB), ConfigError, r"training prompt 0 has \d+ characters", ("run",)),
+    Raises("faults", "train-prompt-longer-than-context", lambda c: _train_huge_problem(c, 600), ConfigError, r"training prompt 0 has \d+ tokens, more than the model's context of 256", ("run",)),
+    Raises("faults", "summary-pass1-nan", lambda c: _summary_with(c, pass1=math.nan), ResultFileError, r"pass1 must be a finite number, got nan"),
+    Raises("faults", "summary-pass1-above-1", lambda c: _summary_with(c, pass1=1.7), ResultFileError, r"pass1=1.7 is outside \[0, 1\]"),
+    Raises("faults", "train-learning-rate-nan", lambda c: _train(c, c.model, {"learning_rate": math.nan}), ConfigError, r"learning_rate=nan", ("run",)),
+    Raises("faults", "train-learning-rate-nan-in-options", lambda c: _split({"learning_rate": math.nan}), ConfigError, r"learning_rate=nan"),
+    Raises("faults", "train-failure-after-the-folder-was-made", _failing_trainer_start, ValueError, r"TRL refused", ("run",)),
+]  # fmt: skip
+
+
+def _grade(completion: Any, gold: Any, timeout_s: Any):
+    from cwgrpo.scoring import grade
+
+    return grade(completion, gold, timeout_s=timeout_s)
+
+
+def _grade_many(timeout_s: float):
+    from cwgrpo.scoring import grade_many
+
+    return grade_many([("\\boxed{1}", "1")], processes=1, timeout_s=timeout_s)
+
+
+RAISES += FAULT_RAISES
+
+
 @pytest.mark.parametrize("case", RAISES, ids=[c.id for c in RAISES])
 def test_bad_input_raises_a_clear_error(case: Raises, tmp_path, request):
     ctx = Ctx(tmp_path, request)
@@ -843,6 +1099,176 @@ DEFINED = [
 ]
 
 
+def _user_checkpoint_copies_kept(ctx: Ctx) -> None:
+    from cwgrpo.train import COMPLETE_FLAG, _remove_incomplete_checkpoints
+
+    run = ctx.tmp / "run"
+    for name in ("checkpoint-8", "checkpoint-8.bak", "checkpoint-final", "checkpoint-9"):
+        (run / name).mkdir(parents=True)
+        (run / name / "model.safetensors").write_bytes(b"\0" * 16)
+    for name in ("checkpoint-8", "checkpoint-8.bak"):
+        (run / name / COMPLETE_FLAG).write_text('{"step": 8}')
+    _remove_incomplete_checkpoints(run)  # only checkpoint-9 was cut by a kill
+    assert sorted(p.name for p in run.iterdir()) == ["checkpoint-8", "checkpoint-8.bak", "checkpoint-final"]
+
+
+def _resume_past_a_truncated_checkpoint(ctx: Ctx) -> int:
+    """The newest checkpoint's weights were cut after it was saved; the previous one was pruned by then."""
+    model, data, run = _run_copy(ctx)
+    weights = run / "checkpoint-2" / "model.safetensors"
+    with open(weights, "r+b") as fh:
+        fh.truncate(100)
+    return _retrain(model, data, run)
+
+
+def _disk_full_names_the_folder(ctx: Ctx) -> None:
+    import shutil as sh
+
+    from cwgrpo.runguard import check_free_space
+
+    (ctx.tmp / "checkpoint-4").mkdir()
+    (ctx.tmp / "checkpoint-4" / "model.safetensors").write_bytes(b"\0" * 4096)
+    real = sh.disk_usage
+    sh.disk_usage = lambda p: real(p)._replace(free=100)
+    try:
+        with pytest.raises(OSError, match=r"not enough free space in .*: 0 MiB free") as info:
+            check_free_space(ctx.tmp)
+    finally:
+        sh.disk_usage = real
+    assert str(ctx.tmp) in str(info.value)
+
+
+def _disk_full_stops_training_before_a_save(ctx: Ctx) -> None:
+    import shutil as sh
+
+    real = sh.disk_usage
+    sh.disk_usage = lambda p: real(p)._replace(free=0)
+    try:
+        with pytest.raises(OSError, match=r"not enough free space in .*run for the next checkpoint"):
+            _train(
+                ctx,
+                ctx.model,
+                {"max_steps": 1, "save_steps": 1, "num_generations": 2, "per_device_train_batch_size": 2},
+            )
+    finally:
+        sh.disk_usage = real
+    assert not (ctx.tmp / "run").exists(), "no checkpoint was saved, and the new run folder is removed"
+
+
+def _write_error_names_the_file(ctx: Ctx) -> None:
+    import errno
+
+    from cwgrpo.io import write_text
+
+    target = ctx.tmp / "out" / "metrics.jsonl"
+    real = Path.write_text
+
+    def full(self, *a, **k):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    Path.write_text = full
+    try:
+        with pytest.raises(OSError, match=r"cannot write .*metrics.jsonl: No space left on device"):
+            write_text(target, "x")
+    finally:
+        Path.write_text = real
+    assert not target.exists() and not list(target.parent.iterdir()), "a temporary file was left behind"
+
+
+def _fetch_model_network_down(ctx: Ctx) -> None:
+    from cwgrpo.hub import hub_errors
+
+    class ConnectError(Exception):
+        pass
+
+    ConnectError.__module__ = "httpx"  # what the HTTP stack raises, without importing it
+    match = r"cannot download a/b@main from the Hugging Face Hub \(ConnectError"
+    with pytest.raises(OSError, match=match), hub_errors("a/b", "main"):
+        raise ConnectError("[Errno 111] Connection refused")
+    with pytest.raises(KeyError), hub_errors("a/b", "main"):  # anything else is not a network error
+        raise KeyError("x")
+
+
+def _repeated_list_flags_extend(ctx: Ctx) -> None:
+    import argparse
+
+    from cwgrpo import claims
+    from cwgrpo.report import figures, table
+
+    for module, argv, attr in (
+        (figures, ["--kind", "training", "--out", "f.pdf", "--runs", "A", "B", "--runs", "C"], "runs"),
+        (table, ["--out-pdf", "t.pdf", "--out-dir", "t", "--summaries", "A", "B", "--summaries", "C"], "summaries"),
+        (claims, ["--out-json", "c.json", "--out-md", "c.md", "--runs", "R", "--summaries", "A", "B", "--summaries", "C"], "summaries"),
+    ):  # fmt: skip
+        parser = argparse.ArgumentParser()
+        module.configure_parser(parser)
+        assert getattr(parser.parse_args(argv), attr) == [Path("A"), Path("B"), Path("C")], module.__name__
+
+
+def _unparseable_gold_is_unscorable(ctx: Ctx) -> None:
+    from cwgrpo.scoring import gold_is_scorable, grade_detailed
+
+    for gold in ("\\frac{", "???"):
+        assert not gold_is_scorable(gold), gold
+        result = grade_detailed("\\boxed{" + gold + "}", gold)  # the same string: no longer "correct"
+        assert result.unscorable and not result.correct, (gold, result)
+    for gold in ("\\text{Evelyn}", "(A)", "\\frac{1}{2}", "2,3"):
+        assert gold_is_scorable(gold), gold
+
+
+def _unfinished_reasoning_has_no_answer(ctx: Ctx) -> None:
+    from cwgrpo.scoring import extract_answer, grade_detailed
+
+    result = grade_detailed("<think>\n88-52=", "88")
+    assert result.extracted is None and not result.correct
+    assert extract_answer("<think>\n88-52=36\n\\boxed{36}") is None  # boxed, but inside unfinished reasoning
+    assert grade_detailed("<think>\n88-52=36\n</think>\n\\boxed{36}", "36").correct  # finished: graded
+    assert grade_detailed("The answer is \\boxed{36}", "36").correct  # no think block at all: graded
+
+
+def _grade_type_errors(ctx: Ctx) -> None:
+    for args, name in (((None, "1"), "completion"), (("\\boxed{1}", 1), "gold")):
+        with pytest.raises(TypeError, match=rf"{name} must be a str"):
+            _grade(*args, 3.0)
+
+
+def _diagnostics_of_no_tokens(ctx: Ctx) -> None:
+    for shape in ((0, 0), (0, 5), (3, 0)):
+        empty = torch.zeros(shape)
+        stats = W.covariance_diagnostics(empty, empty, empty.bool())
+        full = W.covariance_diagnostics(*(torch.ones(2, 2),) * 2, torch.ones(2, 2, dtype=torch.bool))
+        assert set(stats) == set(full)
+        assert all(float(v) == 0.0 for v in stats.values()), shape
+
+
+def _huge_but_finite_inputs(variant: str) -> None:
+    logps, adv, mask = _batch()
+    expected_shape = logps.shape
+    for lp, a in ((_with(logps, (0, 0), -1e20), adv), (logps, _with(adv, (0,), 1e30))):
+        w = W.cw_weights(lp, a, mask, variant=variant)
+        assert w.shape == expected_shape and torch.isfinite(w).all(), variant
+        assert (w[mask.bool()] > 0).all()
+    # the scaling changes nothing where nothing overflows
+    plain = W.cw_weights(logps, adv, mask, variant=variant)
+    assert torch.equal(plain, W.cw_weights(logps.clone(), adv.clone(), mask, variant=variant))
+
+
+FAULT_DEFINED = [
+    Defined("faults", "user-checkpoint-copies-are-kept", _user_checkpoint_copies_kept),
+    Defined("faults", "disk-full-names-the-folder", _disk_full_names_the_folder),
+    Defined("faults", "disk-full-stops-training-before-a-save", _disk_full_stops_training_before_a_save),
+    Defined("faults", "write-error-names-the-file", _write_error_names_the_file),
+    Defined("faults", "fetch-model-network-down", _fetch_model_network_down),
+    Defined("faults", "repeated-list-flags-extend", _repeated_list_flags_extend),
+    Defined("faults", "unparseable-gold-is-unscorable", _unparseable_gold_is_unscorable),
+    Defined("faults", "unfinished-reasoning-has-no-answer", _unfinished_reasoning_has_no_answer),
+    Defined("faults", "grade-type-errors-name-the-argument", _grade_type_errors),
+    Defined("faults", "diagnostics-of-no-tokens-are-zeros", _diagnostics_of_no_tokens),
+    *(Defined("faults", f"huge-finite-inputs-finite-weights-{v}", lambda c, v=v: _huge_but_finite_inputs(v)) for v in W.CW_VARIANTS),
+]  # fmt: skip
+DEFINED += FAULT_DEFINED
+
+
 @pytest.mark.parametrize("case", DEFINED, ids=[c.id for c in DEFINED])
 def test_bad_input_has_a_defined_result(case: Defined, tmp_path, request):
     case.check(Ctx(tmp_path, request))
@@ -868,6 +1294,8 @@ GRADES = [
     ("no-answer", "I do not know.", "2", False),
     ("empty", "", "2", False),
     ("unscorable-gold", "\\boxed{2}", "\\frac{", False),
+    ("unscorable-gold-question-marks", "\\boxed{???}", "???", False),
+    ("unfinished-reasoning", "<think>\n88-52=", "88", False),
 ]
 
 
@@ -984,6 +1412,23 @@ CLI = [
         "table",
         "is not valid JSON (truncated or corrupt?)",
         TABLE_OUT,
+    ),
+    Cli(
+        "doctor-malformed-configfile",
+        lambda c: [
+            "doctor",
+            "--offline",
+            "--configfile",
+            str(c.write("cfg.yaml", "name: x\nkind: [tiny,\n")),
+        ],
+        "doctor",
+        "cfg.yaml is not valid YAML",
+    ),
+    Cli(
+        "doctor-missing-configfile",
+        lambda c: ["doctor", "--offline", "--configfile", str(c.tmp / "absent.yaml")],
+        "doctor",
+        "missing file: ",
     ),
     Cli(
         "claims-missing-run",

@@ -61,3 +61,28 @@ def test_truncate_log_drops_steps_after_the_resume_point_and_cut_lines(tmp_path)
     path.write_text("\n".join(lines) + '\n{"step": 5, "lo')
     truncate_log(path, 2)
     assert [json.loads(line)["step"] for line in path.read_text().splitlines()] == [1, 2]
+
+
+def test_shipped_grpo_config_fields_equal_the_live_class():
+    """The workflow checks `train` options against cwgrpo/resources/grpo_config_fields.json (no TRL import
+    at parse time); after a TRL upgrade, `python -m cwgrpo.optioncheck` rewrites it."""
+    from cwgrpo.optioncheck import describe_config, shipped_fields
+    from cwgrpo.trainer import CWGRPOConfig
+
+    assert shipped_fields() == describe_config(CWGRPOConfig)
+
+
+def test_option_check_without_trl_names_the_bad_key():
+    from cwgrpo.optioncheck import OptionError, check_train_options
+
+    check_train_options({"learning_rate": 1e-4, "cw_variant": "released", "reward_funcs": ["accuracy"]})
+    for options, key, named in (
+        ({"learnig_rate": 1e-4}, "learnig_rate", "learnig_rate"),
+        ({"cw_variant": "relased"}, "cw_variant", "relased"),
+        ({"max_steps": "ten"}, "max_steps", "ten"),
+        ({"beta": "x"}, "beta", "x"),
+        ({"prompt_set": "nope"}, "prompt_set", "nope"),
+    ):
+        with pytest.raises(OptionError) as info:
+            check_train_options(options)
+        assert info.value.key == key and named in str(info.value)

@@ -237,7 +237,19 @@ BAD_CONFIGS = {
     "unknown kind (schema)": (_tiny, ("kind",), "huge", "kind"),
     "unknown top-level key (schema)": (_tiny, ("trian",), {}, "trian"),
     "seed not an integer (schema)": (_tiny, ("seeds",), ["zero"], "seeds"),
-}
+    # every command's options are checked by the command's own config classes, at parse time
+    "evaluate option typo": (_tiny, ("evaluate", "tempreature"), 0.6, "evaluate.tempreature"),
+    "train option typo": (_paper, ("train", "learnig_rate"), 1e-6, "train.learnig_rate"),
+    "cw_variant typo": (_tiny, ("methods", "cw_grpo", "cw_variant"), "relased", "methods.cw_grpo.cw_variant"),
+    "train option of the wrong type": (_tiny, ("train", "max_completion_length"), "abc", "train.max_completion_length"),
+    "learning rate NaN": (_tiny, ("train", "learning_rate"), float("nan"), "train.learning_rate"),
+    "sft option typo": (_tiny, ("sft", "lr_typo"), 1, "sft.lr_typo"),
+    "figure option typo": (_tiny, ("figure", "smooth_x"), 1, "figure.smooth_x"),
+    "per-size evaluate value": (_paper, ("sizes", "7b", "evaluate", "max_new_tokens"), 0, "sizes.7b.evaluate.max_new_tokens"),
+    # names reach file names and shell commands
+    "benchmark name with shell code": (_tiny, ("data", "benchmarks"), ["syn_x$(touch pwned)"], "data.benchmarks"),
+    "threads not an integer": (_tiny, ("resources", "train"), {"threads": "two"}, "resources.train.threads"),
+}  # fmt: skip
 
 
 @pytest.mark.parametrize("case", sorted(BAD_CONFIGS))
@@ -250,6 +262,7 @@ def test_bad_config_fails_at_parse_time_naming_the_key(case, tmp_path):
     assert proc.returncode != 0, f"{case}: the dry run succeeded\n{out[-2000:]}"
     assert key in out, f"{case}: {key!r} not in the error:\n{out[-2000:]}"
     assert "Job stats" not in out  # failed while parsing, before any job was planned
+    assert not (tmp_path / "pwned").exists()
 
 
 # -- the schema ----------------------------------------------------------------------------------

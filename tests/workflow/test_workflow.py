@@ -276,3 +276,28 @@ def test_paper_dry_run_with_slurm_profile_shows_each_rules_resources(tmp_path):
 def test_only_data_preparation_retries():
     text = {p.name: p.read_text() for p in (REPO / "workflow" / "rules").glob("*.smk")}
     assert [name for name, body in text.items() if "retries:" in body] == ["data.smk"]
+
+
+PRE_QUOTED = {
+    "params.options",
+    "params.files",
+    "params.runs",
+    "params.summaries",
+    "params.model_id",
+    "params.revision",
+}
+
+
+def test_every_interpolated_value_in_a_shell_command_is_quoted():
+    """A value from the config or a wildcard reaches the shell only through `:q` (Snakemake's shell quoting)
+    or a params function that builds the string with shlex.quote (the names in PRE_QUOTED)."""
+    unquoted, seen = [], 0
+    for path in sorted((REPO / "workflow" / "rules").glob("*.smk")):
+        text = path.read_text()
+        for block in re.findall(r"shell:\n((?:\s+\".*\"\n)+)", text):
+            for field in re.findall(r"(?<!{){([^{}]+)}(?!})", block):
+                seen += 1
+                if not field.endswith(":q") and field not in PRE_QUOTED:
+                    unquoted.append(f"{path.name}: {{{field}}}")
+    assert seen > 40, f"only {seen} interpolations found: the pattern no longer matches the rules"
+    assert not unquoted, unquoted

@@ -12,6 +12,7 @@ import os
 import re
 import shlex
 import subprocess
+import sys
 from pathlib import Path
 
 from snakemake.exceptions import WorkflowError
@@ -249,6 +250,99 @@ def _check_steps():
                 "report.step",
                 f"{step} is not a saved step of size {size!r}: {saved_steps(size)}",
             )
+
+
+def _cwgrpo():
+    """The package's option checkers, imported from this checkout (no TRL, no torch: ~0.7 s)."""
+    repo = str(Path(workflow.basedir))
+    if repo not in sys.path:
+        sys.path.insert(0, repo)
+    import cwgrpo.data
+    import cwgrpo.optioncheck
+
+    return cwgrpo.data, cwgrpo.optioncheck
+
+
+def _check_names():
+    """Dataset names reach file names and shell commands: each must be a registry name."""
+    data, _ = _cwgrpo()
+    for key, names in (
+        ("data.train", [config["data"]["train"]]),
+        ("data.dev", [config["data"]["dev"]] if config["data"].get("dev") else []),
+        ("data.benchmarks", BENCHMARKS),
+    ):
+        for name in names:
+            if not re.fullmatch(r"[A-Za-z0-9_]+", name) or name not in data.DATASETS:
+                fail(key, f"unknown dataset {name!r}; known: {', '.join(sorted(data.DATASETS))}")
+
+
+def _option_sources(*sections):
+    """(config key, mapping) pairs, lowest precedence first, for naming the section a bad key came from."""
+    return [(key, mapping) for key, mapping in sections if mapping]
+
+
+def _fail_option(err, sources):
+    key = getattr(err, "key", None)
+    where = next((name for name, m in reversed(sources) if key in m), sources[-1][0] if sources else "?")
+    fail(f"{where}.{key}" if key else where, str(err))
+
+
+def _check_command_options():
+    """Every option of every command, checked by the command's own config classes (see
+    cwgrpo.optioncheck), so a typo fails here and not in a job hours later."""
+    _, oc = _cwgrpo()
+    from cwgrpo.evaluate import EvalConfig
+    from cwgrpo.sft import SftConfig
+    from cwgrpo.tiny import TinyConfig
+
+    for size in SIZES:
+        spec = config["sizes"][size]
+        for method in METHODS:
+            sources = _option_sources(
+                ("train", config["train"]),
+                (f"sizes.{size}.train", spec.get("train", {})),
+                (f"methods.{method}", config["methods"][method]),
+            )
+            try:
+                oc.check_train_options(train_options(size, method, SEEDS[0]))
+            except oc.OptionError as err:
+                _fail_option(err, sources)
+        stages = [("evaluate", EvalConfig, evaluate_options(size), config["evaluate"])]
+        if KIND == "tiny":
+            stages += [
+                ("build", TinyConfig, stage_options("build", size), config.get("build", {})),
+                ("sft", SftConfig, stage_options("sft", size), config.get("sft", {})),
+            ]
+        for section, cls, opts, top in stages:
+            sources = _option_sources((section, top), (f"sizes.{size}.{section}", spec.get(section, {})))
+            try:
+                oc.check_options(cls, opts)
+            except oc.OptionError as err:
+                _fail_option(err, sources)
+    try:  # the report commands need pandas, which a bare Snakemake environment may lack
+        from cwgrpo.claims import ClaimsConfig
+        from cwgrpo.report.figures import FigureConfig
+        from cwgrpo.report.table import TableConfig
+    except ImportError as err:
+        print(f"note: report options not checked at parse time ({err})", file=sys.stderr)
+        return
+
+    for command, cls in (("table", TableConfig), ("figure", FigureConfig), ("claims", ClaimsConfig)):
+        sources = _option_sources(("report", config["report"]), (command, config[command]))
+        try:
+            oc.check_options(cls, report_options(command))
+        except oc.OptionError as err:
+            _fail_option(err, sources)
+
+
+def _check_resources():
+    """`threads` becomes an int for Snakemake and Slurm: a word there must fail now, naming the key."""
+    sections = [(f"resources.{kind}", res) for kind, res in config["resources"].items()]
+    for size, spec in config["sizes"].items():
+        sections += [(f"sizes.{size}.resources.{kind}", res) for kind, res in spec.get("resources", {}).items()]
+    for key, res in sections:
+        if "threads" in res and not _positive_int(res["threads"]):
+            fail(f"{key}.threads", f"must be a positive integer, got {res['threads']!r}")
 
 
 def _check_report():
@@ -577,11 +671,14 @@ def check_local_gpus():
 
 
 _check_sizes()
+_check_resources()
 _check_data()
+_check_names()
 _check_methods()
 _check_steps()
 _check_report()
 _check_gpu_cap()
+_check_command_options()
 
 
 wildcard_constraints:

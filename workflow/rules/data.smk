@@ -15,4 +15,4 @@ rule prepare_data:
     resources:
         **fixed_resources("prepare_data"),
     shell:
-        "cwgrpo prepare-data --dataset {wildcards.dataset} --out {output.data} > {log} 2>&1"
+        "cwgrpo prepare-data --dataset {wildcards.dataset:q} --out {output.data:q} > {log:q} 2>&1"

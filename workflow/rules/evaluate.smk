@@ -23,8 +23,8 @@ if config["evaluate"]["one_job_per_benchmark"]:
             model_dir=eval_model_dir,
             options=eval_args,
         shell:
-            "cwgrpo evaluate --model-dir {params.model_dir} --benchmark-file {input.benchmark}"
-            " --out {output.samples} --summary {output.summary} {params.options} > {log} 2>&1"
+            "cwgrpo evaluate --model-dir {params.model_dir:q} --benchmark-file {input.benchmark:q}"
+            " --out {output.samples:q} --summary {output.summary:q} {params.options} > {log:q} 2>&1"
 
 else:
 
@@ -47,4 +47,4 @@ else:
             files=eval_files,
             options=eval_args,
         shell:
-            "cwgrpo evaluate --model-dir {params.model_dir} {params.files} {params.options} > {log} 2>&1"
+            "cwgrpo evaluate --model-dir {params.model_dir:q} {params.files} {params.options} > {log:q} 2>&1"

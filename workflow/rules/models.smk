@@ -17,8 +17,8 @@ if KIND == "tiny":
             out_dir=sibling_dir("marker"),
             options=lambda wildcards: sets(stage_options("build", wildcards.size)),
         shell:
-            "cwgrpo build-tiny --size {wildcards.size} --out-dir {params.out_dir}"
-            " --marker {output.marker} {params.options} > {log} 2>&1"
+            "cwgrpo build-tiny --size {wildcards.size:q} --out-dir {params.out_dir:q}"
+            " --marker {output.marker:q} {params.options} > {log:q} 2>&1"
 
     rule sft:
         input:
@@ -40,9 +40,9 @@ if KIND == "tiny":
             out_dir=sibling_dir("marker"),
             options=lambda wildcards: sets(stage_options("sft", wildcards.size)),
         shell:
-            "cwgrpo sft --model-dir {params.model_dir} --train-data {input.train_data}"
-            " --dev-data {input.dev_data} --out-dir {params.out_dir} --marker {output.marker}"
-            " {params.options} > {log} 2>&1"
+            "cwgrpo sft --model-dir {params.model_dir:q} --train-data {input.train_data:q}"
+            " --dev-data {input.dev_data:q} --out-dir {params.out_dir:q} --marker {output.marker:q}"
+            " {params.options} > {log:q} 2>&1"
 
 else:
 
@@ -67,4 +67,4 @@ else:
             out_dir=sibling_dir("marker"),
         shell:
             "cwgrpo fetch-model --model-id {params.model_id} --revision {params.revision}"
-            " --out-dir {params.out_dir} --marker {output.marker} > {log} 2>&1"
+            " --out-dir {params.out_dir:q} --marker {output.marker:q} > {log:q} 2>&1"

@@ -30,8 +30,8 @@ rule table:
         out_dir=parent_dir("csv"),
         options=sets(report_options("table")),
     shell:
-        "cwgrpo table --summaries {input.summaries} --out-pdf {output.pdf} --out-dir {params.out_dir}"
-        " {params.options} > {log} 2>&1"
+        "cwgrpo table --summaries {input.summaries:q} --out-pdf {output.pdf:q} --out-dir {params.out_dir:q}"
+        " {params.options} > {log:q} 2>&1"
 
 
 for _name, (_kind, _reads) in FIGURES.items():
@@ -61,8 +61,8 @@ for _name, (_kind, _reads) in FIGURES.items():
             summaries=summaries_arg,
             options=sets(report_options("figure")),
         shell:
-            "cwgrpo figure --kind {params.kind} {params.runs} {params.summaries} --out {output.pdf}"
-            " {params.options} > {log} 2>&1"
+            "cwgrpo figure --kind {params.kind:q} {params.runs} {params.summaries} --out {output.pdf:q}"
+            " {params.options} > {log:q} 2>&1"
 
 
 rule claims:
@@ -83,5 +83,5 @@ rule claims:
         runs=runs_arg,
         options=sets(report_options("claims")),
     shell:
-        "cwgrpo claims --summaries {input.summaries} {params.runs} --out-json {output.json}"
-        " --out-md {output.md} {params.options} > {log} 2>&1"
+        "cwgrpo claims --summaries {input.summaries:q} {params.runs} --out-json {output.json:q}"
+        " --out-md {output.md:q} {params.options} > {log:q} 2>&1"

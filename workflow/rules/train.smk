@@ -35,5 +35,5 @@ for _size in SIZES:
             run_dir=parent_dir("run"),
             options=train_args,
         shell:
-            "cwgrpo train --model-dir {params.model_dir} --train-data {input.train_data}"
-            " --run-dir {params.run_dir} {params.options} > {log} 2>&1"
+            "cwgrpo train --model-dir {params.model_dir:q} --train-data {input.train_data:q}"
+            " --run-dir {params.run_dir:q} {params.options} > {log:q} 2>&1"

@@ -1,0 +1,152 @@
+"""Check every command's options without running it (and without importing TRL): for the workflow's parse.
+
+A typo in an option section (``train.learnig_rate``, ``evaluate.tempreature``, ``cw_variant: relased``)
+must fail ``snakemake -n``, not a job hours later on a cluster. The commands' own config dataclasses
+check their sections (``EvalConfig``, ``SftConfig``, ``TinyConfig``, the report configs, ``TrainJob``).
+The TRL part of ``cwgrpo train`` (``CWGRPOConfig``, ~150 fields) is checked against
+``resources/grpo_config_fields.json``: each field's kind (int, float, str, bool, list, dict, any; ``|None``
+when it may be null) and the allowed values of the few choice fields, written by
+``python -m cwgrpo.optioncheck`` from the live class (a unit test keeps the two equal), because
+importing TRL costs seconds at every Snakemake start.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import json
+import sys
+import types
+import typing
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from cwgrpo.configs import ConfigError, build_config, coerce_value
+
+FIELDS_PATH = Path(__file__).resolve().parent / "resources" / "grpo_config_fields.json"
+_KINDS: dict[str, Any] = {"int": int, "float": float, "str": str, "bool": bool, "list": list[Any]}
+
+
+class OptionError(ConfigError):
+    """A bad option; ``key`` is the option's name (None when the error spans several options)."""
+
+    def __init__(self, key: str | None, message: str) -> None:
+        super().__init__(message)
+        self.key = key
+
+
+def kind_of(annotation: Any) -> str:
+    """The kind of one field annotation, as stored in ``grpo_config_fields.json``."""
+    nullable = False
+    if typing.get_origin(annotation) in (typing.Union, types.UnionType):
+        args = typing.get_args(annotation)
+        non_none = [a for a in args if a is not type(None)]
+        nullable = len(non_none) < len(args)
+        if len(non_none) != 1:
+            return "any"
+        annotation = non_none[0]
+    origin = typing.get_origin(annotation) or annotation
+    base = {int: "int", float: "float", str: "str", bool: "bool", list: "list", tuple: "list", dict: "dict"}
+    kind = base.get(origin, "any") if isinstance(origin, type) else "any"
+    return f"{kind}|None" if nullable and kind != "any" else kind
+
+
+def describe_config(cls: type) -> dict[str, Any]:
+    """``{fields: {name: kind}, choices: {name: [values]}}`` of ``CWGRPOConfig`` (imports TRL)."""
+    from cwgrpo import weighting
+    from cwgrpo.trainer import TRL_LOSS_TYPES
+
+    hints = typing.get_type_hints(cls)
+    return {
+        "fields": {f.name: kind_of(hints.get(f.name, Any)) for f in dataclasses.fields(cls)},
+        "choices": {
+            "cw_method": sorted(weighting.METHODS),
+            "cw_variant": list(weighting.CW_VARIANTS),
+            "loss_type": list(TRL_LOSS_TYPES),
+        },
+    }
+
+
+@functools.cache
+def shipped_fields() -> dict[str, Any]:
+    return json.loads(FIELDS_PATH.read_text(encoding="utf-8"))
+
+
+def _annotation(kind: str) -> Any:
+    base, _, none = kind.partition("|")
+    annotation = _KINDS.get(base, Any)
+    return annotation | None if none and annotation is not Any else annotation
+
+
+def check_trl_option(key: str, value: Any, spec: Mapping[str, Any]) -> None:
+    from cwgrpo.train import check_finite_option
+
+    kind = spec["fields"][key]
+    try:
+        checked = coerce_value(key, value, _annotation(kind))
+        if kind.startswith("dict") and checked is not None and not isinstance(checked, Mapping):
+            raise ConfigError(f"{key}: expected a mapping, got {value!r}")
+        check_finite_option(key, checked)
+    except ConfigError as err:
+        raise OptionError(key, str(err)) from None
+    choices = spec["choices"].get(key)
+    if choices is not None and value not in choices:
+        raise OptionError(key, f"{key}={value!r}; valid: {choices}")
+
+
+def check_train_options(options: Mapping[str, Any]) -> None:
+    """What ``cwgrpo train`` would refuse in its options before TRL runs: unknown keys, wrong types, bad
+    names of TrainJob fields, and bad values of the TRL fields' choices."""
+    from cwgrpo.train import TrainJob
+
+    spec = shipped_fields()
+    job_fields = {f.name for f in dataclasses.fields(TrainJob)}
+    for key, value in options.items():
+        if key in job_fields:
+            _check_one(TrainJob, key, value)
+        elif key in spec["fields"]:
+            check_trl_option(key, value, spec)
+        else:
+            raise OptionError(
+                key, f"unknown training option {key!r}: not a TrainJob nor a CWGRPOConfig field"
+            )
+    _check_all(TrainJob, {k: v for k, v in options.items() if k in job_fields})
+
+
+def _check_one(cls: type, key: str, value: Any) -> None:
+    try:
+        build_config(cls, overrides={key: value})
+    except (ConfigError, ValueError, TypeError) as err:
+        raise OptionError(key, str(err)) from None
+
+
+def _check_all(cls: type, options: Mapping[str, Any]) -> None:
+    try:
+        build_config(cls, overrides=dict(options))
+    except (ConfigError, ValueError, TypeError) as err:
+        raise OptionError(None, str(err)) from None
+
+
+def check_options(cls: type, options: Mapping[str, Any]) -> None:
+    """Options of a command whose config is the dataclass ``cls``: each key alone, then all together."""
+    known = {f.name for f in dataclasses.fields(cls)}
+    for key, value in options.items():
+        if key not in known:
+            raise OptionError(key, f"unknown option {key!r} for {cls.__name__}; known: {sorted(known)}")
+        _check_one(cls, key, value)
+    _check_all(cls, options)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Write ``grpo_config_fields.json`` from the installed TRL (run after a TRL upgrade)."""
+    from cwgrpo.trainer import CWGRPOConfig
+
+    spec = describe_config(CWGRPOConfig)
+    FIELDS_PATH.write_text(json.dumps(spec, indent=1, sort_keys=True) + "\n", encoding="utf-8")
+    print(f"wrote {FIELDS_PATH} ({len(spec['fields'])} fields)")
+    return 0
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())
