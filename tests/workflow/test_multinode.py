@@ -1,0 +1,45 @@
+"""config/paper-7b-2nodes.yaml: what a 2-node training job asks Slurm for, and its checks before any job.
+
+Dry runs with the Slurm executor (it needs no cluster to plan) show each training job's resources; the
+Slurm lines themselves are checked against a real cluster in tests/slurm/test_slurm_multinode.py.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import yaml
+from test_workflow import PRESETS, REPO, jobs, run_snakemake
+
+TWO_NODES = REPO / "config" / "paper-7b-2nodes.yaml"
+TARGETS = [f"results/paper/runs/{size}/grpo/seed2025/run.json" for size in ("1.5b", "7b")]
+
+
+def _configfiles(*extra: Path) -> list[str]:
+    return ["--configfile", str(PRESETS["paper"]), str(TWO_NODES), *map(str, extra)]
+
+
+def test_two_node_7b_job_asks_slurm_for_2_nodes_of_4_gpus_and_the_1_5b_job_for_one(tmp_path):
+    proc, out = run_snakemake(tmp_path, *TARGETS, "-n", "--executor", "slurm", "-j", "4", *_configfiles())
+    assert proc.returncode == 0, out[-3000:]
+    res = {j["rule"]: j["resources"] for j in jobs(out) if j["rule"].startswith("train_")}
+    seven, small = res["train_7b"], res["train_1_5b"]
+    assert (seven["nodes"], seven["tasks"], seven["gres"], seven["mpi"]) == ("2", "2", "gpu:4", "srun")
+    assert seven["tasks_per_gpu"] == "0" and "gpu" not in seven  # no --gpus=N: it may split unevenly
+    assert (seven["cpus_per_task"], seven["mem_mb"]) == ("32", "256000")  # per task = per node
+    assert small["gpu"] == "4" and not {"nodes", "gres", "mpi"} & set(small)
+
+
+def test_more_gpus_per_node_than_the_job_gets_stops_at_parse_time(tmp_path):
+    bad = tmp_path / "six.yaml"
+    bad.write_text(yaml.safe_dump({"sizes": {"7b": {"resources": {"train": {"gpu": 6}}}}}))
+    proc, out = run_snakemake(tmp_path, *TARGETS, "-n", "--executor", "slurm", "-j", "4", *_configfiles(bad))
+    assert proc.returncode != 0
+    assert "gpu=6 is 3 per node, but the training options need 4 GPUs on a node" in out
+
+
+def test_a_multinode_job_without_slurm_stops_before_any_job(tmp_path):
+    proc, out = run_snakemake(tmp_path / "work", *TARGETS, "--cores", "1", *_configfiles())
+    assert proc.returncode != 0
+    assert "span several nodes and need a Slurm allocation, but this run uses the 'local' executor" in out
+    assert not (tmp_path / "work" / "results").exists()  # not even the downloads started
