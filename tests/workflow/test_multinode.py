@@ -43,3 +43,18 @@ def test_a_multinode_job_without_slurm_stops_before_any_job(tmp_path):
     assert proc.returncode != 0
     assert "span several nodes and need a Slurm allocation, but this run uses the 'local' executor" in out
     assert not (tmp_path / "work" / "results").exists()  # not even the downloads started
+
+
+def test_a_gpu_model_for_a_multinode_rule_is_refused_naming_the_fix(tmp_path):
+    """The plugin would add --gpus=h100:1 beside --gres=gpu:4; the type belongs in the preset's gres."""
+    args = ["-n", "--executor", "slurm", "-j", "4", "--set-resources", "train_7b:gpu_model=h100"]
+    proc, out = run_snakemake(tmp_path, *TARGETS, *args, *_configfiles())
+    assert proc.returncode != 0
+    assert "resources.train.gres: gpu:h100:4" in out, out[-2000:]
+    typed = tmp_path / "typed.yaml"
+    typed.write_text(yaml.safe_dump({"resources": {"train": {"gres": "gpu:h100:4"}}}))
+    proc, out = run_snakemake(
+        tmp_path, *TARGETS, "-n", "--executor", "slurm", "-j", "4", *_configfiles(typed)
+    )
+    assert proc.returncode == 0, out[-3000:]
+    assert {j["rule"]: j["resources"].get("gres") for j in jobs(out)}["train_7b"] == "gpu:h100:4"

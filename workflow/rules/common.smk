@@ -546,8 +546,26 @@ def train_resources(size):
             f"gpu={gpus} is {gpus // nodes} per node, but the training options need {need} GPUs on a node "
             "(num_processes // num_nodes, plus the vLLM server's GPU)",
         )
-    res.setdefault("gres", f"gpu:{gpus // nodes}")
+    per_node = gpus // nodes
+    gres = res.setdefault("gres", f"gpu:{per_node}")
+    if not re.fullmatch(rf"gpu(:[A-Za-z0-9_.]+)?:{per_node}", str(gres)):
+        fail(f"{where}.gres", f"{gres!r}: expected gpu:{per_node} or gpu:MODEL:{per_node} (gpu={gpus} / {nodes})")
+    _check_no_gpu_model(size, per_node)
     return {**res, "nodes": nodes, "tasks": nodes, "tasks_per_gpu": 0, "mpi": "srun"}
+
+
+def _check_no_gpu_model(size, per_node):
+    """The Slurm plugin adds --gpus=MODEL:<gpu or 1> to any job with a gpu_model (the profile sets one for
+    the training rules): with --gres per node that would ask for one more GPU of the whole job."""
+    name = train_rule_name(size)
+    model = workflow.resource_settings.overwrite_resources.get(name, {}).get("gpu_model")
+    model = getattr(model, "raw", model)  # a Resource from --set-resources or a profile
+    if model:
+        fail(
+            f"set-resources {name}.gpu_model",
+            f"{model!r}: a multi-node job gives its GPU type in the preset instead: set gpu_model: \"\" for "
+            f"{name} in the profile and resources.train.gres: gpu:{model}:{per_node} (docs/hardware.md)",
+        )
 
 
 def multinode_sizes():
