@@ -126,3 +126,32 @@ def test_apply_endpoints_points_the_trainer_at_a_server_on_another_node():
     }
     apply_endpoints(config, env)
     assert (config.vllm_server_host, config.vllm_server_port, config.vllm_group_port) == ("c", 29501, 29502)
+
+
+def test_run_steps_returns_the_first_failure_and_stops_the_other_nodes():
+    import time
+
+    steps = [
+        multinode.Step("train-node0", ["sh", "-c", "sleep 0.2; exit 3"]),
+        multinode.Step("train-node1", ["sleep", "60"]),  # would wait for node 0 forever
+    ]
+    started = time.monotonic()
+    assert multinode.run_steps(None, steps) == 3
+    assert time.monotonic() - started < 30
+
+
+def test_allocation_nodes_from_scontrol_when_the_job_step_plugin_removed_the_node_list(tmp_path):
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "srun").write_text("#!/bin/sh\nexit 0\n")
+    (bin_dir / "scontrol").write_text(
+        '#!/bin/sh\ncase "$2" in\n'
+        '  job) echo "JobId=$4 JobName=x NodeList=gpu[01-02] BatchHost=gpu01" ;;\n'
+        '  hostnames) [ "$3" = "gpu[01-02]" ] && printf "gpu01\\ngpu02\\n" ;;\nesac\n'
+    )
+    for tool in ("srun", "scontrol"):
+        (bin_dir / tool).chmod(0o755)
+    env = {"SLURM_JOB_ID": "42", "PATH": f"{bin_dir}:{os.environ['PATH']}"}
+    assert multinode.allocation_nodes(env) == ["gpu01", "gpu02"]
+    with pytest.raises(ConfigError, match="needs Slurm's `srun` on PATH"):
+        multinode.allocation_nodes({"SLURM_JOB_ID": "42", "PATH": str(tmp_path / "empty")})
