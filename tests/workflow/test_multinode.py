@@ -58,3 +58,27 @@ def test_a_gpu_model_for_a_multinode_rule_is_refused_naming_the_fix(tmp_path):
     )
     assert proc.returncode == 0, out[-3000:]
     assert {j["rule"]: j["resources"].get("gres") for j in jobs(out)}["train_7b"] == "gpu:h100:4"
+
+
+def test_overlay_changes_only_the_7b_training_layout_and_keeps_the_batch():
+    """144 completions (12 prompts x G=12) per optimiser step and one group per micro-batch, as 3 x 12 x 4;
+    the layout the workflow derives (2 nodes, 4 GPUs each) is the one cwgrpo.multinode plans."""
+    import dataclasses
+
+    from cwgrpo import multinode
+    from cwgrpo.train import TrainJob
+
+    paper, overlay = (yaml.safe_load(p.read_text()) for p in (PRESETS["paper"], TWO_NODES))
+    assert set(overlay) == {"sizes"} and set(overlay["sizes"]) == {"7b"}
+    assert set(overlay["sizes"]["7b"]) == {"train", "resources"}
+    assert set(overlay["sizes"]["7b"]["resources"]) == {"train"}
+    for size, extra in (("1.5b", {}), ("7b", overlay["sizes"]["7b"]["train"])):
+        opts = {**paper["train"], **paper["sizes"][size]["train"], **extra}
+        batch = (
+            opts["num_processes"] * opts["per_device_train_batch_size"] * opts["gradient_accumulation_steps"]
+        )
+        assert batch == 144 and opts["per_device_train_batch_size"] == opts["num_generations"], size
+    fields = {f.name for f in dataclasses.fields(TrainJob)}
+    job = TrainJob(**{k: v for k, v in opts.items() if k in fields})
+    assert (multinode.nodes_needed(job), multinode.gpus_per_node(job)) == (2, 4)
+    assert overlay["sizes"]["7b"]["resources"]["train"]["gpu"] == 2 * 4
