@@ -12,8 +12,9 @@ allocation of ``nodes_needed(job)`` nodes, and starts from there (``relaunch``):
 
 Each step's command is wrapped in ``python -m cwgrpo.multinode --gpus I,J -- CMD``: it keeps the GPUs at
 those positions of what Slurm shows the step (``CUDA_VISIBLE_DEVICES``) and refuses, naming the node, when
-the node has fewer. Steps use ``--overlap``, so they share the allocation's CPUs and see all of its GPUs on
-their node, which the wrapper then narrows. Ports (rendezvous, server, weight-sync group) are claimed on the
+the node has fewer. Steps use ``--overlap``, so they share the allocation's CPUs, memory and GPUs on their
+node, which the wrapper then narrows (srun(1), Slurm 22.05: a step is allocated all of the job's generic
+resources by default; ``--overlap`` lets steps share CPUs, memory and GRES). Ports (rendezvous, server, weight-sync group) are claimed on the
 first node with ``cwgrpo.devices``. Verified against accelerate 1.15's ``accelerate/utils/launch.py``
 (``prepare_deepspeed_cmd_env``/``prepare_multi_gpu_env``: ``nproc_per_node = num_processes //
 num_machines``, ``node_rank = machine_rank``).
