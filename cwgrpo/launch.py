@@ -151,6 +151,10 @@ def apply_endpoints(config: Any, env: Mapping[str, str]) -> None:
         )
     config.vllm_server_port = int(env[SERVER_PORT_ENV])
     config.vllm_group_port = int(env[GROUP_PORT_ENV])
+    from cwgrpo.multinode import SERVER_HOST_ENV
+
+    if SERVER_HOST_ENV in env:  # a multi-node job: the server runs on another node
+        config.vllm_server_host = env[SERVER_HOST_ENV]
 
 
 def _wait_for_server(url: str, process: subprocess.Popen, timeout_s: float = 900.0) -> None:
@@ -172,8 +176,12 @@ def relaunch(argv: list[str], job: TrainJob, trl_options: Mapping[str, Any] | No
         raise ConfigError(
             "vllm_server_base_url is set, but vllm_server_gpu makes cwgrpo start the server itself; unset one"
         )
+    config_file = str(accelerate_config_path(job.accelerate_config))  # a missing file fails before any claim
+    from cwgrpo import multinode
+
+    if multinode.is_multinode(job):  # one srun step per node inside a Slurm allocation
+        return multinode.relaunch(argv, job, config_file, trl_options or {})
     model_dir = argv[argv.index("--model-dir") + 1]
-    accelerate_config_path(job.accelerate_config)  # a missing file fails before any GPU is claimed
     with lease(gpus_needed(job), ports_needed(job)) as held:
         server_cmd, server_env, train_cmd, train_env = plan(
             argv, job, list(held.gpus), model_dir, held.ports, trl_options

@@ -103,15 +103,13 @@ def check_train_options(options: Mapping[str, Any]) -> None:
     spec = shipped_fields()
     job_fields = {f.name for f in dataclasses.fields(TrainJob)}
     for key, value in options.items():
-        if key in job_fields:
-            _check_one(TrainJob, key, value)
-        elif key in spec["fields"]:
+        if key in spec["fields"] and key not in job_fields:
             check_trl_option(key, value, spec)
-        else:
+        elif key not in job_fields:
             raise OptionError(
                 key, f"unknown training option {key!r}: not a TrainJob nor a CWGRPOConfig field"
             )
-    _check_all(TrainJob, {k: v for k, v in options.items() if k in job_fields})
+    _check_together(TrainJob, {k: v for k, v in options.items() if k in job_fields})
 
 
 def _check_one(cls: type, key: str, value: Any) -> None:
@@ -128,14 +126,25 @@ def _check_all(cls: type, options: Mapping[str, Any]) -> None:
         raise OptionError(None, str(err)) from None
 
 
+def _check_together(cls: type, options: Mapping[str, Any]) -> None:
+    """All options at once (rules that span fields, e.g. processes per node, need their partners); when
+    that fails, the error names the first key that fails alone, if one does."""
+    try:
+        build_config(cls, overrides=dict(options))
+    except (ConfigError, ValueError, TypeError):
+        for key, value in options.items():
+            _check_one(cls, key, value)
+        _check_all(cls, options)
+
+
 def check_options(cls: type, options: Mapping[str, Any]) -> None:
-    """Options of a command whose config is the dataclass ``cls``: each key alone, then all together."""
+    """Options of a command whose config is the dataclass ``cls``: unknown keys by name, then the values
+    (together, and the failing key named where one fails alone)."""
     known = {f.name for f in dataclasses.fields(cls)}
-    for key, value in options.items():
+    for key in options:
         if key not in known:
             raise OptionError(key, f"unknown option {key!r} for {cls.__name__}; known: {sorted(known)}")
-        _check_one(cls, key, value)
-    _check_all(cls, options)
+    _check_together(cls, options)
 
 
 def main(argv: list[str] | None = None) -> int:

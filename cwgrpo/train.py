@@ -108,6 +108,20 @@ class TrainJob:
             "help": "GPU index for a `trl vllm-serve` process (use_vllm with vllm_mode=server); None: none"
         },
     )
+    num_nodes: int = field(
+        default=1,
+        metadata={
+            "help": "machines the training processes span (accelerate --num_machines); > 1 runs one srun step "
+            "per node inside a Slurm allocation (cwgrpo.multinode). num_processes is the total, split evenly"
+        },
+    )
+    vllm_server_node: bool = field(
+        default=False,
+        metadata={
+            "help": "run the `trl vllm-serve` process on a node of its own (the allocation's last, on its GPU "
+            "vllm_server_gpu) instead of on the first training node; needs a Slurm allocation"
+        },
+    )
     deterministic: bool = field(default=False, metadata={"help": "ask torch for deterministic kernels"})
 
     def __post_init__(self) -> None:
@@ -128,6 +142,23 @@ class TrainJob:
                 raise ConfigError(f"{name}={value}: must be >= 1 (or null for no limit)")
         if self.num_processes < 1:
             raise ConfigError(f"num_processes={self.num_processes}: must be >= 1")
+        self._check_nodes()
+
+    def _check_nodes(self) -> None:
+        """Multi-node options: an even split of the processes, a server GPU for a server node."""
+        if self.num_nodes < 1:
+            raise ConfigError(f"num_nodes={self.num_nodes}: must be >= 1")
+        if self.num_processes % self.num_nodes:
+            raise ConfigError(
+                f"num_processes={self.num_processes} (the total) does not split evenly over "
+                f"num_nodes={self.num_nodes}: accelerate runs num_processes // num_nodes per node"
+            )
+        if self.vllm_server_node and self.vllm_server_gpu is None:
+            raise ConfigError(
+                "vllm_server_node: true needs vllm_server_gpu (the server's GPU on its node, e.g. 0)"
+            )
+        if (self.num_nodes > 1 or self.vllm_server_node) and self.launcher != "accelerate":
+            raise ConfigError(f"num_nodes={self.num_nodes}/vllm_server_node need launcher=accelerate")
 
 
 def configure_parser(parser: argparse.ArgumentParser) -> None:
@@ -144,7 +175,8 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
     add_config_arguments(parser)
     parser.epilog = (
         "Options (--config/--set): the fields of TrainJob (reward_funcs, prompt_set, train_limit, launcher, "
-        "num_processes, accelerate_config, vllm_enforce_eager, vllm_server_gpu, deterministic) and every "
+        "num_processes, accelerate_config, vllm_enforce_eager, vllm_server_gpu, num_nodes, vllm_server_node, "
+        "deterministic) and every "
         "field of cwgrpo.trainer.CWGRPOConfig (TRL GRPOConfig + cw_method, cw_variant, clip_cov_*, kl_cov_*, "
         "cw_logprob_temperature, cw_one_group_per_micro_batch, max_prompt_length)."
     )

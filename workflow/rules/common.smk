@@ -599,6 +599,84 @@ def size_resources(kind):
     }
 
 
+# ---------------------------------------------------------------- multi-node training jobs
+
+
+def train_layout(size):
+    """(nodes, GPUs each node needs) of one size's training job, from its options as `cwgrpo train` reads
+    them (cwgrpo.multinode.gpu_positions; the Snakemake process may lack cwgrpo): num_nodes training nodes
+    of num_processes // num_nodes processes, the vLLM server's GPU on the first or on a node of its own."""
+    layouts = set()
+    for method in METHODS:
+        opts = train_options(size, method)
+        num_nodes = int(opts.get("num_nodes", 1))
+        per_node = int(opts.get("num_processes", 1)) // max(num_nodes, 1)
+        server, own = opts.get("vllm_server_gpu"), bool(opts.get("vllm_server_node", False))
+        need = per_node + (1 if server is not None and not own else 0)
+        if server is not None:
+            need = max(need, int(server) + 1)
+        layouts.add((num_nodes + (1 if own else 0), need))
+    if len(layouts) > 1:
+        fail("methods", f"size {size!r}: the methods ask for different node layouts {sorted(layouts)}")
+    return layouts.pop()
+
+
+def train_resources(size):
+    """Resources of one size's training job. One node: the preset's (`gpu` = GPUs of the job). Several:
+    `gpu` is the job's total, and Slurm gets --nodes=N, one task per node (`tasks`; `mpi` makes the
+    job-step plugin run `cwgrpo train` in the batch step, which starts its own srun steps) and the GPUs per
+    node as --gres=gpu:G (`gres`; --gpus=N alone may split a job unevenly over the nodes)."""
+    res = fixed_resources("train", size)
+    nodes, need = train_layout(size)
+    if nodes == 1:
+        return res
+    where = f"resources.train (size {size!r}, {nodes} nodes)"
+    gpus = res.pop("gpu", None)
+    if not _positive_int(gpus) or gpus % nodes:
+        fail(where, f"gpu={gpus!r}: give the job's total, {nodes} x the GPUs of each node")
+    if gpus // nodes < need:
+        fail(
+            where,
+            f"gpu={gpus} is {gpus // nodes} per node, but the training options need {need} GPUs on a node "
+            "(num_processes // num_nodes, plus the vLLM server's GPU)",
+        )
+    per_node = gpus // nodes
+    gres = res.setdefault("gres", f"gpu:{per_node}")
+    if not re.fullmatch(rf"gpu(:[A-Za-z0-9_.]+)?:{per_node}", str(gres)):
+        fail(f"{where}.gres", f"{gres!r}: expected gpu:{per_node} or gpu:MODEL:{per_node} (gpu={gpus} / {nodes})")
+    _check_no_gpu_model(size, per_node)
+    return {**res, "nodes": nodes, "tasks": nodes, "tasks_per_gpu": 0, "mpi": "srun"}
+
+
+def _check_no_gpu_model(size, per_node):
+    """The Slurm plugin adds --gpus=MODEL:<gpu or 1> to any job with a gpu_model (the profile sets one for
+    the training rules): with --gres per node that would ask for one more GPU of the whole job."""
+    name = train_rule_name(size)
+    model = workflow.resource_settings.overwrite_resources.get(name, {}).get("gpu_model")
+    model = getattr(model, "raw", model)  # a Resource from --set-resources or a profile
+    if model:
+        fail(
+            f"set-resources {name}.gpu_model",
+            f"{model!r}: a multi-node job gives its GPU type in the preset instead: set gpu_model: \"\" for "
+            f"{name} in the profile and resources.train.gres: gpu:{model}:{per_node} (docs/hardware.md)",
+        )
+
+
+def multinode_sizes():
+    return {size: train_layout(size)[0] for size in SIZES if train_layout(size)[0] > 1}
+
+
+def check_multinode_executor():
+    """A job on several nodes runs inside a Slurm allocation: refuse any other executor before it starts."""
+    sizes = multinode_sizes()
+    if sizes and workflow.executor_plugin.name != "slurm":
+        raise WorkflowError(
+            f"training jobs of sizes {sizes} (size: nodes) span several nodes and need a Slurm allocation, but "
+            f"this run uses the {workflow.executor_plugin.name!r} executor: use --profile profiles/slurm "
+            "(docs/hardware.md), or set num_nodes: 1"
+        )
+
+
 # ---------------------------------------------------------------- GPUs on one machine
 
 
@@ -652,6 +730,7 @@ def visible_gpu_count():
 def check_local_gpus():
     """Before the first job of a local run: the GPU cap must not exceed the GPUs this machine shows, and a
     preset with GPU jobs should have a cap (without one, jobs queue on cwgrpo's device locks instead)."""
+    check_multinode_executor()
     needs = gpu_needs()
     if workflow.executor_plugin.name != "local" or not needs:
         return
@@ -679,6 +758,8 @@ _check_steps()
 _check_report()
 _check_gpu_cap()
 _check_command_options()
+for _size in SIZES:
+    train_resources(_size)  # multi-node layouts checked at parse time
 
 
 wildcard_constraints:

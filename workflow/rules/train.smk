@@ -29,7 +29,7 @@ for _size in SIZES:
         threads: rule_threads("train", _size)
         priority: 1  # training before evaluation: long jobs first pack the cores best
         resources:
-            **fixed_resources("train", _size),
+            **train_resources(_size),
         params:
             model_dir=input_dir("model"),
             run_dir=parent_dir("run"),
