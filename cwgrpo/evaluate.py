@@ -70,6 +70,16 @@ class EvalConfig:
     cpu_threads: int | None = field(
         default=None, metadata={"help": "torch CPU threads for generation (transformers); null keeps torch's"}
     )
+    max_model_len: int | None = field(
+        default=None,
+        metadata={
+            "help": "vllm: context length cap (released evaluation: 32768 for 1.5B, 4096 for 7B); null: the model's"
+        },
+    )
+    gpu_memory_utilization: float = field(
+        default=0.9, metadata={"help": "vllm: share of GPU memory the engine may take, in (0, 1]"}
+    )
+    tensor_parallel_size: int = field(default=1, metadata={"help": "vllm: GPUs per model"})
     grading_processes: int = field(default=2, metadata={"help": "worker processes for grading"})
     grading_timeout_s: float = field(
         default=DEFAULT_TIMEOUT_S, metadata={"help": "wall-clock budget for grading one answer, seconds"}
@@ -84,6 +94,12 @@ class EvalConfig:
             raise ConfigError(f"limit must be >= 1 or null, got {self.limit}")
         if self.cpu_threads is not None and self.cpu_threads < 1:
             raise ConfigError(f"cpu_threads must be >= 1 or null, got {self.cpu_threads}")
+        if self.max_model_len is not None and self.max_model_len < 1:
+            raise ConfigError(f"max_model_len must be >= 1 or null, got {self.max_model_len}")
+        if not (math.isfinite(self.gpu_memory_utilization) and 0 < self.gpu_memory_utilization <= 1):
+            raise ConfigError(f"gpu_memory_utilization must be in (0, 1], got {self.gpu_memory_utilization}")
+        if self.tensor_parallel_size < 1:
+            raise ConfigError(f"tensor_parallel_size must be >= 1, got {self.tensor_parallel_size}")
         if self.grading_processes < 1:
             raise ConfigError(f"grading_processes must be >= 1, got {self.grading_processes}")
         if not (math.isfinite(self.grading_timeout_s) and self.grading_timeout_s > 0):
@@ -94,6 +110,21 @@ class EvalConfig:
 
     def sampling(self) -> SamplingSettings:
         return SamplingSettings(self.temperature, self.top_p, self.max_new_tokens, self.seed)
+
+    def backend_options(self) -> dict[str, Any]:
+        """Keyword arguments of the backend's constructor; the engine settings go to vllm only."""
+        options: dict[str, Any] = {
+            "batch_size": self.batch_size,
+            "seed": self.seed,
+            "cpu_threads": self.cpu_threads,
+        }
+        if self.backend == "vllm":
+            options |= {
+                "max_model_len": self.max_model_len,
+                "gpu_memory_utilization": self.gpu_memory_utilization,
+                "tensor_parallel_size": self.tensor_parallel_size,
+            }
+        return options
 
 
 def benchmark_name(path: Path) -> str:
@@ -190,9 +221,7 @@ def evaluate_many(
         loaded.append(records[: cfg.limit] if cfg.limit is not None else records)
     check_model_dir(model_dir)
 
-    backend = get_backend(
-        cfg.backend, model_dir, batch_size=cfg.batch_size, seed=cfg.seed, cpu_threads=cfg.cpu_threads
-    )
+    backend = get_backend(cfg.backend, model_dir, **cfg.backend_options())
     summaries = []
     for (benchmark_file, out, summary_path), records in zip(jobs, loaded, strict=True):
         seed_everything(cfg.seed)  # each benchmark's samples do not depend on which others ran before
