@@ -8,8 +8,9 @@
         --set prompt_set=tiny --set k=4 --set max_new_tokens=64
 
 Outputs (``docs/architecture.md``): one JSONL line per (problem, sample) ``{id, sample, completion,
-extracted, gold, correct, unscorable, truncated, tokens}``, then the summary JSON (``pass1`` = accuracy
-of sample 0, ``avg_k`` = mean over problems of the share of correct samples, its standard error and a
+extracted, gold, correct, correct_strict, unscorable, truncated, tokens}`` (``correct`` is the
+strict metric's verdict; ``cwgrpo grade --summary-in`` adds the paper metric's and may make it the
+primary one), then the summary JSON (``pass1`` = accuracy of sample 0, ``avg_k`` = mean over problems of the share of correct samples, its standard error and a
 bootstrap 95 % interval over problems). Samples whose gold answer is unscorable count as incorrect and
 are counted in ``n_unscorable``. Everything is checked before the model is loaded, both files are
 written atomically (samples first, summary last), and the same inputs and seed give byte-identical
@@ -158,6 +159,7 @@ def sample_rows(records: list[dict], completions: list[list], grades: list[Grade
                     "extracted": g.extracted,
                     "gold": rec["answer"],
                     "correct": g.correct,
+                    "correct_strict": g.correct,
                     "unscorable": g.unscorable,
                     "truncated": completion.truncated,
                     "tokens": completion.n_tokens,
@@ -166,19 +168,31 @@ def sample_rows(records: list[dict], completions: list[list], grades: list[Grade
     return rows
 
 
-def summarise(rows: list[dict], k: int, seed: int) -> dict[str, Any]:
-    """Accuracy fields of the summary from the per-sample rows (k rows per problem, in order)."""
+def accuracy_fields(rows: list[dict], k: int, seed: int, key: str = "correct") -> dict[str, Any]:
+    """``pass1``, ``avg_k`` and its SE and interval from the rows' verdicts ``key`` (k rows a problem)."""
     from cwgrpo.stats import accuracy_summary
 
-    table = [[bool(r["correct"]) for r in rows[i : i + k]] for i in range(0, len(rows), k)]
+    table = [[bool(r[key]) for r in rows[i : i + k]] for i in range(0, len(rows), k)]
     acc = accuracy_summary(table, seed=seed)
     return {
-        "n_problems": len(table),
-        "k": k,
         "pass1": acc["pass1"],
         "avg_k": acc["avg_k"],
         "avg_k_se": _finite_or_none(acc["avg_k_se"]),
         "avg_k_ci95": [_finite_or_none(x) for x in acc["avg_k_ci95"]],
+    }
+
+
+def summarise(rows: list[dict], k: int, seed: int, metric: str = "strict") -> dict[str, Any]:
+    """Accuracy fields of the summary from the per-sample rows (k rows per problem, in order): those of
+    ``correct`` (the primary ``metric``) at the top level, and per metric scored under ``by_metric``."""
+    acc = accuracy_fields(rows, k, seed)
+    scored = [m for m in ("strict", "paper") if rows and f"correct_{m}" in rows[0]]
+    return {
+        "n_problems": -(-len(rows) // k),
+        "k": k,
+        "primary_metric": metric,
+        **acc,
+        "by_metric": {m: accuracy_fields(rows, k, seed, f"correct_{m}") for m in scored},
         "n_samples": len(rows),
         "n_truncated": sum(bool(r["truncated"]) for r in rows),
         "n_unscorable": sum(bool(r["unscorable"]) for r in rows),
