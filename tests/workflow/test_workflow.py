@@ -25,6 +25,10 @@ PRESETS = {
     for name, file in [("tiny", "config"), ("smoke", "smoke"), ("paper", "paper")]
 }
 ENVS = sorted((REPO / "envs").glob("*.yaml"))
+# lighteval.yaml is the paper metric's own environment (lighteval 0.8.1 pins, no cwgrpo package): it
+# cannot agree with pyproject; tests/unit/test_paper_metric.py checks it against its requirements.txt.
+LIGHTEVAL_ENV = REPO / "envs" / "lighteval.yaml"
+PACKAGE_ENVS = [p for p in ENVS if p != LIGHTEVAL_ENV]
 FIGURE_RULES = ("figure_entropy", "figure_checkpoints", "figure_covariance", "figure_training_curves")
 
 
@@ -120,6 +124,7 @@ def test_paper_dry_run_job_counts_match_the_spec(dry_runs):
         "train_1_5b": methods * seeds,
         "train_7b": methods * seeds,
         "evaluate": evaluations,
+        "grade_paper": evaluations,  # the paper's metric beside ours, per evaluation output
         "table": 1,
         **dict.fromkeys(FIGURE_RULES, 1),
         "claims": 1,
@@ -165,6 +170,31 @@ def test_seeds_from_the_command_line(tmp_path):
     assert "seed2" in out
 
 
+def test_paper_metric_switch_adds_one_grade_job_per_evaluation_output(tmp_path):
+    config = yaml.safe_load(PRESETS["smoke"].read_text())
+    config["evaluate"] |= {"paper_metric": True, "primary_metric": "paper"}
+    on = tmp_path / "on.yaml"
+    on.write_text(yaml.safe_dump(config))
+    proc, out = run_snakemake(tmp_path / "w", "-n", "-p", configfile=on)
+    assert proc.returncode == 0, out[-3000:]
+    counts = job_stats(out)
+    assert counts["grade_paper"] == counts["evaluate"] * len(config["data"]["benchmarks"])
+    shell = [line.split("Shell command:", 1)[-1].strip() for line in out.splitlines()]
+    grades = [line for line in shell if line.startswith("cwgrpo grade ")]
+    assert len(grades) == counts["grade_paper"]
+    assert all("--metric paper" in g and "--primary paper" in g for g in grades)
+    assert any("--gold-kind expr" in g for g in grades) and any("--gold-kind latex" in g for g in grades)
+    (table,) = [line for line in shell if line.startswith("cwgrpo table ")]
+    assert ".graded.summary.json" in table and ".jsonl.summary" not in table
+
+    config["evaluate"] |= {"paper_metric": False}
+    off = tmp_path / "off.yaml"
+    off.write_text(yaml.safe_dump(config))
+    proc, out = run_snakemake(tmp_path / "w2", "-n", configfile=off)
+    assert proc.returncode != 0
+    assert "primary_metric" in out and "paper_metric is false" in out
+
+
 def test_tiny_preset_shape():
     """The tiny preset mirrors the paper: two sizes, the four run labels, and an early checkpoint reported
     (the paper's step 100 of 300) with a later one left for the late-degradation claim."""
@@ -198,8 +228,8 @@ def test_outputs_follow_the_architecture_layout(dry_runs):
         r"results/paper/data/[a-z0-9_]+\.(jsonl|manifest\.json)",
         r"results/paper/models/(1\.5b|7b)/base\.json",
         r"results/paper/runs/(1\.5b|7b)/[a-z_]+/seed\d+/(run\.json|metrics\.jsonl|cov_samples\.jsonl|steps/step\d+\.json)",
-        r"results/paper/eval/(1\.5b|7b)/[a-z_]+/seed\d+/step\d+/[a-z0-9]+\.(jsonl|summary\.json)",
-        r"results/paper/(table1\.(csv|tex|md)|reported_vs_ours\.(csv|md)|claims\.(json|md))",
+        r"results/paper/eval/(1\.5b|7b)/[a-z_]+/seed\d+/step\d+/[a-z0-9]+\.(jsonl|summary\.json|graded\.jsonl|graded\.summary\.json)",
+        r"results/paper/(table1\.(csv|tex|md)|reported_vs_ours\.(csv|md)|metric_sensitivity\.(csv|md)|claims\.(json|md))",
         r"figures/(table1\.pdf|(entropy|checkpoints|covariance|training_curves)\.(pdf|png))",
     ]
     outputs = [f for j in jobs(dry_runs["paper"]) for f in j["output"]]
@@ -241,7 +271,7 @@ def _pins(env_file: Path) -> tuple[list[str], dict[str, str], dict[str, str], li
     return env["channels"], conda, pip, other
 
 
-@pytest.mark.parametrize("env_file", ENVS, ids=lambda p: p.name)
+@pytest.mark.parametrize("env_file", PACKAGE_ENVS, ids=lambda p: p.name)
 def test_env_file_has_channels_and_pins_that_agree_with_pyproject(env_file):
     channels, conda, pip, other = _pins(env_file)
     assert channels == ["conda-forge", "nodefaults"]
@@ -260,7 +290,7 @@ def test_env_file_has_channels_and_pins_that_agree_with_pyproject(env_file):
 def test_envs_agree_with_each_other():
     """One version of each package across the envs (vllm 0.31.0 caps transformers at < 5.18)."""
     versions: dict[str, set[str]] = {}
-    for env_file in ENVS:
+    for env_file in PACKAGE_ENVS:
         for name, version in _pins(env_file)[2].items():
             versions.setdefault(name, set()).add(version)
     assert {n: v for n, v in versions.items() if len(v) > 1} == {}
@@ -292,7 +322,10 @@ def test_use_conda_dry_run_resolves_every_env_file(preset, tmp_path):
     proc, out = run_snakemake(workdir, "-n", "--use-conda", configfile=PRESETS[preset], path_prefix=bin_dir)
     assert proc.returncode == 0, out[-3000:]
     created = {(workdir / p).resolve() for p in re.findall(r"Conda environment (\S+) will be created", out)}
-    assert created == {p.resolve() for p in ENVS}
+    used = (
+        ENVS if yaml.safe_load(PRESETS[preset].read_text())["evaluate"].get("paper_metric") else PACKAGE_ENVS
+    )
+    assert created == {p.resolve() for p in used}
 
 
 # -- Slurm profile -------------------------------------------------------------------------------

@@ -36,7 +36,12 @@ CW_METHODS = ("grpo", "cw_grpo", "clip_cov", "kl_cov")
 BASE = "base"  # method label of the untrained model, evaluated at step 0
 # Options that fix the step markers or the seed wildcard: never set per method.
 RUN_FIXED = ("max_steps", "save_steps", "seed")
-EVAL_SWITCHES = ("one_job_per_benchmark",)  # workflow keys of `evaluate`, not passed on
+EVAL_SWITCHES = (  # workflow keys of `evaluate`, not passed on
+    "one_job_per_benchmark",
+    "paper_metric",
+    "primary_metric",
+    "grade_processes",
+)
 RESOURCE_KINDS = (
     "prepare_data",
     "fetch_model",
@@ -44,6 +49,7 @@ RESOURCE_KINDS = (
     "sft",
     "train",
     "evaluate",
+    "grade",
     "report",
 )
 FIGURES = {  # output name -> (`cwgrpo figure --kind`, what it reads)
@@ -61,6 +67,15 @@ SIZES = list(config["sizes"])
 METHODS = list(config["methods"])
 SEEDS = [int(s) for s in config["seeds"]]
 BENCHMARKS = list(config["data"]["benchmarks"])
+PAPER_METRIC = bool(config["evaluate"].get("paper_metric", False))
+# The released evaluation's gold extraction per benchmark (as cwgrpo.paper_metric.BENCHMARK_GOLD_KIND).
+GOLD_KINDS = {
+    "aime24": "expr",
+    "amc23": "expr",
+    "math500": "latex",
+    "minerva": "latex",
+    "olympiadbench": "latex",
+}
 DATASETS = list(
     dict.fromkeys(
         [
@@ -225,6 +240,27 @@ def _check_steps():
             )
 
 
+def _check_metrics():
+    ev = config["evaluate"]
+    if ev.get("primary_metric", "strict") == "paper" and not ev.get("paper_metric", False):
+        fail("evaluate.primary_metric", "is paper, but evaluate.paper_metric is false")
+    if ev.get("paper_metric", False):
+        for b in BENCHMARKS:
+            gold_kind(b)  # every benchmark needs the released gold kind (or a mirror that has one)
+
+
+def gold_kind(benchmark):
+    """The released gold extraction kind of a benchmark (a tiny split: of the benchmark it mirrors)."""
+    mirror = config["report"].get("benchmark_mirrors", {}).get(benchmark, benchmark)
+    if mirror not in GOLD_KINDS:
+        fail(
+            "evaluate.paper_metric",
+            f"benchmark {benchmark!r} has no gold kind in the released configuration (known: "
+            f"{sorted(GOLD_KINDS)}; a synthetic split needs report.benchmark_mirrors)",
+        )
+    return GOLD_KINDS[mirror]
+
+
 def _check_report():
     for key, known in (
         ("benchmark_display", BENCHMARKS),
@@ -329,9 +365,9 @@ def eval_points():
 
 
 def all_summaries():
-    return [
-        f"{eval_prefix(*p)}/{b}.summary.json" for p in eval_points() for b in BENCHMARKS
-    ]
+    """Every evaluation's summary; with the paper metric on, the graded ones (both metrics)."""
+    suffix = "graded.summary.json" if PAPER_METRIC else "summary.json"
+    return [f"{eval_prefix(*p)}/{b}.{suffix}" for p in eval_points() for b in BENCHMARKS]
 
 
 def all_run_files():
@@ -402,6 +438,15 @@ def eval_files(wildcards, input, output):
     return " ".join(
         f"--benchmark-file {shlex.quote(b)} --out {shlex.quote(o)} --summary {shlex.quote(s)}"
         for b, o, s in triples
+    )
+
+
+def grade_args(wildcards):
+    """Options of `cwgrpo grade --metric paper` for one evaluation output."""
+    return (
+        f"--gold-kind {shlex.quote(gold_kind(wildcards.benchmark))}"
+        f" --primary {shlex.quote(config['evaluate'].get('primary_metric', 'strict'))}"
+        f" --processes {int(config['evaluate'].get('grade_processes', 1))}"
     )
 
 
@@ -484,6 +529,7 @@ _check_data()
 _check_methods()
 _check_steps()
 _check_report()
+_check_metrics()
 
 
 wildcard_constraints:

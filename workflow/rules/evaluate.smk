@@ -48,3 +48,28 @@ else:
             options=eval_args,
         shell:
             "cwgrpo evaluate --model-dir {params.model_dir} {params.files} {params.options} > {log} 2>&1"
+
+
+# The paper's metric (lighteval 0.8.1, in its own environment) beside ours, per evaluation output:
+# samples with both verdicts and a summary recomputed from evaluate.primary_metric (docs/architecture.md).
+if PAPER_METRIC:
+
+    rule grade_paper:
+        input:
+            samples=f"{EVAL_DIR}/{{benchmark}}.jsonl",
+            summary=f"{EVAL_DIR}/{{benchmark}}.summary.json",
+        output:
+            samples=f"{EVAL_DIR}/{{benchmark}}.graded.jsonl",
+            summary=f"{EVAL_DIR}/{{benchmark}}.graded.summary.json",
+        log:
+            f"{LOGS}/grade_paper/{{size}}/{{method}}/seed{{seed}}/step{{step}}/{{benchmark}}.log",
+        conda:
+            "../../envs/lighteval.yaml"
+        threads: rule_threads("grade")
+        resources:
+            **fixed_resources("grade"),
+        params:
+            options=grade_args,
+        shell:
+            "cwgrpo grade --metric paper --in {input.samples} --out {output.samples}"
+            " --summary-in {input.summary} --summary-out {output.summary} {params.options} > {log} 2>&1"
