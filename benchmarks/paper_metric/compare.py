@@ -12,12 +12,22 @@ from __future__ import annotations
 
 import collections
 import json
+import re
 import sys
 
 
 def _read(path: str) -> list[dict]:
     with open(path, encoding="utf-8") as f:
         return [json.loads(line) for line in f if line.strip()]
+
+
+def gold_class(gold: str) -> str:
+    """``number`` (integer, decimal, fraction), ``text`` (has an English word) or ``expression``."""
+    g = gold.strip()
+    if re.fullmatch(r"-?\d+(\.\d+)?(/\d+)?", g):
+        return "number"
+    words = [w for w in re.findall(r"[A-Za-z]{3,}", g) if w.lower() not in ("sqrt", "frac", "sum", "cdots")]
+    return "text" if words else "expression"
 
 
 def _block(pairs: list[tuple[bool, bool]]) -> dict:
@@ -59,8 +69,18 @@ def main(items_path: str, paper_path: str, strict_path: str, ref_path: str, out_
                     "strict_reason": s["reason"],
                 }
             )
+    categories = collections.Counter(
+        (
+            "paper-only" if d["paper"] else "strict-only",
+            d["gold_kind"],
+            gold_class(d["gold"]),
+            "gold not extracted" if (d["paper_reason"] or "").startswith("gold not") else "gold extracted",
+        )
+        for d in disagreements
+    )
     result = {
         "groups": {k: _block(v) for k, v in sorted(groups.items())},
+        "categories": [[*k, n] for k, n in categories.most_common()],
         "paper_vs_reference_mismatches": mismatches,
         "paper_timeouts": sum(1 for p in paper if (p["reason"] or "").startswith("timeout")),
         "disagreements": disagreements,
@@ -72,6 +92,8 @@ def main(items_path: str, paper_path: str, strict_path: str, ref_path: str, out_
             f"{k:28s} n={b['n']:6d} paper {100 * b['paper_accuracy']:5.1f} strict {100 * b['strict_accuracy']:5.1f}"
             f" agree {100 * b['agreement']:5.1f}  paper-only {b['paper_only']:4d} strict-only {b['strict_only']:4d}"
         )
+    for *k, n in result["categories"]:
+        print(f"{n:5d}  {' / '.join(k)}")
     print(f"paper vs reference mismatches: {len(mismatches)}; timeouts: {result['paper_timeouts']}")
 
 
