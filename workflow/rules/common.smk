@@ -241,12 +241,13 @@ def _check_steps():
 
 
 def _check_metrics():
-    ev = config["evaluate"]
-    if ev.get("primary_metric", "strict") == "paper" and not ev.get("paper_metric", False):
+    primary = config["evaluate"].get("primary_metric", "strict")
+    if primary == "paper" and not PAPER_METRIC:
         fail("evaluate.primary_metric", "is paper, but evaluate.paper_metric is false")
-    if ev.get("paper_metric", False):
+    if PAPER_METRIC:
+        # Every benchmark needs the released gold kind (or a mirror that has one).
         for b in BENCHMARKS:
-            gold_kind(b)  # every benchmark needs the released gold kind (or a mirror that has one)
+            gold_kind(b)
 
 
 def gold_kind(benchmark):
@@ -367,7 +368,9 @@ def eval_points():
 def all_summaries():
     """Every evaluation's summary; with the paper metric on, the graded ones (both metrics)."""
     suffix = "graded.summary.json" if PAPER_METRIC else "summary.json"
-    return [f"{eval_prefix(*p)}/{b}.{suffix}" for p in eval_points() for b in BENCHMARKS]
+    return [
+        f"{eval_prefix(*p)}/{b}.{suffix}" for p in eval_points() for b in BENCHMARKS
+    ]
 
 
 def all_run_files():
