@@ -96,6 +96,7 @@ class _Worker:
             env={**os.environ, "PYTHONNOUSERSITE": "1", "OMP_NUM_THREADS": "1"},
         )
         self._buf = b""
+        self.eof = False  # the worker closed its output: it died
         ready = self._read_line(STARTUP_TIMEOUT_S)
         if ready is None or not json.loads(ready).get("ready"):
             self.close()
@@ -115,6 +116,7 @@ class _Worker:
                     return None
                 chunk = os.read(fd, 1 << 16)
                 if not chunk:
+                    self.eof = True
                     return None
                 self._buf += chunk
         line, _, self._buf = self._buf.partition(b"\n")
@@ -125,9 +127,17 @@ class _Worker:
             self.proc.stdin.write(json.dumps(item, ensure_ascii=False).encode() + b"\n")
             self.proc.stdin.flush()
         except BrokenPipeError:
+            self.eof = True
             return None
         line = self._read_line(timeout_s)
         return None if line is None else json.loads(line)
+
+    def exit_status(self) -> int | None:
+        """The exit status of a worker that closed its output (None if it is somehow still running)."""
+        try:
+            return self.proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            return None
 
     def close(self) -> None:
         if self.proc.poll() is None:
@@ -144,14 +154,15 @@ def _score_chunk(python: Path, items: Sequence[dict[str, Any]], timeout_s: float
                 worker = _Worker(python)
             verdict = worker.ask(item, timeout_s)
             if verdict is None:
+                died = worker.exit_status() if worker.eof else None
                 worker.close()
                 worker = None
-                verdict = {
-                    "correct": False,
-                    "pred": [],
-                    "gold": [],
-                    "reason": f"timeout: no verdict within the budget of {timeout_s:g} s",
-                }
+                reason = (
+                    f"timeout: no verdict within the budget of {timeout_s:g} s"
+                    if died is None
+                    else f"the lighteval worker died (exit status {died}) on this answer"
+                )
+                verdict = {"correct": False, "pred": [], "gold": [], "reason": reason}
             out.append(verdict)
     finally:
         if worker is not None:

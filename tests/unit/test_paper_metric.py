@@ -179,16 +179,19 @@ def test_a_hanging_answer_gets_a_timeout_verdict_and_the_rest_are_scored(tmp_pat
         "    item = json.loads(line)\n"
         "    if item['completion'] == 'hang':\n"
         "        time.sleep(60)\n"
+        "    if item['completion'] == 'die':\n"
+        "        sys.exit(3)\n"
         "    print(json.dumps({'correct': item['completion'] == item['gold'], 'pred': [], 'gold': [],"
         " 'reason': None}), flush=True)\n"
     )
     monkeypatch.setattr(paper_metric, "WORKER", fake)
-    items = [{"completion": c, "gold": "1", "gold_kind": "expr"} for c in ("1", "hang", "2", "1")]
+    items = [{"completion": c, "gold": "1", "gold_kind": "expr"} for c in ("1", "hang", "2", "die", "1")]
     start = time.monotonic()
     verdicts = paper_metric.score_paper(items, Path(sys.executable), processes=1, timeout_s=1.0)
     assert time.monotonic() - start < 15
-    assert [v["correct"] for v in verdicts] == [True, False, False, True]
+    assert [v["correct"] for v in verdicts] == [True, False, False, False, True]
     assert verdicts[1]["reason"].startswith("timeout")
+    assert verdicts[3]["reason"] == "the lighteval worker died (exit status 3) on this answer"
 
 
 def test_gold_kinds_follow_the_released_configuration():
