@@ -12,7 +12,9 @@ With ``--summary-in SUMMARY`` the input is an evaluation's samples file and its 
 gets the samples with this metric's verdict added (``correct_<metric>``, ``<metric>_pred``,
 ``<metric>_reason``; ``correct`` becomes the ``--primary`` metric's) and ``--summary-out`` the summary
 recomputed from the primary metric, with every scored metric under ``by_metric`` and the number of
-samples where strict and paper disagree (``n_disagree``). This is what the ``grade_paper`` rule runs.
+samples where strict and paper disagree (``n_disagree``). This is what the ``grade_paper`` rule runs;
+``--in/--out/--gold-kind/--summary-in/--summary-out`` repeat to grade several files with one lighteval
+start (a preset that evaluates one job per checkpoint grades one job per checkpoint too).
 There the golds are our records' final answers, given to lighteval as ``paper_gold`` says.
 
 Metrics: ``strict`` is ``cwgrpo.scoring`` (math-verify, in this process); ``paper`` is lighteval
@@ -171,18 +173,36 @@ def merged_summary(summary: dict[str, Any], rows: list[dict[str, Any]], primary:
 def configure_parser(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--metric", required=True, choices=METRICS, help="strict (ours) or paper (lighteval)")
     parser.add_argument(
-        "--in", dest="inp", required=True, type=Path, help="JSONL of {completion, gold, gold_kind}"
+        "--in",
+        dest="inp",
+        required=True,
+        type=Path,
+        action="append",
+        help="JSONL of {completion, gold, gold_kind}; repeat (with --out, ...) to grade several files "
+        "with one lighteval start",
     )
-    parser.add_argument("--out", required=True, type=Path, help="verdicts JSONL to write (atomically)")
     parser.add_argument(
-        "--gold-kind", choices=GOLD_KINDS, help="gold kind of lines without one (an evaluation's samples)"
+        "--out", required=True, type=Path, action="append", help="verdicts JSONL to write (atomically)"
+    )
+    parser.add_argument(
+        "--gold-kind",
+        choices=GOLD_KINDS,
+        action="append",
+        help="gold kind of lines without one (an evaluation's samples); one per --in, or one for all",
     )
     parser.add_argument("--processes", type=int, default=2, help="worker processes (default 2)")
     parser.add_argument(
         "--timeout-s", type=float, help="wall-clock budget per answer (strict: 3 s, paper: 20 s by default)"
     )
-    parser.add_argument("--summary-in", type=Path, help="the evaluation's summary: merge into its samples")
-    parser.add_argument("--summary-out", type=Path, help="merged summary to write (with --summary-in)")
+    parser.add_argument(
+        "--summary-in",
+        type=Path,
+        action="append",
+        help="the evaluation's summary: merge into its samples (one per --in)",
+    )
+    parser.add_argument(
+        "--summary-out", type=Path, action="append", help="merged summary to write (one per --summary-in)"
+    )
     parser.add_argument(
         "--primary", choices=METRICS, default="strict", help="metric of `correct` and the summary (merge)"
     )
@@ -193,26 +213,52 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def _groups(args: argparse.Namespace) -> list[tuple[Path, Path, str | None, Path | None, Path | None]]:
+    """(in, out, gold kind, summary in, summary out) per input file, the repeated flags checked."""
+    n = len(args.inp)
+    kinds = args.gold_kind or [None]
+    if len(kinds) == 1:
+        kinds = kinds * n
+    summaries_in, summaries_out = args.summary_in or [], args.summary_out or []
+    if len(args.out) != n or len(kinds) != n:
+        raise ConfigError(
+            f"give one --out (and one or n --gold-kind) per --in: {n} --in, {len(args.out)} --out"
+        )
+    if len(summaries_in) != len(summaries_out) or len(summaries_in) not in (0, n):
+        raise ConfigError("give --summary-in and --summary-out together, one of each per --in (or neither)")
+    for path in args.inp:
+        if not path.is_file():
+            raise FileNotFoundError(f"input file not found: {path}")
+    ins = summaries_in or [None] * n
+    outs = summaries_out or [None] * n
+    return list(zip(args.inp, args.out, kinds, ins, outs, strict=True))
+
+
 def run(args: argparse.Namespace) -> int:
-    if not args.inp.is_file():
-        raise FileNotFoundError(f"input file not found: {args.inp}")
-    if (args.summary_in is None) != (args.summary_out is None):
-        raise ConfigError("give --summary-in and --summary-out together (or neither)")
-    items = read_items(args.inp, args.gold_kind)
-    scored = items
-    if args.summary_in is not None and args.metric == "paper":  # an evaluation's golds are our answers
-        scored = [
-            {**it, "gold": paper_gold(it["gold"], it["gold_kind"])} if input_problem(it) is None else it
-            for it in items
-        ]
+    groups = _groups(args)
+    per_file, scored = [], []
+    for inp, _, kind, summary_in, _ in groups:
+        items = read_items(inp, kind)
+        per_file.append(items)
+        if summary_in is not None and args.metric == "paper":  # an evaluation's golds are our answers
+            items = [
+                {**it, "gold": paper_gold(it["gold"], it["gold_kind"])} if input_problem(it) is None else it
+                for it in items
+            ]
+        scored += items
     verdicts = grade_items(scored, args.metric, args.processes, args.timeout_s, args.lighteval_python)
-    n_correct = sum(v["correct"] for v in verdicts)
-    print(f"{args.metric}: {n_correct}/{len(verdicts)} correct")
-    if args.summary_in is None:
-        write_jsonl(args.out, verdicts)
-        return 0
-    merged = merge_verdicts(items, verdicts, args.metric, args.primary)
-    summary = merged_summary(read_json(args.summary_in), merged, args.primary)
-    write_jsonl(args.out, merged)
-    write_json(args.summary_out, summary)  # last, as evaluate writes its summary last
+    print(f"{args.metric}: {sum(v['correct'] for v in verdicts)}/{len(verdicts)} correct")
+    start, writes = 0, []  # everything is computed before anything is written
+    for (_, out, _, summary_in, summary_out), items in zip(groups, per_file, strict=True):
+        mine = verdicts[start : start + len(items)]
+        start += len(items)
+        if summary_in is None:
+            writes.append((out, mine, None, None))
+            continue
+        merged = merge_verdicts(items, mine, args.metric, args.primary)
+        writes.append((out, merged, summary_out, merged_summary(read_json(summary_in), merged, args.primary)))
+    for out, rows, summary_out, summary in writes:
+        write_jsonl(out, rows)
+        if summary_out is not None:
+            write_json(summary_out, summary)  # after its samples, as evaluate writes its summary last
     return 0

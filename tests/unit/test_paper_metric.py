@@ -269,3 +269,22 @@ def test_paper_gold_restores_math_delimiters_for_latex_golds():
     assert paper_gold("\\frac{1}{2}", "latex") == "$\\frac{1}{2}$"
     assert paper_gold("x=1$, $y=2", "latex") == "$x=1$, $y=2$"  # OlympiadBench's own form, restored
     assert paper_gold("27", "expr") == "27"
+
+
+def test_grade_cli_merges_several_evaluations_in_one_call(tmp_path):
+    """One call per checkpoint (the grade_paper rule of a one-job-per-checkpoint preset): each file
+    gets its own merged samples and summary. Strict here, so that it runs without lighteval."""
+    argv = ["grade", "--metric", "strict", "--primary", "strict"]
+    for name, completion in (("a", "\\boxed{2}"), ("b", "\\boxed{3}")):
+        rows = [{"id": f"{name}-0", "sample": 0, "completion": completion, "gold": "2", "correct": False}]
+        rows = [{**r, "truncated": False, "unscorable": False} for r in rows]
+        (tmp_path / f"{name}.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+        (tmp_path / f"{name}.summary.json").write_text(json.dumps({"benchmark": name, "k": 1, "tags": {}}))
+        argv += ["--in", str(tmp_path / f"{name}.jsonl"), "--out", str(tmp_path / f"{name}.graded.jsonl")]
+        argv += ["--gold-kind", "expr", "--summary-in", str(tmp_path / f"{name}.summary.json")]
+        argv += ["--summary-out", str(tmp_path / f"{name}.graded.summary.json")]
+    assert main(argv) == 0
+    for name, expected in (("a", 1.0), ("b", 0.0)):
+        summary = json.loads((tmp_path / f"{name}.graded.summary.json").read_text())
+        assert (summary["benchmark"], summary["pass1"]) == (name, expected)
+    assert main([*argv[:-2]]) == 2  # a --summary-in without its --summary-out

@@ -170,7 +170,7 @@ def test_seeds_from_the_command_line(tmp_path):
     assert "seed2" in out
 
 
-def test_paper_metric_switch_adds_one_grade_job_per_evaluation_output(tmp_path):
+def test_paper_metric_switch_adds_grade_jobs_as_evaluate_has_them(tmp_path):
     config = yaml.safe_load(PRESETS["smoke"].read_text())
     config["evaluate"] |= {"paper_metric": True, "primary_metric": "paper"}
     on = tmp_path / "on.yaml"
@@ -178,12 +178,17 @@ def test_paper_metric_switch_adds_one_grade_job_per_evaluation_output(tmp_path):
     proc, out = run_snakemake(tmp_path / "w", "-n", "-p", configfile=on)
     assert proc.returncode == 0, out[-3000:]
     counts = job_stats(out)
-    assert counts["grade_paper"] == counts["evaluate"] * len(config["data"]["benchmarks"])
+    # smoke evaluates one job per checkpoint, so it grades one job per checkpoint: one lighteval start.
+    assert config["evaluate"]["one_job_per_benchmark"] is False
+    assert counts["grade_paper"] == counts["evaluate"]
     shell = [line.split("Shell command:", 1)[-1].strip() for line in out.splitlines()]
     grades = [line for line in shell if line.startswith("cwgrpo grade ")]
     assert len(grades) == counts["grade_paper"]
-    assert all("--metric paper" in g and "--primary paper" in g for g in grades)
-    assert any("--gold-kind expr" in g for g in grades) and any("--gold-kind latex" in g for g in grades)
+    n_benchmarks = len(config["data"]["benchmarks"])
+    for g in grades:
+        assert "--metric paper" in g and "--primary paper" in g
+        assert g.count("--in ") == g.count("--summary-out ") == n_benchmarks
+        assert g.count("--gold-kind expr") == 2 and g.count("--gold-kind latex") == 3  # as the mirrors
     (table,) = [line for line in shell if line.startswith("cwgrpo table ")]
     assert ".graded.summary.json" in table and ".jsonl.summary" not in table
 

@@ -445,11 +445,32 @@ def eval_files(wildcards, input, output):
 
 
 def grade_args(wildcards):
-    """Options of `cwgrpo grade --metric paper` for one evaluation output."""
+    """Options of `cwgrpo grade --metric paper` (one output: with its gold kind)."""
+    kind = (
+        f"--gold-kind {shlex.quote(gold_kind(wildcards.benchmark))} "
+        if "benchmark" in wildcards.keys()
+        else ""
+    )
     return (
-        f"--gold-kind {shlex.quote(gold_kind(wildcards.benchmark))}"
-        f" --primary {shlex.quote(config['evaluate'].get('primary_metric', 'strict'))}"
+        f"{kind}--primary {shlex.quote(config['evaluate'].get('primary_metric', 'strict'))}"
         f" --processes {int(config['evaluate'].get('grade_processes', 1))}"
+    )
+
+
+def grade_files(wildcards, input, output):
+    """`--in --out --gold-kind --summary-in --summary-out` per benchmark, for one job per checkpoint."""
+    groups = zip(
+        BENCHMARKS,
+        input.samples,
+        output.samples,
+        input.summaries,
+        output.summaries,
+        strict=True,
+    )
+    return " ".join(
+        f"--in {shlex.quote(i)} --out {shlex.quote(o)} --gold-kind {shlex.quote(gold_kind(b))}"
+        f" --summary-in {shlex.quote(si)} --summary-out {shlex.quote(so)}"
+        for b, i, o, si, so in groups
     )
 
 
