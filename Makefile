@@ -6,7 +6,10 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 TORCH ?= torch==2.13.0
 
-.PHONY: setup tiny paper test lint clean-results
+LIGHTEVAL_VENV ?= .venv-lighteval
+LIGHTEVAL_REQS := cwgrpo/paper_metric/requirements.txt
+
+.PHONY: setup lighteval tiny paper test lint clean-results
 
 $(BIN)/cwgrpo: pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -17,11 +20,25 @@ $(BIN)/cwgrpo: pyproject.toml
 
 setup: $(BIN)/cwgrpo
 
+# The paper metric's own environment (lighteval 0.8.1; it cannot share one with math-verify 0.9.0):
+# CPU torch first, then the pins; the last line checks that the worker imports lighteval.
+$(LIGHTEVAL_VENV)/.ready: $(LIGHTEVAL_REQS)
+	test -x $(LIGHTEVAL_VENV)/bin/python || $(PYTHON) -m venv $(LIGHTEVAL_VENV)
+	$(LIGHTEVAL_VENV)/bin/pip install -q --upgrade pip
+	$(LIGHTEVAL_VENV)/bin/pip install -q "$(TORCH)"
+	$(LIGHTEVAL_VENV)/bin/pip install -q -r $(LIGHTEVAL_REQS)
+	$(LIGHTEVAL_VENV)/bin/python cwgrpo/paper_metric/worker.py --check
+	touch $@
+
+lighteval: $(LIGHTEVAL_VENV)/.ready
+
 tiny: setup
 	PATH=$(abspath $(BIN)):$$PATH snakemake --cores all figures/table1.pdf
 
-test: setup
-	PATH=$(abspath $(BIN)):$$PATH $(BIN)/pytest
+# The tests of the paper metric run against the environment just built (CWGRPO_REQUIRE_LIGHTEVAL=1:
+# a missing one fails them instead of skipping).
+test: setup lighteval
+	CWGRPO_REQUIRE_LIGHTEVAL=1 PATH=$(abspath $(BIN)):$$PATH $(BIN)/pytest
 
 lint: setup
 	$(BIN)/ruff check . && $(BIN)/ruff format --check . && PATH=$(abspath $(BIN)):$$PATH snakemake --lint

@@ -30,6 +30,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "GRPO / CW-GRPO / Clip-Cov / KL-Cov training with checkpoint markers, resumable",
     ),
     "evaluate": ("cwgrpo.evaluate", "sample k answers per problem of a benchmark and grade them"),
+    "grade": ("cwgrpo.grade", "one verdict per answer under the strict (ours) or paper (lighteval) metric"),
     "table": ("cwgrpo.report.table", "Table 1 (PDF, CSV, TeX, Markdown) and the reported-vs-ours table"),
     "figure": ("cwgrpo.report.figures", "entropy, checkpoint, covariance and training-curve figures"),
     "claims": ("cwgrpo.claims", "test the paper's four claims over seeds and write a JSON + Markdown report"),

@@ -93,6 +93,20 @@ def check_vllm() -> Check:
         return Check("vllm", False, f"installed but does not import: {type(err).__name__}: {err}", ("paper",))
 
 
+def check_lighteval(conda: bool) -> Check:
+    """The paper metric's own environment (lighteval 0.8.1); with conda, envs/lighteval.yaml can make it."""
+    from cwgrpo.configs import ConfigError
+    from cwgrpo.paper_metric import find_lighteval_python
+
+    try:
+        return Check("lighteval env", True, f"{find_lighteval_python()} (paper metric)")
+    except ConfigError:
+        detail = "missing: `make lighteval` builds .venv-lighteval (the paper metric, evaluate.paper_metric)"
+        if conda:
+            return Check("lighteval env", False, detail + "; --use-conda builds envs/lighteval.yaml instead")
+        return Check("lighteval env", False, detail, ("paper",))
+
+
 def check_hub(timeout_s: float = 3.0) -> Check:
     try:
         with socket.create_connection(("huggingface.co", 443), timeout=timeout_s):
@@ -134,9 +148,8 @@ def run_checks(results: Path, offline: bool) -> list[Check]:
             ("paper",),
         )
     checks += [hub, data]
-    checks.append(
-        check_command("conda", "needed for --use-conda; without it run snakemake without --use-conda")
-    )
+    conda = check_command("conda", "needed for --use-conda; without it run snakemake without --use-conda")
+    checks += [conda, check_lighteval(conda.ok)]
     checks.append(check_command("sbatch", "Slurm submission through profiles/slurm"))
     return checks
 

@@ -8,8 +8,9 @@
         --set prompt_set=tiny --set k=4 --set max_new_tokens=64
 
 Outputs (``docs/architecture.md``): one JSONL line per (problem, sample) ``{id, sample, completion,
-extracted, gold, correct, unscorable, truncated, tokens}``, then the summary JSON (``pass1`` = accuracy
-of sample 0, ``avg_k`` = mean over problems of the share of correct samples, its standard error and a
+extracted, gold, correct, correct_strict, unscorable, truncated, tokens}`` (``correct`` is the
+strict metric's verdict; ``cwgrpo grade --summary-in`` adds the paper metric's and may make it the
+primary one), then the summary JSON (``pass1`` = accuracy of sample 0, ``avg_k`` = mean over problems of the share of correct samples, its standard error and a
 bootstrap 95 % interval over problems). Samples whose gold answer is unscorable count as incorrect and
 are counted in ``n_unscorable``. Everything is checked before the model is loaded, both files are
 written atomically (samples first, summary last), and the same inputs and seed give byte-identical
@@ -71,6 +72,16 @@ class EvalConfig:
     cpu_threads: int | None = field(
         default=None, metadata={"help": "torch CPU threads for generation (transformers); null keeps torch's"}
     )
+    max_model_len: int | None = field(
+        default=None,
+        metadata={
+            "help": "vllm: context length cap (released evaluation: 32768 for 1.5B, 4096 for 7B); null: the model's"
+        },
+    )
+    gpu_memory_utilization: float = field(
+        default=0.9, metadata={"help": "vllm: share of GPU memory the engine may take, in (0, 1]"}
+    )
+    tensor_parallel_size: int = field(default=1, metadata={"help": "vllm: GPUs per model"})
     grading_processes: int = field(default=2, metadata={"help": "worker processes for grading"})
     grading_timeout_s: float = field(
         default=DEFAULT_TIMEOUT_S, metadata={"help": "wall-clock budget for grading one answer, seconds"}
@@ -85,6 +96,12 @@ class EvalConfig:
             raise ConfigError(f"limit must be >= 1 or null, got {self.limit}")
         if self.cpu_threads is not None and self.cpu_threads < 1:
             raise ConfigError(f"cpu_threads must be >= 1 or null, got {self.cpu_threads}")
+        if self.max_model_len is not None and self.max_model_len < 1:
+            raise ConfigError(f"max_model_len must be >= 1 or null, got {self.max_model_len}")
+        if not (math.isfinite(self.gpu_memory_utilization) and 0 < self.gpu_memory_utilization <= 1):
+            raise ConfigError(f"gpu_memory_utilization must be in (0, 1], got {self.gpu_memory_utilization}")
+        if self.tensor_parallel_size < 1:
+            raise ConfigError(f"tensor_parallel_size must be >= 1, got {self.tensor_parallel_size}")
         if self.grading_processes < 1:
             raise ConfigError(f"grading_processes must be >= 1, got {self.grading_processes}")
         if not (math.isfinite(self.grading_timeout_s) and self.grading_timeout_s > 0):
@@ -95,6 +112,21 @@ class EvalConfig:
 
     def sampling(self) -> SamplingSettings:
         return SamplingSettings(self.temperature, self.top_p, self.max_new_tokens, self.seed)
+
+    def backend_options(self) -> dict[str, Any]:
+        """Keyword arguments of the backend's constructor; the engine settings go to vllm only."""
+        options: dict[str, Any] = {
+            "batch_size": self.batch_size,
+            "seed": self.seed,
+            "cpu_threads": self.cpu_threads,
+        }
+        if self.backend == "vllm":
+            options |= {
+                "max_model_len": self.max_model_len,
+                "gpu_memory_utilization": self.gpu_memory_utilization,
+                "tensor_parallel_size": self.tensor_parallel_size,
+            }
+        return options
 
 
 def benchmark_name(path: Path) -> str:
@@ -128,6 +160,7 @@ def sample_rows(records: list[dict], completions: list[list], grades: list[Grade
                     "extracted": g.extracted,
                     "gold": rec["answer"],
                     "correct": g.correct,
+                    "correct_strict": g.correct,
                     "unscorable": g.unscorable,
                     "truncated": completion.truncated,
                     "tokens": completion.n_tokens,
@@ -136,19 +169,31 @@ def sample_rows(records: list[dict], completions: list[list], grades: list[Grade
     return rows
 
 
-def summarise(rows: list[dict], k: int, seed: int) -> dict[str, Any]:
-    """Accuracy fields of the summary from the per-sample rows (k rows per problem, in order)."""
+def accuracy_fields(rows: list[dict], k: int, seed: int, key: str = "correct") -> dict[str, Any]:
+    """``pass1``, ``avg_k`` and its SE and interval from the rows' verdicts ``key`` (k rows a problem)."""
     from cwgrpo.stats import accuracy_summary
 
-    table = [[bool(r["correct"]) for r in rows[i : i + k]] for i in range(0, len(rows), k)]
+    table = [[bool(r[key]) for r in rows[i : i + k]] for i in range(0, len(rows), k)]
     acc = accuracy_summary(table, seed=seed)
     return {
-        "n_problems": len(table),
-        "k": k,
         "pass1": acc["pass1"],
         "avg_k": acc["avg_k"],
         "avg_k_se": _finite_or_none(acc["avg_k_se"]),
         "avg_k_ci95": [_finite_or_none(x) for x in acc["avg_k_ci95"]],
+    }
+
+
+def summarise(rows: list[dict], k: int, seed: int, metric: str = "strict") -> dict[str, Any]:
+    """Accuracy fields of the summary from the per-sample rows (k rows per problem, in order): those of
+    ``correct`` (the primary ``metric``) at the top level, and per metric scored under ``by_metric``."""
+    acc = accuracy_fields(rows, k, seed)
+    scored = [m for m in ("strict", "paper") if rows and f"correct_{m}" in rows[0]]
+    return {
+        "n_problems": -(-len(rows) // k),
+        "k": k,
+        "primary_metric": metric,
+        **acc,
+        "by_metric": {m: accuracy_fields(rows, k, seed, f"correct_{m}") for m in scored},
         "n_samples": len(rows),
         "n_truncated": sum(bool(r["truncated"]) for r in rows),
         "n_unscorable": sum(bool(r["unscorable"]) for r in rows),
@@ -194,9 +239,7 @@ def evaluate_many(
     check_model_readable(model_dir)
     check_benchmarks_fit(model_dir, [b for b, _, _ in jobs], loaded, cfg)
 
-    backend = get_backend(
-        cfg.backend, model_dir, batch_size=cfg.batch_size, seed=cfg.seed, cpu_threads=cfg.cpu_threads
-    )
+    backend = get_backend(cfg.backend, model_dir, **cfg.backend_options())
     summaries = []
     for (benchmark_file, out, summary_path), records in zip(jobs, loaded, strict=True):
         seed_everything(cfg.seed)  # each benchmark's samples do not depend on which others ran before

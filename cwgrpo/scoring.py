@@ -201,6 +201,10 @@ def _mv():
         logging.getLogger(name).addFilter(_DropTimeoutDisabledWarning())
     latex_boxed = [LatexExtractionConfig(boxed_match_priority=0)]
     fallback = [LatexExtractionConfig(), ExprExtractionConfig()]
+    # Warm up outside any budget: the first parse builds math-verify's regexes and the LaTeX parser
+    # (~2 s on a loaded 2-core machine), which would otherwise time out the first answer graded.
+    warm = math_verify.parse("\\boxed{\\frac{1}{2}}", extraction_config=latex_boxed, parsing_timeout=None)
+    math_verify.verify(warm, warm, timeout_seconds=None)
     return math_verify, latex_boxed, fallback
 
 
@@ -221,13 +225,24 @@ def _parse_gold_cached(gold: str) -> tuple:
     parsed = _parse("\\boxed{" + text + "}", latex_boxed)
     if not any(not isinstance(p, str) for p in parsed):
         parsed = _parse(text, fallback)
+        # The unanchored fallback finds expressions *inside* a text: a gold it reads only in part is not
+        # that gold ("sum_(k=1)^n 1/k" would become 1, "100 (i.e., all values)" 100). Whole or nothing.
+        if not any(isinstance(p, str) and _same_text(p, text) for p in parsed):
+            return ()
     if not any(not isinstance(p, str) for p in parsed):  # only the raw string: nothing mathematical
         return ()
     return tuple(parsed)
 
 
+def _same_text(found: str, text: str) -> bool:
+    """Whether math-verify's matched string is the whole gold text (spaces and ``$`` aside)."""
+    squash = str.maketrans("", "", " $")
+    return found.translate(squash) == text.translate(squash)
+
+
 def _parse_gold(gold: str, timeout_s: float) -> tuple:
     """Parsed gold (cached); a gold answer that times out is unscorable (and not cached)."""
+    _mv()  # import and warm-up are not the answer's time
     if gold in _gold_timeouts:
         return ()
     try:
@@ -325,6 +340,7 @@ def _extract_here(completion: str, timeout_s: float) -> str | None:
     boxed = last_boxed(tail)
     if boxed is not None:
         return boxed
+    _mv()  # import and warm-up are not the answer's time
     try:
         with _time_budget(timeout_s):
             return _extract(tail, None)[0]

@@ -3,7 +3,8 @@
 Rows per size: the base model (method ``base`` at step 0), then GRPO, Clip-Cov, CW-GRPO (the
 ``methods`` option) and any other method label present at the configured step. Columns: the benchmarks,
 ``Avg`` (the mean of the benchmark accuracies, per seed, then over seeds) and ``Δ Avg`` (the method's
-Avg minus GRPO's, paired by seed). The metric is the summaries' avg@k (pass@1 when k = 1). A cell is
+Avg minus GRPO's, paired by seed). The metric is the summaries' avg@k (pass@1 when k = 1), graded by
+the summaries' primary metric (``primary_metric``: strict, or paper for the paper preset). A cell is
 the mean over seeds; with two or more seeds it shows ``± the 95 % t-interval half-width`` over seeds,
 with one seed and k > 1 the summary's own interval over problems. Bold: best in its column within a
 size, judged on the displayed (rounded) values, so ties are all bold.
@@ -14,6 +15,8 @@ Outputs::
                                     exactly as the summaries store them, plus CI, best flag and Δ
     OUT_DIR/table1.tex, table1.md   the typeset table (booktabs) and its Markdown twin
     OUT_DIR/reported_vs_ours.{csv,md}  the paper's numbers and ours side by side, in percent
+    OUT_DIR/metric_sensitivity.{csv,md}  each cell under the strict and the paper metric, their
+                                    difference and the share of samples that disagree
     OUT_DIR/table1.provenance.json  the run identity of this table and of every input file
     OUT_PDF                         the table drawn with matplotlib on one page, with a provenance footer
 
@@ -51,6 +54,7 @@ from cwgrpo.report.results import (
     seed_effect,
     summaries_frame,
 )
+from cwgrpo.report.sensitivity import sensitivity_frame, sensitivity_markdown
 
 log = logging.getLogger(__name__)
 Z95 = 1.959963984540054  # normal quantile for a 95 % interval from a standard error
@@ -618,6 +622,8 @@ def write_table(
         "md": out_dir / "table1.md",
         "cmp_csv": out_dir / "reported_vs_ours.csv",
         "cmp_md": out_dir / "reported_vs_ours.md",
+        "sens_csv": out_dir / "metric_sensitivity.csv",
+        "sens_md": out_dir / "metric_sensitivity.md",
         "provenance": out_dir / "table1.provenance.json",
         "pdf": out_pdf,
     }
@@ -626,6 +632,9 @@ def write_table(
     write_text(out["md"], grid_markdown(grid))
     write_text(out["cmp_csv"], cmp.to_csv(index=False))
     write_text(out["cmp_md"], reported_markdown(cmp, cfg))
+    sens = sensitivity_frame(summaries, cfg)
+    write_text(out["sens_csv"], sens.to_csv(index=False))
+    write_text(out["sens_md"], sensitivity_markdown(sens, cfg))
     write_json(
         out["provenance"],
         {

@@ -19,13 +19,14 @@ SAMPLE_KEYS = {
     "extracted",
     "gold",
     "correct",
+    "correct_strict",
     "unscorable",
     "truncated",
     "tokens",
 }
 SUMMARY_KEYS = {
     "benchmark", "tags", "n_problems", "k", "pass1", "avg_k", "avg_k_se", "avg_k_ci95",
-    "n_samples", "n_truncated", "n_unscorable", "settings", "provenance",
+    "n_samples", "n_truncated", "n_unscorable", "settings", "provenance", "primary_metric", "by_metric",
 }  # fmt: skip
 
 

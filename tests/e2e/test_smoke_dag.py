@@ -47,7 +47,15 @@ def test_smoke_dag_writes_every_table_figure_and_claims(smoke_run):
         data = (smoke_run / "figures" / name).read_bytes()
         assert data[:4] in (b"%PDF", b"\x89PNG") and len(data) > 1000, name
     results = smoke_run / "results" / "smoke"
-    for name in ("table1.csv", "table1.tex", "table1.md", "reported_vs_ours.md", "claims.json", "claims.md"):
+    for name in (
+        "table1.csv",
+        "table1.tex",
+        "table1.md",
+        "reported_vs_ours.md",
+        "metric_sensitivity.md",
+        "claims.json",
+        "claims.md",
+    ):
         assert (results / name).stat().st_size > 0, name
     claims = json.loads((results / "claims.json").read_text())
     assert len(claims["claims"]) == 4

@@ -39,3 +39,18 @@ def test_doctor_exit_status_depends_on_the_preset(tmp_path):
         paper = subprocess.run([*cmd, "--preset", "paper"], capture_output=True, text=True, timeout=120)
         assert paper.returncode == 1
         assert "the paper preset cannot run here" in paper.stdout
+
+
+def test_lighteval_check_names_how_to_build_it(tmp_path, monkeypatch):
+    from cwgrpo.doctor import check_lighteval
+
+    monkeypatch.setenv("CWGRPO_LIGHTEVAL_PYTHON", str(tmp_path / "missing" / "python"))
+    without_conda = check_lighteval(conda=False)
+    assert not without_conda.ok and "make lighteval" in without_conda.detail
+    assert without_conda.blocks == ("paper",)
+    assert check_lighteval(conda=True).blocks == ()  # --use-conda builds envs/lighteval.yaml
+    fake = tmp_path / "python"
+    fake.write_text("#!/bin/sh\n")
+    fake.chmod(0o755)
+    monkeypatch.setenv("CWGRPO_LIGHTEVAL_PYTHON", str(fake))
+    assert check_lighteval(conda=False).ok

@@ -105,3 +105,45 @@ def test_truncated_flag_at_max_new_tokens(backend):
     for c in out[0]:
         assert c.n_tokens <= 2
         assert c.truncated == (c.n_tokens == 2)
+
+
+def test_vllm_engine_settings_reach_the_vllm_backend_only():
+    from cwgrpo.evaluate import EvalConfig
+
+    vllm = EvalConfig(backend="vllm", max_model_len=4096, gpu_memory_utilization=0.8, tensor_parallel_size=2)
+    assert vllm.backend_options() == {
+        "batch_size": 32,
+        "seed": 0,
+        "cpu_threads": None,
+        "max_model_len": 4096,
+        "gpu_memory_utilization": 0.8,
+        "tensor_parallel_size": 2,
+    }
+    # The transformers backend takes no engine settings: they are not passed to it.
+    assert set(EvalConfig(max_model_len=4096).backend_options()) == {"batch_size", "seed", "cpu_threads"}
+    for bad in ({"max_model_len": 0}, {"gpu_memory_utilization": 1.5}, {"tensor_parallel_size": 0}):
+        with pytest.raises(ConfigError, match=next(iter(bad))):
+            EvalConfig(**bad)
+
+
+def test_vllm_backend_passes_the_engine_settings_to_vllm(monkeypatch, tmp_path):
+    import sys
+    import types
+
+    from cwgrpo.generation.vllm_backend import VLLMBackend
+
+    seen = {}
+
+    class FakeLLM:
+        def __init__(self, **kwargs):
+            seen.update(kwargs)
+
+        def get_tokenizer(self):
+            return None
+
+    monkeypatch.setitem(sys.modules, "vllm", types.SimpleNamespace(LLM=FakeLLM))
+    VLLMBackend(tmp_path, seed=3, max_model_len=32768, gpu_memory_utilization=0.7, tensor_parallel_size=2)
+    assert seen["max_model_len"] == 32768
+    assert seen["gpu_memory_utilization"] == 0.7
+    assert seen["tensor_parallel_size"] == 2
+    assert seen["seed"] == 3

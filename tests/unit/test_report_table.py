@@ -382,3 +382,41 @@ def test_table_cli_missing_file_exits_2_naming_it(tmp_path, capsys):
     ]
     assert main(args) == 2
     assert "gone.summary.json" in capsys.readouterr().err
+
+
+# -- metric sensitivity ------------------------------------------------------------------------------
+
+
+def test_metric_sensitivity_table_from_summaries_with_both_metrics(tmp_path):
+    from cwgrpo.report.sensitivity import sensitivity_frame, sensitivity_markdown
+
+    paths = []
+    for seed, (strict, paper, disagree) in enumerate([(0.50, 0.56, 8), (0.60, 0.62, 4)]):
+        p = write_summary(tmp_path, "small", "grpo", seed, 100, "syn_math500", paper)
+        s = json.loads(p.read_text())
+        s |= {"primary_metric": "paper", "n_disagree": disagree}
+        s["by_metric"] = {
+            "strict": {"pass1": strict, "avg_k": strict},
+            "paper": {"pass1": paper, "avg_k": paper},
+        }
+        p.write_text(json.dumps(s))
+        paths.append(p)
+    paths.append(write_summary(tmp_path, "small", "grpo", 0, 50, "syn_math500", 0.1))  # not the step
+    frame = sensitivity_frame(paths, cfg(step=100))
+    assert len(frame) == 1
+    row = frame.iloc[0]
+    assert row["seeds"] == 2
+    assert row["strict"] == pytest.approx(0.55) and row["paper"] == pytest.approx(0.59)
+    assert row["paper_minus_strict"] == pytest.approx(0.04)
+    assert row["disagree"] == pytest.approx((8 + 4) / 200)  # 100 samples each
+    md = sensitivity_markdown(frame, cfg(step=100))
+    assert "| Tiny-S (≈1.5B) |" in md and "| 55.0 | 59.0 | +4.0 | 6.0 |" in md
+
+
+def test_metric_sensitivity_of_strict_only_summaries_says_paper_was_not_scored(tmp_path):
+    from cwgrpo.report.sensitivity import sensitivity_frame, sensitivity_markdown
+
+    frame = sensitivity_frame(make_results(tmp_path), cfg(step=100))
+    assert len(frame) == 8  # 4 methods x 2 benchmarks
+    assert frame["paper"].isna().all() and frame["strict"].notna().all()
+    assert "not scored (evaluate.paper_metric: false)" in sensitivity_markdown(frame, cfg(step=100))

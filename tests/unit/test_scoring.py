@@ -168,3 +168,29 @@ def test_grade_accepts_the_tiny_presets_worked_solutions():
     pairs = [(worked_solution(r["problem"]), r["answer"]) for r in records]
     assert all(grade(c, g) for c, g in pairs)
     assert not any(grade(c, str(int(g) + 1)) for c, g in pairs)
+
+
+def test_first_answer_of_a_fresh_process_is_not_charged_for_the_import():
+    """Found in the paper-metric parity study: the first answer graded in a process paid math-verify's
+    import and first-parse set-up (~5 s on a loaded 2-core machine) inside its budget, timed out, and
+    its gold was marked unscorable for the rest of the run. The warm-up now runs outside any budget."""
+    import subprocess
+    import sys
+
+    code = (
+        "from cwgrpo.scoring import gold_is_scorable, grade_detailed\n"
+        "print(gold_is_scorable('1/3', timeout_s=0.5))\n"
+        "print(grade_detailed('\\\\boxed{\\\\frac{1}{3}}', '2/6', timeout_s=0.5).correct)\n"
+    )
+    for probe in (code, code.replace("print(gold_is_scorable('1/3', timeout_s=0.5))\n", "")):
+        out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120)
+        assert out.returncode == 0, out.stderr
+        assert set(out.stdout.split()) == {"True"}, out.stdout
+
+
+@pytest.mark.parametrize("gold", ["sum_(k=1)^n 1/k", "100 (i.e., all values)"])
+def test_a_gold_read_only_in_part_is_unscorable(gold):
+    """math-verify's unanchored fallback finds expressions inside a text; a gold it reads only in part
+    (the CHAMP golds above came back as 1 and 100) is not that gold: unscorable, never a spurious match."""
+    result = grade_detailed("Final answer: the value is 1. \\boxed{100}", gold)
+    assert result.unscorable and not result.correct

@@ -66,6 +66,7 @@ PAPER_METHODS = {
 }
 PAPER_EVAL = {"backend": "vllm", "temperature": 0.6, "top_p": 0.95, "k": 1, "prompt_set": "open_rs"}
 PAPER_EVAL_MAX_NEW_TOKENS = {"1.5b": 32768, "7b": 4096}
+PAPER_EVAL_MAX_MODEL_LEN = {"1.5b": 32768, "7b": 4096}  # the released evaluation's vLLM context
 PAPER_DATA = {"train": "open_rs", "benchmarks": ["aime24", "math500", "amc23", "minerva", "olympiadbench"]}
 PAPER_REPORT_STEP = 100
 PAPER_CHECKPOINT_STUDY_STEPS = (100, 150, 200)  # 1.5B
@@ -155,7 +156,11 @@ def test_paper_evaluation_matches_the_spec(paper_commands):
     assert evals
     for argv in evals:
         sets, tags = options(argv)
-        expected = {**PAPER_EVAL, "max_new_tokens": PAPER_EVAL_MAX_NEW_TOKENS[tags["size"]]}
+        expected = {
+            **PAPER_EVAL,
+            "max_new_tokens": PAPER_EVAL_MAX_NEW_TOKENS[tags["size"]],
+            "max_model_len": PAPER_EVAL_MAX_MODEL_LEN[tags["size"]],
+        }
         for key, value in expected.items():
             assert sets.get(key) == value, f"{tags}: {key}={sets.get(key)!r}, spec says {value!r}"
         assert argv.count("--benchmark-file") == 1  # one job per checkpoint x benchmark

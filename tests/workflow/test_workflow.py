@@ -124,6 +124,7 @@ def test_paper_dry_run_job_counts_match_the_spec(dry_runs):
         "train_1_5b": methods * seeds,
         "train_7b": methods * seeds,
         "evaluate": evaluations,
+        "grade_paper": evaluations,  # the paper's metric beside ours, per evaluation output
         "table": 1,
         **dict.fromkeys(FIGURE_RULES, 1),
         "claims": 1,
@@ -169,6 +170,36 @@ def test_seeds_from_the_command_line(tmp_path):
     assert "seed2" in out
 
 
+def test_paper_metric_switch_adds_grade_jobs_as_evaluate_has_them(tmp_path):
+    config = yaml.safe_load(PRESETS["smoke"].read_text())
+    config["evaluate"] |= {"paper_metric": True, "primary_metric": "paper"}
+    on = tmp_path / "on.yaml"
+    on.write_text(yaml.safe_dump(config))
+    proc, out = run_snakemake(tmp_path / "w", "-n", "-p", configfile=on)
+    assert proc.returncode == 0, out[-3000:]
+    counts = job_stats(out)
+    # smoke evaluates one job per checkpoint, so it grades one job per checkpoint: one lighteval start.
+    assert config["evaluate"]["one_job_per_benchmark"] is False
+    assert counts["grade_paper"] == counts["evaluate"]
+    shell = [line.split("Shell command:", 1)[-1].strip() for line in out.splitlines()]
+    grades = [line for line in shell if line.startswith("cwgrpo grade ")]
+    assert len(grades) == counts["grade_paper"]
+    n_benchmarks = len(config["data"]["benchmarks"])
+    for g in grades:
+        assert "--metric paper" in g and "--primary paper" in g
+        assert g.count("--in ") == g.count("--summary-out ") == n_benchmarks
+        assert g.count("--gold-kind expr") == 2 and g.count("--gold-kind latex") == 3  # as the mirrors
+    (table,) = [line for line in shell if line.startswith("cwgrpo table ")]
+    assert ".graded.summary.json" in table and ".jsonl.summary" not in table
+
+    config["evaluate"] |= {"paper_metric": False}
+    off = tmp_path / "off.yaml"
+    off.write_text(yaml.safe_dump(config))
+    proc, out = run_snakemake(tmp_path / "w2", "-n", configfile=off)
+    assert proc.returncode != 0
+    assert "primary_metric" in out and "paper_metric is false" in out
+
+
 def test_tiny_preset_shape():
     """The tiny preset mirrors the paper: two sizes, the four run labels, and an early checkpoint reported
     (the paper's step 100 of 300) with a later one left for the late-degradation claim."""
@@ -202,8 +233,8 @@ def test_outputs_follow_the_architecture_layout(dry_runs):
         r"results/paper/data/[a-z0-9_]+\.(jsonl|manifest\.json)",
         r"results/paper/models/(1\.5b|7b)/base\.json",
         r"results/paper/runs/(1\.5b|7b)/[a-z_]+/seed\d+/(run\.json|metrics\.jsonl|cov_samples\.jsonl|steps/step\d+\.json)",
-        r"results/paper/eval/(1\.5b|7b)/[a-z_]+/seed\d+/step\d+/[a-z0-9]+\.(jsonl|summary\.json)",
-        r"results/paper/(table1\.(csv|tex|md)|reported_vs_ours\.(csv|md)|claims\.(json|md))",
+        r"results/paper/eval/(1\.5b|7b)/[a-z_]+/seed\d+/step\d+/[a-z0-9]+\.(jsonl|summary\.json|graded\.jsonl|graded\.summary\.json)",
+        r"results/paper/(table1\.(csv|tex|md)|reported_vs_ours\.(csv|md)|metric_sensitivity\.(csv|md)|claims\.(json|md))",
         r"figures/(table1\.pdf|(entropy|checkpoints|covariance|training_curves)\.(pdf|png))",
     ]
     outputs = [f for j in jobs(dry_runs["paper"]) for f in j["output"]]

@@ -40,7 +40,12 @@ CW_METHODS = ("grpo", "cw_grpo", "clip_cov", "kl_cov")
 BASE = "base"  # method label of the untrained model, evaluated at step 0
 # Options that fix the step markers or the seed wildcard: never set per method.
 RUN_FIXED = ("max_steps", "save_steps", "seed")
-EVAL_SWITCHES = ("one_job_per_benchmark",)  # workflow keys of `evaluate`, not passed on
+EVAL_SWITCHES = (  # workflow keys of `evaluate`, not passed on
+    "one_job_per_benchmark",
+    "paper_metric",
+    "primary_metric",
+    "grade_processes",
+)
 RESOURCE_KINDS = (
     "prepare_data",
     "fetch_model",
@@ -48,6 +53,7 @@ RESOURCE_KINDS = (
     "sft",
     "train",
     "evaluate",
+    "grade",
     "report",
 )
 FIGURES = {  # output name -> (`cwgrpo figure --kind`, what it reads)
@@ -67,6 +73,15 @@ SIZES = list(config["sizes"])
 METHODS = list(config["methods"])
 SEEDS = [int(s) for s in config["seeds"]]
 BENCHMARKS = list(config["data"]["benchmarks"])
+PAPER_METRIC = bool(config["evaluate"].get("paper_metric", False))
+# The released evaluation's gold extraction per benchmark (as cwgrpo.paper_metric.BENCHMARK_GOLD_KIND).
+GOLD_KINDS = {
+    "aime24": "expr",
+    "amc23": "expr",
+    "math500": "latex",
+    "minerva": "latex",
+    "olympiadbench": "latex",
+}
 DATASETS = list(
     dict.fromkeys(
         [
@@ -345,6 +360,28 @@ def _check_resources():
             fail(f"{key}.threads", f"must be a positive integer, got {res['threads']!r}")
 
 
+def _check_metrics():
+    primary = config["evaluate"].get("primary_metric", "strict")
+    if primary == "paper" and not PAPER_METRIC:
+        fail("evaluate.primary_metric", "is paper, but evaluate.paper_metric is false")
+    if PAPER_METRIC:
+        # Every benchmark needs the released gold kind (or a mirror that has one).
+        for b in BENCHMARKS:
+            gold_kind(b)
+
+
+def gold_kind(benchmark):
+    """The released gold extraction kind of a benchmark (a tiny split: of the benchmark it mirrors)."""
+    mirror = config["report"].get("benchmark_mirrors", {}).get(benchmark, benchmark)
+    if mirror not in GOLD_KINDS:
+        fail(
+            "evaluate.paper_metric",
+            f"benchmark {benchmark!r} has no gold kind in the released configuration (known: "
+            f"{sorted(GOLD_KINDS)}; a synthetic split needs report.benchmark_mirrors)",
+        )
+    return GOLD_KINDS[mirror]
+
+
 def _check_report():
     for key, known in (
         ("benchmark_display", BENCHMARKS),
@@ -449,8 +486,10 @@ def eval_points():
 
 
 def all_summaries():
+    """Every evaluation's summary; with the paper metric on, the graded ones (both metrics)."""
+    suffix = "graded.summary.json" if PAPER_METRIC else "summary.json"
     return [
-        f"{eval_prefix(*p)}/{b}.summary.json" for p in eval_points() for b in BENCHMARKS
+        f"{eval_prefix(*p)}/{b}.{suffix}" for p in eval_points() for b in BENCHMARKS
     ]
 
 
@@ -522,6 +561,36 @@ def eval_files(wildcards, input, output):
     return " ".join(
         f"--benchmark-file {shlex.quote(b)} --out {shlex.quote(o)} --summary {shlex.quote(s)}"
         for b, o, s in triples
+    )
+
+
+def grade_args(wildcards):
+    """Options of `cwgrpo grade --metric paper` (one output: with its gold kind)."""
+    kind = (
+        f"--gold-kind {shlex.quote(gold_kind(wildcards.benchmark))} "
+        if "benchmark" in wildcards.keys()
+        else ""
+    )
+    return (
+        f"{kind}--primary {shlex.quote(config['evaluate'].get('primary_metric', 'strict'))}"
+        f" --processes {int(config['evaluate'].get('grade_processes', 1))}"
+    )
+
+
+def grade_files(wildcards, input, output):
+    """`--in --out --gold-kind --summary-in --summary-out` per benchmark, for one job per checkpoint."""
+    groups = zip(
+        BENCHMARKS,
+        input.samples,
+        output.samples,
+        input.summaries,
+        output.summaries,
+        strict=True,
+    )
+    return " ".join(
+        f"--in {shlex.quote(i)} --out {shlex.quote(o)} --gold-kind {shlex.quote(gold_kind(b))}"
+        f" --summary-in {shlex.quote(si)} --summary-out {shlex.quote(so)}"
+        for b, i, o, si, so in groups
     )
 
 
@@ -760,6 +829,7 @@ _check_gpu_cap()
 _check_command_options()
 for _size in SIZES:
     train_resources(_size)  # multi-node layouts checked at parse time
+_check_metrics()
 
 
 wildcard_constraints:

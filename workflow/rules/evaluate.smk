@@ -48,3 +48,51 @@ else:
             options=eval_args,
         shell:
             "cwgrpo evaluate --model-dir {params.model_dir:q} {params.files} {params.options} > {log:q} 2>&1"
+
+
+# The paper's metric (lighteval 0.8.1, in its own environment) beside ours, for every evaluation output:
+# samples with both verdicts and a summary recomputed from evaluate.primary_metric (docs/architecture.md).
+# Same granularity as `evaluate`: one job per output, or one per checkpoint (one lighteval start, ~10 s).
+if PAPER_METRIC and config["evaluate"]["one_job_per_benchmark"]:
+
+    rule grade_paper:
+        input:
+            samples=f"{EVAL_DIR}/{{benchmark}}.jsonl",
+            summary=f"{EVAL_DIR}/{{benchmark}}.summary.json",
+        output:
+            samples=f"{EVAL_DIR}/{{benchmark}}.graded.jsonl",
+            summary=f"{EVAL_DIR}/{{benchmark}}.graded.summary.json",
+        log:
+            f"{LOGS}/grade_paper/{{size}}/{{method}}/seed{{seed}}/step{{step}}/{{benchmark}}.log",
+        conda:
+            "../../envs/lighteval.yaml"
+        threads: rule_threads("grade")
+        resources:
+            **fixed_resources("grade"),
+        params:
+            options=grade_args,
+        shell:
+            "cwgrpo grade --metric paper --in {input.samples:q} --out {output.samples:q}"
+            " --summary-in {input.summary:q} --summary-out {output.summary:q} {params.options} > {log:q} 2>&1"
+
+elif PAPER_METRIC:
+
+    rule grade_paper:
+        input:
+            samples=[f"{EVAL_DIR}/{b}.jsonl" for b in BENCHMARKS],
+            summaries=[f"{EVAL_DIR}/{b}.summary.json" for b in BENCHMARKS],
+        output:
+            samples=[f"{EVAL_DIR}/{b}.graded.jsonl" for b in BENCHMARKS],
+            summaries=[f"{EVAL_DIR}/{b}.graded.summary.json" for b in BENCHMARKS],
+        log:
+            f"{LOGS}/grade_paper/{{size}}/{{method}}/seed{{seed}}/step{{step}}.log",
+        conda:
+            "../../envs/lighteval.yaml"
+        threads: rule_threads("grade")
+        resources:
+            **fixed_resources("grade"),
+        params:
+            files=grade_files,
+            options=grade_args,
+        shell:
+            "cwgrpo grade --metric paper {params.files} {params.options} > {log:q} 2>&1"

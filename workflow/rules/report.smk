@@ -19,6 +19,12 @@ rule table:
             caption="../report/reported_vs_ours.rst",
             category="Table 1",
         ),
+        sensitivity_csv=f"{RES}/metric_sensitivity.csv",
+        sensitivity_md=report(
+            f"{RES}/metric_sensitivity.md",
+            caption="../report/metric_sensitivity.rst",
+            category="Table 1",
+        ),
     log:
         f"{LOGS}/report/table.log",
     conda:
