@@ -209,9 +209,9 @@ def test_hub_resolve_model_registry_and_errors():
     assert hub.resolve_model("1.5b", None) == ("deepseek-ai/DeepSeek-R1-Distill-Qwen-1.5B", "main")
     assert hub.resolve_model("7b", "abc123") == ("Qwen/Qwen2.5-Math-7B-Instruct", "abc123")
     assert hub.resolve_model("org/model", "v1") == ("org/model", "v1")
-    with pytest.raises(ConfigError, match="--revision is required"):
+    with pytest.raises(ConfigError, match="needs a revision"):
         hub.resolve_model("org/model", None)
-    with pytest.raises(ConfigError, match="neither a Hub id"):
+    with pytest.raises(ConfigError, match="not a Hub id"):
         hub.resolve_model("3b", None)
 
 
@@ -220,9 +220,11 @@ def fake_hub(monkeypatch):
     import huggingface_hub
 
     calls = []
+    for name in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE"):  # the fake Hub is "online"
+        monkeypatch.delenv(name, raising=False)
 
     class FakeApi:
-        def model_info(self, repo_id, revision):
+        def model_info(self, repo_id, revision, timeout=None):
             return type("Info", (), {"sha": "f" * 40})()
 
     def fake_snapshot_download(repo_id, revision, local_dir, **kwargs):
@@ -230,6 +232,7 @@ def fake_hub(monkeypatch):
         Path(local_dir).mkdir(parents=True, exist_ok=True)
         if repo_id != "org/empty":
             (Path(local_dir) / "config.json").write_text("{}")
+            (Path(local_dir) / "tokenizer.json").write_text("{}")
         return local_dir
 
     monkeypatch.setattr(huggingface_hub, "HfApi", FakeApi)
