@@ -54,6 +54,12 @@ class TrainJob:
         metadata={"help": "reward functions by name (cwgrpo.rewards.REWARDS), e.g. [accuracy, format]"},
     )
     prompt_set: str = field(default="tiny", metadata={"help": "prompt set (cwgrpo.prompts.PROMPT_SETS)"})
+    system_prompt: str | None = field(
+        default=None,
+        metadata={
+            "help": "system message of the training prompts, replacing the prompt set's (open-r1's key)"
+        },
+    )
     train_limit: int | None = field(default=None, metadata={"help": "use only the first N training problems"})
     launcher: str = field(
         default="none",
@@ -117,9 +123,13 @@ class TrainJob:
 
 
 def configure_parser(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--model-dir", required=True, type=Path, help="base model folder (with tokenizer)")
-    parser.add_argument("--train-data", required=True, type=Path, help="training problems (JSONL records)")
-    parser.add_argument("--run-dir", required=True, type=Path, help="output folder of this run")
+    parser.add_argument(
+        "--model-dir", type=Path, help="base model folder (with tokenizer); a recipe's model_name_or_path"
+    )
+    parser.add_argument(
+        "--train-data", type=Path, help="training problems (JSONL records); a recipe's dataset_name"
+    )
+    parser.add_argument("--run-dir", type=Path, help="output folder of this run; a recipe's output_dir")
     parser.add_argument(
         "--tag",
         action="append",
@@ -133,7 +143,9 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
         "num_processes, accelerate_config, vllm_max_model_len, vllm_gpu_memory_utilization, vllm_enforce_eager, "
         "vllm_server_gpu, deterministic) and every "
         "field of cwgrpo.trainer.CWGRPOConfig (TRL GRPOConfig + cw_method, cw_variant, clip_cov_*, kl_cov_*, "
-        "cw_logprob_temperature, cw_one_group_per_micro_batch, max_prompt_length)."
+        "cw_logprob_temperature, cw_one_group_per_micro_batch, max_prompt_length). A TRL/open-r1 GRPO recipe "
+        "(model_name_or_path, dataset_name, output_dir, system_prompt, torch_dtype, attn_implementation plus "
+        "GRPOConfig fields) is accepted as --config and parsed by TRL's TrlParser (cwgrpo.recipe)."
     )
 
 
@@ -246,6 +258,8 @@ def build_dataset(records: list[dict], job: TrainJob):
     from cwgrpo.prompts import get_prompt_set, train_messages
 
     prompt_set = get_prompt_set(job.prompt_set)
+    if job.system_prompt is not None:
+        prompt_set = dataclasses.replace(prompt_set, train_system=job.system_prompt or None)
     with_solution = any("solution" in r for r in records)
     rows = []
     for r in records:
@@ -278,12 +292,25 @@ def model_init_kwargs(config) -> dict[str, Any]:
 
 
 def run(args: argparse.Namespace) -> int:
+    from cwgrpo.recipe import is_recipe, parse_recipe
+
     options = {}
     if args.config is not None:
         loaded = read_yaml(args.config) or {}
         if not isinstance(loaded, dict):
             raise ConfigError(f"{args.config}: expected a mapping of options, got {type(loaded).__name__}")
+        if is_recipe(loaded):
+            paths, loaded = parse_recipe(args.config)
+            for name, path in paths.items():  # a flag on the command line wins
+                setattr(args, name, getattr(args, name) or path)
         options.update(loaded)
+    for name, key in (
+        ("model_dir", "model_name_or_path"),
+        ("train_data", "dataset_name"),
+        ("run_dir", "output_dir"),
+    ):
+        if getattr(args, name) is None:
+            raise ConfigError(f"--{name.replace('_', '-')} is required (or {key} in a TRL/open-r1 recipe)")
     options.update(parse_overrides(args.overrides))
     job, trl_kwargs = split_options(options)
     tags = parse_tags(args.tag)
@@ -372,6 +399,9 @@ def train(
         reward_funcs=reward_funcs,
         processing_class=tokenizer,
         callbacks=_callbacks(run_dir, block),
+    )
+    logger.info(
+        "training process %d of %d", trainer.accelerator.process_index, trainer.accelerator.num_processes
     )
     trainer.train(resume_from_checkpoint=resume)
     if trainer.accelerator.is_main_process:
