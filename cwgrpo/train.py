@@ -272,6 +272,20 @@ def build_dataset(records: list[dict], job: TrainJob):
     return Dataset.from_list(rows)
 
 
+def monitoring_names(tags: dict[str, Any], trl_kwargs: dict[str, Any]) -> dict[str, Any]:
+    """``run_name`` ``size/method/seedN`` from the run's tags, and W&B's group ``size/method`` (the seeds of
+    one configuration together; ``WANDB_RUN_GROUP`` unless already set), when a logger is on (``report_to``).
+    With ``report_to: none`` (the default) nothing is added, so the run's config is unchanged."""
+    report_to = trl_kwargs.get("report_to", "none")
+    if report_to in ("none", None, []) or report_to == ["none"]:
+        return {}
+    group = "/".join(str(tags[k]) for k in ("size", "method") if k in tags)
+    if group:
+        os.environ.setdefault("WANDB_RUN_GROUP", group)
+    name = "/".join([*([group] if group else []), *([f"seed{tags['seed']}"] if "seed" in tags else [])])
+    return {"run_name": name} if name else {}
+
+
 def model_init_kwargs(config) -> dict[str, Any]:
     """``from_pretrained`` options of the policy from TRL's ``model_init_kwargs``, read as TRL reads them.
 
@@ -356,6 +370,7 @@ def train(
     from cwgrpo.trainer import CWGRPOTrainer
 
     # Every check runs before anything is written: a bad option or input leaves no run folder behind.
+    trl_kwargs = {**monitoring_names(tags, trl_kwargs), **trl_kwargs}
     config, trl_kwargs = trl_config(run_dir, trl_kwargs)
     check_model_dir(model_dir)
     seed_everything(config.seed, job.deterministic)

@@ -47,3 +47,15 @@ def test_truncate_log_drops_steps_after_the_resume_point_and_cut_lines(tmp_path)
     path.write_text("\n".join(lines) + '\n{"step": 5, "lo')
     truncate_log(path, 2)
     assert [json.loads(line)["step"] for line in path.read_text().splitlines()] == [1, 2]
+
+
+def test_monitoring_names_from_tags_only_when_a_logger_is_on(monkeypatch):
+    from cwgrpo.train import monitoring_names
+
+    monkeypatch.delenv("WANDB_RUN_GROUP", raising=False)
+    tags = {"size": "135m", "method": "cw_grpo", "seed": 0}
+    assert monitoring_names(tags, {}) == {}  # report_to none: the run's config stays as it was
+    assert monitoring_names(tags, {"report_to": "tensorboard"}) == {"run_name": "135m/cw_grpo/seed0"}
+    import os
+
+    assert os.environ["WANDB_RUN_GROUP"] == "135m/cw_grpo"

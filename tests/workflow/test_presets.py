@@ -166,6 +166,22 @@ def test_real_preset_fetches_its_gguf_source_and_trains_on_its_own_template(tmp_
     }
 
 
+def test_own_model_folder_runs_through_the_real_kind_dag(tiny_model_dir, tmp_path):
+    """README, "Bring your own": a model folder of the user's, under a size name of the user's."""
+    config = _real()
+    config |= {"name": "mine", "sizes": {"my-model": {"model": str(tiny_model_dir)}}}
+    config["report"] |= {"size_display": {"my-model": "My model"}, "size_mirrors": {"my-model": "1.5b"}}
+    configfile = tmp_path / "mine.yaml"
+    configfile.write_text(yaml.safe_dump(config))
+    proc = dry_run(configfile, tmp_path, "-p")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    commands = shell_commands(proc.stdout + proc.stderr)
+    (fetch,) = commands_of(commands, "fetch-model")
+    assert fetch[fetch.index("--source") + 1] == str(tiny_model_dir)
+    assert "results/mine/models/my-model/base" in fetch
+    assert {options(c)[1]["size"] for c in commands_of(commands, "train")} == {"my-model"}
+
+
 def test_paper_evaluation_matches_the_spec(paper_commands):
     evals = commands_of(paper_commands, "evaluate")
     assert evals
