@@ -55,7 +55,9 @@ def test_recipe_runs_under_accelerate_launch_with_two_cpu_processes(e2e_inputs, 
     accelerate = shutil.which("accelerate", path=str(Path(sys.executable).parent))
     assert accelerate, "accelerate's launcher is installed with the package"
     path, run_dir = _recipe(e2e_inputs, tmp_path, "two")
-    cmd = [accelerate, "launch", "--cpu", "--num_processes", "2", "--num_machines", "1", "--mixed_precision", "no",
+    # `--cpu` would take accelerate's single-process launcher (multi-CPU there needs mpirun); `--multi_gpu` is
+    # its torchrun launcher, and with the recipe's use_cpu: true the two processes train on CPU over gloo.
+    cmd = [accelerate, "launch", "--multi_gpu", "--num_processes", "2", "--num_machines", "1", "--mixed_precision", "no",
            "--dynamo_backend", "no", "-m", "cwgrpo", "train", "--config", str(path)]  # fmt: skip
     env = {**os.environ, "OMP_NUM_THREADS": "1", "ACCELERATE_CONFIG_FILE": str(tmp_path / "none.yaml")}
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=900, env=env)

@@ -291,3 +291,53 @@ def test_package_dataset_missing_is_a_clear_error():
 def test_package_dataset_of_another_version_is_a_clear_error():
     with pytest.raises(ConfigError, match=r"champ-dataset 1\.0\.0 installed, champ-dataset==9\.9 pinned"):
         data.package_file("champ_dataset/dataset_files/v0.json", "9.9")
+
+
+# --------------------------------------------------------------------------------------------------
+# A dataset of the user's, by options (config `datasets:` -> prepare-data --set)
+
+
+def test_own_local_dataset_with_its_own_columns(tmp_path):
+    source = tmp_path / "mine.jsonl"
+    source.write_text('{"question": "1+1?", "gold": 2}\n{"question": "2+2?", "gold": "4"}\n')
+    out = tmp_path / "data" / "mine.jsonl"
+    args = ["prepare-data", "--dataset", "mine", "--out", str(out), "--set", f"path={source}"]
+    assert cli.main([*args, "--set", "problem=question", "--set", "answer=gold"]) == 0
+    records = data.load_records(out)
+    assert records == [
+        {"id": "mine-0000", "problem": "1+1?", "answer": "2", "source": f"file:{source}"},
+        {"id": "mine-0001", "problem": "2+2?", "answer": "4", "source": f"file:{source}"},
+    ]
+    assert json.loads(data.manifest_path(out).read_text())["rows"] == 2
+
+
+def test_own_dataset_column_that_does_not_exist_is_named(tmp_path, capsys):
+    source = tmp_path / "mine.jsonl"
+    source.write_text('{"question": "1+1?", "gold": 2}\n')
+    args = [
+        "prepare-data",
+        "--dataset",
+        "mine",
+        "--out",
+        str(tmp_path / "o.jsonl"),
+        "--set",
+        f"path={source}",
+    ]
+    assert cli.main([*args, "--set", "problem=question"]) == 2  # answer column defaults to `answer`
+    err = capsys.readouterr().err
+    assert "missing column 'answer'" in err and "['gold', 'question']" in err
+    assert not (tmp_path / "o.jsonl").exists()
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        ({}, "exactly one of id"),
+        ({"id": "org/data"}, "needs a revision"),
+        ({"path": "no/such.jsonl"}, "file not found"),
+        ({"path": "x", "id": "org/data"}, "exactly one of id"),
+    ],
+)
+def test_own_dataset_bad_options(options, message):
+    with pytest.raises(ConfigError, match=message):
+        data.OwnDataset(**options).spec("mine")

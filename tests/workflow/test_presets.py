@@ -166,10 +166,14 @@ def test_real_preset_fetches_its_gguf_source_and_trains_on_its_own_template(tmp_
     }
 
 
-def test_own_model_folder_runs_through_the_real_kind_dag(tiny_model_dir, tmp_path):
-    """README, "Bring your own": a model folder of the user's, under a size name of the user's."""
+def test_own_model_and_dataset_run_through_the_real_kind_dag(tiny_model_dir, tmp_path):
+    """README, "Bring your own": a model folder and a data file of the user's, under names of the user's."""
+    own = tmp_path / "my_problems.jsonl"
+    own.write_text('{"question": "1+1?", "gold": "2"}\n')
     config = _real()
     config |= {"name": "mine", "sizes": {"my-model": {"model": str(tiny_model_dir)}}}
+    config["datasets"] = {"my_data": {"path": str(own), "problem": "question", "answer": "gold"}}
+    config["data"]["train"] = "my_data"
     config["report"] |= {"size_display": {"my-model": "My model"}, "size_mirrors": {"my-model": "1.5b"}}
     configfile = tmp_path / "mine.yaml"
     configfile.write_text(yaml.safe_dump(config))
@@ -180,6 +184,8 @@ def test_own_model_folder_runs_through_the_real_kind_dag(tiny_model_dir, tmp_pat
     assert fetch[fetch.index("--source") + 1] == str(tiny_model_dir)
     assert "results/mine/models/my-model/base" in fetch
     assert {options(c)[1]["size"] for c in commands_of(commands, "train")} == {"my-model"}
+    (prepare,) = [c for c in commands_of(commands, "prepare-data") if "my_data" in c]
+    assert options(prepare)[0] == {"path": str(own), "problem": "question", "answer": "gold"}
 
 
 def test_paper_evaluation_matches_the_spec(paper_commands):

@@ -13,5 +13,7 @@ rule prepare_data:
     threads: rule_threads("prepare_data")
     resources:
         **fixed_resources("prepare_data"),
+    params:
+        own=lambda wildcards: sets(config["datasets"].get(wildcards.dataset, {})),
     shell:
-        "cwgrpo prepare-data --dataset {wildcards.dataset} --out {output.data} > {log} 2>&1"
+        "cwgrpo prepare-data --dataset {wildcards.dataset} --out {output.data} {params.own} > {log} 2>&1"
