@@ -263,14 +263,13 @@ def _load_gguf(source: ModelSource) -> tuple[Any, Any]:
 
 
 def _load_folder(source: ModelSource) -> tuple[Any, Any]:
-    import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     from cwgrpo.generation import check_model_dir
 
     path = check_model_dir(source.location)
     tokenizer = AutoTokenizer.from_pretrained(str(path))
-    model = AutoModelForCausalLM.from_pretrained(str(path), dtype=torch.float32)
+    model = AutoModelForCausalLM.from_pretrained(str(path), dtype="auto")  # the stored dtype, kept
     return model.eval(), tokenizer
 
 
