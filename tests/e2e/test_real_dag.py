@@ -69,9 +69,9 @@ def test_real_dag_evaluates_champ_and_writes_table_and_figures(real_run):
     tags = {(s["tags"]["method"], s["tags"]["step"]) for s in map(json.loads, map(Path.read_text, summaries))}
     assert tags == {("base", 0), ("grpo", 2), ("cw_grpo", 2)}
     for summary in map(json.loads, map(Path.read_text, summaries)):
-        assert summary["n_problems"] == 8 and summary["benchmark"] == "champ"
+        assert summary["n_problems"] == 4 and summary["benchmark"] == "champ"
     table = (real_run / "results/real/table1.md").read_text()
-    assert "CHAMP (first 8)" in table and "SmolLM2-135M" in table and "Real preset" in table
+    assert "CHAMP (first 4)" in table and "SmolLM2-135M" in table and "Real preset" in table
     for name in ("table1.pdf", "entropy.png", "checkpoints.png", "covariance.png", "training_curves.png"):
         data = (real_run / "figures" / name).read_bytes()
         assert data[:4] in (b"%PDF", b"\x89PNG") and len(data) > 1000, name
