@@ -374,3 +374,25 @@ def test_paper_dry_run_with_slurm_profile_shows_each_rules_resources(tmp_path):
 def test_only_data_preparation_retries():
     text = {p.name: p.read_text() for p in (REPO / "workflow" / "rules").glob("*.smk")}
     assert [name for name, body in text.items() if "retries:" in body] == ["data.smk"]
+
+
+def test_slurm_partition_and_gpu_come_from_the_config_whatever_the_size_is_called(tmp_path):
+    """A size of any name gets its Slurm partition and GPUs from the preset's `resources`, so a cluster
+    needs no profile entry per rule name (train_<size>)."""
+    config = yaml.safe_load((REPO / "config/real.yaml").read_text())
+    config["sizes"] = {"my-model": config["sizes"]["135m"]}
+    config["report"]["size_mirrors"] = {"my-model": "1.5b"}
+    config["report"]["size_display"] = {}
+    config["resources"] |= {"train": {"slurm_partition": "gpu", "gpu": 1, "gpu_model": "h100"}}
+    configfile = tmp_path / "mine.yaml"
+    configfile.write_text(yaml.safe_dump(config))
+    proc, out = run_snakemake(tmp_path, "-n", configfile=configfile)
+    assert proc.returncode == 0, out[-3000:]
+    trains = [j for j in jobs(out) if j["rule"] == "train_my_model"]
+    assert len(trains) == 2
+    for job in trains:
+        assert {k: job["resources"].get(k) for k in ("slurm_partition", "gpu", "gpu_model")} == {
+            "slurm_partition": "gpu",
+            "gpu": "1",
+            "gpu_model": "h100",
+        }
