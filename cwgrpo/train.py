@@ -82,6 +82,12 @@ class TrainJob:
         metadata={"help": "reward functions by name (cwgrpo.rewards.REWARDS), e.g. [accuracy, format]"},
     )
     prompt_set: str = field(default="tiny", metadata={"help": "prompt set (cwgrpo.prompts.PROMPT_SETS)"})
+    system_prompt: str | None = field(
+        default=None,
+        metadata={
+            "help": "system message of the training prompts, replacing the prompt set's (open-r1's key)"
+        },
+    )
     train_limit: int | None = field(default=None, metadata={"help": "use only the first N training problems"})
     launcher: str = field(
         default="none",
@@ -162,9 +168,13 @@ class TrainJob:
 
 
 def configure_parser(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--model-dir", required=True, type=Path, help="base model folder (with tokenizer)")
-    parser.add_argument("--train-data", required=True, type=Path, help="training problems (JSONL records)")
-    parser.add_argument("--run-dir", required=True, type=Path, help="output folder of this run")
+    parser.add_argument(
+        "--model-dir", type=Path, help="base model folder (with tokenizer); a recipe's model_name_or_path"
+    )
+    parser.add_argument(
+        "--train-data", type=Path, help="training problems (JSONL records); a recipe's dataset_name"
+    )
+    parser.add_argument("--run-dir", type=Path, help="output folder of this run; a recipe's output_dir")
     parser.add_argument(
         "--tag",
         action="append",
@@ -178,7 +188,9 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
         "num_processes, accelerate_config, vllm_enforce_eager, vllm_server_gpu, num_nodes, vllm_server_node, "
         "deterministic) and every "
         "field of cwgrpo.trainer.CWGRPOConfig (TRL GRPOConfig + cw_method, cw_variant, clip_cov_*, kl_cov_*, "
-        "cw_logprob_temperature, cw_one_group_per_micro_batch, max_prompt_length)."
+        "cw_logprob_temperature, cw_one_group_per_micro_batch, max_prompt_length). A TRL/open-r1 GRPO recipe "
+        "(model_name_or_path, dataset_name, output_dir, system_prompt, torch_dtype, attn_implementation plus "
+        "GRPOConfig fields) is accepted as --config and parsed by TRL's TrlParser (cwgrpo.recipe)."
     )
 
 
@@ -351,6 +363,8 @@ def build_dataset(records: list[dict], job: TrainJob):
     from cwgrpo.prompts import get_prompt_set, train_messages
 
     prompt_set = get_prompt_set(job.prompt_set)
+    if job.system_prompt is not None:
+        prompt_set = dataclasses.replace(prompt_set, train_system=job.system_prompt or None)
     with_solution = any("solution" in r for r in records)
     rows = []
     for r in records:
@@ -361,6 +375,20 @@ def build_dataset(records: list[dict], job: TrainJob):
     if not rows:
         raise ConfigError("no training problem: the training data is empty")
     return Dataset.from_list(rows)
+
+
+def monitoring_names(tags: dict[str, Any], trl_kwargs: dict[str, Any]) -> dict[str, Any]:
+    """``run_name`` ``size/method/seedN`` from the run's tags, and W&B's group ``size/method`` (the seeds of
+    one configuration together; ``WANDB_RUN_GROUP`` unless already set), when a logger is on (``report_to``).
+    With ``report_to: none`` (the default) nothing is added, so the run's config is unchanged."""
+    report_to = trl_kwargs.get("report_to", "none")
+    if report_to in ("none", None, []) or report_to == ["none"]:
+        return {}
+    group = "/".join(str(tags[k]) for k in ("size", "method") if k in tags)
+    if group:
+        os.environ.setdefault("WANDB_RUN_GROUP", group)
+    name = "/".join([*([group] if group else []), *([f"seed{tags['seed']}"] if "seed" in tags else [])])
+    return {"run_name": name} if name else {}
 
 
 def model_init_kwargs(config) -> dict[str, Any]:
@@ -383,12 +411,25 @@ def model_init_kwargs(config) -> dict[str, Any]:
 
 
 def run(args: argparse.Namespace) -> int:
+    from cwgrpo.recipe import is_recipe, parse_recipe
+
     options = {}
     if args.config is not None:
         loaded = read_yaml(args.config) or {}
         if not isinstance(loaded, dict):
             raise ConfigError(f"{args.config}: expected a mapping of options, got {type(loaded).__name__}")
+        if is_recipe(loaded):
+            paths, loaded = parse_recipe(args.config)
+            for name, path in paths.items():  # a flag on the command line wins
+                setattr(args, name, getattr(args, name) or path)
         options.update(loaded)
+    for name, key in (
+        ("model_dir", "model_name_or_path"),
+        ("train_data", "dataset_name"),
+        ("run_dir", "output_dir"),
+    ):
+        if getattr(args, name) is None:
+            raise ConfigError(f"--{name.replace('_', '-')} is required (or {key} in a TRL/open-r1 recipe)")
     options.update(parse_overrides(args.overrides))
     job, trl_kwargs = split_options(options)
     tags = parse_tags(args.tag)
@@ -442,6 +483,7 @@ def train(
     from cwgrpo.rewards import get_reward
 
     # Every check runs before anything is written: a bad option or input leaves no run folder behind.
+    trl_kwargs = {**monitoring_names(tags, trl_kwargs), **trl_kwargs}
     config, trl_kwargs = trl_config(run_dir, trl_kwargs)
     apply_endpoints(config, os.environ)  # the ports the launcher claimed; not in trl_kwargs, not hashed
     check_model_dir(model_dir)
@@ -539,6 +581,9 @@ def _train_locked(
         reward_funcs=reward_funcs,
         processing_class=tokenizer,
         callbacks=_callbacks(run_dir, block),
+    )
+    logger.info(
+        "training process %d of %d", trainer.accelerator.process_index, trainer.accelerator.num_processes
     )
     try:
         trainer.train(resume_from_checkpoint=resume)

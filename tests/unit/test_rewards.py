@@ -92,3 +92,44 @@ def test_released_accuracy_reward_needs_the_solution_column():
 
     with pytest.raises(ValueError, match="'solution'"):
         get_reward("accuracy_released")(["\\boxed{1}"], answer=["1"])
+
+
+# -- a user's own reward, by dotted path ---------------------------------------------------------------
+
+USER_REWARDS = """
+def brevity(completions, **kwargs):
+    return [1.0 / (1 + len(c)) for c in completions]
+
+def no_kwargs(completions):
+    return [0.0 for _ in completions]
+
+NOT_A_FUNCTION = 3
+"""
+
+
+@pytest.fixture
+def user_module(tmp_path, monkeypatch):
+    (tmp_path / "my_rewards.py").write_text(USER_REWARDS)
+    (tmp_path / "broken_rewards.py").write_text("import no_such_module_xyz\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+
+
+def test_reward_by_dotted_path(user_module):
+    func = get_reward("my_rewards:brevity")
+    assert func(["ab", ""]) == [1 / 3, 1.0]
+
+
+@pytest.mark.parametrize(
+    ("path", "message"),
+    [
+        ("no_such_pkg_xyz.mod:f", "module 'no_such_pkg_xyz.mod' does not import"),
+        ("broken_rewards:f", "does not import: ModuleNotFoundError"),
+        ("my_rewards:missing", "has no 'missing'"),
+        ("my_rewards:NOT_A_FUNCTION", "is not a function"),
+        ("my_rewards:no_kwargs", r"signature \(completions\) is not a reward's"),
+        ("my_rewards:", "expected package.module:function"),
+    ],
+)
+def test_reward_path_errors_name_the_path(user_module, path, message):
+    with pytest.raises(ConfigError, match=message):
+        get_reward(path)

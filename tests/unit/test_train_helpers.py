@@ -86,3 +86,15 @@ def test_option_check_without_trl_names_the_bad_key():
         with pytest.raises(OptionError) as info:
             check_train_options(options)
         assert info.value.key == key and named in str(info.value)
+
+
+def test_monitoring_names_from_tags_only_when_a_logger_is_on(monkeypatch):
+    from cwgrpo.train import monitoring_names
+
+    monkeypatch.delenv("WANDB_RUN_GROUP", raising=False)
+    tags = {"size": "135m", "method": "cw_grpo", "seed": 0}
+    assert monitoring_names(tags, {}) == {}  # report_to none: the run's config stays as it was
+    assert monitoring_names(tags, {"report_to": "tensorboard"}) == {"run_name": "135m/cw_grpo/seed0"}
+    import os
+
+    assert os.environ["WANDB_RUN_GROUP"] == "135m/cw_grpo"

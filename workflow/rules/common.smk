@@ -166,21 +166,24 @@ def _positive_int(value):
 
 
 def _check_sizes():
-    allowed = SIZE_NAMES[KIND]
+    allowed = SIZE_NAMES.get(KIND)  # None: any size name (real kind)
     for size, spec in config["sizes"].items():
-        if size not in allowed:
+        if allowed is not None and size not in allowed:
             fail(
                 f"sizes.{size}",
                 f"{size!r} is not a size of a {KIND} preset; known: {', '.join(allowed)}",
             )
-        for key in ("model_id", "revision"):
-            if KIND == "paper" and not spec.get(key):
-                fail(
-                    f"sizes.{size}.{key}",
-                    "missing; a paper preset downloads each size's model at a revision",
-                )
+        if not re.fullmatch(r"[A-Za-z0-9_.-]+", size):
+            fail(f"sizes.{size}", "a size name is letters, digits, '.', '-' and '_'")
+        if KIND != "tiny" and not spec.get("model"):
+            for key in ("model_id", "revision"):
+                if not spec.get(key):
+                    fail(
+                        f"sizes.{size}.{key}",
+                        f"missing; a {KIND} preset fetches each size's model (set `model`, or model_id and revision)",
+                    )
         for stage in ("build", "sft"):
-            if KIND == "paper" and spec.get(stage):
+            if KIND != "tiny" and spec.get(stage):
                 fail(
                     f"sizes.{size}.{stage}",
                     "only a tiny preset builds and warms up its models",
@@ -506,6 +509,14 @@ def all_run_files():
 def figure_inputs(name):
     """Inputs of one figure: the run files or the evaluation summaries, whichever its kind reads."""
     return all_run_files() if FIGURES[name][1] == "runs" else all_summaries()
+
+
+def fetch_args(size):
+    """`--source S [--revision R]` of one size's `cwgrpo fetch-model`, each shell-quoted."""
+    spec = config["sizes"][size]
+    source, revision = spec.get("model") or spec["model_id"], spec.get("revision")
+    rev = f" --revision {shlex.quote(revision)}" if revision else ""
+    return f"--source {shlex.quote(source)}{rev}"
 
 
 def train_rule_name(size):

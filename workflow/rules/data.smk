@@ -14,5 +14,7 @@ rule prepare_data:
     threads: rule_threads("prepare_data")
     resources:
         **fixed_resources("prepare_data"),
+    params:
+        own=lambda wildcards: sets(config["datasets"].get(wildcards.dataset, {})),
     shell:
-        "cwgrpo prepare-data --dataset {wildcards.dataset:q} --out {output.data:q} > {log:q} 2>&1"
+        "cwgrpo prepare-data --dataset {wildcards.dataset:q} --out {output.data:q} {params.own} > {log:q} 2>&1"

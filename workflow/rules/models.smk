@@ -1,4 +1,4 @@
-# Base models: built and warmed up offline (tiny kind) or downloaded at a pinned revision (paper kind).
+# Base models: built and warmed up offline (tiny kind) or fetched from a model source (paper, real kinds).
 # Model folders are not declared outputs (Snakemake would delete them on failure); the markers are.
 
 if KIND == "tiny":
@@ -58,13 +58,8 @@ else:
         resources:
             **fixed_resources("fetch_model"),
         params:
-            model_id=lambda wildcards: shlex.quote(
-                config["sizes"][wildcards.size]["model_id"]
-            ),
-            revision=lambda wildcards: shlex.quote(
-                config["sizes"][wildcards.size]["revision"]
-            ),
+            source=lambda wildcards: fetch_args(wildcards.size),
             out_dir=sibling_dir("marker"),
         shell:
-            "cwgrpo fetch-model --model-id {params.model_id} --revision {params.revision}"
+            "cwgrpo fetch-model {params.source}"
             " --out-dir {params.out_dir:q} --marker {output.marker:q} > {log:q} 2>&1"

@@ -1,0 +1,66 @@
+"""The shipped open-r1-style recipe through `python -m cwgrpo train --config`, in one process and under
+`accelerate launch -m cwgrpo` with 2 CPU processes (two tiny steps each)."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+pytestmark = pytest.mark.slow
+
+REPO = Path(__file__).resolve().parents[2]
+RECIPE = REPO / "config/recipes/tiny_open_r1.yaml"
+
+
+def _recipe(e2e_inputs: Path, tmp_path: Path, name: str) -> tuple[Path, Path]:
+    recipe = yaml.safe_load(RECIPE.read_text())
+    run_dir = tmp_path / name
+    recipe |= {
+        "model_name_or_path": str(e2e_inputs / "model"),
+        "dataset_name": str(e2e_inputs / "data/syn_train.jsonl"),
+        "output_dir": str(run_dir),
+    }
+    path = tmp_path / f"{name}.yaml"
+    path.write_text(yaml.safe_dump(recipe))
+    return path, run_dir
+
+
+def _check_run(run_dir: Path) -> None:
+    run = json.loads((run_dir / "run.json").read_text())
+    assert run["config"]["trl"]["model_init_kwargs"] == {"dtype": "float32", "attn_implementation": "eager"}
+    assert run["config"]["job"]["reward_funcs"] == ["accuracy", "format"]
+    steps = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+    assert [s["step"] for s in steps if "loss" in s] == [1, 2]
+    assert (run_dir / "steps/step2.json").is_file()
+
+
+def test_recipe_runs_with_python_m_cwgrpo(e2e_inputs, tmp_path):
+    path, run_dir = _recipe(e2e_inputs, tmp_path, "one")
+    cmd = [sys.executable, "-m", "cwgrpo", "train", "--config", str(path)]
+    proc = subprocess.run(
+        cmd, capture_output=True, text=True, timeout=600, env={**os.environ, "OMP_NUM_THREADS": "1"}
+    )
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    _check_run(run_dir)
+
+
+def test_recipe_runs_under_accelerate_launch_with_two_cpu_processes(e2e_inputs, tmp_path):
+    accelerate = shutil.which("accelerate", path=str(Path(sys.executable).parent))
+    assert accelerate, "accelerate's launcher is installed with the package"
+    path, run_dir = _recipe(e2e_inputs, tmp_path, "two")
+    # `--cpu` would take accelerate's single-process launcher (multi-CPU there needs mpirun); `--multi_gpu` is
+    # its torchrun launcher, and with the recipe's use_cpu: true the two processes train on CPU over gloo.
+    cmd = [accelerate, "launch", "--multi_gpu", "--num_processes", "2", "--num_machines", "1", "--mixed_precision", "no",
+           "--dynamo_backend", "no", "-m", "cwgrpo", "train", "--config", str(path)]  # fmt: skip
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "ACCELERATE_CONFIG_FILE": str(tmp_path / "none.yaml")}
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=900, env=env)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    _check_run(run_dir)
+    assert "training process 0 of 2" in proc.stderr and "training process 1 of 2" in proc.stderr

