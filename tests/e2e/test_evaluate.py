@@ -116,6 +116,8 @@ def test_evaluate_bad_benchmark_file_exit_2(tmp_path, capsys):
     bad = tmp_path / "bench.jsonl"
     bad.write_text('{"id": "x", "problem": "1+1"}\n')
     out_dir = tmp_path / "out"
-    assert cli.main(evaluate_args(tmp_path, bad, out_dir)) == 2
+    model_dir = tmp_path / "model"  # not tmp_path itself: outputs inside an input folder are refused
+    model_dir.mkdir()
+    assert cli.main(evaluate_args(model_dir, bad, out_dir)) == 2
     assert "lacks ['answer', 'source']" in capsys.readouterr().err
     assert not out_dir.exists()
