@@ -9,7 +9,9 @@ CW-GRPO. Run it from the repository root after the study's base model and data e
         results/study/data/syn_math500.jsonl   # ... and the other benchmarks
     nice -n 15 python benchmarks/study_calibration/calibrate.py --out benchmarks/results/study_calibration.json
 
-Each job gets one torch thread (OMP_NUM_THREADS=1); --jobs of them run at once.
+Each job gets one torch thread (OMP_NUM_THREADS=1); --jobs of them run at once. A finished run leaves
+result.json in its folder under --work and is reused by a later call (so a call after an interruption
+only runs what is missing).
 """
 
 from __future__ import annotations
@@ -80,7 +82,10 @@ def avg_points(acc: dict[str, list[float]]) -> float:
 
 
 def one_run(args: argparse.Namespace, lr: float, seed: int) -> dict:
+    """One GRPO calibration run and the evaluation of its checkpoints (reused if already done)."""
     rd = args.work / f"lr{lr:g}_seed{seed}"
+    if (rd / "result.json").exists():
+        return json.loads((rd / "result.json").read_text())
     rd.mkdir(parents=True, exist_ok=True)
     opts = study_train_options(args.preset, "small") | {"learning_rate": lr, "seed": seed}
     opts |= {"max_steps": args.steps, "save_steps": args.save_steps}
@@ -99,7 +104,7 @@ def one_run(args: argparse.Namespace, lr: float, seed: int) -> dict:
             rd / "run" / f"checkpoint-{step}", rd / f"eval{step}", args.data, args.limit, args.k
         )
     eval_s = time.time() - start
-    return {
+    result = {
         "lr": lr,
         "seed": seed,
         "train_wall_s": round(train_s, 1),
@@ -109,6 +114,8 @@ def one_run(args: argparse.Namespace, lr: float, seed: int) -> dict:
         "avg_points": {s: round(avg_points(a), 2) for s, a in acc.items()},
         "per_problem": {s: a for s, a in acc.items()},
     }
+    (rd / "result.json").write_text(json.dumps(result))
+    return json.loads(json.dumps(result))  # the same types as a reused result (string step keys)
 
 
 def verdict(r: dict) -> dict:
@@ -145,7 +152,11 @@ def main(argv: list[str]) -> int:
         if not path.exists():
             p.error(f"{path} does not exist (build the study's base model and data first)")
     start = time.time()
-    base = evaluate(args.base, args.work / "base_eval", args.data, args.limit, args.k)
+    base_file = args.work / "base_eval" / "result.json"
+    if not base_file.exists():
+        base = evaluate(args.base, args.work / "base_eval", args.data, args.limit, args.k)
+        base_file.write_text(json.dumps(base))
+    base = json.loads(base_file.read_text())
     grid = [(lr, s) for lr in args.lr for s in args.seeds]
     with ThreadPoolExecutor(args.jobs) as pool:
         runs = list(pool.map(lambda a: one_run(args, *a), grid))
