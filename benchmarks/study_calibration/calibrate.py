@@ -89,12 +89,22 @@ def one_run(args: argparse.Namespace, lr: float, seed: int) -> dict:
     rd.mkdir(parents=True, exist_ok=True)
     opts = study_train_options(args.preset, "small") | {"learning_rate": lr, "seed": seed}
     opts |= {"max_steps": args.steps, "save_steps": args.save_steps}
-    (rd / "train.yaml").write_text(yaml.safe_dump(opts))
-    train_s = run(
-        ["cwgrpo", "train", "--model-dir", str(args.base), "--train-data", str(args.data / "syn_train.jsonl"),
-         "--run-dir", str(rd / "run"), "--config", str(rd / "train.yaml")],
-        rd / "train.log",
-    )  # fmt: skip
+    if (rd / "run").exists():  # trained (or being trained) by an earlier call: wait for its run.json
+        deadline = time.time() + args.wait_s
+        while not (rd / "run" / "run.json").exists():
+            if time.time() > deadline:
+                raise RuntimeError(
+                    f"{rd / 'run'} has no run.json after {args.wait_s} s; see {rd / 'train.log'}"
+                )
+            time.sleep(20)
+        train_s = (rd / "run" / "run.json").stat().st_mtime - (rd / "train.yaml").stat().st_mtime
+    else:
+        (rd / "train.yaml").write_text(yaml.safe_dump(opts))
+        train_s = run(
+            ["cwgrpo", "train", "--model-dir", str(args.base), "--train-data", str(args.data / "syn_train.jsonl"),
+             "--run-dir", str(rd / "run"), "--config", str(rd / "train.yaml")],
+            rd / "train.log",
+        )  # fmt: skip
     metrics = [json.loads(x) for x in (rd / "run" / "metrics.jsonl").read_text().splitlines()]
     rows = [m for m in metrics if "entropy" in m]
     start = time.time()
@@ -147,6 +157,7 @@ def main(argv: list[str]) -> int:
     p.add_argument("--limit", type=int, default=60, help="problems per benchmark in calibration")
     p.add_argument("--k", type=int, default=1)
     p.add_argument("--jobs", type=int, default=2)
+    p.add_argument("--wait-s", type=float, default=3600, help="how long to wait for a run trained elsewhere")
     args = p.parse_args(argv)
     for path in (args.base, args.data):
         if not path.exists():
