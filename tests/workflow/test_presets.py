@@ -426,4 +426,5 @@ def test_study_preset_plans_every_checkpoint_of_every_ablation_variant(tmp_path)
     assert by_method["cw_knob_gradient"]["cw_weight_gradient"] is False
     for method, opts in by_method.items():
         assert opts["cw_logprob_temperature"] == 1.0, method
-        assert opts["cw_one_group_per_micro_batch"] is (method != "cw_knob_scope"), method
+        several_groups = method in ("cw_knob_scope", "cw_grpo_described")
+        assert opts["cw_one_group_per_micro_batch"] is not several_groups, method
