@@ -33,6 +33,10 @@ BENCHMARKS = ("syn_aime24", "syn_math500", "syn_amc23", "syn_minerva", "syn_olym
 # The criterion, fixed before the first calibration run (preregistration, "Criterion").
 ENTROPY_SWING = 0.5  # (max - min) of GRPO's per-step entropy >= this share of its starting entropy
 DROP_POINTS = 10.0  # GRPO's Avg at the last checkpoint >= this many points below its best checkpoint
+# Amendment after the first grid (lr 3e-4, 1e-3: collapsed before the first checkpoint; 1e-4: no drop),
+# made before the lr 2e-4 runs: the base model counts as the step-0 checkpoint in "best". The verdict
+# without it is kept next to it ("unstable_checkpoints_only").
+BASE_IS_STEP_0 = True
 
 
 def study_train_options(preset: Path, size: str) -> dict:
@@ -128,18 +132,21 @@ def one_run(args: argparse.Namespace, lr: float, seed: int) -> dict:
     return json.loads(json.dumps(result))  # the same types as a reused result (string step keys)
 
 
-def verdict(r: dict) -> dict:
-    """The criterion on one run: entropy swing and best-minus-last accuracy."""
+def verdict(r: dict, base_avg: float) -> dict:
+    """The criterion on one run: entropy swing and best-minus-last accuracy (base = step 0, amended)."""
     ent = r["entropy"]
     start = statistics.fmean(ent[:2])
     swing = (max(ent) - min(ent)) / start
     avg = list(r["avg_points"].values())
     drop = max(avg) - avg[-1]
+    drop0 = max([base_avg, *avg]) - avg[-1]
     return {
         "entropy_start": round(start, 4),
         "entropy_swing_share": round(swing, 3),
         "best_minus_last_points": round(drop, 2),
-        "unstable": bool(swing >= ENTROPY_SWING and drop >= DROP_POINTS),
+        "best_incl_base_minus_last_points": round(drop0, 2),
+        "unstable_checkpoints_only": bool(swing >= ENTROPY_SWING and drop >= DROP_POINTS),
+        "unstable": bool(swing >= ENTROPY_SWING and (drop0 if BASE_IS_STEP_0 else drop) >= DROP_POINTS),
     }
 
 
@@ -172,7 +179,7 @@ def main(argv: list[str]) -> int:
     with ThreadPoolExecutor(args.jobs) as pool:
         runs = list(pool.map(lambda a: one_run(args, *a), grid))
     for r in runs:
-        r["criterion"] = verdict(r)
+        r["criterion"] = verdict(r, avg_points(base))
     out = {
         "criterion": {"entropy_swing_share_min": ENTROPY_SWING, "best_minus_last_points_min": DROP_POINTS},
         "settings": {k: str(v) if isinstance(v, Path) else v for k, v in vars(args).items()},

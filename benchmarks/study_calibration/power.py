@@ -2,9 +2,8 @@
 
 Model of one run's Avg (points) at a checkpoint: true value + seed effect (variance s2_seed, independent
 between methods: runs of two methods with the same seed diverge after their first step) + evaluation
-noise (variance s2_eval(P, k), from the per-problem success rates: sum_p pi_p (1 - pi_p) / k over P
-problems of each of the 5 benchmarks, averaged). The problems are the same for every method, so
-problem-to-problem variation is not noise of a comparison. A paired difference over n seeds then has
+noise (variance s2_eval(P, k): at most p (1 - p) / (P k) per benchmark of mean accuracy p, averaged over
+the 5 benchmarks; see s2_eval). A paired difference over n seeds then has
 variance 2 (s2_seed + s2_eval) and the two-sided 5 % t-test's minimum detectable effect at 80 % power is
 about (t_{0.975, n-1} + t_{0.8, n-1}) * sqrt(2 (s2_seed + s2_eval) / n).
 
@@ -30,11 +29,15 @@ N_BENCH = 5
 
 
 def s2_eval(per_problem: dict[str, list[float]], problems: int, k: int) -> float:
-    """Evaluation variance (points^2) of Avg with ``problems`` per benchmark and ``k`` samples each."""
+    """Evaluation variance (points^2) of Avg with ``problems`` per benchmark and ``k`` samples each.
+
+    Uses p(1 - p) of each benchmark's mean accuracy p, an upper bound of the mean of pi_p (1 - pi_p)
+    over its problems (Jensen), because one sample per problem cannot tell the two apart: conservative.
+    """
     total = 0.0
     for rates in per_problem.values():
-        pi = statistics.fmean(r * (1 - r) for r in rates) * len(rates) / max(len(rates) - 1, 1)
-        total += pi / (problems * k)
+        p = statistics.fmean(rates)
+        total += p * (1 - p) / (problems * k)
     return 1e4 * total / N_BENCH**2
 
 
@@ -71,7 +74,7 @@ def main(argv: list[str]) -> int:
     total = statistics.fmean(halves)
     e_cal = statistics.fmean(evals)
     seed = max(total - e_cal, 0.0)
-    drops = [r["criterion"]["best_minus_last_points"] for r in runs]
+    drops = [r["criterion"]["best_incl_base_minus_last_points"] for r in runs]
     ranges = [r["criterion"]["entropy_swing_share"] * r["criterion"]["entropy_start"] for r in runs]
     out = {
         "lr": args.lr,
@@ -81,7 +84,7 @@ def main(argv: list[str]) -> int:
         "var_eval_cal": round(e_cal, 3),
         "var_seed": round(seed, 3),
         "sd_seed": round(math.sqrt(seed), 3),
-        "grpo_best_minus_last_points": drops,
+        "grpo_best_incl_base_minus_last_points": drops,
         "grpo_entropy_range_nats": [round(x, 4) for x in ranges],
         "mde_points": {},
     }
