@@ -412,14 +412,14 @@ def test_paper_train_jobs_equal_the_released_recipes_field_by_field(paper_comman
 
 
 def test_study_preset_plans_every_checkpoint_of_every_ablation_variant(tmp_path):
-    """config/study.yaml: 5 seeds x 7 methods, 6 evaluated checkpoints each, the knobs on the train commands."""
+    """config/study.yaml: 7 seeds x 7 methods, 6 evaluated checkpoints each, the knobs on the train commands."""
     proc = dry_run(REPO / "config" / "study.yaml", tmp_path, "-p")
     out = proc.stdout + proc.stderr
     assert proc.returncode == 0, out[-3000:]
     commands = shell_commands(out)
     trains = commands_of(commands, "train")
-    assert len(trains) == 5 * 7
-    assert len(commands_of(commands, "evaluate")) == 5 * 7 * 6 + 1  # + the base model, once
+    assert len(trains) == 7 * 7
+    assert len(commands_of(commands, "evaluate")) == 7 * 7 * 6 + 1  # + the base model, once
     by_method = {options(c)[1]["method"]: options(c)[0] for c in trains}
     assert by_method["cw_knob_centring"]["cw_centring"] == "batch"
     assert by_method["cw_knob_normaliser"]["cw_normaliser"] == "valid"
