@@ -81,6 +81,27 @@ class CWGRPOConfig(GRPOConfig):
             "numbers) or 'described' (the paper's text: micro-batch centring, mean weight 1, detached)."
         },
     )
+    cw_centring: str | None = field(
+        default=None,
+        metadata={
+            "help": "Override the variant's log-prob centring: 'batch' (described) or 'sequence' (released); "
+            "None keeps the variant's. One knob of the study's released-versus-described ablation."
+        },
+    )
+    cw_normaliser: str | None = field(
+        default=None,
+        metadata={
+            "help": "Override the variant's weight normaliser Z: 'valid' (N, described) or 'padded' (B*T, "
+            "released); None keeps the variant's."
+        },
+    )
+    cw_weight_gradient: bool | None = field(
+        default=None,
+        metadata={
+            "help": "Override whether gradient flows through the weight (released: true, described: false); "
+            "None keeps the variant's."
+        },
+    )
     clip_cov_ratio: float = field(
         default=2e-4,
         metadata={"help": "Clip-Cov: share r of valid tokens whose loss is zeroed (Cui et al.)."},
@@ -148,6 +169,9 @@ class CWGRPOConfig(GRPOConfig):
             raise ValueError(f"loss_type={self.loss_type!r}; valid in TRL 1.16: {list(TRL_LOSS_TYPES)}")
         if self.cw_variant not in weighting.CW_VARIANTS:
             raise ValueError(f"cw_variant={self.cw_variant!r}; valid: {list(weighting.CW_VARIANTS)}")
+        weighting.resolve_knobs(
+            self.cw_variant, self.cw_centring, self.cw_normaliser, self.cw_weight_gradient
+        )
         for name in ("clip_cov_ratio", "kl_cov_ratio"):
             value = getattr(self, name)
             if not 0.0 < value <= 1.0:
@@ -304,6 +328,9 @@ class CWGRPOTrainer(GRPOTrainer):
             kl_cov_coef=self.args.kl_cov_coef,
             epsilon_low=self.epsilon_low,
             epsilon_high=self.epsilon_high,
+            cw_centring=self.args.cw_centring,
+            cw_normaliser=self.args.cw_normaliser,
+            cw_weight_gradient=self.args.cw_weight_gradient,
         )
         self._cw_pending: dict[str, Any] | None = None  # the micro-batch whose loss is being computed
         self._cw_penalty: torch.Tensor | None = None
@@ -390,13 +417,14 @@ class CWGRPOTrainer(GRPOTrainer):
     @torch.no_grad()
     def _cw_log(self, logps, advantages, mask, out: weighting.MethodOutput) -> None:
         """Append diagnostics to TRL's metrics (one host sync per micro-batch) and maybe save a sample."""
-        variant = self.args.cw_variant
-        cov = weighting.token_covariance(
-            logps.detach(), advantages, mask, centring=weighting.VARIANT_CENTRING[variant]
-        )
+        variant, knobs = self.args.cw_variant, self._cw_options.cw_knobs
+        cov = weighting.token_covariance(logps.detach(), advantages, mask, centring=knobs.centring)
         weights = out.multipliers if self.args.cw_method == "cw_grpo" else None
         if weights is None:  # what CW-GRPO would have assigned, for comparison in the figures
-            weights = weighting.cw_weights(logps.detach(), advantages, mask, variant=variant)
+            weights = weighting.cw_weights(
+                logps.detach(), advantages, mask, variant=variant, centring=knobs.centring,
+                normaliser=knobs.normaliser, gradient=knobs.gradient,
+            )  # fmt: skip
         metrics = {**weighting.covariance_diagnostics(cov, weights.detach(), mask), **out.metrics}
         names = list(metrics)
         values = torch.stack([metrics[n].detach().float().reshape(()) for n in names]).cpu().tolist()

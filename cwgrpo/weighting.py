@@ -58,6 +58,51 @@ from torch import Tensor
 CW_VARIANTS = ("released", "described")
 CENTRINGS = ("batch", "sequence")
 VARIANT_CENTRING = {"released": "sequence", "described": "batch"}  # the covariance each variant weights
+NORMALISERS = ("valid", "padded")  # Z = N (valid tokens) or Z = B*T (padding counted)
+
+
+class CWKnobs(NamedTuple):
+    """The choices in which ``released`` and ``described`` differ, one by one (the study's ablation).
+
+    ``centring`` in :data:`CENTRINGS`, ``normaliser`` in :data:`NORMALISERS`, ``gradient``: whether
+    gradient flows through the weight. (sigma's ``+ 1e-8`` follows the variant; the fourth knob, the
+    micro-batch scope, is the trainer's batch geometry, not a weighting choice.)
+    """
+
+    centring: str
+    normaliser: str
+    gradient: bool
+
+
+VARIANT_KNOBS = {
+    "released": CWKnobs("sequence", "padded", True),
+    "described": CWKnobs("batch", "valid", False),
+}
+
+
+def resolve_knobs(
+    variant: str, centring: str | None = None, normaliser: str | None = None, gradient: bool | None = None
+) -> CWKnobs:
+    """``variant``'s knobs with any given one overridden (None keeps the variant's choice).
+
+    Raises:
+        ValueError: on an unknown variant, centring or normaliser, or a non-bool ``gradient``.
+    """
+    _check_choice(variant, CW_VARIANTS, "variant")
+    knobs = VARIANT_KNOBS[variant]
+    if centring is not None:
+        _check_choice(centring, CENTRINGS, "centring")
+        knobs = knobs._replace(centring=centring)
+    if normaliser is not None:
+        _check_choice(normaliser, NORMALISERS, "normaliser")
+        knobs = knobs._replace(normaliser=normaliser)
+    if gradient is not None:
+        if not isinstance(gradient, bool):
+            raise ValueError(f"gradient must be True, False or None, got {gradient!r}")
+        knobs = knobs._replace(gradient=gradient)
+    return knobs
+
+
 RELEASED_SIGMA_EPS = 1e-8  # the authors' code adds this to sigma (spec method.md §2, `released`)
 COV_QUANTILES = (1e-4, 1e-2, 0.4, 0.6, 0.99, 0.9999)
 COV_QUANTILE_KEYS = tuple(f"cw/cov_q{q}" for q in ("0.0001", "0.01", "0.4", "0.6", "0.99", "0.9999"))
@@ -310,33 +355,41 @@ def _overflow_scale(cov: Tensor, mk: _Mask) -> Tensor:
     return torch.where(amax > limit, amax, torch.ones_like(amax))
 
 
-def _cw(logps: Tensor, advantages: Tensor, mask: Tensor, variant: str) -> tuple[Tensor, Tensor]:
+def _cw(
+    logps: Tensor, advantages: Tensor, mask: Tensor, variant: str, knobs: CWKnobs | None = None
+) -> tuple[Tensor, Tensor]:
     """Weights and the covariance they were computed from (see :func:`cw_weights`)."""
     _check_choice(variant, CW_VARIANTS, "variant")
+    knobs = VARIANT_KNOBS[variant] if knobs is None else knobs
     _check_inputs(logps, advantages, mask)
     dtype = _compute_dtype(logps)
     if mask.numel() == 0:
         empty = torch.zeros(mask.shape, dtype=dtype, device=logps.device)
         return empty, empty
     mk = _prepare_mask(mask, logps, advantages, dtype)
-    if variant == "described":
-        cov = _covariance(logps.detach(), advantages.detach(), mk, VARIANT_CENTRING[variant])
-        scale = _overflow_scale(cov, mk)
-        cov.div_(scale)  # in place (no graph here); exactly cov where nothing can overflow
-        var, scratch = _masked_var(cov, mk)
-        w = _normalised_kernel(cov, mk, _safe_sqrt(var), mk.n, scratch)
-        return w, cov.mul_(scale)
-    cov = _covariance(logps, advantages, mk, VARIANT_CENTRING[variant])
+    if not knobs.gradient:
+        logps, advantages = logps.detach(), advantages.detach()
+    cov = _covariance(logps, advantages, mk, knobs.centring)
     scale = _overflow_scale(cov, mk)
     in_place = not _records_graph(cov)
     cs = cov.div_(scale) if in_place else cov / scale  # exactly cov where nothing can overflow
     var, scratch = _masked_var(cs, mk)
-    sigma = _safe_sqrt(var) + RELEASED_SIGMA_EPS / scale
-    w = _normalised_kernel(cs, mk, sigma, float(mask.numel()), scratch)
+    sigma = _safe_sqrt(var) + (RELEASED_SIGMA_EPS / scale if variant == "released" else 0.0)
+    z = mk.n if knobs.normaliser == "valid" else float(mask.numel())
+    w = _normalised_kernel(cs, mk, sigma, z, scratch)
     return w, (cs.mul_(scale) if in_place else cov)
 
 
-def cw_weights(logps: Tensor, advantages: Tensor, mask: Tensor, *, variant: str) -> Tensor:
+def cw_weights(
+    logps: Tensor,
+    advantages: Tensor,
+    mask: Tensor,
+    *,
+    variant: str,
+    centring: str | None = None,
+    normaliser: str | None = None,
+    gradient: bool | None = None,
+) -> Tensor:
     """Covariance-aware Gaussian-kernel advantage weights ``w~`` (spec method.md §2).
 
     ::
@@ -368,14 +421,17 @@ def cw_weights(logps: Tensor, advantages: Tensor, mask: Tensor, *, variant: str)
         advantages: ``(B,)`` group-normalised advantages.
         mask: ``(B, T)`` bool or 0/1 completion mask.
         variant: ``"released"`` or ``"described"``.
+        centring, normaliser, gradient: override one of the variant's choices (:func:`resolve_knobs`;
+            None keeps it): the study's one-knob ablation between the two variants.
 
     Returns:
         ``(B, T)`` weights ``w~`` in float32 (float64 for float64 ``logps``), 0 on padding.
 
     Raises:
-        ValueError: on bad shapes, mask values or an unknown ``variant``.
+        ValueError: on bad shapes, mask values or an unknown ``variant`` or knob value.
     """
-    return _cw(logps, advantages, mask, variant)[0]
+    knobs = resolve_knobs(variant, centring, normaliser, gradient)
+    return _cw(logps, advantages, mask, variant, knobs)[0]
 
 
 # ---------------------------------------------------------------------------- Clip-Cov and KL-Cov
@@ -570,6 +626,8 @@ class MethodOptions:
         kl_cov_coef: KL-Cov coefficient beta_kl.
         epsilon_low: PPO clip range below 1 (tokens with A < 0 and ratio < 1 - epsilon_low are clipped).
         epsilon_high: PPO clip range above 1 (tokens with A > 0 and ratio > 1 + epsilon_high are clipped).
+        cw_centring, cw_normaliser, cw_weight_gradient: one-knob overrides of ``cw_variant``
+            (:func:`resolve_knobs`); None keeps the variant's choice.
     """
 
     cw_variant: str
@@ -580,6 +638,14 @@ class MethodOptions:
     kl_cov_coef: float
     epsilon_low: float
     epsilon_high: float
+    cw_centring: str | None
+    cw_normaliser: str | None
+    cw_weight_gradient: bool | None
+
+    @property
+    def cw_knobs(self) -> CWKnobs:
+        """The CW-GRPO weight's choices: ``cw_variant``'s, with the overrides applied."""
+        return resolve_knobs(self.cw_variant, self.cw_centring, self.cw_normaliser, self.cw_weight_gradient)
 
 
 @dataclass
@@ -680,11 +746,14 @@ def cw_grpo(
 ) -> MethodOutput:
     """CW-GRPO: multipliers ``cw_weights(variant=opts.cw_variant)`` (spec method.md §2).
 
-    No metrics of its own: the caller logs :func:`covariance_diagnostics` of the covariance the weights
-    were computed from (``VARIANT_CENTRING[opts.cw_variant]``). ``old_logps`` is unused.
+    With ``opts.cw_centring`` / ``cw_normaliser`` / ``cw_weight_gradient`` set, that knob of the variant
+    is overridden (:func:`resolve_knobs`). No metrics of its own: the caller logs
+    :func:`covariance_diagnostics` of the covariance the weights were computed from
+    (``opts.cw_knobs.centring``). ``old_logps`` is unused.
     """
     _check_inputs(logps, advantages, mask, old_logps)
-    return MethodOutput(cw_weights(logps, advantages, mask, variant=opts.cw_variant).float(), None, {})
+    weights = _cw(logps, advantages, mask, opts.cw_variant, opts.cw_knobs)[0]
+    return MethodOutput(weights.float(), None, {})
 
 
 @register_method("clip_cov")

@@ -153,7 +153,7 @@ def _with(x: torch.Tensor, index: tuple[int, ...], value: float) -> torch.Tensor
     return x
 
 
-_OPTS = W.MethodOptions("released", 0.5, -1e9, 1e9, 0.5, 1.0, 0.2, 0.2)
+_OPTS = W.MethodOptions("released", 0.5, -1e9, 1e9, 0.5, 1.0, 0.2, 0.2, None, None, None)
 
 
 # ---------------------------------------------------------------------------------- RAISES table
@@ -364,6 +364,20 @@ RAISES = [
         lambda c: _trl(cw_variant="paper"),
         ValueError,
         r"cw_variant='paper'.*released",
+    ),
+    Raises(
+        "train",
+        "unknown-centring-knob",
+        lambda c: _trl(cw_centring="token"),
+        ValueError,
+        r"unknown centring 'token'; valid: \['batch', 'sequence'\]",
+    ),
+    Raises(
+        "train",
+        "unknown-normaliser-knob",
+        lambda c: _trl(cw_normaliser="N"),
+        ValueError,
+        r"unknown normaliser 'N'; valid: \['valid', 'padded'\]",
     ),
     Raises(
         "train",

@@ -53,6 +53,7 @@ def _opts(**kw) -> MethodOptions:
     base = dict(
         cw_variant="described", clip_cov_ratio=2e-4, clip_cov_lb=1.0, clip_cov_ub=5.0,
         kl_cov_ratio=2e-3, kl_cov_coef=1.0, epsilon_low=0.2, epsilon_high=0.2,
+        cw_centring=None, cw_normaliser=None, cw_weight_gradient=None,
     )  # fmt: skip
     return MethodOptions(**(base | kw))
 
@@ -657,3 +658,90 @@ def test_source_has_no_host_sync_calls():
     imports = {a.name.split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
     imports |= {n.module.split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module}
     assert imports <= {"torch", "math", "dataclasses", "typing", "collections", "__future__"}
+
+
+# ------------------------------------------------------------------ one-knob overrides (the study's ablation)
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_knobs_left_at_none_or_set_to_the_variants_own_choice_change_nothing(variant):
+    lp, adv, mask = _batch()
+    own = W.VARIANT_KNOBS[variant]
+    plain = cw_weights(lp, adv, mask, variant=variant)
+    same = cw_weights(
+        lp,
+        adv,
+        mask,
+        variant=variant,
+        centring=own.centring,
+        normaliser=own.normaliser,
+        gradient=own.gradient,
+    )
+    assert torch.equal(plain, same)
+
+
+@pytest.mark.parametrize(("variant", "other"), [("released", "described"), ("described", "released")])
+def test_flipping_all_three_knobs_gives_the_other_variant(variant, other):
+    """Only sigma's + 1e-8 (which follows cw_variant) then separates the two."""
+    lp, adv, mask = _batch(seed=3)
+    k = W.VARIANT_KNOBS[other]
+    flipped = cw_weights(
+        lp, adv, mask, variant=variant, centring=k.centring, normaliser=k.normaliser, gradient=k.gradient
+    )
+    assert torch.allclose(flipped, cw_weights(lp, adv, mask, variant=other), rtol=1e-6, atol=1e-9)
+    assert not torch.allclose(flipped, cw_weights(lp, adv, mask, variant=variant), rtol=1e-3)
+
+
+def test_centring_knob_weights_the_chosen_covariance():
+    """released + batch centring = the kernel of the batch-centred covariance, released's Z and sigma."""
+    lp, adv, mask = _batch(seed=5)
+    w = cw_weights(lp, adv, mask, variant="released", centring="batch")
+    c = token_covariance(lp, adv, mask, centring="batch")
+    m = mask.bool()
+    sigma = c[m].std(unbiased=False) + W.RELEASED_SIGMA_EPS
+    raw = torch.exp(-c.square() / (2 * sigma**2)) * m
+    assert torch.allclose(w, raw * mask.numel() / raw.sum(), rtol=1e-9)
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_normaliser_knob_sets_the_valid_token_mean_of_the_weights(variant):
+    lp, adv, mask = _batch(seed=7)
+    m = mask.bool()
+    valid = cw_weights(lp, adv, mask, variant=variant, normaliser="valid")
+    padded = cw_weights(lp, adv, mask, variant=variant, normaliser="padded")
+    assert valid[m].mean().item() == pytest.approx(1.0, rel=1e-12)
+    assert padded[m].mean().item() == pytest.approx(mask.numel() / m.sum().item(), rel=1e-12)
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_gradient_knob_decides_whether_the_weight_carries_gradient(variant):
+    lp, adv, mask = _batch(seed=9)
+    lp = lp.clone().requires_grad_(True)
+    assert cw_weights(lp, adv, mask, variant=variant, gradient=True).requires_grad
+    assert not cw_weights(lp, adv, mask, variant=variant, gradient=False).requires_grad
+
+
+@pytest.mark.parametrize(
+    ("kw", "message"),
+    [
+        ({"centring": "token"}, "unknown centring 'token'"),
+        ({"normaliser": "N"}, "unknown normaliser 'N'"),
+        ({"gradient": "yes"}, "gradient must be True, False or None"),
+    ],
+)
+def test_bad_knob_values_are_refused_by_name(kw, message):
+    lp, adv, mask = _batch()
+    with pytest.raises(ValueError, match=re.escape(message)):
+        cw_weights(lp, adv, mask, variant="released", **kw)
+    names = {"centring": "cw_centring", "normaliser": "cw_normaliser", "gradient": "cw_weight_gradient"}
+    opts = _opts(cw_variant="released", **{names[k]: v for k, v in kw.items()})
+    with pytest.raises(ValueError, match=re.escape(message)):
+        _ = opts.cw_knobs
+
+
+def test_cw_grpo_method_applies_the_knobs_of_its_options():
+    lp, adv, mask = _batch(seed=11)
+    opts = _opts(cw_variant="released", cw_centring="batch", cw_normaliser="valid", cw_weight_gradient=False)
+    out = get_method("cw_grpo")(lp, None, adv, mask, opts, None)
+    want = cw_weights(lp, adv, mask, variant="released", centring="batch", normaliser="valid", gradient=False)
+    assert torch.equal(out.multipliers, want.float())

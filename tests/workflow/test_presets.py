@@ -247,6 +247,10 @@ def _real() -> dict:
     return yaml.safe_load((REPO / "config" / "real.yaml").read_text())
 
 
+def _study():
+    return yaml.safe_load((REPO / "config" / "study.yaml").read_text())
+
+
 _DELETE = object()
 
 
@@ -297,6 +301,10 @@ BAD_CONFIGS = {
     "benchmark name with shell code": (_tiny, ("data", "benchmarks"), ["syn_x$(touch pwned)"], "data.benchmarks"),
     "threads not an integer": (_tiny, ("resources", "train"), {"threads": "two"}, "resources.train.threads"),
     "real size without a model": (_real, ("sizes", "135m", "model"), _DELETE, "sizes.135m.model_id"),
+    "study with one seed": (_study, ("seeds",), [0], "seeds"),
+    "study schedule not reaching its steps": (_study, ("train", "max_steps"), 50, "train.save_steps"),
+    "study with too few checkpoints": (_study, ("study", "min_checkpoints"), 7, "train.save_steps"),
+    "study needing one seed (schema)": (_study, ("study", "min_seeds"), 1, "min_seeds"),
 }  # fmt: skip
 
 
@@ -320,6 +328,8 @@ def _properties(schema: dict, defs: dict, path: str = ""):
     """(path, property schema, the schema its $ref points to) of every declared key, recursively."""
     for key, sub in schema.get("properties", {}).items():
         target = defs.get(sub.get("$ref", "").rpartition("/")[2], {})
+        if key in schema.get("required", ()) and schema.get("default", {}) is None:
+            continue  # a required key of an optional section (default null) is given with the section
         yield f"{path}{key}", sub, target
         yield from _properties(sub, defs, f"{path}{key}.")
         yield from _properties(target, defs, f"{path}{key}.")
@@ -460,3 +470,22 @@ def test_paper_train_jobs_equal_the_released_recipes_field_by_field(paper_comman
                 f"{size}/{method}: released {field} (line {line}) = {expected!r}, ours {got!r}"
             )
         assert resolved.cw_method == PAPER_METHODS[method]["cw_method"]
+
+
+def test_study_preset_plans_every_checkpoint_of_every_ablation_variant(tmp_path):
+    """config/study.yaml: 7 seeds x 7 methods, 6 evaluated checkpoints each, the knobs on the train commands."""
+    proc = dry_run(REPO / "config" / "study.yaml", tmp_path, "-p")
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 0, out[-3000:]
+    commands = shell_commands(out)
+    trains = commands_of(commands, "train")
+    assert len(trains) == 7 * 7
+    assert len(commands_of(commands, "evaluate")) == 7 * 7 * 6 + 1  # + the base model, once
+    by_method = {options(c)[1]["method"]: options(c)[0] for c in trains}
+    assert by_method["cw_knob_centring"]["cw_centring"] == "batch"
+    assert by_method["cw_knob_normaliser"]["cw_normaliser"] == "valid"
+    assert by_method["cw_knob_gradient"]["cw_weight_gradient"] is False
+    for method, opts in by_method.items():
+        assert opts["cw_logprob_temperature"] == 1.0, method
+        several_groups = method in ("cw_knob_scope", "cw_grpo_described")
+        assert opts["cw_one_group_per_micro_batch"] is not several_groups, method

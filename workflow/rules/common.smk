@@ -385,6 +385,35 @@ def gold_kind(benchmark):
     return GOLD_KINDS[mirror]
 
 
+def _check_study():
+    """A pre-registered study's floor: enough seeds for its intervals, a schedule that ends at max_steps."""
+    study = config.get("study")
+    if not study:
+        return
+    seeds = config["seeds"]
+    if len(seeds) < study["min_seeds"]:
+        fail(
+            "seeds",
+            f"{len(seeds)} seed(s) {seeds}, but the study needs >= {study['min_seeds']} "
+            "(study.min_seeds): every claim is a t-interval over seeds, which needs at least 2",
+        )
+    for size in SIZES:
+        opts = train_options(size, METHODS[0])
+        max_steps, save_steps = opts["max_steps"], opts["save_steps"]
+        if max_steps % save_steps:
+            fail(
+                "train.save_steps",
+                f"checkpoints every {save_steps} steps do not reach max_steps {max_steps} (size {size!r}): "
+                "the last interval would be shorter; make max_steps a multiple of save_steps",
+            )
+        if len(saved_steps(size)) < study["min_checkpoints"]:
+            fail(
+                "train.save_steps",
+                f"{len(saved_steps(size))} checkpoint(s) {saved_steps(size)} (size {size!r}), but the study "
+                f"needs >= {study['min_checkpoints']} (study.min_checkpoints)",
+            )
+
+
 def _check_report():
     for key, known in (
         ("benchmark_display", BENCHMARKS),
@@ -835,6 +864,7 @@ _check_data()
 _check_names()
 _check_methods()
 _check_steps()
+_check_study()
 _check_report()
 _check_gpu_cap()
 _check_command_options()
