@@ -91,10 +91,13 @@ def _compared(rel: Path) -> bool:
     - model folders (models/<size>/{init,base}/, runs/.../checkpoint-N/): weights and tokenizers, covered
       by the markers and by every evaluation sample generated from them; checkpoints also hold optimizer,
       scheduler and RNG-state pickles, which are not meant to be byte-stable.
+    - .cwgrpo.lock of a run folder: who trained into it (pid, host, start time), by design not stable.
     Outside results/: figures/ (renderings of the compared numbers; matplotlib writes a creation date into
     each PDF: only checked to exist), logs/ and .snakemake/ (times, paths, Slurm job ids).
     """
-    if rel.name in ("timings.jsonl", "README.md") or any(p.startswith("checkpoint-") for p in rel.parts):
+    if rel.name in ("timings.jsonl", "README.md", ".cwgrpo.lock") or any(
+        p.startswith("checkpoint-") for p in rel.parts
+    ):
         return False
     return not (rel.parts[0] == "models" and len(rel.parts) > 3)  # models/<size>/<init|base>/<file>
 

@@ -1190,17 +1190,31 @@ def _write_error_names_the_file(ctx: Ctx) -> None:
 
 
 def _fetch_model_network_down(ctx: Ctx) -> None:
-    from cwgrpo.hub import hub_errors
+    """An HTTP-stack error while downloading is one line naming the model, not a traceback."""
+    import huggingface_hub
+
+    from cwgrpo.hub import FetchConfig, _fetch_hub, parse_source
 
     class ConnectError(Exception):
         pass
 
     ConnectError.__module__ = "httpx"  # what the HTTP stack raises, without importing it
-    match = r"cannot download a/b@main from the Hugging Face Hub \(ConnectError"
-    with pytest.raises(OSError, match=match), hub_errors("a/b", "main"):
-        raise ConnectError("[Errno 111] Connection refused")
-    with pytest.raises(KeyError), hub_errors("a/b", "main"):  # anything else is not a network error
-        raise KeyError("x")
+
+    def refuse(*args, **kwargs):
+        raise ConnectError("[Errno 111] Connection refused\n(a second line of the traceback)")
+
+    saved = huggingface_hub.HfApi.model_info, os.environ.pop("HF_HUB_OFFLINE", None)
+    huggingface_hub.HfApi.model_info = refuse
+    try:
+        with pytest.raises(
+            ConfigError,
+            match=r"cannot fetch Hub model a/b@main: ConnectError: \[Errno 111\] Connection refused$",
+        ):
+            _fetch_hub(parse_source("a/b", "main"), ctx.tmp / "m", FetchConfig())
+    finally:
+        huggingface_hub.HfApi.model_info = saved[0]
+        if saved[1] is not None:
+            os.environ["HF_HUB_OFFLINE"] = saved[1]
 
 
 def _repeated_list_flags_extend(ctx: Ctx) -> None:

@@ -282,16 +282,18 @@ def _cwgrpo():
 
 
 def _check_names():
-    """Dataset names reach file names and shell commands: each must be a registry name."""
+    """Dataset names reach file names and shell commands: each must be a registry name or one of the
+    preset's own (`datasets:`), of letters, digits and _."""
     data, _ = _cwgrpo()
     for key, names in (
         ("data.train", [config["data"]["train"]]),
         ("data.dev", [config["data"]["dev"]] if config["data"].get("dev") else []),
         ("data.benchmarks", BENCHMARKS),
     ):
+        known = {*data.DATASETS, *config.get("datasets", {})}  # the registry, and the preset's own
         for name in names:
-            if not re.fullmatch(r"[A-Za-z0-9_]+", name) or name not in data.DATASETS:
-                fail(key, f"unknown dataset {name!r}; known: {', '.join(sorted(data.DATASETS))}")
+            if not re.fullmatch(r"[A-Za-z0-9_]+", name) or name not in known:
+                fail(key, f"unknown dataset {name!r}; known: {', '.join(sorted(known))}")
 
 
 def _option_sources(*sections):
