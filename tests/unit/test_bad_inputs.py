@@ -1193,7 +1193,7 @@ def _fetch_model_network_down(ctx: Ctx) -> None:
     """An HTTP-stack error while downloading is one line naming the model, not a traceback."""
     import huggingface_hub
 
-    from cwgrpo.hub import FetchConfig, _fetch_hub, parse_source
+    from cwgrpo import hub
 
     class ConnectError(Exception):
         pass
@@ -1203,18 +1203,16 @@ def _fetch_model_network_down(ctx: Ctx) -> None:
     def refuse(*args, **kwargs):
         raise ConnectError("[Errno 111] Connection refused\n(a second line of the traceback)")
 
-    saved = huggingface_hub.HfApi.model_info, os.environ.pop("HF_HUB_OFFLINE", None)
-    huggingface_hub.HfApi.model_info = refuse
+    saved = huggingface_hub.HfApi.model_info, hub.hub_offline
+    huggingface_hub.HfApi.model_info, hub.hub_offline = refuse, lambda: False  # the tests run offline
     try:
         with pytest.raises(
             ConfigError,
             match=r"cannot fetch Hub model a/b@main: ConnectError: \[Errno 111\] Connection refused$",
         ):
-            _fetch_hub(parse_source("a/b", "main"), ctx.tmp / "m", FetchConfig())
+            hub._fetch_hub(hub.parse_source("a/b", "main"), ctx.tmp / "m", hub.FetchConfig())
     finally:
-        huggingface_hub.HfApi.model_info = saved[0]
-        if saved[1] is not None:
-            os.environ["HF_HUB_OFFLINE"] = saved[1]
+        huggingface_hub.HfApi.model_info, hub.hub_offline = saved
 
 
 def _repeated_list_flags_extend(ctx: Ctx) -> None:
