@@ -1,6 +1,6 @@
 """The presets: config/paper.yaml against the paper's setup, and configs the workflow must refuse.
 
-Every hyperparameter of /work/shared/spec/experiments.md ("Models", "Training hyperparameters",
+Every hyperparameter of the spec (experiments.md: "Models", "Training hyperparameters",
 "Evaluation protocol") is listed in PAPER below and checked against what the `cwgrpo` commands would
 receive: the `--set` values of the paper preset's dry run, read back with `yaml.safe_load` as the
 commands do. Bad configs must fail `snakemake -n` at parse time with a message naming the key.
