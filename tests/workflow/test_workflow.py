@@ -2,7 +2,7 @@
 
 Dry runs only (`snakemake -n` with `--directory` a temporary folder, so nothing is written into the
 repository); the `cwgrpo` subcommands are never called. Job counts are derived here from the spec
-(the spec, experiments.md), not read back from the presets.
+(experiments.md), not read back from the presets.
 """
 
 from __future__ import annotations
