@@ -105,7 +105,7 @@ def plan(
     ``trl_options`` are the run's TRL options, whose vLLM engine settings the server gets."""
     if ports and len(ports) != ports_needed(job):
         raise ValueError(f"plan() needs {ports_needed(job)} ports for this job, got {list(ports)}")
-    need = job.num_processes + (1 if job.vllm_server_gpu is not None else 0)
+    need = gpus_needed(job)
     if len(gpus) < need:
         raise ConfigError(
             f"num_processes={job.num_processes} plus vllm_server_gpu={job.vllm_server_gpu} need {need} GPUs, "
