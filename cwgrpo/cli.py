@@ -34,6 +34,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "table": ("cwgrpo.report.table", "Table 1 (PDF, CSV, TeX, Markdown) and the reported-vs-ours table"),
     "figure": ("cwgrpo.report.figures", "entropy, checkpoint, covariance and training-curve figures"),
     "claims": ("cwgrpo.claims", "test the paper's four claims over seeds and write a JSON + Markdown report"),
+    "study": (
+        "cwgrpo.report.study",
+        "the pre-registered study's analysis: claims table, regime check, ablation, power",
+    ),
     "doctor": ("cwgrpo.doctor", "say what will and will not work on this machine, and which preset to run"),
 }
 

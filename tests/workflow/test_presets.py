@@ -305,6 +305,8 @@ BAD_CONFIGS = {
     "study schedule not reaching its steps": (_study, ("train", "max_steps"), 50, "train.save_steps"),
     "study with too few checkpoints": (_study, ("study", "min_checkpoints"), 7, "train.save_steps"),
     "study needing one seed (schema)": (_study, ("study", "min_seeds"), 1, "min_seeds"),
+    "study treatment not a method": (_study, ("study", "treatment"), "cw_grpoo", "study.treatment"),
+    "study analysis option typo": (_study, ("report", "drop_pointz"), 10, "report.drop_pointz"),
 }  # fmt: skip
 
 
@@ -489,3 +491,11 @@ def test_study_preset_plans_every_checkpoint_of_every_ablation_variant(tmp_path)
         assert opts["cw_logprob_temperature"] == 1.0, method
         several_groups = method in ("cw_knob_scope", "cw_grpo_described")
         assert opts["cw_one_group_per_micro_batch"] is not several_groups, method
+    (study,) = commands_of(commands, "study")
+    opts = options(study)[0]
+    assert opts["treatment_method"] == "cw_grpo" and opts.get("reference_method", "grpo") == "grpo"
+    assert opts["variants"] == [
+        "cw_grpo_described", "cw_knob_centring", "cw_knob_normaliser", "cw_knob_gradient", "cw_knob_scope"
+    ]  # fmt: skip
+    power = Path(study[study.index("--power") + 1])
+    assert power == REPO / "benchmarks" / "results" / "study_power.json" and power.is_file()

@@ -353,6 +353,14 @@ def _check_command_options():
             oc.check_options(cls, report_options(command))
         except oc.OptionError as err:
             _fail_option(err, sources)
+    if config.get("study"):
+        from cwgrpo.report.study import StudyConfig
+
+        sources = _option_sources(("report", config["report"]), ("study", config["study"]))
+        try:
+            oc.check_options(StudyConfig, study_options())
+        except oc.OptionError as err:
+            _fail_option(err, sources)
 
 
 def _check_resources():
@@ -392,6 +400,12 @@ def _check_study():
     study = config.get("study")
     if not study:
         return
+    treatment = study.get("treatment", "cw_grpo")
+    if treatment not in METHODS:
+        fail(
+            "study.treatment",
+            f"{treatment!r} is not a method label of this preset; known: {', '.join(METHODS)}",
+        )
     seeds = config["seeds"]
     if len(seeds) < study["min_seeds"]:
         fail(
@@ -556,9 +570,42 @@ def train_rule_name(size):
     return f"train_{safe}"
 
 
+STUDY_FIGURES = ("study_ablation", "study_power")
+
+
+def study_outputs():
+    """The study analysis's files (only a preset with a `study` section has them)."""
+    if not config.get("study"):
+        return []
+    figures = [f"figures/{name}.{ext}" for name in STUDY_FIGURES for ext in ("pdf", "png")]
+    return [f"{RES}/study.json", f"{RES}/study.md", *figures]
+
+
+def study_power_file():
+    """The registration's power file as an input: a relative path is the repository's (it ships there)."""
+    path = config["study"].get("power")
+    if not path:
+        return []
+    return [path if Path(path).is_absolute() else str(Path(workflow.basedir) / path)]
+
+
+def study_options():
+    """Options of `cwgrpo study`: the shared `report` section, the treatment, the ablation variants."""
+    treatment = config["study"].get("treatment", "cw_grpo")
+    reference = config["report"].get("reference_method", "grpo")
+    variants = [m for m in METHODS if m not in (treatment, reference)]
+    return {**config["report"], "preset": KIND, "treatment_method": treatment, "variants": variants}
+
+
 def get_final_output():
     figures = [f"figures/{name}.{ext}" for name in FIGURES for ext in ("pdf", "png")]
-    return ["figures/table1.pdf", *figures, f"{RES}/claims.json", f"{RES}/claims.md"]
+    return [
+        "figures/table1.pdf",
+        *figures,
+        f"{RES}/claims.json",
+        f"{RES}/claims.md",
+        *study_outputs(),
+    ]
 
 
 # ---------------------------------------------------------------- input and params functions

@@ -91,3 +91,47 @@ rule claims:
     shell:
         "cwgrpo claims --summaries {input.summaries:q} {params.runs} --out-json {output.json:q}"
         " --out-md {output.md:q} {params.options} > {log:q} 2>&1"
+
+
+if config.get("study"):
+
+    rule study:
+        input:
+            runs=all_run_files(),
+            summaries=all_summaries(),
+            claims=f"{RES}/claims.json",
+            power=study_power_file(),
+        output:
+            json=f"{RES}/study.json",
+            md=report(f"{RES}/study.md", caption="../report/study.rst", category="Study"),
+            ablation="figures/study_ablation.pdf",
+            ablation_png=report(
+                "figures/study_ablation.png",
+                caption="../report/study_ablation.rst",
+                category="Study",
+            ),
+            power="figures/study_power.pdf",
+            power_png=report(
+                "figures/study_power.png",
+                caption="../report/study_power.rst",
+                category="Study",
+            ),
+        log:
+            f"{LOGS}/report/study.log",
+        conda:
+            conda_env("cpu")
+        threads: rule_threads("report")
+        resources:
+            **fixed_resources("report"),
+        params:
+            runs=runs_arg,
+            power=lambda wildcards, input: (
+                f"--power {shlex.quote(input.power[0])}" if input.power else ""
+            ),
+            options=sets(study_options()),
+        shell:
+            "cwgrpo study --summaries {input.summaries:q} {params.runs} --claims {input.claims:q}"
+            " {params.power} --out-json {output.json:q} --out-md {output.md:q}"
+            " --out-ablation {output.ablation:q} --out-ablation-png {output.ablation_png:q}"
+            " --out-power {output.power:q} --out-power-png {output.power_png:q}"
+            " {params.options} > {log:q} 2>&1"

@@ -1,0 +1,489 @@
+"""The pre-registered study's analysis (docs/study/preregistration.md, section 3), as registered.
+
+``cwgrpo claims`` measures the four claims the way Table 1's setting allows; the study registered its
+own primary measures, computed here from the same files: Avg at the last checkpoint (claim 1), the
+range of the entropy over the whole run (claim 2), best-minus-last over the checkpoints (claim 3), and,
+for claim 4, the claims report's own verdict (read from ``claims.json``). Every effect is a per-seed
+paired difference with a t-interval over seeds; claims 2 and 3 are tested only where the regime's
+precondition holds (GRPO unstable in most seeds). The ablation (each released-versus-described knob as
+its own method label) reports the same measures against CW-GRPO as released, as intervals without
+verdicts. Measures are pure functions of small frames; the command does the reading and writing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from cwgrpo.claims import decide, top_share
+from cwgrpo.configs import ConfigError, add_config_arguments, config_from_args, config_hash, describe_options
+from cwgrpo.io import ResultFileError, check_outputs_not_inputs, read_json, write_json, write_text
+from cwgrpo.report.results import (
+    AVG,
+    Effect,
+    ReportConfig,
+    cov_samples,
+    input_identity,
+    metrics_frame,
+    per_seed_accuracy,
+    run_info,
+    seed_effect,
+    summaries_frame,
+)
+
+
+@dataclass
+class StudyConfig(ReportConfig):
+    """Options of ``cwgrpo study``; the defaults are the registration's."""
+
+    treatment_method: str = field(
+        default="cw_grpo", metadata={"help": "the treatment T (CW-GRPO as released)"}
+    )
+    variants: list[str] = field(
+        default_factory=list,
+        metadata={"help": "ablation method labels, each compared with treatment_method (exploratory)"},
+    )
+    entropy_swing: float = field(
+        default=0.5,
+        metadata={"help": "precondition: entropy range over the run at least this fraction of its start"},
+    )
+    drop_points: float = field(
+        default=10.0,
+        metadata={
+            "help": "precondition: Avg at the last checkpoint at least this many points below the best"
+        },
+    )
+    tail_top_fraction: float = field(
+        default=0.01, metadata={"help": "ablation's claim-4 measure: share of sum |c| of the top fraction"}
+    )
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.treatment_method == self.reference_method:
+            raise ConfigError("treatment_method and reference_method must differ")
+        if not self.entropy_swing > 0 or not self.drop_points > 0:
+            raise ConfigError(
+                f"entropy_swing and drop_points must be > 0, got {self.entropy_swing}, {self.drop_points}"
+            )
+
+
+# -- per-run measures (pure) -------------------------------------------------------------------------
+def entropy_start(entropy: pd.Series) -> float:
+    """The run's starting entropy: the mean of its first two logged steps (registration, section 1)."""
+    return float(entropy.sort_index().iloc[:2].mean())
+
+
+def entropy_range(entropy: pd.Series) -> float:
+    """Max minus min of the per-step entropy over the whole run, in nats."""
+    return float(entropy.max() - entropy.min())
+
+
+def best_minus_last(curve: Mapping[int, float], base: float | None = None) -> float:
+    """Best Avg over the checkpoints (and the base model as step 0 when given) minus the last one's."""
+    values = [curve[s] for s in sorted(curve)]
+    best = max(values if base is None else [base, *values])
+    return float(best - values[-1])
+
+
+def unstable(
+    entropy: pd.Series, curve: Mapping[int, float], swing: float, drop: float, base: float | None
+) -> bool:
+    """The registered criterion: entropy range >= swing x start, and best - last >= drop points."""
+    return entropy_range(entropy) >= swing * entropy_start(entropy) and best_minus_last(curve, base) >= drop
+
+
+# -- frames -> per-seed measures ---------------------------------------------------------------------
+def avg_curves(
+    frame: pd.DataFrame, size: str, method: str, benchmarks: Sequence[str]
+) -> dict[int, dict[int, float]]:
+    """seed -> {step: Avg in points} of one method, over every step its summaries have."""
+    steps = sorted(set(frame.loc[(frame["size"] == size) & (frame["method"] == method), "step"]))
+    if not steps:
+        raise ResultFileError(f"no evaluation summaries for size={size} method={method}")
+    curves: dict[int, dict[int, float]] = {}
+    for step in steps:
+        wide = per_seed_accuracy(frame, size, method, step, benchmarks)
+        for seed, value in wide[AVG].items():
+            curves.setdefault(int(seed), {})[int(step)] = 100.0 * float(value)
+    return curves
+
+
+def entropy_series(metrics: pd.DataFrame, size: str, method: str) -> dict[int, pd.Series]:
+    """seed -> per-step entropy of one method's runs."""
+    sel = metrics[(metrics["size"] == size) & (metrics["method"] == method)]
+    if sel.empty or "entropy" not in sel:
+        raise ResultFileError(f"no logged entropy for size={size} method={method}")
+    return {int(seed): g.set_index("step")["entropy"].astype(float) for seed, g in sel.groupby("seed")}
+
+
+def run_measures(
+    curves: Mapping[int, Mapping[int, float]],
+    entropy: Mapping[int, pd.Series],
+    base: float,
+    last_step: int,
+    first_step: int,
+) -> dict[str, dict[int, float]]:
+    """measure name -> seed -> value, for one method (the registered primary and secondary measures)."""
+    seeds = sorted(set(curves) & set(entropy))
+    missing = sorted(set(curves) ^ set(entropy))
+    if missing:
+        raise ResultFileError(f"seeds {missing} have evaluations but no training log, or the reverse")
+    out: dict[str, dict[int, float]] = {k: {} for k in MEASURES}
+    for s in seeds:
+        c, e = curves[s], entropy[s]
+        if last_step not in c or first_step not in c:
+            raise ResultFileError(
+                f"seed {s}: no evaluation at step {first_step} or {last_step} (has {sorted(c)})"
+            )
+        out["avg_last"][s] = c[last_step]
+        out["avg_first"][s] = c[first_step]
+        out["avg_mean"][s] = float(np.mean([c[k] for k in sorted(c)]))
+        out["entropy_range"][s] = entropy_range(e)
+        out["entropy_sd"][s] = float(e.std(ddof=1))
+        out["entropy_mean"][s] = float(e.mean())
+        out["best_minus_last"][s] = best_minus_last(c)
+        out["best_minus_last_incl_base"][s] = best_minus_last(c, base)
+        out["drop_first_to_last"][s] = c[first_step] - c[last_step]
+    return out
+
+
+# measure -> (unit, sign: +1 when "treatment minus reference" supports the claim, -1 when R - T does)
+MEASURES: dict[str, tuple[str, int]] = {
+    "avg_last": ("points", +1),
+    "avg_first": ("points", +1),
+    "avg_mean": ("points", +1),
+    "entropy_range": ("nats", -1),
+    "entropy_sd": ("nats", -1),
+    "entropy_mean": ("nats", +1),
+    "best_minus_last": ("points", -1),
+    "best_minus_last_incl_base": ("points", -1),
+    "drop_first_to_last": ("points", -1),
+}
+PRIMARY = {1: "avg_last", 2: "entropy_range", 3: "best_minus_last"}
+SECONDARY = {
+    1: ["avg_first", "avg_mean"],
+    2: ["entropy_sd"],
+    3: ["best_minus_last_incl_base", "drop_first_to_last"],
+}
+CLAIM_TEXT = {
+    1: "CW-GRPO is more accurate: Avg(T) - Avg(R) at the last checkpoint",
+    2: "CW-GRPO keeps entropy in a band: entropy range over the run, R - T",
+    3: "CW-GRPO holds its accuracy: best-minus-last over the checkpoints, R - T",
+    4: "a few tokens carry most of the covariance (as `cwgrpo claims`)",
+}
+
+
+def signed_effect(measure: str, treatment: Mapping[int, float], reference: Mapping[int, float]) -> Effect:
+    """The paired effect of ``measure``, signed so that a positive value supports the claim."""
+    _, sign = MEASURES[measure]
+    return seed_effect(treatment, reference) if sign > 0 else seed_effect(reference, treatment)
+
+
+def mde(sd_diff: float, n: int) -> float:
+    """Minimum detectable effect of a paired two-sided 5 % t-test at 80 % power over ``n`` seeds."""
+    from scipy import stats
+
+    if n < 2 or not math.isfinite(sd_diff):
+        return math.nan
+    return float((stats.t.ppf(0.975, n - 1) + stats.t.ppf(0.8, n - 1)) * sd_diff / math.sqrt(n))
+
+
+def paired_sd(treatment: Mapping[int, float], reference: Mapping[int, float]) -> float:
+    common = sorted(set(treatment) & set(reference))
+    d = np.array([treatment[s] - reference[s] for s in common], dtype=float)
+    return float(d.std(ddof=1)) if d.size >= 2 else math.nan
+
+
+# -- the analysis ------------------------------------------------------------------------------------
+def analyse(
+    cfg: StudyConfig,
+    frame: pd.DataFrame,
+    metrics: pd.DataFrame,
+    tail_shares: Mapping[str, Mapping[int, float]],
+    claims_report: Mapping[str, Any],
+) -> dict[str, Any]:
+    """The registered analysis of one size; returns the JSON report (without provenance)."""
+    sizes = cfg.order_sizes(set(frame["size"]))
+    if len(sizes) != 1:
+        raise ResultFileError(f"the study analyses one size; the inputs have {sizes} (set `sizes`)")
+    size = sizes[0]
+    benchmarks = cfg.order_benchmarks(set(frame["benchmark"]))
+    base_rows = per_seed_accuracy(frame, size, cfg.base_method, cfg.base_step, benchmarks)
+    base = 100.0 * float(base_rows[AVG].iloc[0])
+    methods = [cfg.reference_method, cfg.treatment_method, *cfg.variants]
+    curves = {m: avg_curves(frame, size, m, benchmarks) for m in methods}
+    steps = sorted({s for c in curves[cfg.reference_method].values() for s in c})
+    first, last = (cfg.step if cfg.step in steps else steps[0]), steps[-1]
+    entropy = {m: entropy_series(metrics, size, m) for m in methods}
+    measures = {m: run_measures(curves[m], entropy[m], base, last, first) for m in methods}
+
+    ref = cfg.reference_method
+    regime = {
+        s: {
+            "entropy_start": entropy_start(entropy[ref][s]),
+            "entropy_range": entropy_range(entropy[ref][s]),
+            "best_minus_last": best_minus_last(curves[ref][s]),
+            "best_minus_last_incl_base": best_minus_last(curves[ref][s], base),
+            "unstable": unstable(entropy[ref][s], curves[ref][s], cfg.entropy_swing, cfg.drop_points, base),
+            "unstable_checkpoints_only": unstable(
+                entropy[ref][s], curves[ref][s], cfg.entropy_swing, cfg.drop_points, None
+            ),
+        }
+        for s in sorted(curves[ref])
+    }
+    n_unstable = sum(r["unstable"] for r in regime.values())
+    precondition = n_unstable > len(regime) / 2
+    claims = []
+    for cid, measure in PRIMARY.items():
+        t, r = measures[cfg.treatment_method][measure], measures[ref][measure]
+        eff = signed_effect(measure, t, r)
+        gated = cid in (2, 3)
+        why_not = (
+            f"GRPO unstable in {n_unstable} of {len(regime)} seeds" if gated and not precondition else ""
+        )
+        verdict, reason = decide(eff, precondition or not gated, why_not)
+        claims.append(
+            {
+                "id": cid,
+                "claim": CLAIM_TEXT[cid],
+                "measure": measure,
+                "unit": MEASURES[measure][0],
+                "effect": eff.as_dict(),
+                "verdict": verdict,
+                "reason": reason,
+                "sd_paired_difference": paired_sd(t, r),
+                "mde_80": mde(paired_sd(t, r), eff.n),
+                "secondary": {
+                    m: signed_effect(m, measures[cfg.treatment_method][m], measures[ref][m]).as_dict()
+                    for m in SECONDARY[cid]
+                },
+            }
+        )
+    claims.append(_claim4(claims_report, size))
+    ablation = {
+        v: {
+            **{
+                PRIMARY[c]: signed_effect(
+                    PRIMARY[c], measures[v][PRIMARY[c]], measures[cfg.treatment_method][PRIMARY[c]]
+                ).as_dict()
+                for c in PRIMARY
+            },
+            "top_share_pct": seed_effect(
+                {s: 100 * x for s, x in tail_shares.get(v, {}).items()},
+                {s: 100 * x for s, x in tail_shares.get(cfg.treatment_method, {}).items()},
+            ).as_dict(),
+        }
+        for v in cfg.variants
+    }
+    return {
+        "size": size,
+        "benchmarks": benchmarks,
+        "steps": steps,
+        "first_step": first,
+        "last_step": last,
+        "base_avg": base,
+        "regime": {"per_seed": regime, "unstable_seeds": n_unstable, "precondition": bool(precondition)},
+        "claims": claims,
+        "ablation": ablation,
+        "curves": {
+            m: {str(s): {str(k): v for k, v in c.items()} for s, c in curves[m].items()} for m in methods
+        },
+        "measures": {
+            m: {k: {str(s): v for s, v in vals.items()} for k, vals in measures[m].items()} for m in methods
+        },
+    }
+
+
+def _claim4(claims_report: Mapping[str, Any], size: str) -> dict[str, Any]:
+    """Claim 4 as ``cwgrpo claims`` measured it (the registration's measure for claim 4)."""
+    for c in claims_report.get("claims", []):
+        if c.get("id") == 4:
+            for r in c.get("per_size", []):
+                if r.get("size") == size:
+                    return {
+                        "id": 4,
+                        "claim": CLAIM_TEXT[4],
+                        "measure": "top_share (claims.json)",
+                        "unit": r.get("unit"),
+                        "effect": r.get("effect"),
+                        "verdict": r.get("verdict"),
+                        "reason": r.get("reason"),
+                        "secondary": {},
+                    }
+    raise ResultFileError(f"claims report has no claim 4 for size {size!r}")
+
+
+def tail_shares(runs: Sequence[Path], methods: Sequence[str], fraction: float) -> dict[str, dict[int, float]]:
+    """method -> seed -> mean over sampled steps of the top-``fraction`` share of sum |c| (claim 4's measure)."""
+    out: dict[str, dict[int, float]] = {}
+    for run_dir in runs:
+        info = run_info(run_dir)
+        if info["method"] not in methods:
+            continue
+        shares = [top_share(r["cov"], fraction) for r in cov_samples(run_dir)]
+        shares = [v for v in shares if math.isfinite(v)]
+        if shares:
+            out.setdefault(info["method"], {})[info["seed"]] = float(np.mean(shares))
+    return out
+
+
+# -- rendering ---------------------------------------------------------------------------------------
+def _num(x: float | None, d: int = 2, sign: bool = True) -> str:
+    if x is None or not math.isfinite(x):
+        return "n/a"
+    return f"{x:+.{d}f}" if sign else f"{x:.{d}f}"
+
+
+def _ci(e: Mapping[str, Any], d: int = 2) -> str:
+    ci = e.get("ci95")
+    return f"[{_num(ci[0], d)}, {_num(ci[1], d)}]" if ci else "n/a"
+
+
+def _digits(unit: str | None) -> int:
+    return 3 if unit == "nats" else 1
+
+
+def study_markdown(report: Mapping[str, Any], cfg: StudyConfig) -> str:
+    """The claims table, the regime check and the ablation, as markdown."""
+    reg = report["regime"]
+    lines = [
+        f"# Pre-registered study: {cfg.size_name(report['size'])}",
+        "",
+        f"T = `{cfg.treatment_method}`, R = `{cfg.reference_method}`; effects are means over seeds of the per-seed "
+        "paired difference, signed so that a positive value supports the claim, with a two-sided 95 % "
+        "t-interval; *MDE* is the effect a paired t-test over these seeds would detect with 80 % power, from the "
+        "observed spread of the differences.",
+        "",
+        "## Precondition: is GRPO unstable?",
+        "",
+        f"GRPO unstable in **{reg['unstable_seeds']} of {len(reg['per_seed'])}** seeds (registered: entropy range ≥ "
+        f"{cfg.entropy_swing:.0%} of its start and best − last ≥ {cfg.drop_points:g} points, the base model counted "
+        f"as step 0); precondition **{'holds' if reg['precondition'] else 'fails'}**.",
+        "",
+        "| seed | entropy start | range | best − last (ckpts) | best − last (incl. base) | unstable | ckpts only |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for s, r in reg["per_seed"].items():
+        lines.append(
+            f"| {s} | {_num(r['entropy_start'], 3, False)} | {_num(r['entropy_range'], 3, False)} | "
+            f"{_num(r['best_minus_last'], 1, False)} | {_num(r['best_minus_last_incl_base'], 1, False)} | "
+            f"{'yes' if r['unstable'] else 'no'} | {'yes' if r['unstable_checkpoints_only'] else 'no'} |"
+        )
+    lines += [
+        "",
+        "## Claims",
+        "",
+        "| # | claim | effect | 95 % CI | n | MDE | verdict | reason |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for c in report["claims"]:
+        e, d = c["effect"] or {}, _digits(c.get("unit"))
+        mde_text = _num(c.get("mde_80"), d, False) if "mde_80" in c else ""
+        lines.append(
+            f"| {c['id']} | {c['claim']} | {_num(e.get('mean'), d)} {c.get('unit') or ''} | {_ci(e, d)} | "
+            f"{e.get('n', '')} | {mde_text} | {c['verdict']} | {c['reason']} |"
+        )
+    lines += [
+        "",
+        "Secondary measures (same sign convention):",
+        "",
+        "| claim | measure | effect | 95 % CI |",
+        "|---|---|---|---|",
+    ]
+    for c in report["claims"]:
+        for m, e in c.get("secondary", {}).items():
+            d = _digits(MEASURES[m][0])
+            lines.append(f"| {c['id']} | `{m}` | {_num(e.get('mean'), d)} {MEASURES[m][0]} | {_ci(e, d)} |")
+    if report["ablation"]:
+        lines += [
+            "",
+            f"## Ablation: each variant minus `{cfg.treatment_method}` (exploratory, no verdicts)",
+            "",
+            "| variant | Avg at last ckpt (points) | entropy range, T − V (nats) | best − last, T − V (points) | top-1 % share (points) |",
+            "|---|---|---|---|---|",
+        ]
+        for v, row in report["ablation"].items():
+            cells = [
+                f"{_num(row[k].get('mean'), _digits(MEASURES[k][0]))} {_ci(row[k], _digits(MEASURES[k][0]))}"
+                for k in PRIMARY.values()
+            ]
+            tail = row["top_share_pct"]
+            cells.append(f"{_num(tail.get('mean'), 1)} {_ci(tail, 1)}")
+            lines.append(f"| `{v}` | " + " | ".join(cells) + " |")
+    lines += ["", "## Avg per checkpoint (points, mean over seeds)", ""]
+    steps = report["steps"]
+    lines += [
+        "| method | base | " + " | ".join(str(s) for s in steps) + " |",
+        "|---" * (len(steps) + 2) + "|",
+    ]
+    for m, per_seed in report["curves"].items():
+        means = [np.mean([c[str(s)] for c in per_seed.values() if str(s) in c]) for s in steps]
+        lines.append(f"| `{m}` | {report['base_avg']:.1f} | " + " | ".join(f"{x:.1f}" for x in means) + " |")
+    return "\n".join(lines) + "\n"
+
+
+# -- command -----------------------------------------------------------------------------------------
+def configure_parser(parser: argparse.ArgumentParser) -> None:
+    multi = {"nargs": "+", "action": "extend", "required": True, "type": Path}
+    parser.add_argument("--summaries", help="evaluation *.summary.json files; repeatable", **multi)
+    parser.add_argument("--runs", help="run folders (run.json, metrics.jsonl, cov_samples.jsonl)", **multi)
+    parser.add_argument("--claims", required=True, type=Path, help="the preset's claims.json (claim 4)")
+    parser.add_argument("--out-json", required=True, type=Path, help="e.g. results/study/study.json")
+    parser.add_argument("--out-md", required=True, type=Path, help="e.g. results/study/study.md")
+    parser.add_argument("--out-ablation", required=True, type=Path, help="ablation figure (.pdf)")
+    parser.add_argument("--out-ablation-png", required=True, type=Path, help="the same figure as .png")
+    parser.add_argument(
+        "--power", type=Path, default=None, help="the registration's power file (study_power.json)"
+    )
+    parser.add_argument("--out-power", required=True, type=Path, help="power figure (.pdf)")
+    parser.add_argument("--out-power-png", required=True, type=Path, help="the same figure as .png")
+    add_config_arguments(parser)
+    parser.epilog = describe_options(StudyConfig)
+
+
+def run(args: argparse.Namespace) -> int:
+    from cwgrpo.claims import _clean
+    from cwgrpo.provenance import provenance
+    from cwgrpo.report.study_figures import ablation_figure, power_figure
+
+    cfg = config_from_args(StudyConfig, args)
+    outputs = [
+        args.out_json,
+        args.out_md,
+        args.out_ablation,
+        args.out_ablation_png,
+        args.out_power,
+        args.out_power_png,
+    ]
+    inputs = [*args.summaries, *args.runs, args.claims, *([args.power] if args.power else [])]
+    check_outputs_not_inputs(inputs, outputs)
+    methods = [cfg.treatment_method, *cfg.variants]
+    report = analyse(
+        cfg,
+        summaries_frame(args.summaries),
+        metrics_frame(args.runs),
+        tail_shares(args.runs, methods, cfg.tail_top_fraction),
+        read_json(args.claims),
+    )
+    chash = config_hash(cfg)
+    full = {
+        **report,
+        "config": dataclasses.asdict(cfg),
+        "config_hash": chash,
+        "provenance": provenance(config_hash=chash),
+        "inputs": input_identity(args.summaries, args.runs),
+    }
+    write_json(args.out_json, _clean(full))
+    write_text(args.out_md, study_markdown(report, cfg))
+    ablation_figure(report, cfg, args.out_ablation, args.out_ablation_png)
+    registered = read_json(args.power) if args.power else None
+    power_figure(report, registered, args.out_power, args.out_power_png)
+    return 0
