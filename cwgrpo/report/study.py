@@ -240,6 +240,7 @@ def analyse(
         for s in sorted(curves[ref])
     }
     n_unstable = sum(r["unstable"] for r in regime.values())
+    n_unstable_ckpts = sum(r["unstable_checkpoints_only"] for r in regime.values())
     precondition = n_unstable > len(regime) / 2
     claims = []
     for cid, measure in PRIMARY.items():
@@ -290,7 +291,13 @@ def analyse(
         "first_step": first,
         "last_step": last,
         "base_avg": base,
-        "regime": {"per_seed": regime, "unstable_seeds": n_unstable, "precondition": bool(precondition)},
+        "regime": {
+            "per_seed": regime,
+            "unstable_seeds": n_unstable,
+            "unstable_seeds_checkpoints_only": n_unstable_ckpts,
+            "precondition": bool(precondition),
+        },
+        "entropy_level": {m: float(np.mean(list(measures[m]["entropy_mean"].values()))) for m in methods},
         "claims": claims,
         "ablation": ablation,
         "curves": {
@@ -335,101 +342,6 @@ def tail_shares(runs: Sequence[Path], methods: Sequence[str], fraction: float) -
     return out
 
 
-# -- rendering ---------------------------------------------------------------------------------------
-def _num(x: float | None, d: int = 2, sign: bool = True) -> str:
-    if x is None or not math.isfinite(x):
-        return "n/a"
-    return f"{x:+.{d}f}" if sign else f"{x:.{d}f}"
-
-
-def _ci(e: Mapping[str, Any], d: int = 2) -> str:
-    ci = e.get("ci95")
-    return f"[{_num(ci[0], d)}, {_num(ci[1], d)}]" if ci else "n/a"
-
-
-def _digits(unit: str | None) -> int:
-    return 3 if unit == "nats" else 1
-
-
-def study_markdown(report: Mapping[str, Any], cfg: StudyConfig) -> str:
-    """The claims table, the regime check and the ablation, as markdown."""
-    reg = report["regime"]
-    lines = [
-        f"# Pre-registered study: {cfg.size_name(report['size'])}",
-        "",
-        f"T = `{cfg.treatment_method}`, R = `{cfg.reference_method}`; effects are means over seeds of the per-seed "
-        "paired difference, signed so that a positive value supports the claim, with a two-sided 95 % "
-        "t-interval; *MDE* is the effect a paired t-test over these seeds would detect with 80 % power, from the "
-        "observed spread of the differences.",
-        "",
-        "## Precondition: is GRPO unstable?",
-        "",
-        f"GRPO unstable in **{reg['unstable_seeds']} of {len(reg['per_seed'])}** seeds (registered: entropy range ≥ "
-        f"{cfg.entropy_swing:.0%} of its start and best − last ≥ {cfg.drop_points:g} points, the base model counted "
-        f"as step 0); precondition **{'holds' if reg['precondition'] else 'fails'}**.",
-        "",
-        "| seed | entropy start | range | best − last (ckpts) | best − last (incl. base) | unstable | ckpts only |",
-        "|---|---|---|---|---|---|---|",
-    ]
-    for s, r in reg["per_seed"].items():
-        lines.append(
-            f"| {s} | {_num(r['entropy_start'], 3, False)} | {_num(r['entropy_range'], 3, False)} | "
-            f"{_num(r['best_minus_last'], 1, False)} | {_num(r['best_minus_last_incl_base'], 1, False)} | "
-            f"{'yes' if r['unstable'] else 'no'} | {'yes' if r['unstable_checkpoints_only'] else 'no'} |"
-        )
-    lines += [
-        "",
-        "## Claims",
-        "",
-        "| # | claim | effect | 95 % CI | n | MDE | verdict | reason |",
-        "|---|---|---|---|---|---|---|---|",
-    ]
-    for c in report["claims"]:
-        e, d = c["effect"] or {}, _digits(c.get("unit"))
-        mde_text = _num(c.get("mde_80"), d, False) if "mde_80" in c else ""
-        lines.append(
-            f"| {c['id']} | {c['claim']} | {_num(e.get('mean'), d)} {c.get('unit') or ''} | {_ci(e, d)} | "
-            f"{e.get('n', '')} | {mde_text} | {c['verdict']} | {c['reason']} |"
-        )
-    lines += [
-        "",
-        "Secondary measures (same sign convention):",
-        "",
-        "| claim | measure | effect | 95 % CI |",
-        "|---|---|---|---|",
-    ]
-    for c in report["claims"]:
-        for m, e in c.get("secondary", {}).items():
-            d = _digits(MEASURES[m][0])
-            lines.append(f"| {c['id']} | `{m}` | {_num(e.get('mean'), d)} {MEASURES[m][0]} | {_ci(e, d)} |")
-    if report["ablation"]:
-        lines += [
-            "",
-            f"## Ablation: each variant minus `{cfg.treatment_method}` (exploratory, no verdicts)",
-            "",
-            "| variant | Avg at last ckpt (points) | entropy range, T − V (nats) | best − last, T − V (points) | top-1 % share (points) |",
-            "|---|---|---|---|---|",
-        ]
-        for v, row in report["ablation"].items():
-            cells = [
-                f"{_num(row[k].get('mean'), _digits(MEASURES[k][0]))} {_ci(row[k], _digits(MEASURES[k][0]))}"
-                for k in PRIMARY.values()
-            ]
-            tail = row["top_share_pct"]
-            cells.append(f"{_num(tail.get('mean'), 1)} {_ci(tail, 1)}")
-            lines.append(f"| `{v}` | " + " | ".join(cells) + " |")
-    lines += ["", "## Avg per checkpoint (points, mean over seeds)", ""]
-    steps = report["steps"]
-    lines += [
-        "| method | base | " + " | ".join(str(s) for s in steps) + " |",
-        "|---" * (len(steps) + 2) + "|",
-    ]
-    for m, per_seed in report["curves"].items():
-        means = [np.mean([c[str(s)] for c in per_seed.values() if str(s) in c]) for s in steps]
-        lines.append(f"| `{m}` | {report['base_avg']:.1f} | " + " | ".join(f"{x:.1f}" for x in means) + " |")
-    return "\n".join(lines) + "\n"
-
-
 # -- command -----------------------------------------------------------------------------------------
 def configure_parser(parser: argparse.ArgumentParser) -> None:
     multi = {"nargs": "+", "action": "extend", "required": True, "type": Path}
@@ -452,7 +364,7 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     from cwgrpo.claims import _clean
     from cwgrpo.provenance import provenance
-    from cwgrpo.report.study_figures import ablation_figure, power_figure
+    from cwgrpo.report.study_render import ablation_figure, power_figure, study_markdown
 
     cfg = config_from_args(StudyConfig, args)
     outputs = [

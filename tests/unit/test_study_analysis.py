@@ -23,10 +23,10 @@ from cwgrpo.report.study import (
     entropy_range,
     entropy_start,
     mde,
-    study_markdown,
     tail_shares,
     unstable,
 )
+from cwgrpo.report.study_render import study_markdown
 
 T975_2 = 4.302652729911275
 BENCHES = ("b1", "b2")
