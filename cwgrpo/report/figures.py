@@ -33,9 +33,7 @@ import pandas as pd
 
 from cwgrpo.configs import ConfigError, add_config_arguments, config_from_args, config_hash, describe_options
 from cwgrpo.io import ResultFileError, check_outputs_not_inputs
-from cwgrpo.report.results import (
-    PAPER_BENCHMARKS,
-    ReportConfig,
+from cwgrpo.report.load import (
     cov_samples,
     footer_text,
     input_identity,
@@ -45,6 +43,8 @@ from cwgrpo.report.results import (
     run_info,
     summaries_frame,
 )
+from cwgrpo.report.options import PAPER_BENCHMARKS, ReportConfig
+from cwgrpo.stats import t_band
 
 log = logging.getLogger(__name__)
 KINDS = ("entropy", "checkpoints", "covariance", "training")
@@ -91,8 +91,6 @@ class FigureConfig(ReportConfig):
 # -- helpers -----------------------------------------------------------------------------------------
 def seed_band(sub: pd.DataFrame, column: str, cfg: FigureConfig) -> pd.DataFrame:
     """Per step: mean over seeds and the band (columns ``step, mean, lo, hi, n``) of one method's runs."""
-    from scipy import stats
-
     piv = sub.pivot(index="step", columns="seed", values=column).sort_index().astype(float)
     if cfg.smooth > 1:
         piv = piv.rolling(cfg.smooth, min_periods=1).mean()
@@ -101,9 +99,7 @@ def seed_band(sub: pd.DataFrame, column: str, cfg: FigureConfig) -> pd.DataFrame
     if cfg.band == "minmax":
         lo, hi = piv.min(axis=1), piv.max(axis=1)
     else:
-        t = pd.Series(stats.t.ppf(0.975, np.maximum(n - 1, 1)), index=piv.index)
-        half = (t * piv.std(axis=1, ddof=1) / np.sqrt(n)).where(n >= 2)
-        lo, hi = mean - half, mean + half
+        lo, hi = t_band(piv)
     out = pd.DataFrame({"mean": mean, "lo": lo, "hi": hi, "n": n}).reset_index()
     return out[out["n"] > 0]
 

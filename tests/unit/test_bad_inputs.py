@@ -33,7 +33,6 @@ from typing import Any
 import pytest
 import torch
 
-from cwgrpo import claims as claims_mod
 from cwgrpo import rewards as rewards_mod
 from cwgrpo import weighting as W
 from cwgrpo.configs import ConfigError, build_config, parse_overrides
@@ -41,8 +40,9 @@ from cwgrpo.data import DATASETS, get_dataset, load_records, normalise, prepare
 from cwgrpo.evaluate import EvalConfig, evaluate
 from cwgrpo.generation import check_model_dir
 from cwgrpo.io import ResultFileError
-from cwgrpo.report.results import cov_samples, metrics_frame, summaries_frame
-from cwgrpo.report.table import TableConfig
+from cwgrpo.report import claims as claims_mod
+from cwgrpo.report.load import cov_samples, metrics_frame, summaries_frame
+from cwgrpo.report.options import TableConfig
 
 REPO = Path(__file__).resolve().parents[2]
 REC = {"id": "p-0", "problem": "1+1", "answer": "2", "source": "test"}
@@ -795,7 +795,7 @@ def _finished_run_without_live_logs(ctx: Ctx):
 
 
 def _metrics_with_a_gap(ctx: Ctx):
-    from cwgrpo.report.results import metrics_frame
+    from cwgrpo.report.load import metrics_frame
 
     run = ctx.tmp / "run"
     run.mkdir()
@@ -894,7 +894,7 @@ def _truncated_model(ctx: Ctx) -> Path:
 
 
 def _summary_with(ctx: Ctx, **values: Any):
-    from cwgrpo.report.results import summaries_frame
+    from cwgrpo.report.load import summaries_frame
 
     path = _summary(ctx)
     data = json.loads(path.read_text())
@@ -1218,8 +1218,7 @@ def _fetch_model_network_down(ctx: Ctx) -> None:
 def _repeated_list_flags_extend(ctx: Ctx) -> None:
     import argparse
 
-    from cwgrpo import claims
-    from cwgrpo.report import figures, table
+    from cwgrpo.report import claims, figures, table
 
     for module, argv, attr in (
         (figures, ["--kind", "training", "--out", "f.pdf", "--runs", "A", "B", "--runs", "C"], "runs"),

@@ -16,7 +16,7 @@ import pytest
 from cwgrpo.cli import main
 from cwgrpo.io import ResultFileError
 from cwgrpo.report.figures import FigureConfig, make_figure, seed_band
-from cwgrpo.report.results import metrics_frame
+from cwgrpo.report.load import metrics_frame
 from cwgrpo.report.style import METHOD_COLORS, method_color, output_paths, save_figure
 
 T975_2 = 4.302652729911275

@@ -16,8 +16,10 @@ import pytest
 
 from cwgrpo.cli import main
 from cwgrpo.io import ResultFileError
-from cwgrpo.report.results import load_reported, mean_ci, seed_effect, summaries_frame
-from cwgrpo.report.table import TableConfig, build_table1, write_table
+from cwgrpo.report.load import load_reported, summaries_frame
+from cwgrpo.report.options import TableConfig
+from cwgrpo.report.table import build_table1, write_table
+from cwgrpo.stats import mean_ci, seed_effect
 
 T975_2 = 4.302652729911275  # t quantile, 2 degrees of freedom (3 seeds)
 TINY = {

@@ -340,9 +340,9 @@ def _check_command_options():
             except oc.OptionError as err:
                 _fail_option(err, sources)
     try:  # the report commands need pandas, which a bare Snakemake environment may lack
-        from cwgrpo.claims import ClaimsConfig
+        from cwgrpo.report.claim_checks import ClaimsConfig
         from cwgrpo.report.figures import FigureConfig
-        from cwgrpo.report.table import TableConfig
+        from cwgrpo.report.options import TableConfig
     except ImportError as err:
         print(f"note: report options not checked at parse time ({err})", file=sys.stderr)
         return
