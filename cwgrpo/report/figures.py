@@ -15,7 +15,8 @@ Kinds and their inputs:
 Every figure uses :mod:`cwgrpo.report.style` (one colour per method, legend on the right) and carries
 a provenance footer. Example::
 
-    cwgrpo figure --kind entropy --runs results/tiny/runs/*/*/seed* --out figures/entropy.pdf
+    cwgrpo figure --kind entropy --runs results/tiny/runs/*/*/seed* \\
+        --out-pdf figures/entropy.pdf --out-png figures/entropy.png
 """
 
 from __future__ import annotations
@@ -408,7 +409,10 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
         help="evaluation *.summary.json files; repeatable",
     )
     parser.add_argument(
-        "--out", required=True, type=Path, help="figures/NAME.pdf; NAME.png is written beside it"
+        "--out-pdf", required=True, type=Path, help="the figure as PDF, e.g. figures/NAME.pdf"
+    )
+    parser.add_argument(
+        "--out-png", required=True, type=Path, help="the figure as PNG, e.g. figures/NAME.png"
     )
     add_config_arguments(parser)
     parser.epilog = describe_options(FigureConfig)
@@ -418,10 +422,9 @@ def run(args: argparse.Namespace) -> int:
     from cwgrpo.report.style import apply_style, save_figure
 
     cfg = config_from_args(FigureConfig, args)
-    png_out = args.out.with_suffix(".png")
-    check_outputs_not_inputs([*args.runs, *args.summaries], [args.out, png_out])
+    check_outputs_not_inputs([*args.runs, *args.summaries], [args.out_pdf, args.out_png])
     apply_style()
     fig = make_figure(args.kind, cfg, list(args.runs), list(args.summaries))
-    pdf, png = save_figure(fig, args.out)
+    pdf, png = save_figure(fig, args.out_pdf, args.out_png)
     log.info("wrote %s and %s", pdf, png)
     return 0

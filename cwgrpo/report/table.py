@@ -9,21 +9,24 @@ the mean over seeds; with two or more seeds it shows ``± the 95 % t-interval ha
 with one seed and k > 1 the summary's own interval over problems. Bold: best in its column within a
 size, judged on the displayed (rounded) values, so ties are all bold.
 
-Outputs::
+Outputs, each its own flag (the command writes no other file)::
 
-    OUT_DIR/table1.csv              long format, one row per (size, method, benchmark|avg), fractions
-                                    exactly as the summaries store them, plus CI, best flag and Δ
-    OUT_DIR/table1.tex, table1.md   the typeset table (booktabs) and its Markdown twin
-    OUT_DIR/reported_vs_ours.{csv,md}  the paper's numbers and ours side by side, in percent
-    OUT_DIR/metric_sensitivity.{csv,md}  each cell under the strict and the paper metric, their
-                                    difference and the share of samples that disagree
-    OUT_DIR/table1.provenance.json  the run identity of this table and of every input file
-    OUT_PDF                         the table drawn with matplotlib on one page, with a provenance footer
+    --out-csv                 long format, one row per (size, method, benchmark|avg), fractions exactly
+                              as the summaries store them, plus CI, best flag and Δ
+    --out-tex, --out-md       the typeset table (booktabs) and its Markdown twin
+    --out-reported-csv/-md    the paper's numbers and ours side by side, in percent
+    --out-sensitivity-csv/-md each cell under the strict and the paper metric, their difference and the
+                              share of samples that disagree
+    --out-provenance          the run identity of this table and of every input file (JSON)
+    --out-pdf                 the table drawn with matplotlib on one page, with a provenance footer
 
-Example::
+Example (``R=results/tiny``)::
 
-    cwgrpo table --summaries results/tiny/eval/*/*/*/step*/*.summary.json \\
-        --out-pdf figures/table1.pdf --out-dir results/tiny --set preset=tiny --set step=100
+    cwgrpo table --summaries $R/eval/*/*/*/step*/*.summary.json --out-pdf figures/table1.pdf \\
+        --out-csv $R/table1.csv --out-tex $R/table1.tex --out-md $R/table1.md \\
+        --out-reported-csv $R/reported_vs_ours.csv --out-reported-md $R/reported_vs_ours.md \\
+        --out-sensitivity-csv $R/metric_sensitivity.csv --out-sensitivity-md $R/metric_sensitivity.md \\
+        --out-provenance $R/table1.provenance.json --set preset=tiny --set step=100
 """
 
 from __future__ import annotations
@@ -266,12 +269,10 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
         type=Path,
         help="evaluation *.summary.json files; repeatable",
     )
-    parser.add_argument(
-        "--out-pdf", required=True, type=Path, help="the typeset table, e.g. figures/table1.pdf"
-    )
-    parser.add_argument(
-        "--out-dir", required=True, type=Path, help="folder for table1.* and reported_vs_ours.*"
-    )
+    for name, help_text in TABLE_OUTPUTS.items():
+        parser.add_argument(
+            f"--out-{name.replace('_', '-')}", dest=f"out_{name}", required=True, type=Path, help=help_text
+        )
     parser.add_argument(
         "--reported",
         type=Path,
@@ -282,20 +283,27 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
     parser.epilog = describe_options(TableConfig)
 
 
-TABLE_FILES = (
-    "table1.csv",
-    "table1.tex",
-    "table1.md",
-    "reported_vs_ours.csv",
-    "reported_vs_ours.md",
-    "table1.provenance.json",
-)
+# Output name -> help; each is the flag --out-NAME (underscores as dashes) and a key of write_table's `out`.
+TABLE_OUTPUTS = {
+    "pdf": "the typeset table, e.g. figures/table1.pdf",
+    "csv": "Table 1 in long format (table1.csv)",
+    "tex": "Table 1 in LaTeX (table1.tex)",
+    "md": "Table 1 in Markdown (table1.md)",
+    "reported_csv": "the paper's numbers beside ours (reported_vs_ours.csv)",
+    "reported_md": "the same in Markdown (reported_vs_ours.md)",
+    "sensitivity_csv": "each cell under the strict and the paper metric (metric_sensitivity.csv)",
+    "sensitivity_md": "the same in Markdown (metric_sensitivity.md)",
+    "provenance": "the run identity of the table and its inputs (table1.provenance.json)",
+}
 
 
 def write_table(
-    cfg: TableConfig, summaries: list[Path], out_pdf: Path, out_dir: Path, reported_path: Path | None = None
+    cfg: TableConfig, summaries: list[Path], out: dict[str, Path], reported_path: Path | None = None
 ) -> dict[str, Path]:
-    """Compute and write every output of ``cwgrpo table``; returns their paths by name."""
+    """Compute and write every output of ``cwgrpo table`` to ``out`` (keys: :data:`TABLE_OUTPUTS`)."""
+    missing = sorted(set(TABLE_OUTPUTS) - set(out))
+    if missing:
+        raise ValueError(f"write_table: no path given for output(s) {missing}")
     from cwgrpo.provenance import provenance
 
     frame = summaries_frame(summaries)
@@ -305,25 +313,14 @@ def write_table(
     cmp = reported_vs_ours(cells, per_seed, cfg, reported)
     identity = input_identity(summary_paths=summaries)
     chash = config_hash(cfg)
-    out = {
-        "csv": out_dir / "table1.csv",
-        "tex": out_dir / "table1.tex",
-        "md": out_dir / "table1.md",
-        "cmp_csv": out_dir / "reported_vs_ours.csv",
-        "cmp_md": out_dir / "reported_vs_ours.md",
-        "sens_csv": out_dir / "metric_sensitivity.csv",
-        "sens_md": out_dir / "metric_sensitivity.md",
-        "provenance": out_dir / "table1.provenance.json",
-        "pdf": out_pdf,
-    }
     write_text(out["csv"], cells.to_csv(index=False))
     write_text(out["tex"], grid_latex(grid))
     write_text(out["md"], grid_markdown(grid))
-    write_text(out["cmp_csv"], cmp.to_csv(index=False))
-    write_text(out["cmp_md"], reported_markdown(cmp, cfg))
+    write_text(out["reported_csv"], cmp.to_csv(index=False))
+    write_text(out["reported_md"], reported_markdown(cmp, cfg))
     sens = sensitivity_frame(summaries, cfg)
-    write_text(out["sens_csv"], sens.to_csv(index=False))
-    write_text(out["sens_md"], sensitivity_markdown(sens, cfg))
+    write_text(out["sensitivity_csv"], sens.to_csv(index=False))
+    write_text(out["sensitivity_md"], sensitivity_markdown(sens, cfg))
     write_json(
         out["provenance"],
         {
@@ -334,14 +331,16 @@ def write_table(
             "inputs": identity,
         },
     )
-    grid_pdf(grid, out_pdf, footer_text(identity, chash))
-    return out
+    grid_pdf(grid, out["pdf"], footer_text(identity, chash))
+    return dict(out)
 
 
 def run(args: argparse.Namespace) -> int:
     cfg = config_from_args(TableConfig, args)
-    outputs = [args.out_pdf, *(args.out_dir / n for n in TABLE_FILES)]
-    check_outputs_not_inputs([*args.summaries, *([args.reported] if args.reported else [])], outputs)
-    out = write_table(cfg, list(args.summaries), args.out_pdf, args.out_dir, args.reported)
+    outputs = {name: getattr(args, f"out_{name}") for name in TABLE_OUTPUTS}
+    check_outputs_not_inputs(
+        [*args.summaries, *([args.reported] if args.reported else [])], list(outputs.values())
+    )
+    out = write_table(cfg, list(args.summaries), outputs, args.reported)
     log.info("wrote %s", ", ".join(str(p) for p in out.values()))
     return 0

@@ -1221,8 +1221,8 @@ def _repeated_list_flags_extend(ctx: Ctx) -> None:
     from cwgrpo.report import claims, figures, table
 
     for module, argv, attr in (
-        (figures, ["--kind", "training", "--out", "f.pdf", "--runs", "A", "B", "--runs", "C"], "runs"),
-        (table, ["--out-pdf", "t.pdf", "--out-dir", "t", "--summaries", "A", "B", "--summaries", "C"], "summaries"),
+        (figures, ["--kind", "training", "--out-pdf", "f.pdf", "--out-png", "f.png", "--runs", "A", "B", "--runs", "C"], "runs"),
+        (table, [*(a for n in TABLE_FILES for a in (f"--out-{n}", n)), "--summaries", "A", "B", "--summaries", "C"], "summaries"),
         (claims, ["--out-json", "c.json", "--out-md", "c.md", "--runs", "R", "--summaries", "A", "B", "--summaries", "C"], "summaries"),
     ):  # fmt: skip
         parser = argparse.ArgumentParser()
@@ -1367,7 +1367,23 @@ def _eval_argv(ctx: Ctx) -> list[str]:
 
 
 EVAL_OUT = ("out.jsonl", "out.summary.json")
-TABLE_OUT = ("table.pdf", "t/table1.csv", "t/table1.md", "t/table1.tex", "t/table1.provenance.json")
+TABLE_FILES = {
+    "pdf": "table.pdf",
+    "csv": "t/table1.csv",
+    "tex": "t/table1.tex",
+    "md": "t/table1.md",
+    "reported-csv": "t/reported_vs_ours.csv",
+    "reported-md": "t/reported_vs_ours.md",
+    "sensitivity-csv": "t/metric_sensitivity.csv",
+    "sensitivity-md": "t/metric_sensitivity.md",
+    "provenance": "t/table1.provenance.json",
+}
+TABLE_OUT = tuple(TABLE_FILES.values())
+
+
+def _table_out_flags(ctx: Ctx) -> list[str]:
+    return [arg for name, rel in TABLE_FILES.items() for arg in (f"--out-{name}", str(ctx.tmp / rel))]
+
 
 CLI = [
     Cli("unknown-command", lambda c: ["frobnicate"], "", "unknown command 'frobnicate'"),
@@ -1429,10 +1445,7 @@ CLI = [
             "table",
             "--summaries",
             str(c.write("s.summary.json", _summary(c).read_text()[:40])),
-            "--out-pdf",
-            str(c.tmp / "table.pdf"),
-            "--out-dir",
-            str(c.tmp / "t"),
+            *_table_out_flags(c),
         ],
         "table",
         "is not valid JSON (truncated or corrupt?)",

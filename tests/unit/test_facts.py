@@ -32,6 +32,7 @@ def test_dataset_registry_uses_the_papers_names():
 
 def test_reported_numbers_cover_exactly_the_papers_benchmarks_and_sizes():
     reported = load_reported()
+    assert tuple(reported["benchmark_order"]) == paper.BENCHMARKS
     for row in reported["table1"]["rows"]:
         assert set(row) >= {*paper.BENCHMARKS, AVG}, row
         assert row["size"] in paper.SIZES
