@@ -15,8 +15,6 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from cwgrpo import paper
-
 PINS = {"trl": "==1.16.0", "snakemake": "==9.27.1", "math-verify": "==0.9.0"}
 REQUIRED = (
     "torch",
@@ -28,7 +26,7 @@ REQUIRED = (
     "snakemake",
     "matplotlib",
 )
-PAPER_DATA = (paper.TRAIN_SET, *paper.BENCHMARKS)
+PAPER_DATA = ("open_rs", "aime24", "math500", "amc23", "minerva", "olympiadbench")
 
 
 @dataclass(frozen=True)
