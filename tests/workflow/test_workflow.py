@@ -333,6 +333,7 @@ PRE_QUOTED = {
     "params.revision",
     "params.source",
     "params.own",
+    "params.power",
 }
 
 

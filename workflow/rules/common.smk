@@ -400,7 +400,7 @@ def _check_study():
     study = config.get("study")
     if not study:
         return
-    treatment = study.get("treatment", "cw_grpo")
+    treatment = study["treatment"]
     if treatment not in METHODS:
         fail(
             "study.treatment",
@@ -583,7 +583,7 @@ def study_outputs():
 
 def study_power_file():
     """The registration's power file as an input: a relative path is the repository's (it ships there)."""
-    path = config["study"].get("power")
+    path = config["study"]["power"]
     if not path:
         return []
     return [path if Path(path).is_absolute() else str(Path(workflow.basedir) / path)]
@@ -591,7 +591,7 @@ def study_power_file():
 
 def study_options():
     """Options of `cwgrpo study`: the shared `report` section, the treatment, the ablation variants."""
-    treatment = config["study"].get("treatment", "cw_grpo")
+    treatment = config["study"]["treatment"]
     reference = config["report"].get("reference_method", "grpo")
     variants = [m for m in METHODS if m not in (treatment, reference)]
     return {**config["report"], "preset": KIND, "treatment_method": treatment, "variants": variants}
