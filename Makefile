@@ -38,10 +38,13 @@ lighteval: $(LIGHTEVAL_VENV)/.ready
 tiny: setup
 	PATH=$(abspath $(BIN)):$$PATH snakemake --cores all figures/table1.pdf
 
+# pytest-xdist: one worker per core, each test file on one worker (tests/conftest.py); PYTEST_XDIST= runs serially.
+PYTEST_XDIST ?= -n auto --dist loadgroup
+
 # The tests of the paper metric run against the environment just built (CWGRPO_REQUIRE_LIGHTEVAL=1:
 # a missing one fails them instead of skipping).
 test: setup lighteval
-	CWGRPO_REQUIRE_LIGHTEVAL=1 PATH=$(abspath $(BIN)):$$PATH $(BIN)/pytest
+	CWGRPO_REQUIRE_LIGHTEVAL=1 PATH=$(abspath $(BIN)):$$PATH $(BIN)/pytest $(PYTEST_XDIST)
 
 lint: setup
 	$(BIN)/ruff check . && $(BIN)/ruff format --check . && PATH=$(abspath $(BIN)):$$PATH snakemake --lint

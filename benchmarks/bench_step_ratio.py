@@ -13,7 +13,8 @@ Qwen-1.5B's architecture (Qwen2: hidden 1536, 28 layers, 12 heads, 2 KV heads, i
 vocabulary 151,936; no download), bf16, gradient checkpointing, the paper's micro-batch of one group (12
 completions, 512 prompt and up to 4,096 completion tokens), the released log-prob temperature 1.0, for
 GRPO, CW-GRPO (both variants) and Clip-Cov; it reports each median, the CW/GRPO ratios (goal <= 1.02)
-and the peak GPU memory of each. ``--gpu --arch tiny`` runs the same code path on a small Qwen2 on CPU,
+and the peak GPU memory of each (absolute, with all four models resident, and the step's own on top of
+what was allocated before it; no method's gradients are held during another's step). ``--gpu --arch tiny`` runs the same code path on a small Qwen2 on CPU,
 which is how it is checked on a machine without a GPU:
 
     python benchmarks/bench_step_ratio.py --gpu --reps 10 --out benchmarks/results/step_ratio_gpu.json
@@ -146,15 +147,22 @@ def _paper_step(args, tmp: Path) -> dict:
     batch = _batch(config.vocab_size, b=group, p=prompt, t=completion, one_prompt=True, device=device)
     times: dict[str, list[float]] = {name: [] for name in trainers}
     peaks: dict[str, int] = {}
+    step_peaks: dict[str, int] = {}  # over what was allocated before the step (the four models' weights)
     for rep in range(args.reps + 2):
         for name, trainer in trainers.items():
             if cuda:
+                trainer.model.zero_grad(set_to_none=True)
+                torch.cuda.synchronize()
                 torch.cuda.reset_peak_memory_stats()
+                before = torch.cuda.memory_allocated()
             elapsed = _time(trainer, batch)
             if rep >= 2:
                 times[name].append(elapsed)
             if cuda:
-                peaks[name] = max(peaks.get(name, 0), torch.cuda.max_memory_allocated())
+                peak = torch.cuda.max_memory_allocated()
+                peaks[name] = max(peaks.get(name, 0), peak)
+                step_peaks[name] = max(step_peaks.get(name, 0), peak - before)
+            trainer.model.zero_grad(set_to_none=True)  # no method's gradients held during another's step
     medians = {name: statistics.median(values) for name, values in times.items()}
     return {
         "what": f"loss + backward of one group ({group} x ({prompt} + {completion}) tokens), arch {args.arch}, "
@@ -163,7 +171,11 @@ def _paper_step(args, tmp: Path) -> dict:
         "reps": args.reps,
         "median_s": medians,
         "ratio_over_grpo": {name: medians[name] / medians["grpo"] for name in medians},
+        "goal_ratio_at_most": 1.02,
+        "goal_met": {n: medians[n] / medians["grpo"] <= 1.02 for n in medians if n.startswith("cw_grpo")},
         "peak_memory_gib": {name: peak / 2**30 for name, peak in peaks.items()},
+        "peak_step_memory_gib": {name: peak / 2**30 for name, peak in step_peaks.items()},
+        "device": torch.cuda.get_device_name() if cuda else "cpu",
     }
 
 

@@ -54,6 +54,16 @@ def _top_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _log_resource_use(name: str) -> None:
+    """One line per finished command with its CPU seconds since the process started (imports included;
+    grading workers once they have exited): what benchmarks/bench_tiny_jobs.py reads from the job logs."""
+    import resource
+
+    own, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
+    logging.getLogger("cwgrpo.cli").info("resource use: cwgrpo %s: %.2f s CPU (user+sys)", name, cpu)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     top = _top_parser()
@@ -84,6 +94,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     try:
         code = module.run(args)
+        _log_resource_use(name)
     except (ConfigError, ResultFileError, OSError, ValueError) as err:  # OSError: unreadable/unwritable paths
         if os.environ.get("CWGRPO_DEBUG"):
             raise

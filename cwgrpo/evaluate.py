@@ -7,6 +7,19 @@
         --tag size=small --tag method=base --tag seed=0 --tag step=0 \\
         --set prompt_set=tiny --set k=4 --set max_new_tokens=64
 
+Several models in one process (one Python start and one set of imports for all the checkpoints of a
+run): each ``--model-dir`` starts a new model, and the ``--tag``, ``--benchmark-file``, ``--out`` and
+``--summary`` given after it are that model's (those given before the first ``--model-dir`` belong to
+the first). The files of each model are byte-identical to those of one ``cwgrpo evaluate`` per model::
+
+    cwgrpo evaluate --set prompt_set=tiny --set k=2 \
+        --model-dir runs/small/grpo/seed0/checkpoint-8 --tag step=8 \
+            --benchmark-file data/syn_math500.jsonl --out eval/step8/syn_math500.jsonl \
+            --summary eval/step8/syn_math500.summary.json \
+        --model-dir runs/small/grpo/seed0/checkpoint-16 --tag step=16 \
+            --benchmark-file data/syn_math500.jsonl --out eval/step16/syn_math500.jsonl \
+            --summary eval/step16/syn_math500.summary.json
+
 Outputs (``docs/architecture.md``): one JSONL line per (problem, sample) ``{id, sample, completion,
 extracted, gold, correct, correct_strict, unscorable, truncated, tokens}`` (``correct`` is the
 strict metric's verdict; ``cwgrpo grade --summary-in`` adds the paper metric's and may make it the
@@ -222,31 +235,64 @@ def evaluate_many(
 
     Every input is checked before the model loads, so a bad file fails fast and writes nothing.
     """
+    return evaluate_models([ModelJobs(Path(model_dir), tags, list(jobs))], cfg)[0]
+
+
+@dataclasses.dataclass
+class ModelJobs:
+    """One model to evaluate: its folder, the tags stored in its summaries, and its
+    (benchmark file, samples out, summary out) triples."""
+
+    model_dir: Path
+    tags: dict[str, Any]
+    jobs: list[tuple[Path, Path, Path]]
+
+
+def evaluate_models(models: list[ModelJobs], cfg: EvalConfig) -> list[list[dict[str, Any]]]:
+    """Evaluate several models in one process, one after the other (one model in memory at a time).
+
+    Every input of every model is checked before the first model loads, so a bad file fails fast and
+    writes nothing. Each model's files are what ``evaluate_many`` alone writes for it (byte for byte):
+    the seed is reset before each benchmark, and sampling draws from per-sample generators.
+    """
+    import gc
+
     from cwgrpo.generation import get_backend
     from cwgrpo.provenance import seed_everything
 
-    if not jobs:
-        raise ConfigError("no benchmark given")
-    outputs = [Path(p).resolve() for _, out, summary in jobs for p in (out, summary)]
+    if not models:
+        raise ConfigError("no --model-dir given")
+    outputs = [Path(p).resolve() for m in models for _, out, summary in m.jobs for p in (out, summary)]
     if len(set(outputs)) != len(outputs):
         raise ConfigError(f"the --out/--summary paths must all differ: {[str(p) for p in outputs]}")
-    check_outputs_not_inputs([model_dir, *(b for b, _, _ in jobs)], outputs)
-    loaded = []
-    for benchmark_file, _, _ in jobs:
-        records = load_records(benchmark_file)
-        loaded.append(records[: cfg.limit] if cfg.limit is not None else records)
-    check_model_dir(model_dir)
-    check_model_readable(model_dir)
-    check_benchmarks_fit(model_dir, [b for b, _, _ in jobs], loaded, cfg)
+    inputs = [p for m in models for p in (m.model_dir, *(b for b, _, _ in m.jobs))]
+    check_outputs_not_inputs(inputs, outputs)
+    loaded_by_model = []
+    for m in models:
+        if not m.jobs:
+            raise ConfigError(f"no benchmark given for --model-dir {m.model_dir}")
+        loaded = []
+        for benchmark_file, _, _ in m.jobs:
+            records = load_records(benchmark_file)
+            loaded.append(records[: cfg.limit] if cfg.limit is not None else records)
+        check_model_dir(m.model_dir)
+        check_model_readable(m.model_dir)
+        check_benchmarks_fit(m.model_dir, [b for b, _, _ in m.jobs], loaded, cfg)
+        loaded_by_model.append(loaded)
 
-    backend = get_backend(cfg.backend, model_dir, **cfg.backend_options())
-    summaries = []
-    for (benchmark_file, out, summary_path), records in zip(jobs, loaded, strict=True):
-        seed_everything(cfg.seed)  # each benchmark's samples do not depend on which others ran before
-        summaries.append(
-            _evaluate_one(backend, model_dir, benchmark_file, records, out, summary_path, cfg, tags)
-        )
-    return summaries
+    results = []
+    for m, loaded in zip(models, loaded_by_model, strict=True):
+        backend = get_backend(cfg.backend, m.model_dir, **cfg.backend_options())
+        summaries = []
+        for (benchmark_file, out, summary_path), records in zip(m.jobs, loaded, strict=True):
+            seed_everything(cfg.seed)  # each benchmark's samples do not depend on which others ran before
+            summaries.append(
+                _evaluate_one(backend, m.model_dir, benchmark_file, records, out, summary_path, cfg, m.tags)
+            )
+        results.append(summaries)
+        del backend  # one model in memory at a time
+        gc.collect()
+    return results
 
 
 def check_model_readable(model_dir: Path) -> None:
@@ -321,23 +367,38 @@ def _evaluate_one(
     return summary
 
 
+class _InOrder(argparse.Action):
+    """Appends like ``action="append"`` and also records the order of the per-model options, so that
+    ``run`` can give each ``--model-dir`` the options that follow it."""
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        getattr(namespace, self.dest).append(values)
+        namespace.in_order.append((self.dest, values))
+
+
+PER_MODEL = ("model_dir", "tag", "benchmark_file", "out", "summary")
+
+
 def configure_parser(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--model-dir", required=True, type=Path, help="local model folder")
+    parser.set_defaults(in_order=[], **{dest: [] for dest in PER_MODEL})
+    parser.add_argument(
+        "--model-dir",
+        type=Path,
+        action=_InOrder,
+        help="local model folder; repeat to evaluate several models in one process (each --model-dir "
+        "takes the --tag, --benchmark-file, --out and --summary given after it)",
+    )
     parser.add_argument(
         "--benchmark-file",
-        required=True,
         type=Path,
-        action="append",
+        action=_InOrder,
         help="problem records JSONL; repeat (with --out and --summary) to evaluate several with one model load",
     )
-    parser.add_argument("--out", required=True, type=Path, action="append", help="per-sample JSONL to write")
-    parser.add_argument(
-        "--summary", required=True, type=Path, action="append", help="summary JSON (written last)"
-    )
+    parser.add_argument("--out", type=Path, action=_InOrder, help="per-sample JSONL to write")
+    parser.add_argument("--summary", type=Path, action=_InOrder, help="summary JSON (written last)")
     parser.add_argument(
         "--tag",
-        action="append",
-        default=[],
+        action=_InOrder,
         metavar="KEY=VALUE",
         help="label stored in the summary (seed and step as integers); repeatable",
     )
@@ -345,15 +406,38 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
     parser.epilog = describe_options(EvalConfig)
 
 
+def model_jobs(in_order: list[tuple[str, Any]]) -> list[ModelJobs]:
+    """The per-model options in command-line order -> one ``ModelJobs`` per ``--model-dir``."""
+    groups: list[dict[str, list]] = []
+    pending: dict[str, list] = {dest: [] for dest in PER_MODEL}  # before the first --model-dir
+    for dest, value in in_order:
+        if dest == "model_dir":
+            groups.append({**({d: [] for d in PER_MODEL} if groups else pending), "model_dir": [value]})
+        else:
+            (groups[-1] if groups else pending)[dest].append(value)
+    if not groups:
+        raise ConfigError("the following arguments are required: --model-dir")
+    models = []
+    for g in groups:
+        model_dir = g["model_dir"][0]
+        missing = [f"--{d.replace('_', '-')}" for d in ("benchmark_file", "out", "summary") if not g[d]]
+        if missing:
+            where = f" (for --model-dir {model_dir})" if len(groups) > 1 else ""
+            raise ConfigError(f"the following arguments are required: {', '.join(missing)}{where}")
+        n = (len(g["benchmark_file"]), len(g["out"]), len(g["summary"]))
+        if len(set(n)) != 1:
+            raise ConfigError(
+                f"--model-dir {model_dir}: give one --out and one --summary per --benchmark-file (got "
+                f"{n[0]} benchmark files, {n[1]} --out, {n[2]} --summary)"
+            )
+        jobs = list(zip(g["benchmark_file"], g["out"], g["summary"], strict=True))
+        models.append(ModelJobs(model_dir, parse_tags(g["tag"]), jobs))
+    return models
+
+
 def run(args: argparse.Namespace) -> int:
     cfg = config_from_args(EvalConfig, args)
-    tags = parse_tags(args.tag)
-    if not len(args.benchmark_file) == len(args.out) == len(args.summary):
-        raise ConfigError(
-            f"give one --out and one --summary per --benchmark-file (got {len(args.benchmark_file)} benchmark "
-            f"files, {len(args.out)} --out, {len(args.summary)} --summary)"
-        )
-    jobs = list(zip(args.benchmark_file, args.out, args.summary, strict=True))
+    models = model_jobs(args.in_order)
     with one_gpu():  # a device no other job holds, on a machine with GPUs
-        evaluate_many(args.model_dir, jobs, cfg, tags)
+        evaluate_models(models, cfg)
     return 0

@@ -13,6 +13,28 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 os.environ.setdefault("MPLBACKEND", "Agg")
 
 
+# pytest-xdist (`pytest -n auto --dist loadgroup`, as `make test` runs it): each test file stays on one
+# worker, so that its module- and session-scoped fixtures (a smoke DAG run, a trained run) are built once
+# as without xdist; the files that share one expensive session fixture share a group (the real model is
+# fetched once), and the real-Slurm tests run one after the other on one worker (one cluster at a time).
+SHARED_GROUPS = {
+    "tests/real/": "real-model",
+    "tests/e2e/test_real_dag.py": "real-model",
+    "tests/slurm/": "slurm",
+}
+
+
+@pytest.hookimpl(tryfirst=True)  # before xdist's own hook reads the groups
+def pytest_collection_modifyitems(config, items):
+    root = config.rootpath
+    for item in items:
+        if item.get_closest_marker("xdist_group"):
+            continue
+        rel = item.path.relative_to(root).as_posix() if item.path.is_relative_to(root) else str(item.path)
+        group = next((g for prefix, g in SHARED_GROUPS.items() if rel.startswith(prefix)), rel)
+        item.add_marker(pytest.mark.xdist_group(group))
+
+
 @pytest.fixture(scope="session")
 def tiny_model_dir(tmp_path_factory):
     """A `small` tiny model (random weights) with its tokenizer, saved to disk and loadable by path."""

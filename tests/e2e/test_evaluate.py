@@ -121,3 +121,83 @@ def test_evaluate_bad_benchmark_file_exit_2(tmp_path, capsys):
     assert cli.main(evaluate_args(model_dir, bad, out_dir)) == 2
     assert "lacks ['answer', 'source']" in capsys.readouterr().err
     assert not out_dir.exists()
+
+
+@pytest.fixture(scope="module")
+def second_tiny_model_dir(tmp_path_factory) -> Path:
+    """A second `small` tiny model (other random weights), so that the two models' samples differ."""
+    from cwgrpo.tiny import save_tiny
+
+    out = tmp_path_factory.mktemp("tiny-small-seed1")
+    save_tiny(out, "small", seed=1)
+    return out
+
+
+@pytest.mark.slow
+def test_evaluate_several_models_in_one_process_writes_the_files_of_one_process_each(
+    tiny_model_dir, second_tiny_model_dir, benchmark_file, tmp_path
+):
+    """The workflow evaluates every checkpoint of a run in one process: each model's files must be the
+    bytes that one `cwgrpo evaluate` per model writes."""
+    settings = ["--set", "prompt_set=tiny", "--set", "k=2", "--set", "max_new_tokens=12", "--set", "limit=5"]
+    settings += ["--set", "cpu_threads=1", "--set", "temperature=1.0", "--set", "batch_size=4"]
+    env = {**os.environ, "CWGRPO_LOG_LEVEL": "WARNING"}
+    models = {"step1": tiny_model_dir, "step2": second_tiny_model_dir}
+
+    def model_args(step: str, out_dir: Path) -> list[str]:
+        tags = ["--tag", "method=grpo", "--tag", f"step={step.removeprefix('step')}"]
+        return [*evaluate_args(models[step], benchmark_file, out_dir / step)[1:], *tags]
+
+    def cwgrpo_evaluate(*args: str) -> None:
+        cmd = [sys.executable, "-m", "cwgrpo.cli", "evaluate", *args, *settings]
+        proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=600)
+        assert proc.returncode == 0, proc.stderr[-3000:]
+
+    for step in models:
+        cwgrpo_evaluate(*model_args(step, tmp_path / "apart"))
+    cwgrpo_evaluate(*model_args("step1", tmp_path / "together"), *model_args("step2", tmp_path / "together"))
+
+    for step in models:
+        for fname in ("syn_math500.jsonl", "syn_math500.summary.json"):
+            apart = (tmp_path / "apart" / step / fname).read_bytes()
+            assert (tmp_path / "together" / step / fname).read_bytes() == apart, (step, fname)
+    steps = [json.loads((tmp_path / "together" / s / "syn_math500.summary.json").read_text()) for s in models]
+    assert [s["tags"] for s in steps] == [{"method": "grpo", "step": 1}, {"method": "grpo", "step": 2}]
+    assert steps[0]["provenance"]["model_dir"] != steps[1]["provenance"]["model_dir"]
+    samples = [(tmp_path / "together" / s / "syn_math500.jsonl").read_bytes() for s in models]
+    assert samples[0] != samples[1], "two different models gave the same samples: the test shows nothing"
+
+
+def test_evaluate_several_models_checks_every_model_before_writing_anything(
+    tiny_model_dir, benchmark_file, tmp_path, capsys
+):
+    """A bad second model fails the whole command before the first model's files are written."""
+    first = evaluate_args(tiny_model_dir, benchmark_file, tmp_path / "a")[1:]
+    second = evaluate_args(tmp_path / "no-model", benchmark_file, tmp_path / "b")[1:]
+    assert cli.main(["evaluate", *first, *second, "--set", "prompt_set=tiny"]) == 2
+    assert "model folder not found" in capsys.readouterr().err
+    assert not (tmp_path / "a").exists() and not (tmp_path / "b").exists()
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["--benchmark-file", "b.jsonl", "--out", "o.jsonl", "--summary", "s.json"], "required: --model-dir"),
+        (["--model-dir", "m", "--benchmark-file", "b.jsonl", "--out", "o.jsonl"], "required: --summary"),
+        (
+            ["--model-dir", "m", "--benchmark-file", "b.jsonl", "--out", "o.jsonl", "--summary", "s.json",
+             "--model-dir", "m2", "--benchmark-file", "b.jsonl"],
+            "required: --out, --summary (for --model-dir m2)",
+        ),
+        (
+            ["--model-dir", "m", "--benchmark-file", "b.jsonl", "--benchmark-file", "c.jsonl", "--out", "o.jsonl",
+             "--summary", "s.json"],
+            "got 2 benchmark files, 1 --out, 1 --summary",
+        ),
+    ],
+)  # fmt: skip
+def test_evaluate_per_model_options_are_checked(tmp_path, capsys, monkeypatch, argv, message):
+    monkeypatch.chdir(tmp_path)
+    assert cli.main(["evaluate", *argv]) == 2
+    assert message in capsys.readouterr().err
+    assert not (tmp_path / "o.jsonl").exists()

@@ -116,6 +116,13 @@ def commands_of(paper_commands, sub: str) -> list[list[str]]:
     return [c for c in paper_commands if c[:2] == ["cwgrpo", sub]]
 
 
+def evaluated_models(commands) -> list[str]:
+    """Every --model-dir of every `cwgrpo evaluate` (one job per run names each checkpoint once)."""
+    return [
+        c[i + 1] for c in commands_of(commands, "evaluate") for i, a in enumerate(c) if a == "--model-dir"
+    ]
+
+
 def test_paper_train_options_match_the_spec(paper_commands):
     trains = commands_of(paper_commands, "train")
     assert len(trains) == 2 * len(PAPER_METHODS)
@@ -367,7 +374,7 @@ def test_minimal_config_gets_the_schema_defaults(tmp_path):
     out = proc.stdout + proc.stderr
     assert proc.returncode == 0, out[-3000:]
     commands = shell_commands(out)
-    assert len(commands_of(commands, "train")) == 1 and len(commands_of(commands, "evaluate")) == 3
+    assert len(commands_of(commands, "train")) == 1 and len(evaluated_models(commands)) == 3
 
 
 # -- the released recipes, field by field ------------------------------------------------------------
@@ -482,7 +489,9 @@ def test_study_preset_plans_every_checkpoint_of_every_ablation_variant(tmp_path)
     commands = shell_commands(out)
     trains = commands_of(commands, "train")
     assert len(trains) == 7 * 7
-    assert len(commands_of(commands, "evaluate")) == 7 * 7 * 6 + 1  # + the base model, once
+    models = evaluated_models(commands)
+    assert len(models) == len(set(models)) == 7 * 7 * 6 + 1  # + the base model, once
+    assert len(commands_of(commands, "evaluate")) == 7 * 7 + 1  # one job per run (one_job_per_run)
     by_method = {options(c)[1]["method"]: options(c)[0] for c in trains}
     assert by_method["cw_knob_centring"]["cw_centring"] == "batch"
     assert by_method["cw_knob_normaliser"]["cw_normaliser"] == "valid"

@@ -139,7 +139,8 @@ def test_real_dry_run_fetches_the_gguf_model_and_evaluates_champ(dry_runs):
         "prepare_data": 2,
         "fetch_model": 1,
         "train_135m": 2,
-        "evaluate": 3,
+        "evaluate": 1,  # the base model; each run's one checkpoint in its run's job (one_job_per_run)
+        "evaluate_run_135m": 2,
         "table": 1,
         **dict.fromkeys(FIGURE_RULES, 1),
         "claims": 1,
@@ -149,7 +150,8 @@ def test_real_dry_run_fetches_the_gguf_model_and_evaluates_champ(dry_runs):
 
 
 def _tiny_like_counts(config: dict) -> dict[str, int]:
-    """Expected jobs of a tiny-kind preset: one evaluation job per checkpoint (all benchmarks)."""
+    """Expected jobs of a tiny-kind preset: one evaluation job per base model, one per run (all its
+    checkpoints and benchmarks) when evaluate.one_job_per_run is on, else one per checkpoint."""
     sizes, methods, seeds = config["sizes"], config["methods"], config["seeds"]
     max_steps, save_steps = config["train"]["max_steps"], config["train"]["save_steps"]
     saved = len(range(save_steps, max_steps + 1, save_steps)) + (max_steps % save_steps != 0)
@@ -159,19 +161,31 @@ def _tiny_like_counts(config: dict) -> dict[str, int]:
         "build_tiny": len(sizes),
         "sft": len(sizes),
         **{f"train_{size}": len(methods) * len(seeds) for size in sizes},
-        "evaluate": len(sizes) * (1 + len(methods) * len(seeds) * saved),
         "table": 1,
         **dict.fromkeys(FIGURE_RULES, 1),
         "claims": 1,
         "all": 1,
     }
+    if config["evaluate"].get("one_job_per_run"):
+        counts["evaluate"] = len(sizes)
+        counts |= {f"evaluate_run_{size}": len(methods) * len(seeds) for size in sizes}
+    else:
+        counts["evaluate"] = len(sizes) * (1 + len(methods) * len(seeds) * saved)
     return counts
+
+
+def evaluated_checkpoints(config: dict) -> int:
+    """Checkpoints (and base models) a tiny-kind preset evaluates."""
+    max_steps, save_steps = config["train"]["max_steps"], config["train"]["save_steps"]
+    saved = len(range(save_steps, max_steps + 1, save_steps)) + (max_steps % save_steps != 0)
+    return len(config["sizes"]) * (1 + len(config["methods"]) * len(config["seeds"]) * saved)
 
 
 @pytest.mark.parametrize("preset", ["tiny", "smoke"])
 def test_tiny_and_smoke_dry_runs(preset, dry_runs):
     config = yaml.safe_load(PRESETS[preset].read_text())
     assert config["evaluate"]["one_job_per_benchmark"] is False
+    assert config["evaluate"]["one_job_per_run"] is True
     assert job_stats(dry_runs[preset]) == _tiny_like_counts(config)
 
 
@@ -193,9 +207,10 @@ def test_paper_metric_switch_adds_grade_jobs_as_evaluate_has_them(tmp_path):
     proc, out = run_snakemake(tmp_path / "w", "-n", "-p", configfile=on)
     assert proc.returncode == 0, out[-3000:]
     counts = job_stats(out)
-    # smoke evaluates one job per checkpoint, so it grades one job per checkpoint: one lighteval start.
+    # smoke evaluates all benchmarks of a checkpoint in one job, and grades one job per checkpoint: one
+    # lighteval start each (its evaluation jobs are one per run, each covering all the run's checkpoints).
     assert config["evaluate"]["one_job_per_benchmark"] is False
-    assert counts["grade_paper"] == counts["evaluate"]
+    assert counts["grade_paper"] == evaluated_checkpoints(config)
     shell = [line.split("Shell command:", 1)[-1].strip() for line in out.splitlines()]
     grades = [line for line in shell if line.startswith("cwgrpo grade ")]
     assert len(grades) == counts["grade_paper"]
@@ -327,6 +342,7 @@ def test_only_data_preparation_retries():
 PRE_QUOTED = {
     "params.options",
     "params.files",
+    "params.models",  # eval_run_models: every path and tag shell-quoted
     "params.runs",
     "params.summaries",
     "params.model_id",

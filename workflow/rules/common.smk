@@ -42,6 +42,7 @@ BASE = "base"  # method label of the untrained model, evaluated at step 0
 RUN_FIXED = ("max_steps", "save_steps", "seed")
 EVAL_SWITCHES = (  # workflow keys of `evaluate`, not passed on
     "one_job_per_benchmark",
+    "one_job_per_run",
     "paper_metric",
     "primary_metric",
     "grade_processes",
@@ -374,6 +375,11 @@ def _check_resources():
 
 
 def _check_metrics():
+    if config["evaluate"]["one_job_per_run"] and config["evaluate"]["one_job_per_benchmark"]:
+        fail(
+            "evaluate.one_job_per_run",
+            "is true, and so is evaluate.one_job_per_benchmark: choose one job per run or per benchmark",
+        )
     primary = config["evaluate"].get("primary_metric", "strict")
     if primary == "paper" and not PAPER_METRIC:
         fail("evaluate.primary_metric", "is paper, but evaluate.paper_metric is false")
@@ -642,6 +648,46 @@ def eval_args(wildcards):
         step=wildcards.step,
     )
     return f"{tag} {sets(evaluate_options(wildcards.size))}"
+
+
+def eval_run_outputs(size, key):
+    """Output paths (`key`: samples or summary) of a one-job-per-run evaluation, step-major."""
+    suffix = "jsonl" if key == "samples" else "summary.json"
+    prefix = f"{RES}/eval/{{size}}/{{method}}/seed{{seed}}"  # the rule constrains size to `size`
+    return [f"{prefix}/step{n}/{b}.{suffix}" for n in saved_steps(size) for b in BENCHMARKS]
+
+
+def eval_run_markers(wildcards):
+    """The step markers of one run: every checkpoint that its evaluation job reads."""
+    prefix = run_prefix(wildcards.size, wildcards.method, wildcards.seed)
+    return [f"{prefix}/steps/step{n}.json" for n in saved_steps(wildcards.size)]
+
+
+def eval_run_models(wildcards, input, output):
+    """`--model-dir D --tag ... --benchmark-file F --out O --summary S ...` for every checkpoint of a run,
+    in the order of the outputs (one `cwgrpo evaluate` process for them all)."""
+    steps = saved_steps(wildcards.size)
+    n = len(BENCHMARKS)
+    prefix = run_prefix(wildcards.size, wildcards.method, wildcards.seed)
+    parts = []
+    for i, step in enumerate(steps):
+        tag = tags(size=wildcards.size, method=wildcards.method, seed=wildcards.seed, step=step)
+        files = " ".join(
+            f"--benchmark-file {shlex.quote(b)} --out {shlex.quote(o)} --summary {shlex.quote(s)}"
+            for b, o, s in zip(
+                input.benchmarks,
+                output.samples[i * n : (i + 1) * n],
+                output.summaries[i * n : (i + 1) * n],
+                strict=True,
+            )
+        )
+        parts.append(f"--model-dir {shlex.quote(f'{prefix}/checkpoint-{step}')} {tag} {files}")
+    return " ".join(parts)
+
+
+def eval_file_options(wildcards):
+    """The options (no tags) of a one-job-per-run evaluation."""
+    return sets(evaluate_options(wildcards.size))
 
 
 def eval_files(wildcards, input, output):

@@ -1,7 +1,10 @@
 # Evaluation of every saved checkpoint of every run, and of each base model (method "base", step 0).
-# evaluate.one_job_per_benchmark picks the granularity: one job per checkpoint x benchmark (paper: Slurm
-# spreads them over GPUs) or one job per checkpoint for all benchmarks (tiny: one Python start, ~6 s of
-# CPU, instead of five). Both variants are named `evaluate`, so a cluster profile maps one rule name.
+# evaluate.one_job_per_benchmark and evaluate.one_job_per_run pick the granularity: one job per
+# checkpoint x benchmark (paper: Slurm spreads them over GPUs), one job per checkpoint for all benchmarks,
+# or one job per run for all its checkpoints and benchmarks (tiny: one Python start, ~7 s of CPU, per run
+# instead of per checkpoint; base models then keep the per-checkpoint rule). The per-checkpoint variants
+# are named `evaluate`, so a cluster profile maps one rule name; the per-run rules are evaluate_run_<size>
+# (a rule's outputs cannot depend on a wildcard, and the saved steps depend on the size).
 
 if config["evaluate"]["one_job_per_benchmark"]:
 
@@ -37,6 +40,10 @@ else:
             summaries=[f"{EVAL_DIR}/{b}.summary.json" for b in BENCHMARKS],
         log:
             f"{LOGS}/evaluate/{{size}}/{{method}}/seed{{seed}}/step{{step}}.log",
+        wildcard_constraints:
+            method=re.escape(BASE)
+            if config["evaluate"]["one_job_per_run"]
+            else "|".join(map(re.escape, [*METHODS, BASE])),
         conda:
             conda_env("eval")
         threads: rule_threads("evaluate")
@@ -48,6 +55,35 @@ else:
             options=eval_args,
         shell:
             "cwgrpo evaluate --model-dir {params.model_dir:q} {params.files} {params.options} > {log:q} 2>&1"
+
+
+if config["evaluate"]["one_job_per_run"]:
+    for _size in SIZES:
+
+        rule:
+            name:
+                f"evaluate_run_{train_rule_name(_size).removeprefix('train_')}"
+            input:
+                markers=eval_run_markers,
+                benchmarks=[data_file(b) for b in BENCHMARKS],
+            output:
+                samples=eval_run_outputs(_size, "samples"),
+                summaries=eval_run_outputs(_size, "summary"),
+            log:
+                f"{LOGS}/evaluate/{{size}}/{{method}}/seed{{seed}}.log",
+            wildcard_constraints:
+                size=re.escape(_size),
+                method="|".join(map(re.escape, METHODS)),
+            conda:
+                conda_env("eval")
+            threads: rule_threads("evaluate")
+            resources:
+                **size_resources("evaluate"),
+            params:
+                models=eval_run_models,
+                options=eval_file_options,
+            shell:
+                "cwgrpo evaluate {params.models} {params.options} > {log:q} 2>&1"
 
 
 # The paper's metric (lighteval 0.8.1, in its own environment) beside ours, for every evaluation output:
