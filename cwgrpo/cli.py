@@ -33,7 +33,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "grade": ("cwgrpo.grade", "one verdict per answer under the strict (ours) or paper (lighteval) metric"),
     "table": ("cwgrpo.report.table", "Table 1 (PDF, CSV, TeX, Markdown) and the reported-vs-ours table"),
     "figure": ("cwgrpo.report.figures", "entropy, checkpoint, covariance and training-curve figures"),
-    "claims": ("cwgrpo.claims", "test the paper's four claims over seeds and write a JSON + Markdown report"),
+    "claims": (
+        "cwgrpo.report.claims",
+        "test the paper's four claims over seeds and write a JSON + Markdown report",
+    ),
     "study": (
         "cwgrpo.report.study",
         "the pre-registered study's analysis: claims table, regime check, ablation, power",

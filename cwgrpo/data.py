@@ -32,7 +32,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from cwgrpo import synthetic
+from cwgrpo import paper, synthetic
 from cwgrpo.configs import ConfigError
 from cwgrpo.io import ResultFileError, read_jsonl, write_json, write_jsonl
 from cwgrpo.scoring import last_boxed
@@ -103,9 +103,13 @@ _HF_SPECS = (
         solution_column="solution",
         display="Open-RS (train)",
     ),
-    DatasetSpec("aime24", "HuggingFaceH4/aime_2024", "train", "main", 30, display="AIME24"),
-    DatasetSpec("math500", "HuggingFaceH4/MATH-500", "test", "main", 500, display="MATH-500"),
-    DatasetSpec("amc23", "knoveleng/AMC-23", "train", "main", 40, display="AMC23"),
+    DatasetSpec(
+        "aime24", "HuggingFaceH4/aime_2024", "train", "main", 30, display=paper.BENCHMARK_DISPLAY["aime24"]
+    ),
+    DatasetSpec(
+        "math500", "HuggingFaceH4/MATH-500", "test", "main", 500, display=paper.BENCHMARK_DISPLAY["math500"]
+    ),
+    DatasetSpec("amc23", "knoveleng/AMC-23", "train", "main", 40, display=paper.BENCHMARK_DISPLAY["amc23"]),
     DatasetSpec(
         "minerva",
         "knoveleng/Minerva-Math",
@@ -114,7 +118,7 @@ _HF_SPECS = (
         272,
         answer_column="solution",
         answer_from="boxed",
-        display="Minerva",
+        display=paper.BENCHMARK_DISPLAY["minerva"],
     ),
     DatasetSpec(
         "olympiadbench",
@@ -123,7 +127,7 @@ _HF_SPECS = (
         "main",
         675,
         problem_column="question",
-        display="OlympiadBench",
+        display=paper.BENCHMARK_DISPLAY["olympiadbench"],
     ),
     # Mao et al. 2024, "CHAMP: A Competition-level Dataset for Fine-Grained Analyses of LLMs' Mathematical
     # Reasoning Capabilities" (MIT licence): the real preset's benchmark, offline.
@@ -143,9 +147,6 @@ _HF_SPECS = (
 DATASETS: dict[str, DatasetSpec] = {s.name: s for s in _HF_SPECS} | {
     s.name: DatasetSpec(s.name, None, s.name, None, s.n, display=s.display) for s in synthetic.SPLITS.values()
 }
-
-# The paper's five benchmarks, in the order of Table 1.
-PAPER_BENCHMARKS: tuple[str, ...] = ("aime24", "math500", "amc23", "minerva", "olympiadbench")
 
 
 def get_dataset(name: str) -> DatasetSpec:

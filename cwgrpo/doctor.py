@@ -15,6 +15,8 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+from cwgrpo import paper
+
 PINS = {"trl": "==1.16.0", "snakemake": "==9.27.1", "math-verify": "==0.9.0"}
 REQUIRED = (
     "torch",
@@ -26,7 +28,7 @@ REQUIRED = (
     "snakemake",
     "matplotlib",
 )
-PAPER_DATA = ("open_rs", "aime24", "math500", "amc23", "minerva", "olympiadbench")
+PAPER_DATA = (paper.TRAIN_SET, *paper.BENCHMARKS)
 
 
 @dataclass(frozen=True)

@@ -1,18 +1,30 @@
-"""Statistics for evaluation results: means, standard errors, bootstrap and t confidence intervals.
+"""Statistics: every interval the package reports is computed here (over problems and over seeds).
 
-The unit of resampling is the *problem*: with k samples per problem, samples of one problem are not
-independent, so intervals over a benchmark resample problems (each with its mean over its k samples),
-never individual samples. Everything is deterministic for a given seed.
+Over problems (``cwgrpo evaluate``): the unit of resampling is the *problem*: with k samples per
+problem, samples of one problem are not independent, so intervals over a benchmark resample problems
+(each with its mean over its k samples), never individual samples. Deterministic for a given seed.
+
+Over seeds (the report commands): Student-t intervals of a mean (:func:`mean_ci`), of a per-step mean
+across runs (:func:`t_band`) and of a difference between two methods (:func:`seed_effect`, paired by
+seed where possible, else Welch); and the normal interval of one seed's cell from its standard errors
+(:func:`normal_ci`). The t quantile is scipy's; the intervals are written out rather than taken from
+``scipy.stats.ttest_1samp(...).confidence_interval()`` because scipy's rounds differently in the last
+bit for about a third of inputs (measured), which would change every report file's bytes.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
-from collections.abc import Sequence
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
+import pandas as pd
 
 DEFAULT_RESAMPLES = 10_000
+Z95 = 1.959963984540054  # normal quantile for a 95 % interval from a standard error
 
 
 def mean(values: Sequence[float]) -> float:
@@ -94,3 +106,118 @@ def accuracy_summary(correct: Sequence[Sequence[bool]], seed: int = 0) -> dict[s
         "avg_k_se": standard_error(per_problem),
         "avg_k_ci95": [lo, hi],
     }
+
+
+# -- statistics over seeds ---------------------------------------------------------------------------
+def mean_ci(values: Iterable[float], level: float = 0.95) -> tuple[float, float, float]:
+    """Mean and two-sided t-interval over seeds: ``mean ± t_{n-1, (1+level)/2} · sd / sqrt(n)``.
+
+    :func:`mean_ci_over_seeds` after dropping missing values (None, NaN). Returns
+    ``(mean, lo, hi)``; ``lo`` and ``hi`` are NaN with fewer than two values (the CI is unavailable),
+    and everything is NaN with none.
+    """
+    x = [float(v) for v in values if v is not None and np.isfinite(v)]
+    return mean_ci_over_seeds(x, confidence=level)
+
+
+@dataclass(frozen=True)
+class Effect:
+    """A difference ``treatment - reference`` over seeds with its 95 % CI (NaN when unavailable)."""
+
+    mean: float
+    lo: float
+    hi: float
+    n: int  # pairs when paired, else the smaller group size
+    paired: bool
+    seeds: tuple[int, ...]
+    note: str = ""
+
+    @property
+    def has_ci(self) -> bool:
+        return not (math.isnan(self.lo) or math.isnan(self.hi))
+
+    @property
+    def half(self) -> float:
+        return (self.hi - self.lo) / 2 if self.has_ci else math.nan
+
+    def as_dict(self) -> dict[str, Any]:
+        out = dataclasses.asdict(self)
+        out["seeds"] = list(self.seeds)
+        out["ci95"] = [self.lo, self.hi] if self.has_ci else None
+        return {k: (None if isinstance(v, float) and math.isnan(v) else v) for k, v in out.items()}
+
+
+def seed_effect(treatment: Mapping[int, float], reference: Mapping[int, float]) -> Effect:
+    """``treatment - reference`` over seeds, paired by seed where the seeds allow.
+
+    Paired (t-interval of the per-seed differences) when both have the same seeds, or at least two
+    seeds in common (the others are dropped and the note says so). Otherwise unpaired: difference of
+    the means with a Welch t-interval when both sides have two or more seeds, else no CI.
+    """
+    if not treatment or not reference:
+        return Effect(math.nan, math.nan, math.nan, 0, False, (), "no values")
+    common = sorted(set(treatment) & set(reference))
+    if common and (set(treatment) == set(reference) or len(common) >= 2):
+        dropped = sorted(set(treatment) ^ set(reference))
+        m, lo, hi = mean_ci(treatment[s] - reference[s] for s in common)
+        note = f"paired by seed; seeds without a partner dropped: {dropped}" if dropped else "paired by seed"
+        return Effect(m, lo, hi, len(common), True, tuple(common), note)
+    a = np.array(list(treatment.values()), dtype=float)
+    b = np.array(list(reference.values()), dtype=float)
+    m = float(a.mean() - b.mean())
+    seeds = tuple(sorted(set(treatment) | set(reference)))
+    if a.size < 2 or b.size < 2:
+        return Effect(m, math.nan, math.nan, min(a.size, b.size), False, seeds, "unpaired; CI unavailable")
+    from scipy import stats
+
+    va, vb = a.var(ddof=1) / a.size, b.var(ddof=1) / b.size
+    se = math.sqrt(va + vb)
+    if se == 0:
+        return Effect(m, m, m, min(a.size, b.size), False, seeds, "unpaired (Welch); zero variance")
+    df = (va + vb) ** 2 / (va**2 / (a.size - 1) + vb**2 / (b.size - 1))
+    half = float(stats.t.ppf(0.975, df) * se)
+    return Effect(m, m - half, m + half, min(a.size, b.size), False, seeds, "unpaired (Welch t-interval)")
+
+
+def t_band(piv: pd.DataFrame) -> tuple[pd.Series, pd.Series]:
+    """Per row of ``piv`` (steps x seeds): the 95 % t-interval ``(lo, hi)`` of the mean over its seeds.
+
+    NaN where a row has fewer than two values.
+    """
+    from scipy import stats
+
+    n = piv.notna().sum(axis=1)
+    mean = piv.mean(axis=1)
+    t = pd.Series(stats.t.ppf(0.975, np.maximum(n - 1, 1)), index=piv.index)
+    half = (t * piv.std(axis=1, ddof=1) / np.sqrt(n)).where(n >= 2)
+    return mean - half, mean + half
+
+
+def normal_ci(mean: float, se: float) -> tuple[float, float]:
+    """``mean ± 1.96 se`` (a 95 % normal interval); NaN if ``se`` is not finite."""
+    return (mean - Z95 * se, mean + Z95 * se) if np.isfinite(se) else (math.nan, math.nan)
+
+
+def mean_normal_ci(avg: float, ses: np.ndarray) -> tuple[float, float]:
+    """95 % normal interval of ``avg``, the mean of independent estimates with standard errors ``ses``."""
+    if not np.all(np.isfinite(ses)):
+        return (math.nan, math.nan)
+    half = Z95 * math.sqrt(float(np.sum(ses**2))) / len(ses)  # the estimates are independent samples
+    return (avg - half, avg + half)
+
+
+def paired_sd(treatment: Mapping[int, float], reference: Mapping[int, float]) -> float:
+    """Standard deviation (ddof 1) of the per-seed differences over the seeds both have; NaN under two."""
+    common = sorted(set(treatment) & set(reference))
+    d = np.array([treatment[s] - reference[s] for s in common], dtype=float)
+    return float(d.std(ddof=1)) if d.size >= 2 else math.nan
+
+
+def paired_mde(sd_diff: float, n: int, alpha: float = 0.05, power: float = 0.8) -> float:
+    """Minimum detectable effect of a paired two-sided t-test over ``n`` seeds:
+    ``(t_{1-alpha/2, n-1} + t_{power, n-1}) * sd_diff / sqrt(n)`` (the study's power calculation)."""
+    from scipy import stats
+
+    if n < 2 or not math.isfinite(sd_diff):
+        return math.nan
+    return float((stats.t.ppf(1 - alpha / 2, n - 1) + stats.t.ppf(power, n - 1)) * sd_diff / math.sqrt(n))

@@ -55,9 +55,9 @@ from cwgrpo import weighting
 
 logger = logging.getLogger(__name__)
 
-# Loss aggregations whose normaliser `aggregate_like_trl` mirrors (TRL 1.16 `_compute_loss`).
-PENALTY_LOSS_TYPES = ("grpo", "sapo", "bnpo", "dr_grpo", "dapo", "cispo", "vespo", "luspo")
-TRL_LOSS_TYPES = PENALTY_LOSS_TYPES  # every loss TRL 1.16's `_compute_loss` knows
+# Every loss TRL 1.16's `_compute_loss` knows; `aggregate_like_trl` mirrors each one's normaliser, and
+# tests/parity checks both the `grpo` method's bit-identity with stock TRL and that reduction for each.
+TRL_LOSS_TYPES = ("grpo", "sapo", "bnpo", "dr_grpo", "dapo", "cispo", "vespo", "luspo")
 
 
 @dataclass
@@ -183,10 +183,6 @@ class CWGRPOConfig(GRPOConfig):
             )
         if self.kl_cov_coef < 0:
             raise ValueError(f"kl_cov_coef={self.kl_cov_coef}: must be >= 0")
-        if self.cw_method == "kl_cov" and self.loss_type not in PENALTY_LOSS_TYPES:
-            raise ValueError(
-                f"cw_method='kl_cov' supports loss_type in {PENALTY_LOSS_TYPES}, got {self.loss_type!r}"
-            )
         if self.cw_method == "kl_cov" and self.num_iterations == 1:
             logger.warning(
                 "cw_method='kl_cov' with num_iterations=1: the policy that sampled equals the current one, so the "
@@ -256,7 +252,7 @@ def aggregate_like_trl(
         return (per_token * mask).sum() / normaliser
     if loss_type == "luspo":
         return (per_token * mask).sum(-1).mean() / accumulation
-    raise ValueError(f"no aggregation for loss_type={loss_type!r}; supported: {PENALTY_LOSS_TYPES}")
+    raise ValueError(f"no aggregation for loss_type={loss_type!r}; supported: {list(TRL_LOSS_TYPES)}")
 
 
 @contextlib.contextmanager
@@ -417,22 +413,14 @@ class CWGRPOTrainer(GRPOTrainer):
     @torch.no_grad()
     def _cw_log(self, logps, advantages, mask, out: weighting.MethodOutput) -> None:
         """Append diagnostics to TRL's metrics (one host sync per micro-batch) and maybe save a sample."""
-        variant, knobs = self.args.cw_variant, self._cw_options.cw_knobs
-        cov = weighting.token_covariance(logps.detach(), advantages, mask, centring=knobs.centring)
-        weights = out.multipliers if self.args.cw_method == "cw_grpo" else None
-        if weights is None:  # what CW-GRPO would have assigned, for comparison in the figures
-            weights = weighting.cw_weights(
-                logps.detach(), advantages, mask, variant=variant, centring=knobs.centring,
-                normaliser=knobs.normaliser, gradient=knobs.gradient,
-            )  # fmt: skip
-        metrics = {**weighting.covariance_diagnostics(cov, weights.detach(), mask), **out.metrics}
+        metrics, cov, weights = weighting.method_diagnostics(logps, advantages, mask, self._cw_options, out)
         names = list(metrics)
         values = torch.stack([metrics[n].detach().float().reshape(()) for n in names]).cpu().tolist()
         mode = "train" if self.model.training else "eval"
         for name, value in zip(names, values, strict=True):
             self._metrics[mode][name].append(value)
         if mode == "train" and self._cw_should_sample(cov, mask):
-            self._cw_write_sample(cov, weights.detach(), mask)
+            self._cw_write_sample(cov, weights, mask)
 
     def _cw_should_sample(self, cov: torch.Tensor, mask: torch.Tensor) -> bool:
         """Whether this micro-batch's (covariance, weight) pairs are the step's sample.

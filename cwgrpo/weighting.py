@@ -28,7 +28,7 @@ gradient    none (logps detached)                   flows through w~
 ==========  ======================================  ==========================================
 
 Numerics: statistics are computed in float32 (float16/bfloat16 inputs are cast up; float64 inputs stay
-float64 so that ``gradcheck`` works). Nothing calls ``.item()``, ``nonzero`` or indexes with a
+float64 so that ``gradcheck`` works). One code path, with or without autograd. Nothing calls ``.item()``, ``nonzero`` or indexes with a
 data-dependent shape, so no function forces a host-device sync; for the same reason the 0/1 value check
 of a non-bool ``mask`` runs on CPU tensors only (see :func:`_check_mask`).
 
@@ -40,7 +40,10 @@ turns a whole micro-batch's weights into NaN; raising instead would need a host 
 such a token is NaN or inf whatever its weight: that is the trainer's signal, not this module's.)
 
 Methods (:data:`METHODS`, one name -> one :data:`MethodFn`): ``grpo``, ``cw_grpo``, ``clip_cov``,
-``kl_cov``. Clip-Cov/KL-Cov follow Cui et al. 2025 as implemented in verl
+``kl_cov``. Inputs are validated once, where a method is called through the registry (each public
+function validates its own arguments; the private helpers behind them do not check again). A method
+returns the covariance and weights it computed on the way, so :func:`method_diagnostics` computes only
+what is missing. Clip-Cov/KL-Cov follow Cui et al. 2025 as implemented in verl
 (``verl/trainer/ppo/core_algos.py``, ``compute_policy_loss_clip_cov``/``_kl_cov``); the code here is
 our own, and each docstring lists where it differs from verl.
 """
@@ -222,11 +225,6 @@ def _masked_pop_std(x: Tensor, m: Tensor) -> Tensor:
     return _safe_sqrt(masked_mean((x - masked_mean(x, m)).square(), m))
 
 
-def _records_graph(*xs: Tensor) -> bool:
-    """Whether autograd records ops on ``xs`` (if not, fresh temporaries may be overwritten in place)."""
-    return torch.is_grad_enabled() and any(x.requires_grad for x in xs)
-
-
 def _nonzero(x: Tensor) -> Tensor:
     """``x`` where it is nonzero, else 1 (a safe denominator, with no inf in the autograd graph)."""
     return torch.where(x != 0, x, torch.ones_like(x))
@@ -264,8 +262,6 @@ def _covariance(logps: Tensor, advantages: Tensor, mk: _Mask, centring: str) -> 
         # (B, 1), per completion over its valid tokens
         mean_lp = (lp.sum(1) / mk.counts.clamp_min(1))[:, None]
         mean_a = _shifted_mean(adv, mk.rows.to(dtype))  # plain mean over the completions (finite A)
-    if not _records_graph(lp, adv):  # reuse lp's buffer: each (B, T) temporary costs page faults on CPU
-        return lp.addcmul_(mk.mf, -mean_lp).mul_((adv - mean_a)[:, None])
     d_lp = torch.addcmul(lp, mk.mf, -mean_lp)  # (B, T), lp - mean_lp on valid tokens, 0 on padding
     return d_lp * (adv - mean_a)[:, None]  # (B, T)
 
@@ -302,11 +298,17 @@ def token_covariance(logps: Tensor, advantages: Tensor, mask: Tensor, *, centrin
     """
     _check_inputs(logps, advantages, mask)
     _check_choice(centring, CENTRINGS, "centring")
-    mk = _prepare_mask(mask, logps, advantages, _compute_dtype(logps))
-    return _covariance(logps, advantages, mk, centring)
+    return _token_covariance(logps, advantages, mask, centring)
 
 
-def _normalised_kernel(cov: Tensor, mk: _Mask, sigma: Tensor, z: Tensor | float, scratch: Tensor) -> Tensor:
+def _token_covariance(logps: Tensor, advantages: Tensor, mask: Tensor, centring: str) -> Tensor:
+    """:func:`token_covariance` on checked inputs."""
+    return _covariance(
+        logps, advantages, _prepare_mask(mask, logps, advantages, _compute_dtype(logps)), centring
+    )
+
+
+def _normalised_kernel(cov: Tensor, mk: _Mask, sigma: Tensor, z: Tensor | float) -> Tensor:
     """``w~ = Z * w / sum(w)`` with ``w = exp(-c^2 / (2 sigma^2)) * m``; 1 before normalising if sigma = 0.
 
     Computed as a masked softmax of ``-q = -c^2 / (2 sigma^2)``: subtracting the (detached) minimum of
@@ -314,18 +316,11 @@ def _normalised_kernel(cov: Tensor, mk: _Mask, sigma: Tensor, z: Tensor | float,
     token is valid, so ``w~`` stays finite even where every raw ``w`` would underflow to 0/0. The
     exponent is floored at ``log(finfo.tiny) + 1`` (about -86 in float32): a token that far out gets
     ``w ~ 3e-38`` instead of underflowing, which keeps every valid weight > 0 and keeps ``exp`` off its
-    ~10x slower underflow path. ``cov`` must be 0 on padding. Without an autograd graph the result is
-    built in place in ``scratch`` (a free ``(B, T)`` buffer): on CPU each fresh 2.4 MB temporary of a
-    144 x 4096 batch costs ~600 page faults with glibc's default malloc, more than the arithmetic.
+    ~10x slower underflow path. ``cov`` must be 0 on padding.
     """
     pos = sigma > 0
     k = torch.where(pos, 1 / (2 * torch.where(pos, sigma, torch.ones_like(sigma)).square()), 0.0)
     floor = math.log(torch.finfo(cov.dtype).tiny) + 1
-    if not _records_graph(cov, k):  # same maths as below, in place (c^2 = finfo.max on padding)
-        big = torch.full((), torch.finfo(cov.dtype).max, dtype=cov.dtype, device=cov.device)
-        c2 = torch.where(mk.m, torch.mul(cov, cov, out=scratch), big, out=scratch)
-        w = c2.sub_(c2.amin()).mul_(-k).clamp_min_(floor).exp_().mul_(mk.mf)
-        return w.mul_(z / _nonzero(w.sum()))
     c2 = cov * cov  # (B, T), 0 on padding
     c2_min = torch.where(mk.m, c2.detach(), math.inf).amin()  # min of c^2 over valid tokens, inf if none
     c2_min = torch.where(torch.isfinite(c2_min), c2_min, 0.0)
@@ -334,14 +329,11 @@ def _normalised_kernel(cov: Tensor, mk: _Mask, sigma: Tensor, z: Tensor | float,
     return w * (z / _nonzero(w.sum()))  # sum(w) >= 1 if a token is valid (w = exp(0) at the min), else 0
 
 
-def _masked_var(cov: Tensor, mk: _Mask) -> tuple[Tensor, Tensor]:
-    """Population variance of ``cov`` over valid tokens (``cov`` is 0 on padding; 0 if none).
-
-    Also returns the ``(B, T)`` deviation buffer, which the kernel may reuse when no graph is recorded.
-    """
+def _masked_var(cov: Tensor, mk: _Mask) -> Tensor:
+    """Population variance of ``cov`` over valid tokens (``cov`` is 0 on padding; 0 if none)."""
     n = mk.n.clamp_min(1)
     dev = torch.addcmul(cov, mk.mf, -cov.sum() / n)  # (B, T), c - mean(c), 0 on padding
-    return torch.dot(dev.flatten(), dev.flatten()) / n, dev
+    return torch.dot(dev.flatten(), dev.flatten()) / n
 
 
 def _overflow_scale(cov: Tensor, mk: _Mask) -> Tensor:
@@ -356,12 +348,9 @@ def _overflow_scale(cov: Tensor, mk: _Mask) -> Tensor:
 
 
 def _cw(
-    logps: Tensor, advantages: Tensor, mask: Tensor, variant: str, knobs: CWKnobs | None = None
+    logps: Tensor, advantages: Tensor, mask: Tensor, variant: str, knobs: CWKnobs
 ) -> tuple[Tensor, Tensor]:
-    """Weights and the covariance they were computed from (see :func:`cw_weights`)."""
-    _check_choice(variant, CW_VARIANTS, "variant")
-    knobs = VARIANT_KNOBS[variant] if knobs is None else knobs
-    _check_inputs(logps, advantages, mask)
+    """Weights and the covariance they were computed from (see :func:`cw_weights`); inputs checked."""
     dtype = _compute_dtype(logps)
     if mask.numel() == 0:
         empty = torch.zeros(mask.shape, dtype=dtype, device=logps.device)
@@ -371,13 +360,10 @@ def _cw(
         logps, advantages = logps.detach(), advantages.detach()
     cov = _covariance(logps, advantages, mk, knobs.centring)
     scale = _overflow_scale(cov, mk)
-    in_place = not _records_graph(cov)
-    cs = cov.div_(scale) if in_place else cov / scale  # exactly cov where nothing can overflow
-    var, scratch = _masked_var(cs, mk)
-    sigma = _safe_sqrt(var) + (RELEASED_SIGMA_EPS / scale if variant == "released" else 0.0)
+    cs = cov / scale  # exactly cov where nothing can overflow
+    sigma = _safe_sqrt(_masked_var(cs, mk)) + (RELEASED_SIGMA_EPS / scale if variant == "released" else 0.0)
     z = mk.n if knobs.normaliser == "valid" else float(mask.numel())
-    w = _normalised_kernel(cs, mk, sigma, z, scratch)
-    return w, (cs.mul_(scale) if in_place else cov)
+    return _normalised_kernel(cs, mk, sigma, z), cov
 
 
 def cw_weights(
@@ -431,6 +417,7 @@ def cw_weights(
         ValueError: on bad shapes, mask values or an unknown ``variant`` or knob value.
     """
     knobs = resolve_knobs(variant, centring, normaliser, gradient)
+    _check_inputs(logps, advantages, mask)
     return _cw(logps, advantages, mask, variant, knobs)[0]
 
 
@@ -476,9 +463,25 @@ def clip_cov_select(
     _check_ratio(ratio, "ratio")
     if exclude is not None and (not isinstance(exclude, Tensor) or exclude.shape != cov.shape):
         raise ValueError(f"exclude must be a bool tensor of shape {tuple(cov.shape)}")
+    _check_generator(generator)
+    return _clip_cov_select(cov, mask.bool(), ratio, lb, ub, generator, exclude)
+
+
+def _check_generator(generator: torch.Generator | None) -> None:
     if not isinstance(generator, torch.Generator):
         raise ValueError("clip_cov_select needs a seeded torch.Generator (generator=None is not allowed)")
-    m = mask.bool()
+
+
+def _clip_cov_select(
+    cov: Tensor,
+    m: Tensor,
+    ratio: float,
+    lb: float,
+    ub: float,
+    generator: torch.Generator,
+    exclude: Tensor | None,
+) -> Tensor:
+    """:func:`clip_cov_select` on checked inputs (``m`` bool)."""
     cand = m & (cov > lb) & (cov < ub)
     if exclude is not None:
         cand = cand & ~exclude.bool()
@@ -508,7 +511,11 @@ def kl_cov_select(cov: Tensor, mask: Tensor, *, ratio: float) -> Tensor:
     _check_2d(cov, "cov")
     _check_mask(mask, cov.shape, "cov")
     _check_ratio(ratio, "ratio")
-    m = mask.bool()
+    return _kl_cov_select(cov, mask.bool(), ratio)
+
+
+def _kl_cov_select(cov: Tensor, m: Tensor, ratio: float) -> Tensor:
+    """:func:`kl_cov_select` on checked inputs (``m`` bool)."""
     n_max = min(max(math.floor(ratio * cov.numel()), 1), cov.numel())  # static: shapes only
     if n_max == 0:
         return torch.zeros_like(m)
@@ -539,6 +546,11 @@ def kl_cov_penalty(logps: Tensor, old_logps: Tensor | None, selected: Tensor, *,
     if old_logps is not None and (not isinstance(old_logps, Tensor) or old_logps.shape != logps.shape):
         raise ValueError(f"old_logps must have shape {tuple(logps.shape)}")
     _check_mask(selected, logps.shape, "logps")
+    return _kl_cov_penalty(logps, old_logps, selected, coef)
+
+
+def _kl_cov_penalty(logps: Tensor, old_logps: Tensor | None, selected: Tensor, coef: float) -> Tensor:
+    """:func:`kl_cov_penalty` on checked inputs."""
     dtype = _compute_dtype(logps)
     old = logps.detach() if old_logps is None else old_logps
     diff = (logps.to(dtype) - old.to(dtype)).abs()
@@ -586,7 +598,11 @@ def covariance_diagnostics(cov: Tensor, weights: Tensor, mask: Tensor) -> dict[s
     _check_mask(mask, cov.shape, "cov")
     if weights.shape != cov.shape:
         raise ValueError(f"weights shape {tuple(weights.shape)} must equal cov shape {tuple(cov.shape)}")
-    m = mask.bool()
+    return _covariance_diagnostics(cov, weights, mask.bool())
+
+
+def _covariance_diagnostics(cov: Tensor, weights: Tensor, m: Tensor) -> dict[str, Tensor]:
+    """:func:`covariance_diagnostics` on checked inputs (``m`` bool)."""
     c, w = cov.to(_compute_dtype(cov)), weights.to(_compute_dtype(weights))
     out = {
         "cw/cov_mean": masked_mean(c, m),
@@ -644,8 +660,17 @@ class MethodOptions:
 
     @property
     def cw_knobs(self) -> CWKnobs:
-        """The CW-GRPO weight's choices: ``cw_variant``'s, with the overrides applied."""
-        return resolve_knobs(self.cw_variant, self.cw_centring, self.cw_normaliser, self.cw_weight_gradient)
+        """The CW-GRPO weight's choices: ``cw_variant``'s, with the overrides applied (resolved, and so
+        checked, once per options object; a bad value raises ValueError on every access)."""
+        knobs = self.__dict__.get("_cw_knobs")
+        if knobs is None:
+            knobs = resolve_knobs(
+                self.cw_variant, self.cw_centring, self.cw_normaliser, self.cw_weight_gradient
+            )
+            object.__setattr__(
+                self, "_cw_knobs", knobs
+            )  # a cache, not a field: frozen, eq and hash unchanged
+        return knobs
 
 
 @dataclass
@@ -657,11 +682,16 @@ class MethodOutput:
         penalty: ``(B, T)`` extra per-token loss added to the policy loss and aggregated like it (by
             the caller's ``loss_type``), or None.
         metrics: detached 0-dim tensors keyed ``cw/...``.
+        cov, weights: the detached ``(B, T)`` covariance and CW-GRPO weights that the diagnostics
+            describe (:func:`method_diagnostics`), when the method computed them on the way; None
+            otherwise (the diagnostics then compute them once).
     """
 
     multipliers: Tensor
     penalty: Tensor | None
     metrics: dict[str, Tensor]
+    cov: Tensor | None = None
+    weights: Tensor | None = None
 
 
 MethodFn = Callable[
@@ -672,16 +702,43 @@ MethodFn = Callable[
 METHODS: dict[str, MethodFn] = {}
 
 
+def _check_options(opts: MethodOptions) -> None:
+    if not isinstance(opts, MethodOptions):
+        raise ValueError(f"opts must be a MethodOptions, got {type(opts).__name__}")
+    _check_ratio(opts.clip_cov_ratio, "clip_cov_ratio")
+    _check_ratio(opts.kl_cov_ratio, "kl_cov_ratio")
+    _ = opts.cw_knobs  # resolved (and so checked) once per options object
+
+
+def _checked(fn: MethodFn) -> MethodFn:
+    """``fn`` behind the registry boundary: inputs and options are checked here, once per call."""
+
+    def method(
+        logps: Tensor,
+        old_logps: Tensor | None,
+        advantages: Tensor,
+        mask: Tensor,
+        opts: MethodOptions,
+        generator: torch.Generator | None,
+    ) -> MethodOutput:
+        _check_inputs(logps, advantages, mask, old_logps)
+        _check_options(opts)
+        return fn(logps, old_logps, advantages, mask, opts, generator)
+
+    method.__name__, method.__qualname__, method.__doc__ = fn.__name__, fn.__qualname__, fn.__doc__
+    method.__wrapped__ = fn  # type: ignore[attr-defined]
+    return method
+
+
 def register_method(name: str) -> Callable[[MethodFn], MethodFn]:
-    """Decorator registering a method under ``name``; raises ValueError if the name is taken."""
-    if name in METHODS:
-        raise ValueError(f"method {name!r} is already registered; known: {sorted(METHODS)}")
+    """Decorator registering a method under ``name``; the registered (and returned) function checks its
+    inputs before ``fn`` runs, so ``fn`` itself need not. Raises ValueError if the name is taken."""
 
     def decorator(fn: MethodFn) -> MethodFn:
         if name in METHODS:
             raise ValueError(f"method {name!r} is already registered; known: {sorted(METHODS)}")
-        METHODS[name] = fn
-        return fn
+        METHODS[name] = _checked(fn)
+        return METHODS[name]
 
     return decorator
 
@@ -693,9 +750,30 @@ def get_method(name: str) -> MethodFn:
     return METHODS[name]
 
 
+@torch.no_grad()
+def method_diagnostics(
+    logps: Tensor, advantages: Tensor, mask: Tensor, opts: MethodOptions, out: MethodOutput
+) -> tuple[dict[str, Tensor], Tensor, Tensor]:
+    """The step's diagnostics (spec method.md §4): ``(metrics, cov, weights)``, all detached.
+
+    ``cov`` is the covariance of ``opts.cw_knobs.centring`` and ``weights`` the CW-GRPO weights for
+    ``opts`` (for a method that does not reweight, the weights CW-GRPO would have assigned, for
+    comparison in the figures). What ``out`` carries is reused; the rest costs one :func:`_cw` pass.
+    ``metrics`` is :func:`covariance_diagnostics` followed by the method's own ``out.metrics``. Call it
+    with the arguments the method was called with (already checked there).
+    """
+    cov, weights = out.cov, out.weights
+    if cov is None or weights is None:
+        w, c = _cw(logps.detach(), advantages.detach(), mask, opts.cw_variant, opts.cw_knobs)
+        cov = c if cov is None else cov
+        weights = w.float() if weights is None else weights
+    metrics = {**_covariance_diagnostics(cov, weights, mask.bool()), **out.metrics}
+    return metrics, cov, weights
+
+
 def _batch_cov(logps: Tensor, advantages: Tensor, mask: Tensor) -> Tensor:
     """Cui et al.'s covariance: batch-centred, on detached values (selection only)."""
-    return token_covariance(logps.detach(), advantages.detach(), mask, centring="batch")
+    return _token_covariance(logps.detach(), advantages.detach(), mask, "batch")
 
 
 def _frac(selected: Tensor, m: Tensor) -> Tensor:
@@ -731,7 +809,6 @@ def grpo(
 
     ``A * 1.0 == A`` bit for bit, so the loss is exactly TRL's GRPO loss. No metrics.
     """
-    _check_inputs(logps, advantages, mask, old_logps)
     return MethodOutput(torch.ones(logps.shape, dtype=torch.float32, device=logps.device), None, {})
 
 
@@ -747,13 +824,12 @@ def cw_grpo(
     """CW-GRPO: multipliers ``cw_weights(variant=opts.cw_variant)`` (spec method.md §2).
 
     With ``opts.cw_centring`` / ``cw_normaliser`` / ``cw_weight_gradient`` set, that knob of the variant
-    is overridden (:func:`resolve_knobs`). No metrics of its own: the caller logs
-    :func:`covariance_diagnostics` of the covariance the weights were computed from
-    (``opts.cw_knobs.centring``). ``old_logps`` is unused.
+    is overridden (:func:`resolve_knobs`). No metrics of its own; returns the covariance the weights were
+    computed from (``opts.cw_knobs.centring``) for :func:`method_diagnostics`. ``old_logps`` is unused.
     """
-    _check_inputs(logps, advantages, mask, old_logps)
-    weights = _cw(logps, advantages, mask, opts.cw_variant, opts.cw_knobs)[0]
-    return MethodOutput(weights.float(), None, {})
+    weights, cov = _cw(logps, advantages, mask, opts.cw_variant, opts.cw_knobs)
+    multipliers = weights.float()
+    return MethodOutput(multipliers, None, {}, cov=cov.detach(), weights=multipliers.detach())
 
 
 @register_method("clip_cov")
@@ -773,18 +849,12 @@ def clip_cov(
     any, is untouched (as in verl). Needs a seeded ``generator`` on the tokens' device (ValueError if
     None). Metrics: ``cw/frac_tokens_clipped`` (selected / valid tokens).
     """
-    _check_inputs(logps, advantages, mask, old_logps)
+    _check_generator(generator)
     m = mask.bool()
     cov = _batch_cov(logps, advantages, m)
     exclude = _ppo_clipped(logps, old_logps, advantages, m, opts)
-    selected = clip_cov_select(
-        cov,
-        m,
-        ratio=opts.clip_cov_ratio,
-        lb=opts.clip_cov_lb,
-        ub=opts.clip_cov_ub,
-        generator=generator,
-        exclude=exclude,
+    selected = _clip_cov_select(
+        cov, m, opts.clip_cov_ratio, opts.clip_cov_lb, opts.clip_cov_ub, generator, exclude
     )
     multipliers = (~selected).to(torch.float32)
     return MethodOutput(multipliers, None, {"cw/frac_tokens_clipped": _frac(selected, m)})
@@ -806,10 +876,9 @@ def kl_cov(
     gradient are exactly 0 (spec method.md §3). Metrics: ``cw/frac_tokens_penalised`` (selected / valid
     tokens).
     """
-    _check_inputs(logps, advantages, mask, old_logps)
     m = mask.bool()
     cov = _batch_cov(logps, advantages, m)
-    selected = kl_cov_select(cov, m, ratio=opts.kl_cov_ratio)
-    penalty = kl_cov_penalty(logps, old_logps, selected, coef=opts.kl_cov_coef)
+    selected = _kl_cov_select(cov, m, opts.kl_cov_ratio)
+    penalty = _kl_cov_penalty(logps, old_logps, selected, opts.kl_cov_coef)
     ones = torch.ones(logps.shape, dtype=torch.float32, device=logps.device)
     return MethodOutput(ones, penalty, {"cw/frac_tokens_penalised": _frac(selected, m)})

@@ -1,11 +1,19 @@
-"""Reporting: Table 1, the figures and the reported-vs-ours comparison, built only from result files.
+"""Reporting: Table 1, the figures, the reported-vs-ours comparison and the claims, built only from result files.
 
-- :mod:`cwgrpo.report.results` loads evaluation summaries and run folders into tidy pandas frames,
-  grouped by the ``tags`` stored in the files (paths are never parsed), and holds the shared report
-  options, the seed statistics and the paper's reported numbers.
-- :mod:`cwgrpo.report.style` is the one plotting style: a fixed colour per method label, a provenance
-  footer, and saving as PDF + PNG.
-- :mod:`cwgrpo.report.table` is ``cwgrpo table``; :mod:`cwgrpo.report.figures` is ``cwgrpo figure``.
+Split by job:
 
-The claims (``cwgrpo claims``) live in :mod:`cwgrpo.claims` and use the same loaders.
+- loading: :mod:`cwgrpo.report.load` reads evaluation summaries, run folders and the paper's reported
+  numbers into tidy pandas frames, grouped by the ``tags`` stored in the files (paths are never parsed),
+  and states the inputs' provenance;
+- options and names: :mod:`cwgrpo.report.options` (:class:`~cwgrpo.report.options.ReportConfig`, the
+  paper's benchmark and size names, display names and mirrors);
+- statistics: :mod:`cwgrpo.stats` (outside this package because ``cwgrpo evaluate`` uses it too) is the
+  only module that computes intervals;
+- claims: :mod:`cwgrpo.report.claim_checks` measures the four claims, :mod:`cwgrpo.report.claims` is
+  ``cwgrpo claims`` (verdicts in JSON and Markdown);
+- rendering: :mod:`cwgrpo.report.render` (Table 1 as Markdown, LaTeX and PDF),
+  :mod:`cwgrpo.report.style` (the one plotting style), :mod:`cwgrpo.report.sensitivity` (strict vs
+  paper metric);
+- commands: :mod:`cwgrpo.report.table` is ``cwgrpo table``, :mod:`cwgrpo.report.figures` is
+  ``cwgrpo figure``, :mod:`cwgrpo.report.claims` is ``cwgrpo claims``.
 """

@@ -15,7 +15,8 @@ Kinds and their inputs:
 Every figure uses :mod:`cwgrpo.report.style` (one colour per method, legend on the right) and carries
 a provenance footer. Example::
 
-    cwgrpo figure --kind entropy --runs results/tiny/runs/*/*/seed* --out figures/entropy.pdf
+    cwgrpo figure --kind entropy --runs results/tiny/runs/*/*/seed* \\
+        --out-pdf figures/entropy.pdf --out-png figures/entropy.png
 """
 
 from __future__ import annotations
@@ -33,9 +34,7 @@ import pandas as pd
 
 from cwgrpo.configs import ConfigError, add_config_arguments, config_from_args, config_hash, describe_options
 from cwgrpo.io import ResultFileError, check_outputs_not_inputs
-from cwgrpo.report.results import (
-    PAPER_BENCHMARKS,
-    ReportConfig,
+from cwgrpo.report.load import (
     cov_samples,
     footer_text,
     input_identity,
@@ -45,6 +44,8 @@ from cwgrpo.report.results import (
     run_info,
     summaries_frame,
 )
+from cwgrpo.report.options import PAPER_BENCHMARKS, ReportConfig
+from cwgrpo.stats import t_band
 
 log = logging.getLogger(__name__)
 KINDS = ("entropy", "checkpoints", "covariance", "training")
@@ -91,8 +92,6 @@ class FigureConfig(ReportConfig):
 # -- helpers -----------------------------------------------------------------------------------------
 def seed_band(sub: pd.DataFrame, column: str, cfg: FigureConfig) -> pd.DataFrame:
     """Per step: mean over seeds and the band (columns ``step, mean, lo, hi, n``) of one method's runs."""
-    from scipy import stats
-
     piv = sub.pivot(index="step", columns="seed", values=column).sort_index().astype(float)
     if cfg.smooth > 1:
         piv = piv.rolling(cfg.smooth, min_periods=1).mean()
@@ -101,9 +100,7 @@ def seed_band(sub: pd.DataFrame, column: str, cfg: FigureConfig) -> pd.DataFrame
     if cfg.band == "minmax":
         lo, hi = piv.min(axis=1), piv.max(axis=1)
     else:
-        t = pd.Series(stats.t.ppf(0.975, np.maximum(n - 1, 1)), index=piv.index)
-        half = (t * piv.std(axis=1, ddof=1) / np.sqrt(n)).where(n >= 2)
-        lo, hi = mean - half, mean + half
+        lo, hi = t_band(piv)
     out = pd.DataFrame({"mean": mean, "lo": lo, "hi": hi, "n": n}).reset_index()
     return out[out["n"] > 0]
 
@@ -412,7 +409,10 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
         help="evaluation *.summary.json files; repeatable",
     )
     parser.add_argument(
-        "--out", required=True, type=Path, help="figures/NAME.pdf; NAME.png is written beside it"
+        "--out-pdf", required=True, type=Path, help="the figure as PDF, e.g. figures/NAME.pdf"
+    )
+    parser.add_argument(
+        "--out-png", required=True, type=Path, help="the figure as PNG, e.g. figures/NAME.png"
     )
     add_config_arguments(parser)
     parser.epilog = describe_options(FigureConfig)
@@ -422,10 +422,9 @@ def run(args: argparse.Namespace) -> int:
     from cwgrpo.report.style import apply_style, save_figure
 
     cfg = config_from_args(FigureConfig, args)
-    png_out = args.out.with_suffix(".png")
-    check_outputs_not_inputs([*args.runs, *args.summaries], [args.out, png_out])
+    check_outputs_not_inputs([*args.runs, *args.summaries], [args.out_pdf, args.out_png])
     apply_style()
     fig = make_figure(args.kind, cfg, list(args.runs), list(args.summaries))
-    pdf, png = save_figure(fig, args.out)
+    pdf, png = save_figure(fig, args.out_pdf, args.out_png)
     log.info("wrote %s and %s", pdf, png)
     return 0

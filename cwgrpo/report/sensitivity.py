@@ -17,7 +17,7 @@ from typing import Any
 import pandas as pd
 
 from cwgrpo.io import read_json
-from cwgrpo.report.results import ReportConfig
+from cwgrpo.report.options import ReportConfig
 
 COLUMNS = ["size", "method", "benchmark", "seeds", "strict", "paper", "paper_minus_strict", "disagree"]
 

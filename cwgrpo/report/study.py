@@ -23,21 +23,19 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from cwgrpo.claims import decide, top_share
 from cwgrpo.configs import ConfigError, add_config_arguments, config_from_args, config_hash, describe_options
 from cwgrpo.io import ResultFileError, check_outputs_not_inputs, read_json, write_json, write_text
-from cwgrpo.report.results import (
-    AVG,
-    Effect,
-    ReportConfig,
+from cwgrpo.report.claim_checks import decide, top_share
+from cwgrpo.report.load import (
     cov_samples,
     input_identity,
     metrics_frame,
     per_seed_accuracy,
     run_info,
-    seed_effect,
     summaries_frame,
 )
+from cwgrpo.report.options import AVG, ReportConfig
+from cwgrpo.stats import Effect, paired_mde, paired_sd, seed_effect
 
 
 @dataclass
@@ -187,21 +185,6 @@ def signed_effect(measure: str, treatment: Mapping[int, float], reference: Mappi
     return seed_effect(treatment, reference) if sign > 0 else seed_effect(reference, treatment)
 
 
-def mde(sd_diff: float, n: int) -> float:
-    """Minimum detectable effect of a paired two-sided 5 % t-test at 80 % power over ``n`` seeds."""
-    from scipy import stats
-
-    if n < 2 or not math.isfinite(sd_diff):
-        return math.nan
-    return float((stats.t.ppf(0.975, n - 1) + stats.t.ppf(0.8, n - 1)) * sd_diff / math.sqrt(n))
-
-
-def paired_sd(treatment: Mapping[int, float], reference: Mapping[int, float]) -> float:
-    common = sorted(set(treatment) & set(reference))
-    d = np.array([treatment[s] - reference[s] for s in common], dtype=float)
-    return float(d.std(ddof=1)) if d.size >= 2 else math.nan
-
-
 # -- the analysis ------------------------------------------------------------------------------------
 def analyse(
     cfg: StudyConfig,
@@ -261,7 +244,7 @@ def analyse(
                 "verdict": verdict,
                 "reason": reason,
                 "sd_paired_difference": paired_sd(t, r),
-                "mde_80": mde(paired_sd(t, r), eff.n),
+                "mde_80": paired_mde(paired_sd(t, r), eff.n),
                 "secondary": {
                     m: signed_effect(m, measures[cfg.treatment_method][m], measures[ref][m]).as_dict()
                     for m in SECONDARY[cid]
@@ -362,8 +345,8 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from cwgrpo.claims import _clean
     from cwgrpo.provenance import provenance
+    from cwgrpo.report.claim_checks import _clean
     from cwgrpo.report.study_render import ablation_figure, power_figure, study_markdown
 
     cfg = config_from_args(StudyConfig, args)

@@ -15,9 +15,9 @@ from typing import Any
 
 import numpy as np
 
-from cwgrpo.configs import ConfigError
-from cwgrpo.report.study import MEASURES, PRIMARY, StudyConfig, mde
-from cwgrpo.report.style import apply_style, method_color, new_figure, output_paths, save_figure
+from cwgrpo.report.study import MEASURES, PRIMARY, StudyConfig
+from cwgrpo.report.style import apply_style, method_color, new_figure, save_figure
+from cwgrpo.stats import paired_mde
 
 ABLATION_PANELS = (
     ("avg_last", "Avg at the last checkpoint,\nV − T (points)"),
@@ -25,12 +25,6 @@ ABLATION_PANELS = (
     ("best_minus_last", "best − last checkpoint,\nT − V (points)"),
     ("top_share_pct", "top-1 % share of Σ|c|,\nV − T (points)"),
 )
-
-
-def _save(fig, pdf: Path, png: Path) -> None:
-    if output_paths(pdf) != (Path(pdf), Path(png)):
-        raise ConfigError(f"the figure's .png must sit beside its .pdf with the same name: {pdf}, {png}")
-    save_figure(fig, pdf)
 
 
 def ablation_figure(report: Mapping[str, Any], cfg: Any, pdf: Path, png: Path) -> None:
@@ -60,7 +54,7 @@ def ablation_figure(report: Mapping[str, Any], cfg: Any, pdf: Path, png: Path) -
         ax.axvline(0.0, color="0.3", linewidth=0.8)
         ax.set_title(title)
     axes[0][0].set_yticks(y, [cfg.method_name(v) for v in variants])
-    _save(fig, pdf, png)
+    save_figure(fig, pdf, png)
 
 
 def power_figure(
@@ -81,7 +75,10 @@ def power_figure(
             continue
         label = f"claim {c['id']} ({c['measure']}), this study's spread"
         ax.plot(
-            n, [mde(sd, k) for k in n], label=label, color=method_color("cw_grpo" if c["id"] == 1 else "grpo")
+            n,
+            [paired_mde(sd, k) for k in n],
+            label=label,
+            color=method_color("cw_grpo" if c["id"] == 1 else "grpo"),
         )
         ax.plot([e["n"]], [c["mde_80"]], "o", color=method_color("cw_grpo" if c["id"] == 1 else "grpo"))
         observed_n = e["n"]
@@ -101,7 +98,7 @@ def power_figure(
     ax.set_xlabel("seeds per method")
     ax.set_ylabel("minimum detectable effect (Avg points)")
     ax.legend(loc="upper right")
-    _save(fig, pdf, png)
+    save_figure(fig, pdf, png)
 
 
 def _registered_points(points: Mapping[str, float]) -> Sequence[tuple[int, float]]:

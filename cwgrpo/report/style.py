@@ -118,16 +118,9 @@ def new_figure(nrows: int, ncols: int, width: float, row_height: float, footer: 
     return fig, axes
 
 
-def output_paths(out: str | Path) -> tuple[Path, Path]:
-    """``figures/NAME.pdf`` (or ``.png``, or no suffix) -> (``NAME.pdf``, ``NAME.png``)."""
-    out = Path(out)
-    stem = out.with_suffix("") if out.suffix.lower() in (".pdf", ".png") else out
-    return stem.with_name(stem.name + ".pdf"), stem.with_name(stem.name + ".png")
-
-
-def save_figure(fig: Figure, out: str | Path) -> tuple[Path, Path]:
-    """Write ``fig`` as PDF and PNG beside each other (atomically, without timestamps) and close it."""
-    pdf, png = output_paths(out)
+def save_figure(fig: Figure, pdf: str | Path, png: str | Path) -> tuple[Path, Path]:
+    """Write ``fig`` to ``pdf`` and ``png`` (atomically, without timestamps) and close it."""
+    pdf, png = Path(pdf), Path(png)
     try:
         with atomic_path(pdf, suffix=".pdf") as tmp:
             fig.savefig(tmp, format="pdf", metadata={"CreationDate": None, "Creator": "cwgrpo"})

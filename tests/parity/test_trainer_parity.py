@@ -18,7 +18,7 @@ from trl import GRPOConfig, GRPOTrainer
 
 from cwgrpo.trainer import CWGRPOConfig, CWGRPOTrainer, aggregate_like_trl
 
-LOSS_TYPES = ["grpo", "bnpo", "dr_grpo", "dapo"]
+LOSS_TYPES = ["grpo", "sapo", "bnpo", "dr_grpo", "dapo", "cispo", "vespo", "luspo"]
 B, P, T = 4, 5, 7
 
 

@@ -33,7 +33,6 @@ from typing import Any
 import pytest
 import torch
 
-from cwgrpo import claims as claims_mod
 from cwgrpo import rewards as rewards_mod
 from cwgrpo import weighting as W
 from cwgrpo.configs import ConfigError, build_config, parse_overrides
@@ -41,8 +40,9 @@ from cwgrpo.data import DATASETS, get_dataset, load_records, normalise, prepare
 from cwgrpo.evaluate import EvalConfig, evaluate
 from cwgrpo.generation import check_model_dir
 from cwgrpo.io import ResultFileError
-from cwgrpo.report.results import cov_samples, metrics_frame, summaries_frame
-from cwgrpo.report.table import TableConfig
+from cwgrpo.report import claims as claims_mod
+from cwgrpo.report.load import cov_samples, metrics_frame, summaries_frame
+from cwgrpo.report.options import TableConfig
 
 REPO = Path(__file__).resolve().parents[2]
 REC = {"id": "p-0", "problem": "1+1", "answer": "2", "source": "test"}
@@ -795,7 +795,7 @@ def _finished_run_without_live_logs(ctx: Ctx):
 
 
 def _metrics_with_a_gap(ctx: Ctx):
-    from cwgrpo.report.results import metrics_frame
+    from cwgrpo.report.load import metrics_frame
 
     run = ctx.tmp / "run"
     run.mkdir()
@@ -894,7 +894,7 @@ def _truncated_model(ctx: Ctx) -> Path:
 
 
 def _summary_with(ctx: Ctx, **values: Any):
-    from cwgrpo.report.results import summaries_frame
+    from cwgrpo.report.load import summaries_frame
 
     path = _summary(ctx)
     data = json.loads(path.read_text())
@@ -1218,12 +1218,11 @@ def _fetch_model_network_down(ctx: Ctx) -> None:
 def _repeated_list_flags_extend(ctx: Ctx) -> None:
     import argparse
 
-    from cwgrpo import claims
-    from cwgrpo.report import figures, table
+    from cwgrpo.report import claims, figures, table
 
     for module, argv, attr in (
-        (figures, ["--kind", "training", "--out", "f.pdf", "--runs", "A", "B", "--runs", "C"], "runs"),
-        (table, ["--out-pdf", "t.pdf", "--out-dir", "t", "--summaries", "A", "B", "--summaries", "C"], "summaries"),
+        (figures, ["--kind", "training", "--out-pdf", "f.pdf", "--out-png", "f.png", "--runs", "A", "B", "--runs", "C"], "runs"),
+        (table, [*(a for n in TABLE_FILES for a in (f"--out-{n}", n)), "--summaries", "A", "B", "--summaries", "C"], "summaries"),
         (claims, ["--out-json", "c.json", "--out-md", "c.md", "--runs", "R", "--summaries", "A", "B", "--summaries", "C"], "summaries"),
     ):  # fmt: skip
         parser = argparse.ArgumentParser()
@@ -1368,7 +1367,23 @@ def _eval_argv(ctx: Ctx) -> list[str]:
 
 
 EVAL_OUT = ("out.jsonl", "out.summary.json")
-TABLE_OUT = ("table.pdf", "t/table1.csv", "t/table1.md", "t/table1.tex", "t/table1.provenance.json")
+TABLE_FILES = {
+    "pdf": "table.pdf",
+    "csv": "t/table1.csv",
+    "tex": "t/table1.tex",
+    "md": "t/table1.md",
+    "reported-csv": "t/reported_vs_ours.csv",
+    "reported-md": "t/reported_vs_ours.md",
+    "sensitivity-csv": "t/metric_sensitivity.csv",
+    "sensitivity-md": "t/metric_sensitivity.md",
+    "provenance": "t/table1.provenance.json",
+}
+TABLE_OUT = tuple(TABLE_FILES.values())
+
+
+def _table_out_flags(ctx: Ctx) -> list[str]:
+    return [arg for name, rel in TABLE_FILES.items() for arg in (f"--out-{name}", str(ctx.tmp / rel))]
+
 
 CLI = [
     Cli("unknown-command", lambda c: ["frobnicate"], "", "unknown command 'frobnicate'"),
@@ -1430,10 +1445,7 @@ CLI = [
             "table",
             "--summaries",
             str(c.write("s.summary.json", _summary(c).read_text()[:40])),
-            "--out-pdf",
-            str(c.tmp / "table.pdf"),
-            "--out-dir",
-            str(c.tmp / "t"),
+            *_table_out_flags(c),
         ],
         "table",
         "is not valid JSON (truncated or corrupt?)",

@@ -1,4 +1,4 @@
-"""Unit tests of ``cwgrpo claims`` (cwgrpo.claims) on hand-made results with hand-computed effects.
+"""Unit tests of ``cwgrpo claims`` (cwgrpo.report.claims) on hand-made results with hand-computed effects.
 
 Three seeds throughout, so every interval is mean ± t_{0.975, 2} · sd / sqrt(3), t = 4.302652729911275.
 """
@@ -11,18 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from cwgrpo.claims import (
-    FAILS,
-    HOLDS,
-    INCONCLUSIVE,
-    ClaimsConfig,
-    claims_markdown,
-    evaluate_claims,
-    gaussian_top_share,
-    top_share,
-)
 from cwgrpo.cli import main
 from cwgrpo.io import ResultFileError
+from cwgrpo.report.claim_checks import FAILS, HOLDS, INCONCLUSIVE, ClaimsConfig, gaussian_top_share, top_share
+from cwgrpo.report.claims import claims_markdown, evaluate_claims
 
 T975_2 = 4.302652729911275
 BENCHES = ("b1", "b2")

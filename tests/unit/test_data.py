@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from cwgrpo import cli, data, synthetic
+from cwgrpo import cli, data, paper, synthetic
 from cwgrpo.configs import ConfigError
 from cwgrpo.io import ResultFileError
 
@@ -34,7 +34,7 @@ def test_registry_has_paper_datasets_with_expected_rows():
     }
     assert data.DATASETS["open_rs"].hf_id == "knoveleng/open-rs"
     assert data.DATASETS["math500"].split == "test"
-    assert set(data.PAPER_BENCHMARKS) <= set(data.DATASETS)
+    assert set(paper.BENCHMARKS) <= set(data.DATASETS)
 
 
 def test_registry_synthetic_entries_match_synthetic_splits():

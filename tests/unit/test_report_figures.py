@@ -16,8 +16,8 @@ import pytest
 from cwgrpo.cli import main
 from cwgrpo.io import ResultFileError
 from cwgrpo.report.figures import FigureConfig, make_figure, seed_band
-from cwgrpo.report.results import metrics_frame
-from cwgrpo.report.style import METHOD_COLORS, method_color, output_paths, save_figure
+from cwgrpo.report.load import metrics_frame
+from cwgrpo.report.style import METHOD_COLORS, method_color, save_figure
 
 T975_2 = 4.302652729911275
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
@@ -106,7 +106,17 @@ def assert_pdf_png(pdf: Path) -> None:
 def test_figure_from_runs_writes_pdf_and_png(tmp_path, runs, kind):
     out = tmp_path / "figures" / f"{kind}.pdf"
     small = [r for r in runs if "/small/" in r.as_posix()]
-    args = ["figure", "--kind", kind, "--runs", *map(str, small), "--out", str(out)]
+    args = [
+        "figure",
+        "--kind",
+        kind,
+        "--runs",
+        *map(str, small),
+        "--out-pdf",
+        str(out),
+        "--out-png",
+        str(out.with_suffix(".png")),
+    ]
     assert main([*args, "--set", "preset=tiny", "--set", "size_display={small: 'Tiny-S (≈1.5B)'}"]) == 0
     assert_pdf_png(out)
 
@@ -115,7 +125,17 @@ def test_figure_from_runs_writes_pdf_and_png(tmp_path, runs, kind):
 def test_figure_checkpoints_writes_pdf_and_png(tmp_path, summaries, preset):
     out = tmp_path / "checkpoints.pdf"
     small = [p for p in summaries if "/small/" in p.as_posix()]
-    args = ["figure", "--kind", "checkpoints", "--summaries", *map(str, small), "--out", str(out)]
+    args = [
+        "figure",
+        "--kind",
+        "checkpoints",
+        "--summaries",
+        *map(str, small),
+        "--out-pdf",
+        str(out),
+        "--out-png",
+        str(out.with_suffix(".png")),
+    ]
     args += ["--set", f"preset={preset}", "--set", f"benchmark_mirrors={json.dumps(MIRRORS)}"]
     assert main(args) == 0
     assert_pdf_png(out)
@@ -185,8 +205,10 @@ def test_figure_missing_run_json_exits_2(tmp_path, capsys):
         "entropy",
         "--runs",
         str(tmp_path / "nowhere"),
-        "--out",
+        "--out-pdf",
         str(tmp_path / "e.pdf"),
+        "--out-png",
+        str(tmp_path / "e.png"),
     ]
     assert main(args) == 2
     assert "run.json" in capsys.readouterr().err
@@ -232,13 +254,11 @@ def test_same_method_same_colour_in_every_figure(runs, summaries):
     assert seen == {"GRPO": {METHOD_COLORS["grpo"]}, "CW-GRPO": {METHOD_COLORS["cw_grpo"]}}
 
 
-def test_output_paths_and_save(tmp_path):
-    assert output_paths("figures/x.pdf") == (Path("figures/x.pdf"), Path("figures/x.png"))
-    assert output_paths("figures/x.png") == (Path("figures/x.pdf"), Path("figures/x.png"))
+def test_save_figure_writes_pdf_and_png(tmp_path):
     import matplotlib.pyplot as plt
 
     fig = plt.figure()
-    pdf, png = save_figure(fig, tmp_path / "y.pdf")
+    pdf, png = save_figure(fig, tmp_path / "y.pdf", tmp_path / "y.png")
     assert pdf.read_bytes().startswith(b"%PDF") and png.read_bytes().startswith(PNG_MAGIC)
 
 

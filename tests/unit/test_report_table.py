@@ -16,8 +16,10 @@ import pytest
 
 from cwgrpo.cli import main
 from cwgrpo.io import ResultFileError
-from cwgrpo.report.results import load_reported, mean_ci, seed_effect, summaries_frame
-from cwgrpo.report.table import TableConfig, build_table1, write_table
+from cwgrpo.report.load import load_reported, summaries_frame
+from cwgrpo.report.options import TableConfig
+from cwgrpo.report.table import build_table1, write_table
+from cwgrpo.stats import mean_ci, seed_effect
 
 T975_2 = 4.302652729911275  # t quantile, 2 degrees of freedom (3 seeds)
 TINY = {
@@ -76,6 +78,31 @@ def make_results(root: Path, values=VALUES, size="small", step=100) -> list[Path
     return paths
 
 
+FILE_NAMES = {
+    "csv": "table1.csv",
+    "tex": "table1.tex",
+    "md": "table1.md",
+    "reported_csv": "reported_vs_ours.csv",
+    "reported_md": "reported_vs_ours.md",
+    "sensitivity_csv": "metric_sensitivity.csv",
+    "sensitivity_md": "metric_sensitivity.md",
+    "provenance": "table1.provenance.json",
+}
+
+
+def outputs(pdf: Path, out_dir: Path) -> dict[str, Path]:
+    """The table's output paths: ``pdf`` and the usual file names in ``out_dir``."""
+    return {"pdf": pdf, **{name: out_dir / file for name, file in FILE_NAMES.items()}}
+
+
+def out_flags(pdf: Path, out_dir: Path) -> list[str]:
+    return [
+        a
+        for name, path in outputs(pdf, out_dir).items()
+        for a in (f"--out-{name.replace('_', '-')}", str(path))
+    ]
+
+
 def cfg(**kw) -> TableConfig:
     return TableConfig(**{**TINY, **kw})
 
@@ -84,7 +111,9 @@ def cfg(**kw) -> TableConfig:
 def tiny_out(tmp_path_factory) -> dict[str, Path]:
     """Every output of one ``write_table`` run on VALUES (drawing the PDF takes a second or two)."""
     root = tmp_path_factory.mktemp("tiny")
-    return write_table(cfg(), make_results(root / "r"), root / "figures" / "table1.pdf", root / "out")
+    return write_table(
+        cfg(), make_results(root / "r"), outputs(root / "figures" / "table1.pdf", root / "out")
+    )
 
 
 def cell(cells: pd.DataFrame, method: str, benchmark: str, size: str = "small") -> pd.Series:
@@ -139,7 +168,7 @@ def test_table_csv_values_equal_inputs(tmp_path):
     values = {k: v for k, v in VALUES.items() if k[1] == 0}  # one seed each: cells are the inputs
     values[("grpo", 0)] = (0.123456789012345, 0.987654321098765)
     paths = make_results(tmp_path / "r", values)
-    out = write_table(cfg(), paths, tmp_path / "fig" / "table1.pdf", tmp_path / "out")
+    out = write_table(cfg(), paths, outputs(tmp_path / "fig" / "table1.pdf", tmp_path / "out"))
     csv = pd.read_csv(out["csv"])
     for (method, _), accs in values.items():
         for bench, acc in zip(("syn_math500", "syn_olympiad"), accs, strict=True):
@@ -261,14 +290,14 @@ def test_table_missing_file_names_it(tmp_path):
     paths = make_results(tmp_path)
     missing = tmp_path / "eval" / "nope.summary.json"
     with pytest.raises(ResultFileError, match=r"nope\.summary\.json"):
-        write_table(cfg(), [*paths, missing], tmp_path / "t.pdf", tmp_path / "out")
+        write_table(cfg(), [*paths, missing], outputs(tmp_path / "t.pdf", tmp_path / "out"))
 
 
 def test_table_truncated_file_names_it(tmp_path):
     paths = make_results(tmp_path)
     paths[0].write_text('{"benchmark": "syn_math5')
     with pytest.raises(ResultFileError, match=re.escape(str(paths[0]))):
-        write_table(cfg(), paths, tmp_path / "t.pdf", tmp_path / "out")
+        write_table(cfg(), paths, outputs(tmp_path / "t.pdf", tmp_path / "out"))
 
 
 def test_table_missing_method_names_it(tmp_path):
@@ -304,8 +333,8 @@ def test_table_pdf_and_sidecar(tiny_out):
 
 
 def test_table_outputs_are_reproducible(tmp_path, tiny_out):
-    out = write_table(cfg(), make_results(tmp_path / "r"), tmp_path / "table1.pdf", tmp_path / "out")
-    for key in ("pdf", "csv", "md", "tex", "cmp_csv", "cmp_md"):
+    out = write_table(cfg(), make_results(tmp_path / "r"), outputs(tmp_path / "table1.pdf", tmp_path / "out"))
+    for key in ("pdf", "csv", "md", "tex", "reported_csv", "reported_md"):
         assert out[key].read_bytes() == tiny_out[key].read_bytes(), key
 
 
@@ -324,7 +353,7 @@ def test_reported_json_is_consistent():
 
 def test_reported_vs_ours_tiny_compares_effects_only(tiny_out):
     out = tiny_out
-    cmp = pd.read_csv(out["cmp_csv"])
+    cmp = pd.read_csv(out["reported_csv"])
     assert set(cmp["comparison"]) == {"effect"}
     row = cmp[(cmp["method"] == "cw_grpo - grpo") & (cmp["benchmark"] == "avg")].iloc[0]
     assert row["paper_pct"] == pytest.approx(55.3 - 52.6)
@@ -333,7 +362,7 @@ def test_reported_vs_ours_tiny_compares_effects_only(tiny_out):
     assert bool(row["same_sign"]) is True
     m500 = cmp[(cmp["method"] == "cw_grpo - grpo") & (cmp["benchmark"] == "syn_math500")].iloc[0]
     assert m500["paper_benchmark"] == "math500" and m500["paper_pct"] == pytest.approx(2.0)
-    md = out["cmp_md"].read_text()
+    md = out["reported_md"].read_text()
     assert "only effects are compared" in md and "not comparable" in md
 
 
@@ -344,8 +373,8 @@ def test_reported_vs_ours_paper_compares_absolute_numbers(tmp_path):
         s = 0 if method == "base" else 100
         for bench, acc in zip(("math500", "olympiadbench"), accs, strict=True):
             paths.append(write_summary(tmp_path / "r", "1.5b", method, seed, s, bench, acc))
-    out = write_table(TableConfig(preset="paper"), paths, tmp_path / "t.pdf", tmp_path / "out")
-    cmp = pd.read_csv(out["cmp_csv"])
+    out = write_table(TableConfig(preset="paper"), paths, outputs(tmp_path / "t.pdf", tmp_path / "out"))
+    cmp = pd.read_csv(out["reported_csv"])
     assert {"absolute", "effect"} == set(cmp["comparison"])
     r = cmp[
         (cmp["comparison"] == "absolute") & (cmp["method"] == "grpo") & (cmp["benchmark"] == "math500")
@@ -361,10 +390,15 @@ def test_table_cli_writes_every_output(tmp_path, capsys):
     paths = make_results(tmp_path / "r")
     cfg_file = tmp_path / "tiny.yaml"
     cfg_file.write_text(json.dumps(TINY))  # JSON is YAML
-    args = ["table", "--summaries", *map(str, paths), "--out-pdf", str(tmp_path / "figures" / "table1.pdf")]
-    args += ["--out-dir", str(tmp_path / "res"), "--config", str(cfg_file), "--set", "step=100"]
+    args = [
+        "table",
+        "--summaries",
+        *map(str, paths),
+        *out_flags(tmp_path / "figures" / "table1.pdf", tmp_path / "res"),
+    ]
+    args += ["--config", str(cfg_file), "--set", "step=100"]
     assert main(args) == 0
-    for name in ("table1.csv", "table1.tex", "table1.md", "reported_vs_ours.csv", "reported_vs_ours.md"):
+    for name in FILE_NAMES.values():
         assert (tmp_path / "res" / name).stat().st_size > 0
     assert (tmp_path / "figures" / "table1.pdf").read_bytes().startswith(b"%PDF")
 
@@ -375,10 +409,7 @@ def test_table_cli_missing_file_exits_2_naming_it(tmp_path, capsys):
         "table",
         "--summaries",
         str(missing),
-        "--out-pdf",
-        str(tmp_path / "t.pdf"),
-        "--out-dir",
-        str(tmp_path),
+        *out_flags(tmp_path / "t.pdf", tmp_path),
     ]
     assert main(args) == 2
     assert "gone.summary.json" in capsys.readouterr().err

@@ -15,18 +15,18 @@ import pytest
 
 from cwgrpo.cli import main
 from cwgrpo.configs import ConfigError
-from cwgrpo.report.results import metrics_frame, summaries_frame
+from cwgrpo.report.load import metrics_frame, summaries_frame
 from cwgrpo.report.study import (
     StudyConfig,
     analyse,
     best_minus_last,
     entropy_range,
     entropy_start,
-    mde,
     tail_shares,
     unstable,
 )
 from cwgrpo.report.study_render import study_markdown
+from cwgrpo.stats import paired_mde as mde
 
 T975_2 = 4.302652729911275
 BENCHES = ("b1", "b2")

@@ -341,9 +341,9 @@ def _check_command_options():
             except oc.OptionError as err:
                 _fail_option(err, sources)
     try:  # the report commands need pandas, which a bare Snakemake environment may lack
-        from cwgrpo.claims import ClaimsConfig
+        from cwgrpo.report.claim_checks import ClaimsConfig
         from cwgrpo.report.figures import FigureConfig
-        from cwgrpo.report.table import TableConfig
+        from cwgrpo.report.options import TableConfig
     except ImportError as err:
         print(f"note: report options not checked at parse time ({err})", file=sys.stderr)
         return
@@ -503,8 +503,18 @@ def data_file(dataset):
     return f"{RES}/data/{dataset}.jsonl"
 
 
+def model_dir(size, stage):
+    """A model folder (stage `init` or `base`); model folders are not outputs, their markers are."""
+    return f"{RES}/models/{size}/{stage}"
+
+
+def model_marker(size, stage):
+    """The marker a model folder's job declares as its output: the folder's path + `.json`."""
+    return f"{model_dir(size, stage)}.json"
+
+
 def base_marker(size):
-    return f"{RES}/models/{size}/base.json"
+    return model_marker(size, "base")
 
 
 def run_prefix(size, method, seed):
@@ -635,7 +645,7 @@ def eval_model_marker(wildcards):
 
 def eval_model_dir(wildcards):
     if wildcards.method == BASE:
-        return f"{RES}/models/{wildcards.size}/base"
+        return model_dir(wildcards.size, "base")
     return f"{run_prefix(wildcards.size, wildcards.method, wildcards.seed)}/checkpoint-{wildcards.step}"
 
 
@@ -734,19 +744,14 @@ def train_args(wildcards):
     return f"{tags(size=wildcards.size, method=wildcards.method, seed=wildcards.seed)} {sets(opts)}"
 
 
-def parent_dir(name):
-    """Params function: the folder of output `name` (so no rule hard-codes a prefix)."""
-    return lambda wildcards, output: str(Path(output[name]).parent)
+def model_dir_of(stage):
+    """Params function: the job's size's model folder of `stage` (built, like its marker, by model_dir)."""
+    return lambda wildcards: model_dir(wildcards.size, stage)
 
 
-def sibling_dir(name):
-    """Params function: the model folder beside output marker `name` (models/S/base.json -> models/S/base)."""
-    return lambda wildcards, output: str(Path(output[name]).with_suffix(""))
-
-
-def input_dir(name):
-    """Params function: the model folder beside input marker `name`."""
-    return lambda wildcards, input: str(Path(input[name]).with_suffix(""))
+def run_dir_of(wildcards):
+    """Params function: the job's run folder (built, like the train rule's outputs, by run_prefix)."""
+    return run_prefix(wildcards.size, wildcards.method, wildcards.seed)
 
 
 def runs_arg(wildcards, input):

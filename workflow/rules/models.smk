@@ -5,7 +5,7 @@ if KIND == "tiny":
 
     rule build_tiny:
         output:
-            marker=f"{RES}/models/{{size}}/init.json",
+            marker=model_marker("{size}", "init"),
         log:
             f"{LOGS}/build_tiny/{{size}}.log",
         conda:
@@ -14,7 +14,7 @@ if KIND == "tiny":
         resources:
             **fixed_resources("build_tiny"),
         params:
-            out_dir=sibling_dir("marker"),
+            out_dir=model_dir_of("init"),
             options=lambda wildcards: sets(stage_options("build", wildcards.size)),
         shell:
             "cwgrpo build-tiny --size {wildcards.size:q} --out-dir {params.out_dir:q}"
@@ -26,7 +26,7 @@ if KIND == "tiny":
             train_data=data_file(config["data"]["train"]),
             dev_data=data_file(config["data"]["dev"]),
         output:
-            marker=f"{RES}/models/{{size}}/base.json",
+            marker=model_marker("{size}", "base"),
         log:
             f"{LOGS}/sft/{{size}}.log",
         conda:
@@ -36,8 +36,8 @@ if KIND == "tiny":
         resources:
             **fixed_resources("sft"),
         params:
-            model_dir=input_dir("init"),
-            out_dir=sibling_dir("marker"),
+            model_dir=model_dir_of("init"),
+            out_dir=model_dir_of("base"),
             options=lambda wildcards: sets(stage_options("sft", wildcards.size)),
         shell:
             "cwgrpo sft --model-dir {params.model_dir:q} --train-data {input.train_data:q}"
@@ -48,7 +48,7 @@ else:
 
     rule fetch_model:
         output:
-            marker=f"{RES}/models/{{size}}/base.json",
+            marker=model_marker("{size}", "base"),
         log:
             f"{LOGS}/fetch_model/{{size}}.log",
         localrule: DOWNLOADS_LOCAL  # data.downloads_on_submit_host
@@ -59,7 +59,7 @@ else:
             **fixed_resources("fetch_model"),
         params:
             source=lambda wildcards: fetch_args(wildcards.size),
-            out_dir=sibling_dir("marker"),
+            out_dir=model_dir_of("base"),
         shell:
             "cwgrpo fetch-model {params.source}"
             " --out-dir {params.out_dir:q} --marker {output.marker:q} > {log:q} 2>&1"

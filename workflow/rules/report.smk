@@ -14,6 +14,7 @@ rule table:
         tex=f"{RES}/table1.tex",
         md=f"{RES}/table1.md",
         reported_csv=f"{RES}/reported_vs_ours.csv",
+        provenance=f"{RES}/table1.provenance.json",
         reported_md=report(
             f"{RES}/reported_vs_ours.md",
             caption="../report/reported_vs_ours.rst",
@@ -33,10 +34,12 @@ rule table:
     resources:
         **fixed_resources("report"),
     params:
-        out_dir=parent_dir("csv"),
         options=sets(report_options("table")),
     shell:
-        "cwgrpo table --summaries {input.summaries:q} --out-pdf {output.pdf:q} --out-dir {params.out_dir:q}"
+        "cwgrpo table --summaries {input.summaries:q} --out-pdf {output.pdf:q} --out-csv {output.csv:q}"
+        " --out-tex {output.tex:q} --out-md {output.md:q} --out-reported-csv {output.reported_csv:q}"
+        " --out-reported-md {output.reported_md:q} --out-sensitivity-csv {output.sensitivity_csv:q}"
+        " --out-sensitivity-md {output.sensitivity_md:q} --out-provenance {output.provenance:q}"
         " {params.options} > {log:q} 2>&1"
 
 
@@ -67,8 +70,8 @@ for _name, (_kind, _reads) in FIGURES.items():
             summaries=summaries_arg,
             options=sets(report_options("figure")),
         shell:
-            "cwgrpo figure --kind {params.kind:q} {params.runs} {params.summaries} --out {output.pdf:q}"
-            " {params.options} > {log:q} 2>&1"
+            "cwgrpo figure --kind {params.kind:q} {params.runs} {params.summaries} --out-pdf {output.pdf:q}"
+            " --out-png {output.png:q} {params.options} > {log:q} 2>&1"
 
 
 rule claims:

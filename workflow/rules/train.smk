@@ -3,6 +3,8 @@
 # (train_<size>, e.g. train_small, train_1_5b). Checkpoint folders are not outputs: Snakemake deletes
 # the outputs of a failed job, and a rerun of `cwgrpo train` resumes from the newest complete checkpoint.
 
+RUN = run_prefix("{size}", "{method}", "{seed}")  # the run folder's pattern; run_dir_of fills it in
+
 for _size in SIZES:
 
     rule:
@@ -12,13 +14,10 @@ for _size in SIZES:
             model=base_marker(_size),
             train_data=data_file(config["data"]["train"]),
         output:
-            run=f"{RES}/runs/{{size}}/{{method}}/seed{{seed}}/run.json",
-            metrics=f"{RES}/runs/{{size}}/{{method}}/seed{{seed}}/metrics.jsonl",
-            cov_samples=f"{RES}/runs/{{size}}/{{method}}/seed{{seed}}/cov_samples.jsonl",
-            steps=[
-                f"{RES}/runs/{{size}}/{{method}}/seed{{seed}}/steps/step{n}.json"
-                for n in saved_steps(_size)
-            ],
+            run=f"{RUN}/run.json",
+            metrics=f"{RUN}/metrics.jsonl",
+            cov_samples=f"{RUN}/cov_samples.jsonl",
+            steps=[f"{RUN}/steps/step{n}.json" for n in saved_steps(_size)],
         log:
             f"{LOGS}/train/{{size}}/{{method}}/seed{{seed}}.log",
         wildcard_constraints:
@@ -31,8 +30,8 @@ for _size in SIZES:
         resources:
             **train_resources(_size),
         params:
-            model_dir=input_dir("model"),
-            run_dir=parent_dir("run"),
+            model_dir=model_dir_of("base"),
+            run_dir=run_dir_of,
             options=train_args,
         shell:
             "cwgrpo train --model-dir {params.model_dir:q} --train-data {input.train_data:q}"

@@ -6,10 +6,9 @@ Three sources, with the formats of ``docs/architecture.md``:
 - run folders (``run.json`` + ``metrics.jsonl``) -> :func:`metrics_frame`, one row per logged step;
 - ``cov_samples.jsonl`` -> :func:`cov_samples`, the sampled token covariances and kernel weights.
 
-It also holds what the report commands share: :class:`ReportConfig` (names, display labels and the
-mapping of tiny synthetic benchmarks onto the paper's), the seed statistics (:func:`mean_ci`,
-:func:`seed_effect`: a t-interval over seeds, paired by seed where possible), the paper's reported
-numbers (:func:`load_reported`) and the provenance of the inputs (:func:`input_identity`).
+It also loads the paper's reported numbers (:func:`load_reported`) and states the provenance of the
+inputs (:func:`input_identity`, :func:`footer_text`). Options and names live in
+:mod:`cwgrpo.report.options`, statistics in :mod:`cwgrpo.stats`.
 
 Accuracies in frames are fractions in [0, 1], exactly as the summaries store them; the tables and
 figures convert to percent only for display and for comparison with the paper.
@@ -17,268 +16,24 @@ figures convert to percent only for display and for comparison with the paper.
 
 from __future__ import annotations
 
-import dataclasses
 import hashlib
 import itertools
 import math
-from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
-from cwgrpo.configs import ConfigError
-from cwgrpo.io import ResultFileError, read_json, read_jsonl
+from cwgrpo.io import (
+    ResultFileError,
+    read_json,
+    read_jsonl,
+)
+from cwgrpo.report.options import AVG, PAPER_BENCHMARKS
 
-PAPER_BENCHMARKS: tuple[str, ...] = ("aime24", "math500", "amc23", "minerva", "olympiadbench")
-PAPER_SIZES: tuple[str, ...] = ("1.5b", "7b")
-PRESETS: tuple[str, ...] = ("tiny", "paper", "real")
-# Sizes in the order the architecture names them; any other size follows, alphabetically.
-SIZE_ORDER: tuple[str, ...] = ("small", "large", "1.5b", "7b")
-AVG = "avg"  # the pseudo-benchmark "mean of the benchmark accuracies"
-# Built-in display names of the paper's own benchmark and size names (the options override them).
-PAPER_BENCHMARK_DISPLAY = {
-    "aime24": "AIME24", "math500": "MATH-500", "amc23": "AMC23", "minerva": "Minerva", "olympiadbench": "OlympiadBench",
-}  # fmt: skip
-PAPER_SIZE_DISPLAY = {"1.5b": "1.5B", "7b": "7B"}
 REPORTED_PATH = Path(__file__).resolve().parent.parent / "resources" / "reported.json"
-
-
-def _help(text: str) -> dict[str, str]:
-    return {"help": text}
-
-
-@dataclass
-class ReportConfig:
-    """Options shared by ``cwgrpo table``, ``cwgrpo figure`` and ``cwgrpo claims``."""
-
-    preset: str = field(
-        default="paper",
-        metadata=_help(
-            "'paper' (real benchmarks: absolute numbers are compared with the paper), 'tiny' "
-            "(synthetic stand-ins: only effects, e.g. CW-GRPO minus GRPO, are compared) or 'real' (a small "
-            "pretrained model, a few steps, CHAMP: only effects are compared)"
-        ),
-    )
-    step: int = field(
-        default=100, metadata=_help("training step of Table 1 and of claim 1 (the paper reports step 100)")
-    )
-    base_method: str = field(default="base", metadata=_help("method label of the untrained model"))
-    base_step: int = field(default=0, metadata=_help("step tag of the untrained model's summaries"))
-    reference_method: str = field(
-        default="grpo", metadata=_help("method that changes (Δ) and effects are measured against")
-    )
-    methods: list[str] = field(
-        default_factory=lambda: ["base", "grpo", "clip_cov", "cw_grpo"],
-        metadata=_help(
-            "method labels in row/legend order; `table` requires each for every size; labels present "
-            "in the inputs but not listed follow them, alphabetically"
-        ),
-    )
-    sizes: list[str] | None = field(
-        default=None, metadata=_help("sizes to report, in order (default: every size in the inputs)")
-    )
-    benchmarks: list[str] | None = field(
-        default=None,
-        metadata=_help(
-            "benchmark names (the summaries' `benchmark` field) in column order; default: every "
-            "benchmark in the inputs, in the paper's order of their mirrors"
-        ),
-    )
-    benchmark_display: dict[str, str] = field(
-        default_factory=dict,
-        metadata=_help(
-            "benchmark name -> display name, e.g. {syn_math500: 'Syn-L1'}; default: the name itself (the "
-            "paper's spelling for its own benchmarks, math500 -> MATH-500); a stand-in's name gets "
-            "' (≈MATH-500)' etc. appended unless it already names its mirror"
-        ),
-    )
-    benchmark_mirrors: dict[str, str] = field(
-        default_factory=dict,
-        metadata=_help(
-            "benchmark name -> the paper benchmark it stands in for (aime24|math500|amc23|minerva|"
-            "olympiadbench); a paper benchmark name mirrors itself"
-        ),
-    )
-    size_display: dict[str, str] = field(
-        default_factory=dict,
-        metadata=_help(
-            "size -> display name, e.g. {small: 'Tiny-S'}; default: the name (1.5b -> 1.5B); a stand-in "
-            "size gets ' (≈1.5B)' etc. appended unless its name already says it"
-        ),
-    )
-    size_mirrors: dict[str, str] = field(
-        default_factory=lambda: {"small": "1.5b", "large": "7b"},
-        metadata=_help("size -> the paper size (1.5b|7b) it stands in for; a paper size mirrors itself"),
-    )
-    method_display: dict[str, str] = field(
-        default_factory=dict, metadata=_help("method label -> display name (overrides the defaults)")
-    )
-
-    def __post_init__(self) -> None:
-        if self.preset not in PRESETS:
-            raise ConfigError(f"preset: expected one of {list(PRESETS)}, got {self.preset!r}")
-        for name in (
-            "benchmark_display",
-            "benchmark_mirrors",
-            "size_display",
-            "size_mirrors",
-            "method_display",
-        ):
-            value = getattr(self, name)
-            if not isinstance(value, Mapping):
-                raise ConfigError(f"{name}: expected a mapping name -> value, got {value!r}")
-            setattr(self, name, {str(k): str(v) for k, v in value.items()})
-        bad = {k: v for k, v in self.benchmark_mirrors.items() if v not in PAPER_BENCHMARKS}
-        if bad:
-            raise ConfigError(
-                f"benchmark_mirrors: {bad} not among the paper's benchmarks {list(PAPER_BENCHMARKS)}"
-            )
-        bad = {k: v for k, v in self.size_mirrors.items() if v not in PAPER_SIZES}
-        if bad:
-            raise ConfigError(f"size_mirrors: {bad} not among the paper's sizes {list(PAPER_SIZES)}")
-
-    # -- names ---------------------------------------------------------------------------------------
-    def mirror(self, benchmark: str) -> str | None:
-        """The paper benchmark that ``benchmark`` stands in for, or None."""
-        if benchmark in self.benchmark_mirrors:
-            return self.benchmark_mirrors[benchmark]
-        return benchmark if benchmark in PAPER_BENCHMARKS else None
-
-    def size_mirror(self, size: str) -> str | None:
-        if size in self.size_mirrors:
-            return self.size_mirrors[size]
-        return size if size in PAPER_SIZES else None
-
-    def benchmark_name(self, benchmark: str) -> str:
-        """Display name; a stand-in names the paper benchmark it mirrors: ``Syn-L1 (≈MATH-500)``."""
-        if benchmark == AVG:
-            return "Avg"
-        name = self.benchmark_display.get(benchmark) or PAPER_BENCHMARK_DISPLAY.get(benchmark, benchmark)
-        return _with_mirror(name, benchmark, self.mirror(benchmark), PAPER_BENCHMARK_DISPLAY)
-
-    def size_name(self, size: str) -> str:
-        """Display name; a stand-in size names the paper size it mirrors: ``small (≈1.5B)``."""
-        name = self.size_display.get(size) or PAPER_SIZE_DISPLAY.get(size, size)
-        return _with_mirror(name, size, self.size_mirror(size), PAPER_SIZE_DISPLAY)
-
-    def method_name(self, method: str) -> str:
-        from cwgrpo.report.style import method_label
-
-        return self.method_display.get(method) or method_label(method)
-
-    def order_methods(self, present: Iterable[str]) -> list[str]:
-        present = set(present)
-        return [m for m in self.methods if m in present] + sorted(present - set(self.methods))
-
-    def order_sizes(self, present: Iterable[str]) -> list[str]:
-        present = set(present)
-        if self.sizes is not None:
-            missing = [s for s in self.sizes if s not in present]
-            if missing:
-                raise ResultFileError(f"no results for size(s) {missing}; the inputs have {sorted(present)}")
-            return list(self.sizes)
-        known = list(self.size_display) + [s for s in SIZE_ORDER if s not in self.size_display]
-        return [s for s in known if s in present] + sorted(present - set(known))
-
-    def order_benchmarks(self, present: Iterable[str]) -> list[str]:
-        present = set(present)
-        if self.benchmarks is not None:
-            missing = [b for b in self.benchmarks if b not in present]
-            if missing:
-                raise ResultFileError(
-                    f"no summaries for benchmark(s) {missing}; the inputs have {sorted(present)}"
-                )
-            return list(self.benchmarks)
-
-        def key(b: str) -> tuple[int, str]:
-            m = self.mirror(b)
-            return (PAPER_BENCHMARKS.index(m) if m else len(PAPER_BENCHMARKS), b)
-
-        return sorted(present, key=key)
-
-
-def _with_mirror(name: str, key: str, mirror: str | None, paper_names: Mapping[str, str]) -> str:
-    """Append ``(≈PAPER)`` unless ``key`` is the paper's own or ``name`` already names the paper's."""
-    if mirror is None or mirror == key:
-        return name
-    paper = paper_names[mirror]
-    return name if paper.lower() in name.lower() else f"{name} (≈{paper})"
-
-
-# -- statistics over seeds ---------------------------------------------------------------------------
-def mean_ci(values: Iterable[float], level: float = 0.95) -> tuple[float, float, float]:
-    """Mean and two-sided t-interval over seeds: ``mean ± t_{n-1, (1+level)/2} · sd / sqrt(n)``.
-
-    :func:`cwgrpo.stats.mean_ci_over_seeds` after dropping missing values (None, NaN). Returns
-    ``(mean, lo, hi)``; ``lo`` and ``hi`` are NaN with fewer than two values (the CI is unavailable),
-    and everything is NaN with none.
-    """
-    from cwgrpo.stats import mean_ci_over_seeds
-
-    x = [float(v) for v in values if v is not None and np.isfinite(v)]
-    return mean_ci_over_seeds(x, confidence=level)
-
-
-@dataclass(frozen=True)
-class Effect:
-    """A difference ``treatment - reference`` over seeds with its 95 % CI (NaN when unavailable)."""
-
-    mean: float
-    lo: float
-    hi: float
-    n: int  # pairs when paired, else the smaller group size
-    paired: bool
-    seeds: tuple[int, ...]
-    note: str = ""
-
-    @property
-    def has_ci(self) -> bool:
-        return not (math.isnan(self.lo) or math.isnan(self.hi))
-
-    @property
-    def half(self) -> float:
-        return (self.hi - self.lo) / 2 if self.has_ci else math.nan
-
-    def as_dict(self) -> dict[str, Any]:
-        out = dataclasses.asdict(self)
-        out["seeds"] = list(self.seeds)
-        out["ci95"] = [self.lo, self.hi] if self.has_ci else None
-        return {k: (None if isinstance(v, float) and math.isnan(v) else v) for k, v in out.items()}
-
-
-def seed_effect(treatment: Mapping[int, float], reference: Mapping[int, float]) -> Effect:
-    """``treatment - reference`` over seeds, paired by seed where the seeds allow.
-
-    Paired (t-interval of the per-seed differences) when both have the same seeds, or at least two
-    seeds in common (the others are dropped and the note says so). Otherwise unpaired: difference of
-    the means with a Welch t-interval when both sides have two or more seeds, else no CI.
-    """
-    if not treatment or not reference:
-        return Effect(math.nan, math.nan, math.nan, 0, False, (), "no values")
-    common = sorted(set(treatment) & set(reference))
-    if common and (set(treatment) == set(reference) or len(common) >= 2):
-        dropped = sorted(set(treatment) ^ set(reference))
-        m, lo, hi = mean_ci(treatment[s] - reference[s] for s in common)
-        note = f"paired by seed; seeds without a partner dropped: {dropped}" if dropped else "paired by seed"
-        return Effect(m, lo, hi, len(common), True, tuple(common), note)
-    a = np.array(list(treatment.values()), dtype=float)
-    b = np.array(list(reference.values()), dtype=float)
-    m = float(a.mean() - b.mean())
-    seeds = tuple(sorted(set(treatment) | set(reference)))
-    if a.size < 2 or b.size < 2:
-        return Effect(m, math.nan, math.nan, min(a.size, b.size), False, seeds, "unpaired; CI unavailable")
-    from scipy import stats
-
-    va, vb = a.var(ddof=1) / a.size, b.var(ddof=1) / b.size
-    se = math.sqrt(va + vb)
-    if se == 0:
-        return Effect(m, m, m, min(a.size, b.size), False, seeds, "unpaired (Welch); zero variance")
-    df = (va + vb) ** 2 / (va**2 / (a.size - 1) + vb**2 / (b.size - 1))
-    half = float(stats.t.ppf(0.975, df) * se)
-    return Effect(m, m - half, m + half, min(a.size, b.size), False, seeds, "unpaired (Welch t-interval)")
 
 
 # -- the paper's numbers ----------------------------------------------------------------------------

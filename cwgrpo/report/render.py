@@ -1,0 +1,315 @@
+"""Rendering of Table 1 and of the paper's numbers beside ours: Markdown, LaTeX and a one-page PDF.
+
+Pure formatting of frames that :mod:`cwgrpo.report.table` computed; nothing here reads a result file.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from cwgrpo.io import (
+    atomic_path,
+)
+from cwgrpo.report.options import AVG, TableConfig
+
+
+# -- formatting --------------------------------------------------------------------------------------
+def _pct(x: float, d: int, sign: bool = False) -> str:
+    if not np.isfinite(x):
+        return "—"
+    s = f"{100 * x:+.{d}f}" if sign else f"{100 * x:.{d}f}"
+    return s.replace("-", "−")
+
+
+def format_cell(mean: float, lo: float, hi: float, d: int, sign: bool = False) -> str:
+    """``84.0 ± 9.9`` (percent; the half-width of the interval) or ``84.0`` without an interval."""
+    text = _pct(mean, d, sign)
+    if np.isfinite(lo) and np.isfinite(hi):
+        text += f" ± {100 * (hi - lo) / 2:.{d}f}"
+    return text
+
+
+@dataclass
+class Grid:
+    """The table as text: header, and per size a title plus rows of (text, bold) cells."""
+
+    header: list[str]
+    sections: list[tuple[str, list[list[tuple[str, bool]]]]]
+    notes: list[str] = dataclasses.field(default_factory=list)
+    title: str = ""
+
+
+def table_grid(cells: pd.DataFrame, cfg: TableConfig) -> Grid:
+    benchmarks = [b for b in dict.fromkeys(cells["benchmark"]) if b != AVG]
+    ref_name = cfg.method_name(cfg.reference_method)
+    header = ["Method", *[cfg.benchmark_name(b) for b in benchmarks], "Avg", f"Δ Avg vs {ref_name}"]
+    sections = []
+    d = cfg.decimals
+    for size in dict.fromkeys(cells["size"]):
+        rows = []
+        sub = cells[cells["size"] == size]
+        for method in dict.fromkeys(sub["method"]):
+            m = sub[sub["method"] == method].set_index("benchmark")
+            label = m["method_display"].iloc[0]
+            if int(m["step"].iloc[0]) != cfg.step:
+                label += f" (step {int(m['step'].iloc[0])})"
+            row = [(label, False)]
+            for b in [*benchmarks, AVG]:
+                r = m.loc[b]
+                row.append((format_cell(r["accuracy"], r["ci95_lo"], r["ci95_hi"], d), bool(r["is_best"])))
+            a = m.loc[AVG]
+            row.append(
+                (
+                    "—"
+                    if method == cfg.reference_method
+                    else format_cell(a["delta"], a["delta_ci95_lo"], a["delta_ci95_hi"], d, sign=True),
+                    False,
+                )
+            )
+            rows.append(row)
+        sections.append((cfg.size_name(size), rows))
+    metrics = "/".join(sorted(set(cells["metric"])))
+    lo, hi = int(cells["n_seeds"].min()), int(cells["n_seeds"].max())
+    seeds = f"{lo} seed{'s' if lo > 1 else ''}" if lo == hi else f"{lo}–{hi} seeds"
+    notes = [
+        f"Accuracy (%) at step {cfg.step} (the base model at step {cfg.base_step}); metric {metrics} per seed; "
+        f"{seeds} per row (table1.csv lists them).",
+        "Cells: mean over seeds ± half-width of the 95 % t-interval over seeds (one seed with k > 1: the "
+        "summary's interval over problems; no ± when no interval is available).",
+        f"Avg: mean of the benchmark accuracies. Δ Avg: Avg minus {ref_name}'s, paired by seed. "
+        "Bold: best in its column within a size.",
+    ]
+    if cfg.preset == "tiny":
+        notes.append(
+            "Tiny preset: synthetic benchmarks (named after the paper benchmark each stands in for) and "
+            "1–2.4M-parameter models; the numbers are not comparable with the paper's."
+        )
+    if cfg.preset == "real":
+        notes.append(
+            "Real preset: a small pretrained chat model (SmolLM2-135M-Instruct) trained for a few steps and "
+            "evaluated on a sample of CHAMP; it checks the pipeline on a real model, and its accuracies say "
+            "nothing about the paper's claims."
+        )
+    title = f"Table 1: accuracy (%) at step {cfg.step}"
+    return Grid(header, sections, notes, title)
+
+
+def grid_markdown(grid: Grid) -> str:
+    def cell(text: str, bold: bool) -> str:
+        return f"**{text}**" if bold else text
+
+    lines = [f"# {grid.title}", "", "| Size | " + " | ".join(grid.header) + " |"]
+    lines.append("|---|" + "|".join(["---"] + ["---:"] * (len(grid.header) - 1)) + "|")
+    for size, rows in grid.sections:
+        for i, row in enumerate(rows):
+            lines.append(
+                "| " + (size if i == 0 else "") + " | " + " | ".join(cell(t, b) for t, b in row) + " |"
+            )
+    lines += ["", *grid.notes, ""]
+    return "\n".join(lines)
+
+
+_TEX_SUBS = {
+    "\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "$": r"\$", "#": r"\#", "_": r"\_", "{": r"\{",
+    "}": r"\}", "~": r"\textasciitilde{}", "^": r"\textasciicircum{}", "≈": r"$\approx$", "±": r"$\pm$",
+    "Δ": r"$\Delta$", "−": r"$-$", "–": "--", "—": "---",
+}  # fmt: skip
+
+
+def tex_escape(text: str) -> str:
+    """Escape LaTeX specials and map the few Unicode symbols the tables use to math mode."""
+    return "".join(_TEX_SUBS.get(ch, ch) for ch in text)
+
+
+def grid_latex(grid: Grid) -> str:
+    ncol = len(grid.header)
+    lines = [
+        "% Generated by `cwgrpo table`; needs \\usepackage{booktabs}.",
+        "\\begin{table*}[t]",
+        "\\centering",
+        "\\small",
+        "\\begin{tabular}{l" + "r" * (ncol - 1) + "}",
+        "\\toprule",
+        " & ".join(tex_escape(h) for h in grid.header) + " \\\\",
+    ]
+    for size, rows in grid.sections:
+        lines += ["\\midrule", f"\\multicolumn{{{ncol}}}{{l}}{{\\textit{{{tex_escape(size)}}}}} \\\\"]
+        for row in rows:
+            cells = [f"\\textbf{{{tex_escape(t)}}}" if b else tex_escape(t) for t, b in row]
+            lines.append(" & ".join(cells) + " \\\\")
+    lines += ["\\bottomrule", "\\end{tabular}"]
+    lines.append("\\caption{" + tex_escape(grid.title + ". " + " ".join(grid.notes)) + "}")
+    lines += ["\\label{tab:table1}", "\\end{table*}", ""]
+    return "\n".join(lines)
+
+
+def grid_pdf(grid: Grid, path: str | Path, footer: str) -> None:
+    """Draw the table on one page with matplotlib (booktabs look: three rules, italic size titles).
+
+    Written as PDF, or as PNG when ``path`` ends in ``.png``; the page is sized to the table.
+    """
+    import matplotlib.pyplot as plt
+    from matplotlib.lines import Line2D
+
+    from cwgrpo.report.style import FOOTER_COLOR, FOOTER_FONTSIZE, apply_style, wrap_footer
+
+    apply_style()
+    fs = 8.0
+    fig = plt.figure(figsize=(8, 4))
+    renderer = fig.canvas.get_renderer()
+
+    def width(text: str, bold: bool = False, size: float = fs) -> float:
+        t = fig.text(0, 0, text, fontsize=size, fontweight="bold" if bold else "normal")
+        w = t.get_window_extent(renderer).width / fig.dpi
+        t.remove()
+        return w
+
+    cols = [width(h) for h in grid.header]
+    for _, rows in grid.sections:
+        for row in rows:
+            cols = [max(c, width(t, b)) for c, (t, b) in zip(cols, row, strict=True)]
+    pad, margin, row_h = 0.14, 0.3, 0.2
+    table_w = sum(cols) + pad * (len(cols) - 1)
+    fig_w = max(table_w + 2 * margin, 6.0)
+    notes = [ln for note in grid.notes for ln in wrap_footer(note, max(table_w, 4.0) * 0.72).split("\n")]
+    footer = wrap_footer(footer, max(table_w, 4.0))
+    n_rows = 1 + sum(1 + len(rows) for _, rows in grid.sections)
+    fig_h = 0.35 + 0.3 + n_rows * row_h + 0.15 + 0.15 * len(notes) + 0.12 * (footer.count("\n") + 1) + 0.25
+    fig.set_size_inches(fig_w, fig_h)
+    x0 = (fig_w - table_w) / 2
+    xs = [x0 + sum(cols[:i]) + pad * i for i in range(len(cols))]
+
+    def put(x_in: float, y_in: float, text: str, **kw: Any) -> None:
+        fig.text(x_in / fig_w, 1 - y_in / fig_h, text, va="center", **kw)
+
+    def rule(y_in: float, lw: float) -> None:
+        y = 1 - y_in / fig_h
+        fig.add_artist(Line2D([x0 / fig_w, (x0 + table_w) / fig_w], [y, y], color="black", lw=lw))
+
+    def put_row(y: float, row: list[tuple[str, bool]]) -> None:
+        for i, (text, bold) in enumerate(row):
+            weight = "bold" if bold else "normal"
+            if i == 0:
+                put(xs[0], y, text, fontsize=fs, fontweight=weight, ha="left")
+            else:
+                put(xs[i] + cols[i], y, text, fontsize=fs, fontweight=weight, ha="right")
+
+    y = 0.35
+    put(fig_w / 2, y, grid.title, fontsize=fs + 2, ha="center")
+    y += 0.3
+    rule(y - row_h / 2, 1.0)
+    put_row(y, [(h, False) for h in grid.header])
+    y += row_h
+    for size, rows in grid.sections:
+        rule(y - row_h / 2, 0.5)
+        put(xs[0], y, size, fontsize=fs, style="italic", ha="left")
+        y += row_h
+        for row in rows:
+            put_row(y, row)
+            y += row_h
+    rule(y - row_h / 2, 1.0)
+    y += 0.15
+    for line in notes:
+        put(x0, y, line, fontsize=fs - 1, ha="left")
+        y += 0.15
+    fig.text(
+        x0 / fig_w, 0.06 / fig_h, footer, fontsize=FOOTER_FONTSIZE, color=FOOTER_COLOR, ha="left", va="bottom"
+    )
+    fmt = "png" if str(path).lower().endswith(".png") else "pdf"
+    meta = {"Software": "cwgrpo"} if fmt == "png" else {"CreationDate": None, "Creator": "cwgrpo"}
+    try:
+        with atomic_path(path, suffix=f".{fmt}") as tmp:
+            fig.savefig(tmp, format=fmt, metadata=meta)
+    finally:
+        plt.close(fig)
+
+
+def _fmt_pp(x: Any, sign: bool = False) -> str:
+    if x is None or (isinstance(x, float) and not np.isfinite(x)):
+        return "—"
+    return (f"{x:+.1f}" if sign else f"{x:.1f}").replace("-", "−")
+
+
+def reported_markdown(cmp: pd.DataFrame, cfg: TableConfig) -> str:
+    lines = ["# The paper's reported numbers and ours", ""]
+    lines.append(
+        f"Paper: Table 1 of Wang et al., ACL 2026 (arXiv 2605.11538), step {int(cmp['paper_step'].iloc[0])}. "
+        f"Ours: step {cfg.step}, accuracy in percent, mean over seeds with the 95 % t-interval over seeds "
+        "(effects paired by seed)."
+    )
+    lines.append("")
+    if cfg.preset == "tiny":
+        lines.append(
+            "**Tiny preset: only effects are compared.** The tiny preset trains 1–2.4M-parameter models on "
+            "synthetic arithmetic benchmarks that stand in for the paper's; their absolute accuracies are "
+            "not comparable with the paper's, so this table compares *effects* — a method's accuracy "
+            f"minus {cfg.method_name(cfg.reference_method)}'s, in points — and whether each has the same "
+            "sign as the paper's."
+        )
+        lines.append("")
+    elif cfg.preset == "real":
+        lines.append(
+            "**Real preset: only effects are compared.** A 135M-parameter pretrained model trained for a few "
+            "steps and evaluated on a sample of CHAMP problems stands in for the paper's runs; its effects are "
+            "noise-sized, so a matching or opposite sign means nothing."
+        )
+        lines.append("")
+    else:
+        lines.append(
+            "The paper scores one sample per problem (its 1.5B base row averages several, from Open-RS); "
+            "ours use the metric named in table1.md (avg@k), so small differences are expected from sampling."
+        )
+        lines.append("")
+    eff = cmp[cmp["comparison"] == "effect"]
+    if not eff.empty:
+        lines += [
+            "## Effects (method minus reference, points)",
+            "",
+            "| Size | Effect | Benchmark (ours ≙ paper) | Paper | Ours (95 % CI) | Ours − paper | Same sign |",
+            "|---|---|---|---:|---:|---:|---|",
+        ]
+        for _, r in eff.iterrows():
+            ci = (
+                f" [{_fmt_pp(r['ours_ci95_lo_pct'], True)}, {_fmt_pp(r['ours_ci95_hi_pct'], True)}]"
+                if np.isfinite(r["ours_ci95_lo_pct"])
+                else " (CI unavailable)"
+            )
+            same = {True: "yes", False: "**no**", None: "—"}[r["same_sign"]]
+            size = r["size_display"] + (f" (≙ {r['paper_size']})" if r["size"] != r["paper_size"] else "")
+            bench = r["benchmark_display"] + (
+                f" ≙ {r['paper_benchmark']}" if r["benchmark"] != r["paper_benchmark"] else ""
+            )
+            lines.append(
+                f"| {size} | {r['method_display']} | {bench} | {_fmt_pp(r['paper_pct'], True)} | "
+                f"{_fmt_pp(r['ours_pct'], True)}{ci} | {_fmt_pp(r['difference_pct'], True)} | {same} |"
+            )
+        lines.append("")
+    absolute = cmp[cmp["comparison"] == "absolute"]
+    if not absolute.empty:
+        lines += [
+            "## Absolute accuracy (%)",
+            "",
+            "| Size | Method | Benchmark | Paper | Ours (95 % CI) | Ours − paper |",
+            "|---|---|---|---:|---:|---:|",
+        ]
+        for _, r in absolute.iterrows():
+            ci = (
+                f" [{_fmt_pp(r['ours_ci95_lo_pct'])}, {_fmt_pp(r['ours_ci95_hi_pct'])}]"
+                if np.isfinite(r["ours_ci95_lo_pct"])
+                else ""
+            )
+            lines.append(
+                f"| {r['size_display']} | {r['method_display']} | {r['benchmark_display']} | "
+                f"{_fmt_pp(r['paper_pct'])} | {_fmt_pp(r['ours_pct'])}{ci} | {_fmt_pp(r['difference_pct'], True)} |"
+            )
+        lines.append("")
+    notes = sorted({n for n in cmp["note"] if n})
+    if notes:
+        lines += ["Notes: " + "; ".join(notes) + ".", ""]
+    return "\n".join(lines)

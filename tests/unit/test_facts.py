@@ -1,0 +1,62 @@
+"""Facts that live in one place each, tied to every other place that must agree with them.
+
+The paper's names are in :mod:`cwgrpo.paper`, the methods in :data:`cwgrpo.weighting.METHODS`, the
+stand-in benchmarks in :data:`cwgrpo.synthetic.SPLITS`; the dataset registry, the packaged reported
+numbers, the presets, the workflow and the plotting style must agree with them.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+import yaml
+
+from cwgrpo import data, doctor, paper, synthetic, weighting
+from cwgrpo.report import style
+from cwgrpo.report.load import load_reported
+from cwgrpo.report.options import AVG
+
+REPO = Path(__file__).resolve().parents[2]
+TINY_LIKE = ("config.yaml", "smoke.yaml", "study.yaml")
+
+
+def test_dataset_registry_uses_the_papers_names():
+    for name in (paper.TRAIN_SET, *paper.BENCHMARKS):
+        assert name in data.DATASETS
+    for name in paper.BENCHMARKS:
+        assert data.DATASETS[name].display == paper.BENCHMARK_DISPLAY[name]
+    assert (paper.TRAIN_SET, *paper.BENCHMARKS) == doctor.PAPER_DATA
+
+
+def test_reported_numbers_cover_exactly_the_papers_benchmarks_and_sizes():
+    reported = load_reported()
+    assert tuple(reported["benchmark_order"]) == paper.BENCHMARKS
+    for row in reported["table1"]["rows"]:
+        assert set(row) >= {*paper.BENCHMARKS, AVG}, row
+        assert row["size"] in paper.SIZES
+
+
+def test_stand_in_benchmarks_mirror_paper_benchmarks():
+    for name in synthetic.BENCHMARKS:
+        split = synthetic.SPLITS[name]
+        assert split.mirrors in paper.BENCHMARKS
+        assert paper.BENCHMARK_DISPLAY[split.mirrors] in split.display
+        assert data.DATASETS[name].display == split.display
+
+
+@pytest.mark.parametrize("preset", TINY_LIKE)
+def test_presets_mirror_each_split_as_synthetic_does(preset):
+    report = yaml.safe_load((REPO / "config" / preset).read_text())["report"]
+    for name, mirror in report["benchmark_mirrors"].items():
+        assert synthetic.SPLITS[name].mirrors == mirror, (preset, name)
+
+
+def test_workflow_and_style_know_every_registered_method():
+    smk = (REPO / "workflow" / "rules" / "common.smk").read_text()
+    declared = re.search(r"^CW_METHODS = \(([^)]*)\)", smk, re.M)
+    assert declared, "common.smk no longer declares CW_METHODS"
+    assert set(re.findall(r'"(\w+)"', declared.group(1))) == set(weighting.METHODS)
+    for method in weighting.METHODS:
+        assert method in style.METHOD_LABELS and method in style.METHOD_COLORS
