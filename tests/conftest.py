@@ -13,26 +13,11 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 os.environ.setdefault("MPLBACKEND", "Agg")
 
 
-# pytest-xdist (`pytest -n auto --dist loadgroup`, as `make test` runs it): each test file stays on one
-# worker, so that its module- and session-scoped fixtures (a smoke DAG run, a trained run) are built once
-# as without xdist; the files that share one expensive session fixture share a group (the real model is
-# fetched once), and the real-Slurm tests run one after the other on one worker (one cluster at a time).
-SHARED_GROUPS = {
-    "tests/real/": "real-model",
-    "tests/e2e/test_real_dag.py": "real-model",
-    "tests/slurm/": "slurm",
-}
-
-
-@pytest.hookimpl(tryfirst=True)  # before xdist's own hook reads the groups
-def pytest_collection_modifyitems(config, items):
-    root = config.rootpath
-    for item in items:
-        if item.get_closest_marker("xdist_group"):
-            continue
-        rel = item.path.relative_to(root).as_posix() if item.path.is_relative_to(root) else str(item.path)
-        group = next((g for prefix, g in SHARED_GROUPS.items() if rel.startswith(prefix)), rel)
-        item.add_marker(pytest.mark.xdist_group(group))
+# pytest-xdist: `make test` runs `pytest -n auto --dist loadfile`, so each test file stays on one worker
+# and its module-scoped fixtures (a smoke DAG run, a trained run) are built once, as without xdist. A
+# session fixture (the real model) is built once per worker that needs it. (An earlier hook that added
+# `xdist_group` marks in pytest_collection_modifyitems for `--dist loadgroup` was not honoured: with
+# pytest 9.2 / xdist 3.8 the tests of one file still went to both workers, measured on test_stats.py.)
 
 
 @pytest.fixture(scope="session")
