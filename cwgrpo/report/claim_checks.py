@@ -15,11 +15,11 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from cwgrpo.configs import ConfigError
+from cwgrpo.configs import ConfigError, config_hash
 from cwgrpo.io import (
     ResultFileError,
 )
-from cwgrpo.report.load import cov_samples, per_seed_accuracy, run_info
+from cwgrpo.report.load import cov_samples, input_identity, per_seed_accuracy, run_info
 from cwgrpo.report.options import AVG, ReportConfig
 from cwgrpo.stats import Effect, mean_ci, seed_effect
 
@@ -131,6 +131,25 @@ def _clean(obj: Any) -> Any:
     if isinstance(obj, np.integer):
         return int(obj)
     return obj
+
+
+def report_record(
+    report: Mapping[str, Any], cfg: Any, summaries: Sequence[Path], runs: Sequence[Path]
+) -> dict[str, Any]:
+    """A report as written to its JSON file: the report, the command's config and its hash, the
+    provenance, and who produced the inputs; NaN -> None (``cwgrpo claims`` and ``cwgrpo study``)."""
+    from cwgrpo.provenance import provenance
+
+    chash = config_hash(cfg)
+    return _clean(
+        {
+            **report,
+            "config": dataclasses.asdict(cfg),
+            "config_hash": chash,
+            "provenance": provenance(config_hash=chash),
+            "inputs": input_identity(summaries, runs),
+        }
+    )
 
 
 def _size_result(

@@ -30,14 +30,13 @@ Example::
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import logging
 import math
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from cwgrpo.configs import add_config_arguments, config_from_args, config_hash, describe_options
+from cwgrpo.configs import add_config_arguments, config_from_args, describe_options
 from cwgrpo.io import (
     check_outputs_not_inputs,
     write_json,
@@ -46,15 +45,15 @@ from cwgrpo.io import (
 from cwgrpo.report.claim_checks import (
     VERDICT_RULE,
     ClaimsConfig,
-    _clean,
     claim_accuracy,
     claim_degradation,
     claim_entropy,
     claim_heavy_tail,
     gaussian_top_share,
     overall,
+    report_record,
 )
-from cwgrpo.report.load import input_identity, load_reported, metrics_frame, summaries_frame
+from cwgrpo.report.load import load_reported, metrics_frame, summaries_frame
 
 log = logging.getLogger(__name__)
 
@@ -264,21 +263,11 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from cwgrpo.provenance import provenance
-
     cfg = config_from_args(ClaimsConfig, args)
     inputs = [*args.summaries, *args.runs, *([args.reported] if args.reported else [])]
     check_outputs_not_inputs(inputs, [args.out_json, args.out_md])
     report = evaluate_claims(cfg, list(args.summaries), list(args.runs), args.reported)
-    chash = config_hash(cfg)
-    full = {
-        **report,
-        "config": dataclasses.asdict(cfg),
-        "config_hash": chash,
-        "provenance": provenance(config_hash=chash),
-        "inputs": input_identity(args.summaries, args.runs),
-    }
-    write_json(args.out_json, _clean(full))
+    write_json(args.out_json, report_record(report, cfg, args.summaries, args.runs))
     write_text(args.out_md, claims_markdown(report, cfg))
     for c in report["claims"]:
         log.info("claim %d: %s", c["id"], c["verdict"])

@@ -13,7 +13,6 @@ verdicts. Measures are pure functions of small frames; the command does the read
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -23,12 +22,11 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from cwgrpo.configs import ConfigError, add_config_arguments, config_from_args, config_hash, describe_options
+from cwgrpo.configs import ConfigError, add_config_arguments, config_from_args, describe_options
 from cwgrpo.io import ResultFileError, check_outputs_not_inputs, read_json, write_json, write_text
 from cwgrpo.report.claim_checks import decide, top_share
 from cwgrpo.report.load import (
     cov_samples,
-    input_identity,
     metrics_frame,
     per_seed_accuracy,
     run_info,
@@ -345,8 +343,7 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from cwgrpo.provenance import provenance
-    from cwgrpo.report.claim_checks import _clean
+    from cwgrpo.report.claim_checks import report_record
     from cwgrpo.report.study_render import ablation_figure, power_figure, study_markdown
 
     cfg = config_from_args(StudyConfig, args)
@@ -368,15 +365,7 @@ def run(args: argparse.Namespace) -> int:
         tail_shares(args.runs, methods, cfg.tail_top_fraction),
         read_json(args.claims),
     )
-    chash = config_hash(cfg)
-    full = {
-        **report,
-        "config": dataclasses.asdict(cfg),
-        "config_hash": chash,
-        "provenance": provenance(config_hash=chash),
-        "inputs": input_identity(args.summaries, args.runs),
-    }
-    write_json(args.out_json, _clean(full))
+    write_json(args.out_json, report_record(report, cfg, args.summaries, args.runs))
     write_text(args.out_md, study_markdown(report, cfg))
     ablation_figure(report, cfg, args.out_ablation, args.out_ablation_png)
     registered = read_json(args.power) if args.power else None
