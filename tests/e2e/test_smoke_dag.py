@@ -1,4 +1,7 @@
-"""The smoke preset end to end through Snakemake, in a scratch folder: every rule runs, a rerun does nothing."""
+"""The smoke preset end to end through Snakemake, in a scratch folder: every rule runs, a rerun does nothing.
+
+The run is the `smoke_run` fixture of tests/conftest.py, built once per test run and shared with the Slurm
+test (its local reference)."""
 
 from __future__ import annotations
 
@@ -32,14 +35,6 @@ def _snakemake(workdir: Path, *extra: str) -> subprocess.CompletedProcess:
     return subprocess.run(
         [*cmd, "--cores", "2", *extra], capture_output=True, text=True, timeout=1500, env=env
     )
-
-
-@pytest.fixture(scope="session")
-def smoke_run(tmp_path_factory) -> Path:
-    workdir = tmp_path_factory.mktemp("smoke-dag")
-    proc = _snakemake(workdir)
-    assert proc.returncode == 0, proc.stderr[-6000:]
-    return workdir
 
 
 def test_smoke_dag_writes_every_table_figure_and_claims(smoke_run):

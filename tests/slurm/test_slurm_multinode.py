@@ -33,8 +33,8 @@ from tests.slurm.test_slurm import (
     REPO,
     SLURM_OVERRIDES,
     SNAKEFILE,
-    _envs,
     _jobs,
+    _slurm_env,
     _snakemake_bin,
 )
 
@@ -50,7 +50,7 @@ def test_sbatch_lines_of_a_1_node_and_a_2_node_training_job(slurm_cluster: Slurm
         (tmp_path / "results" / preset / rel).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / "results" / preset / rel).touch()
     targets = [f"results/{preset}/runs/{size}/{method}/seed{seed}/run.json" for size in ("1.5b", "7b")]
-    _, env = _envs(slurm_cluster)
+    env = _slurm_env(slurm_cluster)
     cmd = [
         _snakemake_bin(), *targets, "-s", str(SNAKEFILE), "-d", str(tmp_path), "--profile", str(PROFILE),
         *SLURM_OVERRIDES, "--verbose", "--configfile", str(PAPER), str(TWO_NODES),
@@ -127,7 +127,7 @@ def test_two_node_launch_runs_one_srun_step_per_node(slurm_cluster: SlurmCluster
     out.chmod(0o777)
     driver = tmp_path / "driver.py"
     driver.write_text(DRIVER.format(standin=textwrap.dedent(STANDIN), out=str(out)))
-    _, env = _envs(slurm_cluster)
+    env = _slurm_env(slurm_cluster)
     env |= {"CUDA_VISIBLE_DEVICES": "5,6", "CWGRPO_LOCK_DIR": str(tmp_path / "locks"), "OMP_NUM_THREADS": "1"}
     proc = subprocess.run(
         ["sbatch", "--wait", "--nodes=1", "--ntasks=1", "-t", "10", "-o", str(tmp_path / "job.log"),
