@@ -314,6 +314,10 @@ BAD_CONFIGS = {
     "study needing one seed (schema)": (_study, ("study", "min_seeds"), 1, "min_seeds"),
     "study treatment not a method": (_study, ("study", "treatment"), "cw_grpoo", "study.treatment"),
     "study analysis option typo": (_study, ("report", "drop_pointz"), 10, "report.drop_pointz"),
+    # Table 1's rows and effects must be methods the preset trains (the study ran for hours before its
+    # table job failed on the default rows, which include Clip-Cov)
+    "table row not trained": (_study, ("report", "methods"), ["base", "grpo", "clip_cov", "cw_grpo"], "report.methods"),
+    "table effect not trained": (_study, ("table", "effect_methods"), ["cw_grpo", "clip_cov"], "table.effect_methods"),
 }  # fmt: skip
 
 
