@@ -143,6 +143,9 @@ def test_paper_train_options_match_the_spec(paper_commands):
             sets["per_device_train_batch_size"] * sets["gradient_accumulation_steps"] * sets["num_processes"]
         )
         assert completions == 144 and completions // sets["num_generations"] == 12
+        # every file the command writes is a flag: the wall-clock log goes beside the run's declared files
+        run_dir = argv[argv.index("--run-dir") + 1]
+        assert argv[argv.index("--timings") + 1] == f"{run_dir}/timings.jsonl"
     assert seen == {(s, m) for s in PAPER_MODELS for m in PAPER_METHODS}
 
 
@@ -455,11 +458,10 @@ RECIPE_FIELDS = 46  # top-level fields of each of the four recipes
 
 def _resolved(sets: dict, tmp_path):
     """CWGRPOConfig of one paper job as `cwgrpo train` builds it (bf16 off: this machine has no GPU)."""
-    from cwgrpo.train import split_options, trl_config
+    from cwgrpo.train_config import build_train_config
 
-    job, trl_kwargs = split_options({**sets, "bf16": False, "use_cpu": True})
-    config, _ = trl_config(tmp_path, trl_kwargs)
-    return job, config
+    cfg = build_train_config({**sets, "bf16": False, "use_cpu": True}, tmp_path)
+    return cfg.job, cfg.trl
 
 
 def _released(value, size):
