@@ -1,6 +1,6 @@
-# One command each: `make tiny` sets up and runs the tiny preset to figures/table1.pdf; `make test` sets up
-# and runs the tests. Both create .venv on first use. Install the CPU torch first so that no dependency
-# pulls a multi-GB CUDA build.
+# One command each: `make tiny` sets up and runs the tiny preset to figures/table1.pdf; `make test` sets up,
+# lints and runs the tests (what CI runs). Both create .venv on first use. Install the CPU torch first so
+# that no dependency pulls a multi-GB CUDA build.
 PYTHON ?= python3.11
 VENV ?= .venv
 BIN := $(VENV)/bin
@@ -42,10 +42,16 @@ tiny: setup
 # the order tests/conftest.py gives them (longest first); PYTEST_XDIST= runs serially.
 PYTEST_XDIST ?= -n auto --dist loadfile --no-loadscope-reorder
 
-# The tests of the paper metric run against the environment just built (CWGRPO_REQUIRE_LIGHTEVAL=1:
-# a missing one fails them instead of skipping).
-test: setup lighteval
+# Lint first (a formatting slip fails in seconds, not after the suite); the tests of the paper metric run
+# against the environment just built (CWGRPO_REQUIRE_LIGHTEVAL=1: a missing one fails them instead of
+# skipping).
+test: setup lighteval lint
 	CWGRPO_REQUIRE_LIGHTEVAL=1 PATH=$(abspath $(BIN)):$$PATH $(BIN)/pytest $(PYTEST_XDIST)
 
+# ruff (Python), snakefmt (the Snakefile and workflow/, pinned in the test extra; settings in pyproject.toml)
+# and Snakemake's own lint of the default (tiny) preset.
 lint: setup
-	$(BIN)/ruff check . && $(BIN)/ruff format --check . && PATH=$(abspath $(BIN)):$$PATH snakemake --lint
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+	$(BIN)/snakefmt --check Snakefile workflow/
+	PATH=$(abspath $(BIN)):$$PATH snakemake --lint
