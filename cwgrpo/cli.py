@@ -48,6 +48,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "doctor": ("cwgrpo.doctor", "say what will and will not work on this machine, and which preset to run"),
 }
 
+# The commands of a package need that extra's libraries, all checked before the command starts (a report
+# command would otherwise stop half-way, e.g. at its PDF, after writing its CSV files).
+EXTRA_OF_PACKAGE = {"cwgrpo.report": "workflow"}
+
 
 def _top_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
@@ -105,10 +109,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
     from cwgrpo.configs import ConfigError
+    from cwgrpo.extras import require_extra
     from cwgrpo.io import ResultFileError
 
     try:
-        # e.g. `cwgrpo table` without the workflow extra's pandas: one line naming the extra
+        for package, extra in EXTRA_OF_PACKAGE.items():
+            if module_name.startswith(f"{package}."):
+                require_extra(extra, f"cwgrpo {name}")
+        # e.g. a GGUF file without the gguf extra: one line naming the extra
         module = _naming_missing_extras(name, importlib.import_module, module_name)
         parser = argparse.ArgumentParser(
             prog=f"cwgrpo {name}", description=help_text, formatter_class=argparse.RawDescriptionHelpFormatter

@@ -9,7 +9,9 @@ the ``workflow`` extra.
 from __future__ import annotations
 
 import importlib.metadata
+import importlib.util
 import re
+import sys
 
 from cwgrpo.configs import ConfigError
 
@@ -44,6 +46,33 @@ def extra_for(module: str) -> str | None:
     extras = extras_by_distribution().get(_normalise(module.split(".")[0]), [])
     preferred = [e for e in extras if e not in _BUNDLES]
     return (preferred or extras or [None])[0]
+
+
+def missing_modules(extra: str) -> list[str]:
+    """The libraries of ``extra`` that do not import here (a library's module is named after it, as for
+    every library our extras list), sorted; empty when the package's metadata is missing."""
+    names = [name for name, extras in extras_by_distribution().items() if extra in extras]
+    return sorted(n for n in names if not _importable(n.replace("-", "_")))
+
+
+def _importable(module: str) -> bool:
+    if module in sys.modules:  # None there blocks the import (Python's own convention)
+        return sys.modules[module] is not None
+    try:
+        return importlib.util.find_spec(module) is not None
+    except (ImportError, ValueError):
+        return False
+
+
+def require_extra(extra: str, what: str) -> None:
+    """Fail with one line naming ``extra`` unless all its libraries are there: checked before a command
+    starts, so that it does not stop half-way, after writing some of its files."""
+    missing = missing_modules(extra)
+    if missing:
+        raise ConfigError(
+            f"{what} needs the {extra!r} extra (missing: {', '.join(missing)}): pip install 'cwgrpo[{extra}]' "
+            f"(from a checkout: pip install -e '.[{extra}]')"
+        )
 
 
 def missing_extra_error(err: ModuleNotFoundError, what: str) -> ConfigError | None:
