@@ -79,16 +79,19 @@ def coerce_value(name: str, value: Any, annotation: Any) -> Any:
     return value
 
 
+def read_options(file: str | Path) -> dict[str, Any]:
+    """The mapping of options in a YAML (or JSON) file; an empty file has none, anything else raises."""
+    loaded = read_yaml(file) or {}
+    if not isinstance(loaded, dict):
+        raise ConfigError(f"{file}: expected a mapping of options, got {type(loaded).__name__}")
+    return loaded
+
+
 def build_config(
     cls: type[T], file: str | Path | None = None, overrides: Mapping[str, Any] | None = None
 ) -> T:
     """Create ``cls`` from an optional YAML file and overrides; unknown keys raise ``ConfigError``."""
-    values: dict[str, Any] = {}
-    if file is not None:
-        loaded = read_yaml(file) or {}
-        if not isinstance(loaded, dict):
-            raise ConfigError(f"{file}: expected a mapping of options, got {type(loaded).__name__}")
-        values.update(loaded)
+    values = read_options(file) if file is not None else {}
     values.update(overrides or {})
     fields = {f.name: f for f in dataclasses.fields(cls)}  # type: ignore[arg-type]
     unknown = sorted(set(values) - set(fields))

@@ -258,7 +258,7 @@ def evaluate_models(models: list[ModelJobs], cfg: EvalConfig) -> list[list[dict[
     import gc
 
     from cwgrpo.generation import get_backend
-    from cwgrpo.provenance import seed_everything
+    from cwgrpo.seeding import seed_everything
 
     if not models:
         raise ConfigError("no --model-dir given")

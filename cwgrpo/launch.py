@@ -1,7 +1,8 @@
 """Multi-GPU launch for ``cwgrpo train`` (paper preset): accelerate + DeepSpeed ZeRO-2, and a vLLM server.
 
 The authors' recipe trains on 3 GPUs and generates with vLLM on a fourth. ``relaunch`` reproduces that
-from a single ``cwgrpo train`` call, so the workflow rule stays one command:
+from a single ``cwgrpo train`` call, so the workflow rule stays one command. It is given plain values (the
+arguments each training process runs, the job, the model folder, TRL's options), never the command line:
 
 0. claim the job's GPUs and ports (``cwgrpo.devices``): on a shared box, jobs never share either;
 1. if ``vllm_server_gpu`` is set, start ``trl vllm-serve --port P`` pinned to that GPU and wait until it
@@ -9,8 +10,10 @@ from a single ``cwgrpo train`` call, so the workflow rule stays one command:
 2. run ``accelerate launch --config_file <bundled zero2.yaml> --num_processes N --main_process_port Q
    -m cwgrpo.cli train ...`` on the other GPUs, with ``CWGRPO_LAUNCHED=1`` so the children train instead of
    relaunching, and the server's port and the weight-sync group's port in the environment
-   (``apply_endpoints``: not options, so a resumed run, which gets other ports, keeps its config hash);
+   (``cwgrpo.vllm_server``: not options, so a resumed run, which gets other ports, keeps its config hash);
 3. stop the server, whatever happened.
+
+A job over several nodes (``num_nodes > 1`` or ``vllm_server_node``) goes to ``cwgrpo.multinode`` instead.
 
 Nothing here runs on CPU CI except the command construction and the claims (``tests/unit/test_launch.py``,
 ``tests/unit/test_devices.py``), with fake devices and stand-in commands.
@@ -22,24 +25,20 @@ import logging
 import os
 import subprocess
 import sys
-import time
-import urllib.request
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from cwgrpo import multinode
 from cwgrpo.configs import ConfigError
 from cwgrpo.devices import lease
+from cwgrpo.vllm_server import GROUP_PORT_ENV, SERVER_PORT_ENV, vllm_server_options, wait_for_server
 
 if TYPE_CHECKING:
-    from cwgrpo.train import TrainJob
+    from cwgrpo.train_config import TrainJob
 
 logger = logging.getLogger(__name__)
-
-# Set by the parent for its children: where the server it started listens, and the weight-sync group port.
-SERVER_PORT_ENV = "CWGRPO_VLLM_SERVER_PORT"
-GROUP_PORT_ENV = "CWGRPO_VLLM_GROUP_PORT"
 
 
 def accelerate_config_path(name: str) -> Path:
@@ -61,28 +60,6 @@ def accelerate_config_path(name: str) -> Path:
     return path
 
 
-def vllm_server_options(job: TrainJob, trl_options: Mapping[str, Any] | None = None) -> list[str]:
-    """Engine options of the `trl vllm-serve` process, from the same options that configure TRL's
-    colocated engine, so one preset key means the same in both modes.
-
-    ``vllm_max_model_length`` (TRL's name) becomes ``--max_model_len``: prompt + completion tokens per
-    request (the released run's in-process engine: 4096). vLLM's server refuses a request whose prompt
-    plus ``max_tokens`` exceeds it, so the paper preset sends no ``max_tokens``
-    (``generation_kwargs: {max_tokens: null}``) and vLLM gives each request the rest of the context, as the
-    released engine did. ``vllm_gpu_memory_utilization`` becomes ``--gpu_memory_utilization`` (released:
-    0.7), and the job's ``vllm_enforce_eager`` ``--enforce_eager`` (released: true).
-    """
-    trl_options = trl_options or {}
-    options = []
-    if trl_options.get("vllm_max_model_length") is not None:
-        options += ["--max_model_len", str(trl_options["vllm_max_model_length"])]
-    if trl_options.get("vllm_gpu_memory_utilization") is not None:
-        options += ["--gpu_memory_utilization", str(trl_options["vllm_gpu_memory_utilization"])]
-    if job.vllm_enforce_eager:
-        options += ["--enforce_eager", "true"]
-    return options
-
-
 def gpus_needed(job: TrainJob) -> int:
     return job.num_processes + (1 if job.vllm_server_gpu is not None else 0)
 
@@ -93,7 +70,7 @@ def ports_needed(job: TrainJob) -> int:
 
 
 def plan(
-    argv: list[str],
+    command: Sequence[str],
     job: TrainJob,
     gpus: list[str],
     model_dir: str,
@@ -102,7 +79,8 @@ def plan(
 ) -> tuple[list[str] | None, dict, list, dict]:
     """(server command or None, server env, training command, training env) for the given GPUs and ports
     (``ports_needed(job)`` of them: rendezvous, then server and weight-sync group; none: the defaults);
-    ``trl_options`` are the run's TRL options, whose vLLM engine settings the server gets."""
+    ``trl_options`` are the run's TRL options, whose vLLM engine settings the server gets; the training
+    processes run ``cwgrpo`` with the arguments ``command``."""
     if ports and len(ports) != ports_needed(job):
         raise ValueError(f"plan() needs {ports_needed(job)} ports for this job, got {list(ports)}")
     need = gpus_needed(job)
@@ -132,7 +110,7 @@ def plan(
         *(["--main_process_port", str(ports[0])] if ports else []),
         "-m",
         "cwgrpo.cli",
-        *argv,
+        *command,
     ]
     train_env = {"CUDA_VISIBLE_DEVICES": ",".join(train_gpus[: job.num_processes]), "CWGRPO_LAUNCHED": "1"}
     if server_cmd is not None and ports:
@@ -140,51 +118,21 @@ def plan(
     return server_cmd, server_env, train_cmd, train_env
 
 
-def apply_endpoints(config: Any, env: Mapping[str, str]) -> None:
-    """In a relaunched child: connect the trainer to the server and weight-sync ports its parent claimed."""
-    if SERVER_PORT_ENV not in env:
-        return
-    if config.vllm_server_base_url:
-        raise ConfigError(
-            f"vllm_server_base_url={config.vllm_server_base_url!r}: cwgrpo starts the vLLM server itself "
-            "(vllm_server_gpu) on a port it chooses; unset one of the two"
-        )
-    config.vllm_server_port = int(env[SERVER_PORT_ENV])
-    config.vllm_group_port = int(env[GROUP_PORT_ENV])
-    from cwgrpo.multinode import SERVER_HOST_ENV
-
-    if SERVER_HOST_ENV in env:  # a multi-node job: the server runs on another node
-        config.vllm_server_host = env[SERVER_HOST_ENV]
-
-
-def _wait_for_server(url: str, process: subprocess.Popen, timeout_s: float = 900.0) -> None:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if process.poll() is not None:
-            raise RuntimeError(f"the vLLM server exited with status {process.returncode} before answering")
-        try:
-            with urllib.request.urlopen(url, timeout=5):
-                return
-        except OSError:
-            time.sleep(5)
-    raise RuntimeError(f"the vLLM server did not answer at {url} within {timeout_s:.0f} s")
-
-
-def relaunch(argv: list[str], job: TrainJob, trl_options: Mapping[str, Any] | None = None) -> int:
-    """Claim the job's GPUs and ports, then start the server (if any) and the training processes."""
+def relaunch(
+    command: Sequence[str], job: TrainJob, model_dir: Path, trl_options: Mapping[str, Any] | None = None
+) -> int:
+    """Claim the job's GPUs and ports, then start the server (if any) on ``model_dir`` and the training
+    processes, each running ``cwgrpo`` with the arguments ``command`` (``train ...``)."""
     if job.vllm_server_gpu is not None and (trl_options or {}).get("vllm_server_base_url"):
         raise ConfigError(
             "vllm_server_base_url is set, but vllm_server_gpu makes cwgrpo start the server itself; unset one"
         )
     config_file = str(accelerate_config_path(job.accelerate_config))  # a missing file fails before any claim
-    from cwgrpo import multinode
-
     if multinode.is_multinode(job):  # one srun step per node inside a Slurm allocation
-        return multinode.relaunch(argv, job, config_file, trl_options or {})
-    model_dir = argv[argv.index("--model-dir") + 1]
+        return multinode.relaunch(command, job, str(model_dir), config_file, trl_options or {})
     with lease(gpus_needed(job), ports_needed(job)) as held:
         server_cmd, server_env, train_cmd, train_env = plan(
-            argv, job, list(held.gpus), model_dir, held.ports, trl_options
+            command, job, list(held.gpus), str(model_dir), held.ports, trl_options
         )
         return _run(server_cmd, server_env, train_cmd, train_env, held.fds())
 
@@ -204,7 +152,7 @@ def _run(
             logger.info("starting vLLM server: %s", " ".join(server_cmd))
             server = subprocess.Popen(server_cmd, env={**os.environ, **server_env}, pass_fds=lock_fds)
             port = server_cmd[server_cmd.index("--port") + 1] if "--port" in server_cmd else "8000"
-            _wait_for_server(f"http://localhost:{port}/health", server)
+            wait_for_server(f"http://localhost:{port}/health", server)
         logger.info("launching: %s", " ".join(train_cmd))
         env = {**os.environ, **train_env}
         return subprocess.run(train_cmd, env=env, check=False, pass_fds=lock_fds).returncode

@@ -33,13 +33,18 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from cwgrpo.configs import ConfigError
+from cwgrpo.vllm_server import (
+    GROUP_PORT_ENV,
+    SERVER_HOST_ENV,
+    SERVER_PORT_ENV,
+    vllm_server_options,
+    wait_for_server,
+)
 
 if TYPE_CHECKING:
-    from cwgrpo.train import TrainJob
+    from cwgrpo.train_config import TrainJob
 
 logger = logging.getLogger(__name__)
-
-SERVER_HOST_ENV = "CWGRPO_VLLM_SERVER_HOST"
 
 
 @dataclass(frozen=True)
@@ -95,7 +100,7 @@ def _wrapped(node: str, positions: Sequence[int], cmd: Sequence[str]) -> list[st
 
 
 def plan(
-    argv: Sequence[str],
+    command: Sequence[str],
     job: TrainJob,
     nodes: Sequence[str],
     ports: Sequence[int],
@@ -103,9 +108,8 @@ def plan(
     accelerate_config: str,
     trl_options: Mapping[str, Any] | None = None,
 ) -> tuple[Step | None, list[Step]]:
-    """(server step or None, one training step per training node) on the allocation's ``nodes``."""
-    from cwgrpo.launch import GROUP_PORT_ENV, SERVER_PORT_ENV, vllm_server_options
-
+    """(server step or None, one training step per training node) on the allocation's ``nodes``; each
+    training step runs ``cwgrpo`` with the arguments ``command``."""
     need = nodes_needed(job)
     if len(nodes) < need:
         raise ConfigError(
@@ -135,7 +139,7 @@ def plan(
             "--main_process_ip", train_nodes[0],
             "--main_process_port", str(ports[0]),
             "--deepspeed_multinode_launcher", "standard",
-            "-m", "cwgrpo.cli", *argv,
+            "-m", "cwgrpo.cli", *command,
         ]  # fmt: skip
         where = positions["train0"] if rank == 0 else positions["train"]
         steps.append(Step(f"train-node{rank}", _wrapped(node, where, launch), dict(env)))
@@ -185,22 +189,26 @@ def pick_gpus(visible: str | None, positions: Sequence[int], node: str) -> str:
     return ",".join(shown[i] for i in positions)
 
 
-def relaunch(argv: list[str], job: TrainJob, accelerate_config: str, trl_options: Mapping[str, Any]) -> int:
-    """Claim ports on this node, then start the server step (if any) and one training step per node."""
+def relaunch(
+    command: Sequence[str],
+    job: TrainJob,
+    model_dir: str,
+    accelerate_config: str,
+    trl_options: Mapping[str, Any],
+) -> int:
+    """Claim ports on this node, then start the server step (if any) on ``model_dir`` and one training
+    step per node, each running ``cwgrpo`` with the arguments ``command``."""
     from cwgrpo.devices import lease
 
     nodes = allocation_nodes(os.environ)  # outside Slurm, fails before anything is claimed
-    model_dir = argv[argv.index("--model-dir") + 1]
     with lease(0, ports_needed(job)) as held:
-        server, steps = plan(argv, job, nodes, held.ports, model_dir, accelerate_config, trl_options)
+        server, steps = plan(command, job, nodes, held.ports, model_dir, accelerate_config, trl_options)
         return run_steps(server, steps, held.fds())
 
 
 def run_steps(server: Step | None, steps: list[Step], lock_fds: tuple[int, ...] = ()) -> int:
     """Start the server and wait until it answers, then every training step; stop what is left when one
     fails or all are done. Returns the first nonzero exit status (0 if all succeeded)."""
-    from cwgrpo.launch import SERVER_PORT_ENV, _wait_for_server
-
     started: list[subprocess.Popen] = []
     try:
         if server is not None:
@@ -209,7 +217,7 @@ def run_steps(server: Step | None, steps: list[Step], lock_fds: tuple[int, ...] 
             started.append(proc)
             env = steps[0].env
             host, port = env[SERVER_HOST_ENV], env[SERVER_PORT_ENV]
-            _wait_for_server(f"http://{host}:{port}/health", proc)
+            wait_for_server(f"http://{host}:{port}/health", proc)
         training = []
         for step in steps:
             logger.info("launching %s: %s", step.name, " ".join(step.argv))

@@ -80,7 +80,7 @@ def _annotation(kind: str) -> Any:
 
 
 def check_trl_option(key: str, value: Any, spec: Mapping[str, Any]) -> None:
-    from cwgrpo.train import check_finite_option
+    from cwgrpo.train_config import check_finite_option
 
     kind = spec["fields"][key]
     try:
@@ -98,7 +98,7 @@ def check_trl_option(key: str, value: Any, spec: Mapping[str, Any]) -> None:
 def check_train_options(options: Mapping[str, Any]) -> None:
     """What ``cwgrpo train`` would refuse in its options before TRL runs: unknown keys, wrong types, bad
     names of TrainJob fields, and bad values of the TRL fields' choices."""
-    from cwgrpo.train import TrainJob
+    from cwgrpo.train_config import TrainJob
 
     spec = shipped_fields()
     job_fields = {f.name for f in dataclasses.fields(TrainJob)}

@@ -1,4 +1,4 @@
-"""Provenance and seeding: what produced a result, and one place that seeds every random source.
+"""Provenance: what produced a result (seeding is ``cwgrpo.seeding``).
 
 Every result file the package writes carries ``provenance()`` (package version, git commit and whether
 the tree was dirty, library versions, hardware) plus the command's resolved config and its hash.
@@ -11,7 +11,6 @@ import functools
 import importlib.metadata
 import os
 import platform
-import random
 import subprocess
 import sys
 from pathlib import Path
@@ -83,29 +82,3 @@ def provenance(**extra: Any) -> dict[str, Any]:
         "hardware": hardware(),
         **extra,
     }
-
-
-def seed_everything(seed: int, deterministic: bool = False) -> None:
-    """Seed python, numpy and torch (CPU and CUDA); optionally ask torch for deterministic kernels.
-
-    ``deterministic=True`` also sets ``CUBLAS_WORKSPACE_CONFIG`` and cuDNN flags; on GPUs it makes runs
-    repeatable at some cost in speed (vLLM sampling stays non-deterministic across batch shapes).
-    """
-    random.seed(seed)
-    os.environ["PYTHONHASHSEED"] = str(seed)
-    try:
-        import numpy as np
-
-        np.random.seed(seed)
-    except ImportError:
-        pass
-    import torch
-
-    torch.manual_seed(seed)
-    if torch.cuda.is_available():
-        torch.cuda.manual_seed_all(seed)
-    if deterministic:
-        os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
-        torch.backends.cudnn.deterministic = True
-        torch.backends.cudnn.benchmark = False
-        torch.use_deterministic_algorithms(True, warn_only=True)

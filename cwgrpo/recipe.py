@@ -15,6 +15,8 @@ aside, so a key that none of them knows is TRL's error, naming it. The open-r1 k
 | ``model_revision`` | recorded only: a local folder has no revision (anything but ``main`` is an error) |
 
 A flag given on the command line (``--model-dir``, ``--train-data``, ``--run-dir``) wins over the recipe.
+``read_train_options`` reads any ``--config`` of ``cwgrpo train``: a recipe as above, any other file as its
+mapping of options; ``cwgrpo.train_config.build_train_config`` then checks the options.
 """
 
 from __future__ import annotations
@@ -25,8 +27,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from cwgrpo.configs import ConfigError
-from cwgrpo.io import read_yaml
+from cwgrpo.configs import ConfigError, read_options
+from cwgrpo.train_config import TrainJob
 
 PATH_KEYS = {"model_name_or_path": "model_dir", "dataset_name": "train_data", "output_dir": "run_dir"}
 
@@ -53,16 +55,22 @@ def is_recipe(options: dict[str, Any]) -> bool:
     return bool((RECIPE_KEYS | {"output_dir", "system_prompt"}) & set(options))
 
 
+def read_train_options(path: Path | None) -> tuple[dict[str, Path], dict[str, Any]]:
+    """(folders a recipe names, options) of ``cwgrpo train --config PATH``: a recipe through
+    ``parse_recipe``, any other file as its mapping of options; no file, no options."""
+    if path is None:
+        return {}, {}
+    options = read_options(path)
+    return parse_recipe(path) if is_recipe(options) else ({}, options)
+
+
 def parse_recipe(path: Path) -> tuple[dict[str, Path], dict[str, Any]]:
     """(paths named by the recipe: model_dir, train_data, run_dir; the options of ``cwgrpo train``)."""
     from trl import TrlParser
 
-    from cwgrpo.train import TrainJob
     from cwgrpo.trainer import CWGRPOConfig
 
-    written = read_yaml(path) or {}
-    if not isinstance(written, dict):
-        raise ConfigError(f"{path}: expected a mapping of options, got {type(written).__name__}")
+    written = read_options(path)
     # Job fields first (as `split_options` does: `vllm_gpu_memory_utilization` is both ours and TRL's), the
     # rest through TRL's parser, which names every key that neither CWGRPOConfig nor RecipeArguments knows.
     job_keys = {f.name for f in dataclasses.fields(TrainJob)}

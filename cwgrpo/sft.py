@@ -302,7 +302,8 @@ def run(args: argparse.Namespace) -> int:
     from transformers import AutoModelForCausalLM
 
     from cwgrpo.io import ResultFileError, read_jsonl, write_json
-    from cwgrpo.provenance import provenance, seed_everything
+    from cwgrpo.provenance import provenance
+    from cwgrpo.seeding import seed_everything
     from cwgrpo.tiny import load_tokenizer, save_pretrained_atomic
 
     cfg = config_from_args(SftConfig, args)

@@ -1,12 +1,15 @@
 """``cwgrpo train``: one GRPO-family training run, resumable, with one marker per saved checkpoint.
 
-Reads top to bottom: parse options -> (maybe) relaunch under accelerate -> seed -> data -> model ->
-trainer -> resume from the newest complete checkpoint -> train -> markers and ``run.json``.
+Reads top to bottom: options to a checked config (``cwgrpo.train_config``; a recipe through
+``cwgrpo.recipe``) -> (maybe) relaunch under accelerate (``cwgrpo.launch``, given plain values) -> seed
+(``cwgrpo.seeding``) -> data -> model -> trainer -> resume from the newest complete checkpoint -> train ->
+markers and ``run.json``.
 
 Outputs in ``--run-dir`` (docs/architecture.md): ``checkpoint-N/`` (TRL; never a Snakemake output),
 ``steps/stepN.json`` (written only once checkpoint N is complete), ``metrics.jsonl`` (one line per
-optimiser step, no wall-clock fields), ``timings.jsonl`` (the wall-clock fields), ``cov_samples.jsonl``,
-``run.json``. A killed run rerun with the same command resumes from its newest complete checkpoint.
+optimiser step, no wall-clock fields), ``cov_samples.jsonl``, ``run.json``; the wall-clock fields go to
+``--timings`` (default ``RUN_DIR/timings.jsonl``). A killed run rerun with the same command resumes from
+its newest complete checkpoint.
 
 A run's identity is its options (``config_hash``) and its inputs (``cwgrpo.identity``: the base model
 folder's content and marker, the training data's SHA-256); checkpoints of another identity are never
@@ -21,26 +24,14 @@ import argparse
 import dataclasses
 import json
 import logging
-import math
 import os
 import re
 import shutil
-import sys
-import typing
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from cwgrpo.configs import (
-    ConfigError,
-    add_config_arguments,
-    build_config,
-    coerce_value,
-    config_hash,
-    parse_overrides,
-    parse_tags,
-)
-from cwgrpo.io import read_json, read_yaml, write_json, write_text
+from cwgrpo.configs import ConfigError, add_config_arguments, config_hash, parse_overrides, parse_tags
+from cwgrpo.io import read_json, write_json, write_text
 from cwgrpo.runguard import (
     RunLock,
     check_free_space,
@@ -49,6 +40,7 @@ from cwgrpo.runguard import (
     incomplete_checkpoints,
     verify_checkpoint,
 )
+from cwgrpo.train_config import LIVE, TrainConfig, TrainJob, build_train_config
 
 logger = logging.getLogger(__name__)
 
@@ -66,105 +58,10 @@ RESUME_STATE = (
     "latest",
     "zero_to_fp32.py",
 )
-# The growing logs live in an undeclared folder (Snakemake deletes the declared outputs of a failed job,
-# which would lose the history before a resume point); they are copied to the declared files at the end.
-LIVE = "live"
-LOGS = ("metrics.jsonl", "timings.jsonl", "cov_samples.jsonl")
+# The growing logs live in an undeclared folder, LIVE (Snakemake deletes the declared outputs of a failed
+# job, which would lose the history before a resume point); they are copied to their files at the end
+# (``log_files``): metrics and covariance samples into the run folder, the wall-clock fields to --timings.
 TIMING_KEYS = re.compile(r"(runtime|_per_second|step_time|total_flos|^epoch$)")
-
-
-@dataclass
-class TrainJob:
-    """Options of the training job that are not ``CWGRPOConfig`` fields (those pass straight to TRL)."""
-
-    reward_funcs: list[str] = field(
-        default_factory=lambda: ["accuracy"],
-        metadata={"help": "reward functions by name (cwgrpo.rewards.REWARDS), e.g. [accuracy, format]"},
-    )
-    prompt_set: str = field(default="tiny", metadata={"help": "prompt set (cwgrpo.prompts.PROMPT_SETS)"})
-    system_prompt: str | None = field(
-        default=None,
-        metadata={
-            "help": "system message of the training prompts, replacing the prompt set's (open-r1's key)"
-        },
-    )
-    train_limit: int | None = field(default=None, metadata={"help": "use only the first N training problems"})
-    launcher: str = field(
-        default="none",
-        metadata={"help": "'none' (this process trains) or 'accelerate' (relaunch on num_processes GPUs)"},
-    )
-    num_processes: int = field(
-        default=1, metadata={"help": "training processes (GPUs) for launcher=accelerate"}
-    )
-    accelerate_config: str = field(
-        default="zero2",
-        metadata={"help": "bundled accelerate config (cwgrpo/resources/accelerate/NAME.yaml)"},
-    )
-    vllm_enforce_eager: bool = field(
-        default=False,
-        metadata={
-            "help": "`--enforce_eager` for the `trl vllm-serve` process: no CUDA graphs (released: true). The "
-            "server's context and memory share come from TRL's vllm_max_model_length and "
-            "vllm_gpu_memory_utilization, as for its colocated engine"
-        },
-    )
-    vllm_server_gpu: int | None = field(
-        default=None,
-        metadata={
-            "help": "GPU index for a `trl vllm-serve` process (use_vllm with vllm_mode=server); None: none"
-        },
-    )
-    num_nodes: int = field(
-        default=1,
-        metadata={
-            "help": "machines the training processes span (accelerate --num_machines); > 1 runs one srun step "
-            "per node inside a Slurm allocation (cwgrpo.multinode). num_processes is the total, split evenly"
-        },
-    )
-    vllm_server_node: bool = field(
-        default=False,
-        metadata={
-            "help": "run the `trl vllm-serve` process on a node of its own (the allocation's last, on its GPU "
-            "vllm_server_gpu) instead of on the first training node; needs a Slurm allocation"
-        },
-    )
-    deterministic: bool = field(default=False, metadata={"help": "ask torch for deterministic kernels"})
-
-    def __post_init__(self) -> None:
-        """Check names and counts here, so a typo fails before TRL, the data or the model load."""
-        from cwgrpo.prompts import get_prompt_set
-        from cwgrpo.rewards import get_reward
-
-        if self.launcher not in ("none", "accelerate"):
-            raise ConfigError(f"launcher={self.launcher!r}; valid: ['none', 'accelerate']")
-        get_prompt_set(self.prompt_set)  # raises, listing the known prompt sets
-        if not self.reward_funcs:
-            raise ConfigError("reward_funcs is empty: name at least one reward function")
-        for name in self.reward_funcs:
-            get_reward(name)  # raises, listing the known rewards
-        for name in ("train_limit",):
-            value = getattr(self, name)
-            if value is not None and value < 1:
-                raise ConfigError(f"{name}={value}: must be >= 1 (or null for no limit)")
-        if self.num_processes < 1:
-            raise ConfigError(f"num_processes={self.num_processes}: must be >= 1")
-        self._check_nodes()
-
-    def _check_nodes(self) -> None:
-        """Multi-node options: an even split of the processes, a server GPU for a server node."""
-        if self.num_nodes < 1:
-            raise ConfigError(f"num_nodes={self.num_nodes}: must be >= 1")
-        if self.num_processes % self.num_nodes:
-            raise ConfigError(
-                f"num_processes={self.num_processes} (the total) does not split evenly over "
-                f"num_nodes={self.num_nodes}: accelerate runs num_processes // num_nodes per node"
-            )
-        if self.vllm_server_node and self.vllm_server_gpu is None:
-            raise ConfigError(
-                "vllm_server_node: true needs vllm_server_gpu (the server's GPU on its node, e.g. 0)"
-            )
-        if (self.num_nodes > 1 or self.vllm_server_node) and self.launcher != "accelerate":
-            raise ConfigError(f"num_nodes={self.num_nodes}/vllm_server_node need launcher=accelerate")
 
 
 def configure_parser(parser: argparse.ArgumentParser) -> None:
@@ -176,6 +73,12 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--run-dir", type=Path, help="output folder of this run; a recipe's output_dir")
     parser.add_argument(
+        "--timings",
+        type=Path,
+        help="JSONL file for the wall-clock fields of each logged step (kept out of metrics.jsonl, so that "
+        "identical runs give identical metrics); default RUN_DIR/timings.jsonl",
+    )
+    parser.add_argument(
         "--tag",
         action="append",
         default=[],
@@ -184,7 +87,7 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
     )
     add_config_arguments(parser)
     parser.epilog = (
-        "Options (--config/--set): the fields of TrainJob (reward_funcs, prompt_set, train_limit, launcher, "
+        "Options (--config/--set): the fields of cwgrpo.train_config.TrainJob (reward_funcs, prompt_set, train_limit, launcher, "
         "num_processes, accelerate_config, vllm_enforce_eager, vllm_server_gpu, num_nodes, vllm_server_node, "
         "deterministic) and every "
         "field of cwgrpo.trainer.CWGRPOConfig (TRL GRPOConfig + cw_method, cw_variant, clip_cov_*, kl_cov_*, "
@@ -192,43 +95,6 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
         "(model_name_or_path, dataset_name, output_dir, system_prompt, torch_dtype, attn_implementation plus "
         "GRPOConfig fields) is accepted as --config and parsed by TRL's TrlParser (cwgrpo.recipe)."
     )
-
-
-def split_options(options: dict[str, Any]) -> tuple[TrainJob, dict[str, Any]]:
-    """Split merged options into the job's own fields and the keyword arguments of ``CWGRPOConfig``.
-
-    Unknown keys, and values of the wrong type for their field (``max_steps: abc``), raise ``ConfigError``
-    naming the key, before TRL sees them.
-    """
-    from cwgrpo.trainer import CWGRPOConfig
-
-    job_fields = {f.name for f in dataclasses.fields(TrainJob)}
-    trl_fields = {f.name for f in dataclasses.fields(CWGRPOConfig)}
-    unknown = sorted(set(options) - job_fields - trl_fields)
-    if unknown:
-        raise ConfigError(
-            f"unknown training option(s) {unknown}: not a TrainJob field nor a CWGRPOConfig field"
-        )
-    job = build_config(TrainJob, overrides={k: v for k, v in options.items() if k in job_fields})
-    hints = typing.get_type_hints(CWGRPOConfig)
-    trl_kwargs = {}
-    for key, value in options.items():
-        if key in job_fields:
-            continue
-        checked = coerce_value(key, value, hints.get(key, Any))  # raises naming the key on a wrong type
-        check_finite_option(key, checked)
-        # An int where TRL wants a float is kept as written: TRL takes it, and run.json stays as configured.
-        trl_kwargs[key] = value if isinstance(checked, float) and type(value) is int else checked
-    return job, trl_kwargs
-
-
-def check_finite_option(key: str, value: Any) -> None:
-    """NaN is never a valid number of any option, and a learning rate must be finite and >= 0: TRL and
-    torch would only reject them once the run folder exists (torch: "Invalid learning rate: nan")."""
-    if isinstance(value, float) and math.isnan(value):
-        raise ConfigError(f"{key}={value}: not a number")
-    if key == "learning_rate" and isinstance(value, (int, float)) and not (0 <= value < math.inf):
-        raise ConfigError(f"learning_rate={value}: must be a finite number >= 0")
 
 
 def complete_checkpoints(run_dir: Path) -> dict[int, Path]:
@@ -377,20 +243,6 @@ def build_dataset(records: list[dict], job: TrainJob):
     return Dataset.from_list(rows)
 
 
-def monitoring_names(tags: dict[str, Any], trl_kwargs: dict[str, Any]) -> dict[str, Any]:
-    """``run_name`` ``size/method/seedN`` from the run's tags, and W&B's group ``size/method`` (the seeds of
-    one configuration together; ``WANDB_RUN_GROUP`` unless already set), when a logger is on (``report_to``).
-    With ``report_to: none`` (the default) nothing is added, so the run's config is unchanged."""
-    report_to = trl_kwargs.get("report_to", "none")
-    if report_to in ("none", None, []) or report_to == ["none"]:
-        return {}
-    group = "/".join(str(tags[k]) for k in ("size", "method") if k in tags)
-    if group:
-        os.environ.setdefault("WANDB_RUN_GROUP", group)
-    name = "/".join([*([group] if group else []), *([f"seed{tags['seed']}"] if "seed" in tags else [])])
-    return {"run_name": name} if name else {}
-
-
 def model_init_kwargs(config) -> dict[str, Any]:
     """``from_pretrained`` options of the policy from TRL's ``model_init_kwargs``, read as TRL reads them.
 
@@ -411,80 +263,66 @@ def model_init_kwargs(config) -> dict[str, Any]:
 
 
 def run(args: argparse.Namespace) -> int:
-    from cwgrpo.recipe import is_recipe, parse_recipe
+    from cwgrpo.recipe import read_train_options
 
-    options = {}
-    if args.config is not None:
-        loaded = read_yaml(args.config) or {}
-        if not isinstance(loaded, dict):
-            raise ConfigError(f"{args.config}: expected a mapping of options, got {type(loaded).__name__}")
-        if is_recipe(loaded):
-            paths, loaded = parse_recipe(args.config)
-            for name, path in paths.items():  # a flag on the command line wins
-                setattr(args, name, getattr(args, name) or path)
-        options.update(loaded)
+    named, options = read_train_options(args.config)  # a recipe may name the three folders
+    paths = {}
     for name, key in (
         ("model_dir", "model_name_or_path"),
         ("train_data", "dataset_name"),
         ("run_dir", "output_dir"),
     ):
-        if getattr(args, name) is None:
+        paths[name] = getattr(args, name) or named.get(name)  # a flag on the command line wins
+        if paths[name] is None:
             raise ConfigError(f"--{name.replace('_', '-')} is required (or {key} in a TRL/open-r1 recipe)")
+    model_dir, train_data, run_dir = paths["model_dir"], paths["train_data"], paths["run_dir"]
+    timings = args.timings or run_dir / "timings.jsonl"
     options.update(parse_overrides(args.overrides))
-    job, trl_kwargs = split_options(options)
-    tags = parse_tags(args.tag)
-    if job.launcher == "accelerate" and "CWGRPO_LAUNCHED" not in os.environ:
+    cfg = build_train_config(
+        options, run_dir, parse_tags(args.tag)
+    )  # a bad option fails here, in any process
+    if cfg.job.launcher == "accelerate" and "CWGRPO_LAUNCHED" not in os.environ:
         from cwgrpo.launch import relaunch
 
-        trl_config(args.run_dir, trl_kwargs)  # a bad option fails here, before any GPU process starts
-        return relaunch(sys.argv[1:], job, trl_kwargs)
-    if job.launcher == "none" and not trl_kwargs.get("use_cpu"):
+        command = launched_command(model_dir, train_data, run_dir, timings, args)
+        return relaunch(command, cfg.job, model_dir, cfg.trl_kwargs)
+    if cfg.job.launcher == "none" and not cfg.trl_kwargs.get("use_cpu"):
         from cwgrpo.devices import one_gpu
 
         with one_gpu():  # this process trains: a GPU of its own on a shared box
-            return train(args.model_dir, args.train_data, args.run_dir, job, trl_kwargs, tags)
-    return train(args.model_dir, args.train_data, args.run_dir, job, trl_kwargs, tags)
+            return train(model_dir, train_data, run_dir, cfg, timings)
+    return train(model_dir, train_data, run_dir, cfg, timings)
 
 
-def trl_config(run_dir: Path, trl_kwargs: dict[str, Any]):
-    """``CWGRPOConfig`` of a run (its checks run here, before any model, data or GPU is touched), and the
-    keyword arguments it was built from, with the run's own defaults filled in."""
-    from cwgrpo.trainer import CWGRPOConfig
-
-    for key, value in trl_kwargs.items():
-        check_finite_option(key, value)
-    trl_kwargs = {"output_dir": str(run_dir), "report_to": "none", "save_strategy": "steps", **trl_kwargs}
-    trl_kwargs.setdefault("logging_steps", 1)
-    trl_kwargs.setdefault("cw_samples_path", str(run_dir / LIVE / "cov_samples.jsonl"))
-    try:
-        config = CWGRPOConfig(**trl_kwargs)
-    except (TypeError, ValueError) as err:
-        raise ConfigError(f"invalid training options: {err}") from err
-    if config.max_steps is None or config.max_steps < 1:
-        raise ConfigError(f"max_steps={config.max_steps}: must be a positive number of optimiser steps")
-    return config, trl_kwargs
+def launched_command(
+    model_dir: Path, train_data: Path, run_dir: Path, timings: Path, args: argparse.Namespace
+) -> list[str]:
+    """The ``cwgrpo train`` arguments each launched training process runs: this call's, with the folders
+    resolved (a recipe's too), so a child reads the same options and trains into the same folder."""
+    command = ["train", "--model-dir", str(model_dir), "--train-data", str(train_data)]
+    command += ["--run-dir", str(run_dir), "--timings", str(timings)]
+    command += [item for tag in args.tag for item in ("--tag", tag)]
+    command += ["--config", str(args.config)] if args.config is not None else []
+    return command + [item for pair in args.overrides for item in ("--set", pair)]
 
 
 def train(
-    model_dir: Path,
-    train_data: Path,
-    run_dir: Path,
-    job: TrainJob,
-    trl_kwargs: dict[str, Any],
-    tags: dict[str, Any],
+    model_dir: Path, train_data: Path, run_dir: Path, cfg: TrainConfig, timings: Path | None = None
 ) -> int:
+    """Train one run into ``run_dir`` (resuming it if it holds complete checkpoints of the same identity);
+    the wall-clock log goes to ``timings`` (default ``run_dir/timings.jsonl``)."""
     from transformers import AutoTokenizer
 
     from cwgrpo.data import load_records
     from cwgrpo.generation import check_model_dir
     from cwgrpo.identity import run_inputs
-    from cwgrpo.launch import apply_endpoints
-    from cwgrpo.provenance import provenance, seed_everything
+    from cwgrpo.provenance import provenance
     from cwgrpo.rewards import get_reward
+    from cwgrpo.seeding import seed_everything
+    from cwgrpo.vllm_server import apply_endpoints
 
     # Every check runs before anything is written: a bad option or input leaves no run folder behind.
-    trl_kwargs = {**monitoring_names(tags, trl_kwargs), **trl_kwargs}
-    config, trl_kwargs = trl_config(run_dir, trl_kwargs)
+    job, config = cfg.job, cfg.trl
     apply_endpoints(config, os.environ)  # the ports the launcher claimed; not in trl_kwargs, not hashed
     check_model_dir(model_dir)
     seed_everything(config.seed, job.deterministic)
@@ -503,13 +341,14 @@ def train(
     init_kwargs = model_init_kwargs(config)
     reward_funcs = [get_reward(name) for name in job.reward_funcs]
 
-    resolved = {"job": dataclasses.asdict(job), "trl": trl_kwargs, "tags": tags}
+    resolved = cfg.resolved()
     block = {
-        "tags": tags,
+        "tags": cfg.tags,
         "config_hash": config_hash(resolved),
         "inputs": run_inputs(model_dir, train_data),
         "provenance": provenance(seed=config.seed),
     }
+    logs = log_files(run_dir, timings or run_dir / "timings.jsonl")
     created = not run_dir.exists()
     run_dir.mkdir(parents=True, exist_ok=True)
     lock = RunLock(run_dir) if _is_rank_zero() else None
@@ -517,7 +356,17 @@ def train(
         if lock is not None:
             lock.acquire()  # raises, naming the holder, if another `cwgrpo train` trains into run_dir
         return _train_locked(
-            run_dir, job, config, dataset, tokenizer, model_dir, init_kwargs, reward_funcs, block, resolved
+            run_dir,
+            job,
+            config,
+            dataset,
+            tokenizer,
+            model_dir,
+            init_kwargs,
+            reward_funcs,
+            block,
+            resolved,
+            logs,
         )
     except BaseException:
         if created and not any(run_dir.glob("checkpoint-*")):
@@ -526,6 +375,15 @@ def train(
     finally:
         if lock is not None:
             lock.release()
+
+
+def log_files(run_dir: Path, timings: Path) -> dict[str, Path]:
+    """Each growing log (``LIVE/NAME``) and the file it is copied to once training ends."""
+    return {
+        "metrics.jsonl": run_dir / "metrics.jsonl",
+        "timings.jsonl": timings,
+        "cov_samples.jsonl": run_dir / "cov_samples.jsonl",
+    }
 
 
 def _is_rank_zero() -> bool:
@@ -547,7 +405,7 @@ def check_dataset_fits(dataset, tokenizer, model_dir: Path, completion_budget: i
 
 
 def _train_locked(
-    run_dir, job, config, dataset, tokenizer, model_dir, init_kwargs, reward_funcs, block, resolved
+    run_dir, job, config, dataset, tokenizer, model_dir, init_kwargs, reward_funcs, block, resolved, logs
 ) -> int:
     from transformers import AutoModelForCausalLM
 
@@ -561,12 +419,12 @@ def _train_locked(
     if done and max(done) >= config.max_steps:  # a finished run: resuming would train one step more
         logger.info("%s is complete (step %d): writing its outputs only", run_dir, max(done))
         _check_logs(run_dir, max(done), config)
-        finalize(run_dir, block, resolved, resume)
+        finalize(run_dir, block, resolved, resume, logs)
         return 0
     if resume is not None:  # the logs before the resume point must all be there, or figures hide a gap
         _check_logs(run_dir, max(done), config)
         check_resumable(Path(resume))
-    for name in LOGS:  # logs after the resume point are re-logged by the resumed run
+    for name in logs:  # logs after the resume point are re-logged by the resumed run
         if resume is None:
             (run_dir / LIVE / name).unlink(missing_ok=True)
         else:
@@ -592,7 +450,7 @@ def _train_locked(
             raise OSError(err.errno, f"writing under {run_dir} failed: {err.strerror or err}") from err
         raise
     if trainer.accelerator.is_main_process:
-        finalize(run_dir, block, resolved, resume)
+        finalize(run_dir, block, resolved, resume, logs)
     return 0
 
 
@@ -646,13 +504,16 @@ def check_same_config(run_dir: Path, done: dict[int, Path], expected: str, input
         )
 
 
-def finalize(run_dir: Path, block: dict[str, Any], resolved: dict[str, Any], resume: str | None) -> None:
-    """Write the declared outputs: a marker per complete checkpoint, the logs, then ``run.json`` last."""
+def finalize(
+    run_dir: Path, block: dict[str, Any], resolved: dict[str, Any], resume: str | None, logs: dict[str, Path]
+) -> None:
+    """Write the declared outputs: a marker per complete checkpoint, the logs (``log_files``), then
+    ``run.json`` last."""
     for step, ckpt in complete_checkpoints(run_dir).items():
         write_marker(run_dir, step, ckpt, block)
-    for name in LOGS:
+    for name, path in logs.items():
         live = run_dir / LIVE / name
-        write_text(run_dir / name, live.read_text(encoding="utf-8") if live.is_file() else "")
+        write_text(path, live.read_text(encoding="utf-8") if live.is_file() else "")
     write_json(run_dir / "run.json", {**block, "config": resolved, "resumed_from": resume})
 
 

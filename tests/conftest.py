@@ -97,7 +97,7 @@ def _run_smoke_dag(workdir: Path) -> None:
     env["PATH"] = f"{bin_dir}{os.pathsep}{os.environ['PATH']}"
     cmd = [snakemake, "-s", str(REPO / "Snakefile"), "-d", str(workdir), "--cores", "2",
            "--configfile", str(REPO / "config/smoke.yaml")]  # fmt: skip
-    proc = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=1500, env=env)
+    proc = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=2400, env=env)
     (workdir.parent / f"{workdir.name}.{SMOKE_LOG}").write_text(proc.stdout + proc.stderr)
     assert proc.returncode == 0, proc.stderr[-6000:]
 

@@ -137,17 +137,11 @@ def _curves(ax, frame: pd.DataFrame, column: str, cfg: FigureConfig) -> None:
         if sub[column].isna().all():
             continue
         agg = seed_band(sub, column, cfg)
-        color = _color(method)
+        color = cfg.method_colour(method)
         n_seeds = sub["seed"].nunique()
         label = f"{cfg.method_name(method)} ({n_seeds} seed{'s' if n_seeds != 1 else ''})"
         ax.plot(agg["step"], agg["mean"], color=color, label=label)
         ax.fill_between(agg["step"], agg["lo"], agg["hi"], color=color, alpha=0.2, lw=0)
-
-
-def _color(method: str) -> str:
-    from cwgrpo.report.style import method_color
-
-    return method_color(method)
 
 
 # -- the four kinds ----------------------------------------------------------------------------------
@@ -232,7 +226,7 @@ def _checkpoint_panel(ax, sel: pd.DataFrame, cfg: FigureConfig) -> None:
     methods = cfg.order_methods(sel["method"])
     for method in [m for m in methods if m != cfg.base_method]:
         sub = sel[sel["method"] == method].assign(pct=lambda f: 100 * f["accuracy"])
-        color = _color(method)
+        color = cfg.method_colour(method)
         agg = seed_band(sub, "pct", dataclasses.replace(cfg, smooth=1))  # never smooth across checkpoints
         yerr = np.vstack([agg["mean"] - agg["lo"], agg["hi"] - agg["mean"]])
         yerr = np.nan_to_num(yerr)  # one seed: no bar
@@ -242,7 +236,7 @@ def _checkpoint_panel(ax, sel: pd.DataFrame, cfg: FigureConfig) -> None:
     if cfg.base_method in methods:  # after the methods, so that the legend lists them first
         base = 100 * sel.loc[sel["method"] == cfg.base_method, "accuracy"].mean()
         label = f"{cfg.method_name(cfg.base_method)} (step {cfg.base_step})"
-        ax.axhline(base, color=_color(cfg.base_method), ls=":", lw=1.2, label=label)
+        ax.axhline(base, color=cfg.method_colour(cfg.base_method), ls=":", lw=1.2, label=label)
 
 
 def _overlay_reported(ax, reported: pd.DataFrame, cfg: FigureConfig, size: str, key: str) -> None:
@@ -251,7 +245,7 @@ def _overlay_reported(ax, reported: pd.DataFrame, cfg: FigureConfig, size: str, 
     for method in cfg.order_methods(rep["method"]):
         r = rep[rep["method"] == method].sort_values("step")
         ax.plot(
-            r["step"], r["value"], color=_color(method), ls="--", marker="o", mfc="white", lw=1.0,
+            r["step"], r["value"], color=cfg.method_colour(method), ls="--", marker="o", mfc="white", lw=1.0,
             label=f"{cfg.method_name(method)} (paper)",
         )  # fmt: skip
 
@@ -331,7 +325,7 @@ def plot_covariance(cfg: FigureConfig, runs: Sequence[Path]):
         ax_h, ax_q, ax_w = axes[row]
         for method in methods:
             cov, weight = pooled[(size, method)]
-            color, label = _color(method), cfg.method_name(method)
+            color, label = cfg.method_colour(method), cfg.method_name(method)
             counts, _ = np.histogram(cov, bins=edges)
             share = counts / max(cov.size, 1)
             ax_h.stairs(np.where(share > 0, share, np.nan), edges, color=color, label=label)

@@ -8,6 +8,7 @@ come from :mod:`cwgrpo.paper`.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
@@ -24,6 +25,7 @@ PRESETS: tuple[str, ...] = ("tiny", "paper", "real")
 # Sizes in the order the architecture names them; any other size follows, alphabetically.
 SIZE_ORDER: tuple[str, ...] = ("small", "large", "1.5b", "7b")
 AVG = "avg"  # the pseudo-benchmark "mean of the benchmark accuracies"
+_HEX_COLOUR = re.compile(r"#[0-9A-Fa-f]{6}")
 
 
 def _help(text: str) -> dict[str, str]:
@@ -96,6 +98,14 @@ class ReportConfig:
     method_display: dict[str, str] = field(
         default_factory=dict, metadata=_help("method label -> display name (overrides the defaults)")
     )
+    method_colors: dict[str, str] = field(
+        default_factory=dict,
+        metadata=_help(
+            "method label -> colour as '#RRGGBB' (overrides the defaults). A label the package does not "
+            "know gets a spare colour chosen by a hash of its name, which two labels can share: give "
+            "distinct colours to a preset's own labels here"
+        ),
+    )
 
     def __post_init__(self) -> None:
         if self.preset not in PRESETS:
@@ -106,11 +116,15 @@ class ReportConfig:
             "size_display",
             "size_mirrors",
             "method_display",
+            "method_colors",
         ):
             value = getattr(self, name)
             if not isinstance(value, Mapping):
                 raise ConfigError(f"{name}: expected a mapping name -> value, got {value!r}")
             setattr(self, name, {str(k): str(v) for k, v in value.items()})
+        bad = {k: v for k, v in self.method_colors.items() if not _HEX_COLOUR.fullmatch(v)}
+        if bad:
+            raise ConfigError(f"method_colors: {bad} are not colours of the form '#RRGGBB'")
         bad = {k: v for k, v in self.benchmark_mirrors.items() if v not in PAPER_BENCHMARKS}
         if bad:
             raise ConfigError(
@@ -148,6 +162,12 @@ class ReportConfig:
         from cwgrpo.report.style import method_label
 
         return self.method_display.get(method) or method_label(method)
+
+    def method_colour(self, method: str) -> str:
+        """The colour of a method label in every figure: the configured one, else the package's."""
+        from cwgrpo.report.style import method_color
+
+        return self.method_colors.get(method) or method_color(method)
 
     def order_methods(self, present: Iterable[str]) -> list[str]:
         present = set(present)

@@ -15,15 +15,15 @@ from typing import Any
 
 import numpy as np
 
-from cwgrpo.report.study import MEASURES, PRIMARY, StudyConfig
+from cwgrpo.report.study_design import MEASURES, PRIMARY, StudyConfig
 from cwgrpo.report.style import apply_style, method_color, new_figure, save_figure
 from cwgrpo.stats import paired_mde
 
-ABLATION_PANELS = (
-    ("avg_last", "Avg at the last checkpoint,\nV − T (points)"),
-    ("entropy_range", "entropy range over the run,\nT − V (nats)"),
-    ("best_minus_last", "best − last checkpoint,\nT − V (points)"),
-    ("top_share_pct", "top-1 % share of Σ|c|,\nV − T (points)"),
+ABLATION_PANELS = (  # titles short enough for four panels side by side
+    ("avg_last", "Avg, last checkpoint\nV − T (points)"),
+    ("entropy_range", "entropy range, run\nT − V (nats)"),
+    ("best_minus_last", "best − last\nT − V (points)"),
+    ("top_share_pct", "top-1 % share of Σ|c|\nV − T (points)"),
 )
 
 
@@ -49,7 +49,12 @@ def ablation_figure(report: Mapping[str, Any], cfg: Any, pdf: Path, png: Path) -
                 continue
             ci = e.get("ci95") or [mean, mean]
             ax.errorbar(
-                mean, yi, xerr=[[mean - ci[0]], [ci[1] - mean]], fmt="o", color=method_color(v), capsize=2
+                mean,
+                yi,
+                xerr=[[mean - ci[0]], [ci[1] - mean]],
+                fmt="o",
+                color=cfg.method_colour(v),
+                capsize=2,
             )
         ax.axvline(0.0, color="0.3", linewidth=0.8)
         ax.set_title(title)
@@ -74,13 +79,9 @@ def power_figure(
         if sd is None:
             continue
         label = f"claim {c['id']} ({c['measure']}), this study's spread"
-        ax.plot(
-            n,
-            [paired_mde(sd, k) for k in n],
-            label=label,
-            color=method_color("cw_grpo" if c["id"] == 1 else "grpo"),
-        )
-        ax.plot([e["n"]], [c["mde_80"]], "o", color=method_color("cw_grpo" if c["id"] == 1 else "grpo"))
+        colour = method_color("cw_grpo" if c["id"] == 1 else "grpo")
+        ax.plot(n, [paired_mde(sd, k) for k in n], label=label, color=colour)
+        ax.plot([e["n"]], [c["mde_80"]], "o", color=colour)
         observed_n = e["n"]
     if registered:
         pts = _registered_points(registered.get("mde_points", {}))

@@ -41,14 +41,24 @@ def _check_run(run_dir: Path) -> None:
     assert (run_dir / "steps/step2.json").is_file()
 
 
+def _timings(path: Path) -> list[dict]:
+    """The wall-clock log: one line per logged step, never a field that metrics.jsonl keeps."""
+    lines = [json.loads(line) for line in path.read_text().splitlines()]
+    assert lines and all("step" in line and "loss" not in line for line in lines), lines
+    return lines
+
+
 def test_recipe_runs_with_python_m_cwgrpo(e2e_inputs, tmp_path):
     path, run_dir = _recipe(e2e_inputs, tmp_path, "one")
-    cmd = [sys.executable, "-m", "cwgrpo", "train", "--config", str(path)]
+    timings = tmp_path / "logs" / "one.timings.jsonl"  # --timings: the wall-clock log goes where it is told
+    cmd = [sys.executable, "-m", "cwgrpo", "train", "--config", str(path), "--timings", str(timings)]
     proc = subprocess.run(
         cmd, capture_output=True, text=True, timeout=600, env={**os.environ, "OMP_NUM_THREADS": "1"}
     )
     assert proc.returncode == 0, proc.stderr[-4000:]
     _check_run(run_dir)
+    assert any("train_runtime" in line for line in _timings(timings))
+    assert not (run_dir / "timings.jsonl").exists()
 
 
 def test_recipe_runs_under_accelerate_launch_with_two_cpu_processes(e2e_inputs, tmp_path):
@@ -63,4 +73,5 @@ def test_recipe_runs_under_accelerate_launch_with_two_cpu_processes(e2e_inputs, 
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=900, env=env)
     assert proc.returncode == 0, proc.stderr[-4000:]
     _check_run(run_dir)
+    _timings(run_dir / "timings.jsonl")  # no --timings: the default, in the run folder
     assert "training process 0 of 2" in proc.stderr and "training process 1 of 2" in proc.stderr

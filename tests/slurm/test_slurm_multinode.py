@@ -80,7 +80,7 @@ def test_sbatch_lines_of_a_1_node_and_a_2_node_training_job(slurm_cluster: Slurm
 DRIVER = """
 import json, os, sys
 from cwgrpo import multinode
-from cwgrpo.train import TrainJob
+from cwgrpo.train_config import TrainJob
 
 os.environ.pop("SLURM_JOB_NODELIST", None)  # as the Snakemake job-step plugin leaves the environment
 real_nodes, real_plan = multinode.allocation_nodes, multinode.plan
@@ -103,7 +103,7 @@ def plan(*args, **kwargs):
 
 multinode.allocation_nodes, multinode.plan = two_nodes, plan
 job = TrainJob(launcher="accelerate", num_processes=2, num_nodes=2)
-sys.exit(multinode.relaunch(["train", "--model-dir", "m"], job, "zero3.yaml", {{}}))
+sys.exit(multinode.relaunch(["train", "--model-dir", "m"], job, "m", "zero3.yaml", {{}}))
 """
 
 STANDIN = """

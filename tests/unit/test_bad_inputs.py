@@ -96,7 +96,7 @@ def _summary(ctx: Ctx, name: str = "s.summary.json") -> Path:
 
 
 def _split(options: dict[str, Any]):
-    from cwgrpo.train import split_options
+    from cwgrpo.train_config import split_options
 
     return split_options(options)
 
@@ -109,10 +109,13 @@ def _trl(**kw: Any):
 
 def _train(ctx: Ctx, model_dir: Path, trl: dict[str, Any], **job: Any):
     """``cwgrpo.train.train`` into ``ctx.tmp / 'run'`` (CPU settings; no GPU is assumed)."""
-    from cwgrpo.train import TrainJob, train
+    from cwgrpo.train import train
+    from cwgrpo.train_config import build_train_config
 
     trl = {"use_cpu": True, "bf16": False, "max_steps": 1, **trl}
-    return train(model_dir, ctx.records(), ctx.tmp / "run", TrainJob(**job), trl, {})
+    return train(
+        model_dir, ctx.records(), ctx.tmp / "run", build_train_config({**job, **trl}, ctx.tmp / "run")
+    )
 
 
 def _prepare(ctx: Ctx, name: str, rows: list[dict]):
@@ -735,14 +738,17 @@ def trained_run(tmp_path_factory, tiny_model_dir):
     The run's options name its folder (``output_dir``), so a case works in the same folder each time,
     restored from the pristine copy by :func:`_run_copy` (cases run one after the other).
     """
-    from cwgrpo.train import TrainJob, train
+    from cwgrpo.train import train
+    from cwgrpo.train_config import build_train_config
 
     root = tmp_path_factory.mktemp("trained-run")
     work = root / "work"
     shutil.copytree(tiny_model_dir, work / "model")
     (work / "train.jsonl").write_text("".join(json.dumps({**REC, "id": f"p-{i}"}) + "\n" for i in range(2)))
     trl = {"use_cpu": True, "bf16": False, **RUN_TRL}
-    assert train(work / "model", work / "train.jsonl", work / "run", TrainJob(), trl, {}) == 0
+    assert (
+        train(work / "model", work / "train.jsonl", work / "run", build_train_config(trl, work / "run")) == 0
+    )
     shutil.copytree(work, root / "pristine")
     return root / "pristine", work
 
@@ -756,9 +762,12 @@ def _run_copy(ctx: Ctx) -> tuple[Path, Path, Path]:
 
 
 def _retrain(model: Path, data: Path, run: Path, **trl: Any) -> int:
-    from cwgrpo.train import TrainJob, train
+    from cwgrpo.train import train
+    from cwgrpo.train_config import build_train_config
 
-    return train(model, data, run, TrainJob(), {"use_cpu": True, "bf16": False, **RUN_TRL, **trl}, {})
+    return train(
+        model, data, run, build_train_config({"use_cpu": True, "bf16": False, **RUN_TRL, **trl}, run)
+    )
 
 
 def _changed_model(ctx: Ctx):
@@ -871,10 +880,13 @@ def _evaluate_huge_problem(ctx: Ctx):
 
 
 def _train_huge_problem(ctx: Ctx, chars: int):
-    from cwgrpo.train import TrainJob, train
+    from cwgrpo.train import train
+    from cwgrpo.train_config import build_train_config
 
     trl = {"use_cpu": True, "bf16": False, "max_steps": 1}
-    return train(ctx.model, _huge_problem_file(ctx, chars), ctx.tmp / "run", TrainJob(), trl, {})
+    return train(
+        ctx.model, _huge_problem_file(ctx, chars), ctx.tmp / "run", build_train_config(trl, ctx.tmp / "run")
+    )
 
 
 def _truncated_checkpoint_model(ctx: Ctx) -> Path:

@@ -99,7 +99,7 @@ JOB = """
 # One paper-shaped training job (3 training GPUs + 1 vLLM GPU) whose training command only records.
 import json, os, sys, time
 import cwgrpo.launch as launch
-from cwgrpo.train import TrainJob
+from cwgrpo.train_config import TrainJob
 
 real_plan = launch.plan
 RECORD = (
@@ -115,7 +115,7 @@ def plan(*args, **kwargs):
 
 launch.plan = plan
 job = TrainJob(launcher="accelerate", num_processes=3, vllm_server_gpu=3)
-sys.exit(launch.relaunch(["train", "--model-dir", "m", "--train-data", "d", "--run-dir", "r"], job))
+sys.exit(launch.relaunch(["train", "--model-dir", "m", "--train-data", "d", "--run-dir", "r"], job, "m"))
 """
 
 

@@ -1,12 +1,14 @@
 """The multi-GPU launch plan (command construction only: no GPU here)."""
 
+from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
 
 from cwgrpo.configs import ConfigError
-from cwgrpo.launch import accelerate_config_path, apply_endpoints, plan, relaunch
-from cwgrpo.train import TrainJob
+from cwgrpo.launch import accelerate_config_path, plan, relaunch
+from cwgrpo.train_config import TrainJob
+from cwgrpo.vllm_server import apply_endpoints
 
 
 def test_plan_pins_vllm_server_and_training_to_disjoint_gpus():
@@ -82,7 +84,7 @@ def test_apply_endpoints_points_the_trainer_at_its_server_and_refuses_a_base_url
         apply_endpoints(config, {"CWGRPO_VLLM_SERVER_PORT": "1", "CWGRPO_VLLM_GROUP_PORT": "2"})
     job = TrainJob(launcher="accelerate", num_processes=1, vllm_server_gpu=1)
     with pytest.raises(ConfigError, match="vllm_server_base_url is set"):
-        relaunch(["train", "--model-dir", "m"], job, {"vllm_server_base_url": "http://x:1"})
+        relaunch(["train"], job, Path("m"), {"vllm_server_base_url": "http://x:1"})
 
 
 def test_accelerate_config_by_path_or_bundled_name(tmp_path, monkeypatch):
@@ -100,5 +102,43 @@ def test_relaunch_refuses_a_missing_accelerate_config_before_claiming_gpus(tmp_p
     monkeypatch.setenv("CWGRPO_LOCK_DIR", str(tmp_path / "locks"))
     job = TrainJob(launcher="accelerate", num_processes=1, accelerate_config="nowhere/ds.yaml")
     with pytest.raises(ConfigError, match="no such file"):
-        relaunch(["train", "--model-dir", "m"], job)
+        relaunch(["train"], job, Path("m"))
     assert not (tmp_path / "locks").exists()
+
+
+def test_train_gives_relaunch_plain_values_with_the_folders_a_recipe_names(tmp_path, monkeypatch):
+    """`cwgrpo train --config recipe.yaml` with launcher accelerate: relaunch gets the recipe's model folder
+    as a value, and the children's command names every folder (the recipe's too) and this call's options,
+    whatever `sys.argv` holds (here pytest's: no --model-dir there to read back)."""
+    import yaml
+
+    from cwgrpo import cli, launch
+
+    seen = {}
+
+    def record(command, job, model_dir, trl_options=None):
+        seen.update(command=command, job=job, model_dir=model_dir, trl_options=trl_options)
+        return 0
+
+    monkeypatch.setattr(launch, "relaunch", record)
+    monkeypatch.delenv("CWGRPO_LAUNCHED", raising=False)
+    monkeypatch.chdir(tmp_path)
+    recipe = tmp_path / "recipe.yaml"
+    recipe.write_text(
+        yaml.safe_dump(
+            {"model_name_or_path": "m", "dataset_name": "d.jsonl", "output_dir": "o", "use_cpu": True,
+             "bf16": False, "max_steps": 2, "launcher": "accelerate", "num_processes": 2}
+        )
+    )  # fmt: skip
+    assert cli.main(["train", "--config", str(recipe), "--set", "seed=3", "--tag", "seed=3"]) == 0
+    assert seen["model_dir"] == Path("m")
+    assert seen["command"] == [
+        "train", "--model-dir", "m", "--train-data", "d.jsonl", "--run-dir", "o",
+        "--timings", str(Path("o") / "timings.jsonl"), "--tag", "seed=3", "--config", str(recipe),
+        "--set", "seed=3",
+    ]  # fmt: skip
+    assert seen["job"].num_processes == 2 and seen["trl_options"]["seed"] == 3
+    assert cli.main(["train", "--config", str(recipe), "--model-dir", "other", "--timings", "t.jsonl"]) == 0
+    assert seen["model_dir"] == Path("other")  # a flag on the command line wins over the recipe
+    assert seen["command"][:4] == ["train", "--model-dir", "other", "--train-data"]
+    assert seen["command"][seen["command"].index("--timings") + 1] == "t.jsonl"

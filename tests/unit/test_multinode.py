@@ -1,13 +1,15 @@
 """The multi-node launch plan (command construction and checks only: no GPU, no Slurm here)."""
 
 import os
+from pathlib import Path
 
 import pytest
 
 from cwgrpo import multinode
 from cwgrpo.configs import ConfigError
-from cwgrpo.launch import apply_endpoints, relaunch
-from cwgrpo.train import TrainJob
+from cwgrpo.launch import relaunch
+from cwgrpo.train_config import TrainJob
+from cwgrpo.vllm_server import apply_endpoints
 
 ARGV = ["train", "--model-dir", "m", "--train-data", "d", "--run-dir", "r"]
 
@@ -95,7 +97,7 @@ def test_a_multinode_job_outside_slurm_fails_before_claiming_anything(tmp_path, 
     monkeypatch.delenv("SLURM_JOB_ID", raising=False)
     job = _job(num_processes=2, num_nodes=2)
     with pytest.raises(ConfigError, match="runs inside a Slurm allocation, and SLURM_JOB_ID is not set"):
-        relaunch(ARGV, job)
+        relaunch(ARGV, job, Path("m"))
     assert not (tmp_path / "locks").exists()
 
 

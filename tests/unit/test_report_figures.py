@@ -269,3 +269,18 @@ def test_band_note_only_when_some_line_has_several_seeds():
     two = pd.DataFrame({"size": ["s", "s"], "method": ["grpo", "grpo"], "seed": [0, 1]})
     assert _band_title(FigureConfig(), one) == ""
     assert _band_title(FigureConfig(band="ci95"), two) == BAND_TEXT["ci95"]
+
+
+def test_configured_method_colours_override_the_hashed_spare_colours_and_bad_ones_are_refused():
+    from cwgrpo.configs import ConfigError
+    from cwgrpo.report.options import ReportConfig
+    from cwgrpo.report.style import method_color
+
+    # the two labels the study preset colours by hand share one hashed spare colour
+    assert method_color("cw_knob_normaliser") == method_color("cw_knob_gradient")
+    cfg = ReportConfig(method_colors={"cw_knob_gradient": "#9467BD"})
+    assert cfg.method_colour("cw_knob_gradient") == "#9467BD"
+    assert cfg.method_colour("cw_knob_normaliser") == method_color("cw_knob_normaliser")
+    assert cfg.method_colour("grpo") == "#0072B2"  # a package label keeps its colour
+    with pytest.raises(ConfigError, match="method_colors"):
+        ReportConfig(method_colors={"grpo": "blue"})

@@ -5,7 +5,8 @@ import json
 import pytest
 
 from cwgrpo.configs import ConfigError
-from cwgrpo.train import COMPLETE_FLAG, complete_checkpoints, parse_tags, split_options, truncate_log
+from cwgrpo.train import COMPLETE_FLAG, complete_checkpoints, parse_tags, truncate_log
+from cwgrpo.train_config import split_options
 
 
 def test_split_options_separates_job_and_trl_fields():
@@ -21,7 +22,7 @@ def test_job_fields_never_shadow_trl_fields():
     silently keep that value from TRL (as `vllm_gpu_memory_utilization` once did)."""
     import dataclasses
 
-    from cwgrpo.train import TrainJob
+    from cwgrpo.train_config import TrainJob
     from cwgrpo.trainer import CWGRPOConfig
 
     shared = {f.name for f in dataclasses.fields(TrainJob)} & {
@@ -89,7 +90,7 @@ def test_option_check_without_trl_names_the_bad_key():
 
 
 def test_monitoring_names_from_tags_only_when_a_logger_is_on(monkeypatch):
-    from cwgrpo.train import monitoring_names
+    from cwgrpo.train_config import monitoring_names
 
     monkeypatch.delenv("WANDB_RUN_GROUP", raising=False)
     tags = {"size": "135m", "method": "cw_grpo", "seed": 0}
@@ -98,3 +99,23 @@ def test_monitoring_names_from_tags_only_when_a_logger_is_on(monkeypatch):
     import os
 
     assert os.environ["WANDB_RUN_GROUP"] == "135m/cw_grpo"
+
+
+def test_finalize_copies_each_live_log_to_its_file_and_the_timings_where_told(tmp_path):
+    from cwgrpo.train import finalize, log_files
+
+    run = tmp_path / "run"
+    (run / "live").mkdir(parents=True)
+    (run / "live" / "metrics.jsonl").write_text('{"step": 1, "loss": 0.5}\n')
+    (run / "live" / "timings.jsonl").write_text('{"step": 1, "step_time": 2.0}\n')
+    timings = tmp_path / "logs" / "t.jsonl"
+    finalize(run, {"tags": {}}, {"job": {}}, None, log_files(run, timings))
+    assert (run / "metrics.jsonl").read_text() == '{"step": 1, "loss": 0.5}\n'
+    assert timings.read_text() == '{"step": 1, "step_time": 2.0}\n'
+    assert not (run / "timings.jsonl").exists()
+    assert (run / "cov_samples.jsonl").read_text() == ""  # no samples logged: an empty file, still written
+    assert json.loads((run / "run.json").read_text()) == {
+        "tags": {},
+        "config": {"job": {}},
+        "resumed_from": None,
+    }

@@ -1,6 +1,7 @@
 """A stand-in for the `cwgrpo` command in scheduling tests: it claims the job's GPUs as the real launchers
 do (cwgrpo.devices, over the fake devices of CUDA_VISIBLE_DEVICES), holds them for a moment, records what
-it held and when in $RECORD_DIR, and writes the outputs the rule declares. Nothing is trained.
+it held and when in $RECORD_DIR, and writes the outputs (and `train`'s timings log) the rule declares.
+Nothing is trained.
 
 GPUs per job, as the real commands claim them: `train`, num_processes + 1 with vllm_server_gpu set;
 `evaluate`, 1 on a machine with GPUs; the other commands none.
@@ -55,6 +56,7 @@ def write_outputs(command: str, flags: dict[str, list[str]], options: dict) -> N
         run = Path(flags["--run-dir"][0])
         for name in ("run.json", "metrics.jsonl", "cov_samples.jsonl"):
             _write(run / name)
+        _write(flags["--timings"][0], "")  # the rule's declared log
         last, every = options["max_steps"], options["save_steps"]
         for step in sorted({*range(every, last + 1, every), last}):
             _write(run / "steps" / f"step{step}.json")

@@ -66,7 +66,7 @@ def test_overlay_changes_only_the_7b_training_layout_and_keeps_the_batch():
     import dataclasses
 
     from cwgrpo import multinode
-    from cwgrpo.train import TrainJob
+    from cwgrpo.train_config import TrainJob
 
     paper, overlay = (yaml.safe_load(p.read_text()) for p in (PRESETS["paper"], TWO_NODES))
     assert set(overlay) == {"sizes"} and set(overlay["sizes"]) == {"7b"}

@@ -143,6 +143,9 @@ def test_paper_train_options_match_the_spec(paper_commands):
             sets["per_device_train_batch_size"] * sets["gradient_accumulation_steps"] * sets["num_processes"]
         )
         assert completions == 144 and completions // sets["num_generations"] == 12
+        # every file the command writes is a flag: the wall-clock log goes beside the run's declared files
+        run_dir = argv[argv.index("--run-dir") + 1]
+        assert argv[argv.index("--timings") + 1] == f"{run_dir}/timings.jsonl"
     assert seen == {(s, m) for s in PAPER_MODELS for m in PAPER_METHODS}
 
 
@@ -314,6 +317,10 @@ BAD_CONFIGS = {
     "study needing one seed (schema)": (_study, ("study", "min_seeds"), 1, "min_seeds"),
     "study treatment not a method": (_study, ("study", "treatment"), "cw_grpoo", "study.treatment"),
     "study analysis option typo": (_study, ("report", "drop_pointz"), 10, "report.drop_pointz"),
+    # Table 1's rows and effects must be methods the preset trains (the study ran for hours before its
+    # table job failed on the default rows, which include Clip-Cov)
+    "table row not trained": (_study, ("report", "methods"), ["base", "grpo", "clip_cov", "cw_grpo"], "report.methods"),
+    "table effect not trained": (_study, ("table", "effect_methods"), ["cw_grpo", "clip_cov"], "table.effect_methods"),
 }  # fmt: skip
 
 
@@ -451,11 +458,10 @@ RECIPE_FIELDS = 46  # top-level fields of each of the four recipes
 
 def _resolved(sets: dict, tmp_path):
     """CWGRPOConfig of one paper job as `cwgrpo train` builds it (bf16 off: this machine has no GPU)."""
-    from cwgrpo.train import split_options, trl_config
+    from cwgrpo.train_config import build_train_config
 
-    job, trl_kwargs = split_options({**sets, "bf16": False, "use_cpu": True})
-    config, _ = trl_config(tmp_path, trl_kwargs)
-    return job, config
+    cfg = build_train_config({**sets, "bf16": False, "use_cpu": True}, tmp_path)
+    return cfg.job, cfg.trl
 
 
 def _released(value, size):

@@ -61,17 +61,17 @@ def job_stats(output: str) -> dict[str, int]:
 
 
 def jobs(output: str) -> list[dict]:
-    """Each job of a dry run: {'rule', 'output', 'wildcards', 'resources'} parsed from its block."""
+    """Each job of a dry run: {'rule', 'output', 'log', 'wildcards', 'resources'} parsed from its block."""
     found = []
     for block in re.split(r"\n(?=(?:local)?rule \S+:\n)", output):
         head = re.match(r"(?:local)?rule (\S+):\n", block)
         if not head:
             continue
-        job = {"rule": head.group(1), "output": [], "wildcards": {}, "resources": {}}
+        job = {"rule": head.group(1), "output": [], "log": [], "wildcards": {}, "resources": {}}
         for line in block.splitlines()[1:]:
             key, _, value = line.strip().partition(": ")
-            if key == "output":
-                job["output"] = value.split(", ")
+            if key in ("output", "log"):
+                job[key] = value.split(", ")
             elif key in ("wildcards", "resources"):
                 job[key] = dict(item.split("=", 1) for item in value.split(", "))
         found.append(job)
@@ -264,6 +264,8 @@ def test_training_outputs_are_markers_not_checkpoints(dry_runs):
         f"{run}/cov_samples.jsonl",
         *[f"{run}/steps/step{n}.json" for n in (50, 100, 150)],
     ]
+    # the wall-clock log `cwgrpo train --timings` writes: declared, as a log (it differs in every run)
+    assert job["log"] == ["logs/paper/train/7b/grpo/seed2025.log", f"{run}/timings.jsonl"]
     assert not any("checkpoint-" in f for j in jobs(dry_runs["paper"]) for f in j["output"])
 
 

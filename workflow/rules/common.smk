@@ -354,6 +354,19 @@ def _check_command_options():
             oc.check_options(cls, report_options(command))
         except oc.OptionError as err:
             _fail_option(err, sources)
+    # Table 1 needs a row of every `methods` label for every size: one this preset does not train fails the
+    # table job at the end of the run, so it fails here, naming the key.
+    table = TableConfig(**report_options("table"))
+    for key in ("methods", "effect_methods"):
+        missing = [m for m in getattr(table, key) if m != table.base_method and m not in METHODS]
+        if missing:
+            where = "report.methods / table.methods" if key == "methods" else "table.effect_methods"
+            fail(
+                where,
+                f"{missing} not trained by this preset (methods: {', '.join(METHODS)}); "
+                f"Table 1 needs each: list only this preset's methods (default {key}: "
+                f"{getattr(TableConfig(preset=KIND), key)})",
+            )
     if config.get("study"):
         from cwgrpo.report.study import StudyConfig
 

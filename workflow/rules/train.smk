@@ -2,6 +2,7 @@
 # save_steps, and a rule's outputs cannot depend on a wildcard, so there is one rule per size
 # (train_<size>, e.g. train_small, train_1_5b). Checkpoint folders are not outputs: Snakemake deletes
 # the outputs of a failed job, and a rerun of `cwgrpo train` resumes from the newest complete checkpoint.
+# The wall-clock log (--timings) is a log, not an output: it differs in every run and is no result.
 
 RUN = run_prefix("{size}", "{method}", "{seed}")  # the run folder's pattern; run_dir_of fills it in
 
@@ -19,7 +20,8 @@ for _size in SIZES:
             cov_samples=f"{RUN}/cov_samples.jsonl",
             steps=[f"{RUN}/steps/step{n}.json" for n in saved_steps(_size)],
         log:
-            f"{LOGS}/train/{{size}}/{{method}}/seed{{seed}}.log",
+            out=f"{LOGS}/train/{{size}}/{{method}}/seed{{seed}}.log",
+            timings=f"{RUN}/timings.jsonl",
         wildcard_constraints:
             size=re.escape(_size),
             method="|".join(map(re.escape, METHODS)),
@@ -35,4 +37,4 @@ for _size in SIZES:
             options=train_args,
         shell:
             "cwgrpo train --model-dir {params.model_dir:q} --train-data {input.train_data:q}"
-            " --run-dir {params.run_dir:q} {params.options} > {log:q} 2>&1"
+            " --run-dir {params.run_dir:q} --timings {log.timings:q} {params.options} > {log.out:q} 2>&1"

@@ -1,0 +1,73 @@
+"""What the pre-registered study fixed before it ran (docs/study/preregistration.md): its options, the
+measures it computes (unit and sign), the primary and secondary measure of each claim, and each claim's
+wording. :mod:`cwgrpo.report.study` computes the analysis from them; :mod:`cwgrpo.report.study_render`
+writes it; neither imports the other's module for these.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from cwgrpo.configs import ConfigError
+from cwgrpo.report.options import ReportConfig
+
+
+@dataclass
+class StudyConfig(ReportConfig):
+    """Options of ``cwgrpo study``; the defaults are the registration's."""
+
+    treatment_method: str = field(
+        default="cw_grpo", metadata={"help": "the treatment T (CW-GRPO as released)"}
+    )
+    variants: list[str] = field(
+        default_factory=list,
+        metadata={"help": "ablation method labels, each compared with treatment_method (exploratory)"},
+    )
+    entropy_swing: float = field(
+        default=0.5,
+        metadata={"help": "precondition: entropy range over the run at least this fraction of its start"},
+    )
+    drop_points: float = field(
+        default=10.0,
+        metadata={
+            "help": "precondition: Avg at the last checkpoint at least this many points below the best"
+        },
+    )
+    tail_top_fraction: float = field(
+        default=0.01, metadata={"help": "ablation's claim-4 measure: share of sum |c| of the top fraction"}
+    )
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.treatment_method == self.reference_method:
+            raise ConfigError("treatment_method and reference_method must differ")
+        if not self.entropy_swing > 0 or not self.drop_points > 0:
+            raise ConfigError(
+                f"entropy_swing and drop_points must be > 0, got {self.entropy_swing}, {self.drop_points}"
+            )
+
+
+# measure -> (unit, sign: +1 when "treatment minus reference" supports the claim, -1 when R - T does)
+MEASURES: dict[str, tuple[str, int]] = {
+    "avg_last": ("points", +1),
+    "avg_first": ("points", +1),
+    "avg_mean": ("points", +1),
+    "entropy_range": ("nats", -1),
+    "entropy_sd": ("nats", -1),
+    "entropy_mean": ("nats", +1),
+    "best_minus_last": ("points", -1),
+    "best_minus_last_incl_base": ("points", -1),
+    "drop_first_to_last": ("points", -1),
+}
+PRIMARY = {1: "avg_last", 2: "entropy_range", 3: "best_minus_last"}
+SECONDARY = {
+    1: ["avg_first", "avg_mean"],
+    2: ["entropy_sd"],
+    3: ["best_minus_last_incl_base", "drop_first_to_last"],
+}
+CLAIM_TEXT = {
+    1: "CW-GRPO is more accurate: Avg(T) - Avg(R) at the last checkpoint",
+    2: "CW-GRPO keeps entropy in a band: entropy range over the run, R - T",
+    3: "CW-GRPO holds its accuracy: best-minus-last over the checkpoints, R - T",
+    4: "a few tokens carry most of the covariance (as `cwgrpo claims`)",
+}

@@ -1,0 +1,53 @@
+"""benchmarks/dag_job_walls.py: wall seconds per job kind from a Snakemake log (hand-made log, hand sums)."""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+_spec = importlib.util.spec_from_file_location("dag_job_walls", REPO / "benchmarks" / "dag_job_walls.py")
+walls = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(walls)
+
+LOG = """\
+Building DAG of jobs...
+[Tue Dec  1 09:00:00 2026]
+localrule build_tiny:
+    output: results/tiny/models/small/init.json
+    jobid: 3
+    wildcards: size=small
+
+[Tue Dec  1 09:00:00 2026]
+rule train_small:
+    input: results/tiny/models/small/base.json
+    jobid: 7
+
+[Tue Dec  1 09:00:09 2026]
+Finished jobid: 3 (Rule: build_tiny)
+1 of 4 steps (25%) done
+[Tue Dec  1 09:01:10 2026]
+Finished jobid: 7 (Rule: train_small)
+[Tue Dec  1 09:01:10 2026]
+localrule train_large:
+    jobid: 8
+[Tue Dec  1 09:02:40 2026]
+Finished jobid: 8 (Rule: train_large)
+[Tue Dec  1 09:02:41 2026]
+localrule evaluate_run_small:
+    jobid: 9
+"""
+
+
+def test_each_finished_job_is_timed_from_its_start_stamp_to_its_finish_stamp():
+    jobs = walls.job_walls(LOG)
+    assert sorted(jobs) == ["3", "7", "8"]  # job 9 never finished: left out
+    assert {j["rule"] for j in jobs.values()} == {"build_tiny", "train_small", "train_large"}
+
+
+def test_kinds_drop_the_size_and_the_makespan_spans_first_start_to_last_finish():
+    report = walls.summary(walls.job_walls(LOG))
+    assert report["kinds"]["train"] == {"jobs": 2, "job_seconds": 70.0 + 90.0, "per_job": 80.0}
+    assert report["kinds"]["build_tiny"]["job_seconds"] == 9.0
+    assert report["makespan_s"] == 160.0 and report["jobs"] == 3 and report["job_seconds"] == 169.0
+    assert walls.kind_of("evaluate_run_large") == "evaluate_run"
