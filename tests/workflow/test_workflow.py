@@ -107,6 +107,16 @@ def test_default_preset_is_tiny(tmp_path):
     assert "results/tiny/claims.json" in out
 
 
+def test_make_tiny_builds_the_default_target():
+    """`snakemake --report` collects the report() outputs of the default target's jobs (Table 1, the
+    figures, the Markdown tables, the claims; test_tiny_and_smoke_dry_runs counts those jobs), and fails
+    on any that is missing: `make tiny` must build that whole target, not one file of it."""
+    recipe = re.search(r"^tiny:.*\n((?:\t.*\n)+)", (REPO / "Makefile").read_text(), re.M)
+    assert recipe, "no `tiny` target in the Makefile"
+    (command,) = [line.strip() for line in recipe.group(1).splitlines() if "snakemake" in line]
+    assert command.split("snakemake", 1)[1].split() == ["--cores", "all"], command
+
+
 # -- job counts ----------------------------------------------------------------------------------
 
 

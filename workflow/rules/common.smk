@@ -381,7 +381,9 @@ def _check_resources():
     """`threads` becomes an int for Snakemake and Slurm: a word there must fail now, naming the key."""
     sections = [(f"resources.{kind}", res) for kind, res in config["resources"].items()]
     for size, spec in config["sizes"].items():
-        sections += [(f"sizes.{size}.resources.{kind}", res) for kind, res in spec.get("resources", {}).items()]
+        sections += [
+            (f"sizes.{size}.resources.{kind}", res) for kind, res in spec.get("resources", {}).items()
+        ]
     for key, res in sections:
         if "threads" in res and not _positive_int(res["threads"]):
             fail(f"{key}.threads", f"must be a positive integer, got {res['threads']!r}")
@@ -485,24 +487,17 @@ def _yaml(value):
     if isinstance(value, str):
         return json.dumps(value, ensure_ascii=False)
     if isinstance(value, dict):
-        items = ", ".join(
-            f"{json.dumps(str(k), ensure_ascii=False)}: {_yaml(v)}"
-            for k, v in value.items()
-        )
+        items = ", ".join(f"{json.dumps(str(k), ensure_ascii=False)}: {_yaml(v)}" for k, v in value.items())
         return f"{{{items}}}"
     if isinstance(value, (list, tuple)):
         items = ", ".join(_yaml(v) for v in value)
         return f"[{items}]"
-    raise WorkflowError(
-        f"cannot pass {value!r} ({type(value).__name__}) as a --set value"
-    )
+    raise WorkflowError(f"cannot pass {value!r} ({type(value).__name__}) as a --set value")
 
 
 def sets(options):
     """`--set key=value ...` for a mapping of options, each shell-quoted."""
-    return " ".join(
-        f"--set {shlex.quote(f'{k}={_yaml(v)}')}" for k, v in options.items()
-    )
+    return " ".join(f"--set {shlex.quote(f'{k}={_yaml(v)}')}" for k, v in options.items())
 
 
 def tags(**values):
@@ -565,19 +560,11 @@ def eval_points():
 def all_summaries():
     """Every evaluation's summary; with the paper metric on, the graded ones (both metrics)."""
     suffix = "graded.summary.json" if PAPER_METRIC else "summary.json"
-    return [
-        f"{eval_prefix(*p)}/{b}.{suffix}" for p in eval_points() for b in BENCHMARKS
-    ]
+    return [f"{eval_prefix(*p)}/{b}.{suffix}" for p in eval_points() for b in BENCHMARKS]
 
 
 def all_run_files():
-    return [
-        f
-        for size in SIZES
-        for m in METHODS
-        for seed in SEEDS
-        for f in run_files(size, m, seed)
-    ]
+    return [f for size in SIZES for m in METHODS for seed in SEEDS for f in run_files(size, m, seed)]
 
 
 def figure_inputs(name):
@@ -645,9 +632,7 @@ def eval_model_marker(wildcards):
     step = int(wildcards.step)
     if wildcards.method == BASE:
         if step != 0:
-            raise WorkflowError(
-                f"the base model is evaluated at step 0 only, not step {step}"
-            )
+            raise WorkflowError(f"the base model is evaluated at step 0 only, not step {step}")
         return base_marker(wildcards.size)
     if step not in saved_steps(wildcards.size):
         raise WorkflowError(
@@ -769,9 +754,7 @@ def run_dir_of(wildcards):
 
 def runs_arg(wildcards, input):
     """`--runs DIR ...` from the run.json files among the inputs (empty if there are none)."""
-    dirs = [
-        shlex.quote(str(Path(f).parent)) for f in input if Path(f).name == "run.json"
-    ]
+    dirs = [shlex.quote(str(Path(f).parent)) for f in input if Path(f).name == "run.json"]
     return f"--runs {' '.join(dirs)}" if dirs else ""
 
 
@@ -815,10 +798,7 @@ def _size_resource(kind, key, wildcards):
 
 def size_resources(kind):
     """Resources of jobs that span sizes: each value looked up from the job's size wildcard."""
-    return {
-        key: functools.partial(_size_resource, kind, key)
-        for key in fixed_resources(kind)
-    }
+    return {key: functools.partial(_size_resource, kind, key) for key in fixed_resources(kind)}
 
 
 # ---------------------------------------------------------------- multi-node training jobs
@@ -865,7 +845,10 @@ def train_resources(size):
     per_node = gpus // nodes
     gres = res.setdefault("gres", f"gpu:{per_node}")
     if not re.fullmatch(rf"gpu(:[A-Za-z0-9_.]+)?:{per_node}", str(gres)):
-        fail(f"{where}.gres", f"{gres!r}: expected gpu:{per_node} or gpu:MODEL:{per_node} (gpu={gpus} / {nodes})")
+        fail(
+            f"{where}.gres",
+            f"{gres!r}: expected gpu:{per_node} or gpu:MODEL:{per_node} (gpu={gpus} / {nodes})",
+        )
     _check_no_gpu_model(size, per_node)
     return {**res, "nodes": nodes, "tasks": nodes, "tasks_per_gpu": 0, "mpi": "srun"}
 
@@ -879,7 +862,7 @@ def _check_no_gpu_model(size, per_node):
     if model:
         fail(
             f"set-resources {name}.gpu_model",
-            f"{model!r}: a multi-node job gives its GPU type in the preset instead: set gpu_model: \"\" for "
+            f'{model!r}: a multi-node job gives its GPU type in the preset instead: set gpu_model: "" for '
             f"{name} in the profile and resources.train.gres: gpu:{model}:{per_node} (docs/hardware.md)",
         )
 
