@@ -89,15 +89,21 @@ def built_once(tmp_path_factory, name: str, build: Callable[[Path], None]) -> Pa
 SMOKE_LOG = "snakemake.log"
 
 
-def _run_smoke_dag(workdir: Path) -> None:
-    """The smoke preset's default target, locally on 2 cores; the console log kept beside ``workdir``."""
+def run_smoke_dag(workdir: Path, *extra: str) -> subprocess.CompletedProcess:
+    """`snakemake` on the smoke preset's default target in ``workdir``, locally on 2 cores (``extra``: more
+    options, e.g. ``-n``); no SLURM_* variables, the venv's bin first on PATH."""
     bin_dir = Path(sys.executable).parent
     snakemake = shutil.which("snakemake", path=str(bin_dir)) or "snakemake"
     env = {k: v for k, v in os.environ.items() if not k.startswith("SLURM")}
     env["PATH"] = f"{bin_dir}{os.pathsep}{os.environ['PATH']}"
     cmd = [snakemake, "-s", str(REPO / "Snakefile"), "-d", str(workdir), "--cores", "2",
-           "--configfile", str(REPO / "config/smoke.yaml")]  # fmt: skip
-    proc = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=2400, env=env)
+           "--configfile", str(REPO / "config/smoke.yaml"), *extra]  # fmt: skip
+    return subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=2400, env=env)
+
+
+def _build_smoke_run(workdir: Path) -> None:
+    """The smoke run, its console log kept beside ``workdir``."""
+    proc = run_smoke_dag(workdir)
     (workdir.parent / f"{workdir.name}.{SMOKE_LOG}").write_text(proc.stdout + proc.stderr)
     assert proc.returncode == 0, proc.stderr[-6000:]
 
@@ -107,7 +113,7 @@ def smoke_run(tmp_path_factory) -> Path:
     """The smoke DAG run locally (`snakemake --cores 2 --configfile config/smoke.yaml`), once per test run:
     read by tests/e2e/test_smoke_dag.py and, as the reference for the Slurm run, tests/slurm/test_slurm.py.
     Its console log is ``smoke_log(folder)``. Readers must not write into it."""
-    return built_once(tmp_path_factory, "smoke-dag", _run_smoke_dag)
+    return built_once(tmp_path_factory, "smoke-dag", _build_smoke_run)
 
 
 def smoke_log(workdir: Path) -> str:

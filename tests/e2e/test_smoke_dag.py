@@ -6,35 +6,16 @@ test (its local reference)."""
 from __future__ import annotations
 
 import json
-import os
-import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+
+from tests.conftest import run_smoke_dag
 
 pytestmark = pytest.mark.slow
 
 REPO = Path(__file__).resolve().parents[2]
 FIGURES = ["table1.pdf", *(f"{n}.{ext}" for n in ("entropy", "checkpoints", "covariance", "training_curves") for ext in ("pdf", "png"))]  # fmt: skip
-
-
-def _snakemake(workdir: Path, *extra: str) -> subprocess.CompletedProcess:
-    snakemake = shutil.which("snakemake", path=str(Path(sys.executable).parent)) or "snakemake"
-    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
-    cmd = [
-        snakemake,
-        "-s",
-        str(REPO / "Snakefile"),
-        "-d",
-        str(workdir),
-        "--configfile",
-        str(REPO / "config/smoke.yaml"),
-    ]
-    return subprocess.run(
-        [*cmd, "--cores", "2", *extra], capture_output=True, text=True, timeout=1500, env=env
-    )
 
 
 def test_smoke_dag_writes_every_table_figure_and_claims(smoke_run):
@@ -71,6 +52,6 @@ def test_smoke_dag_evaluates_every_saved_step_and_the_base_model(smoke_run):
 
 
 def test_smoke_dag_second_invocation_does_nothing(smoke_run):
-    proc = _snakemake(smoke_run, "-n")
+    proc = run_smoke_dag(smoke_run, "-n")
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "Nothing to be done" in proc.stdout + proc.stderr

@@ -147,8 +147,33 @@ def stage_options(stage, size):
 
 
 def report_options(command):
-    """Options of table / figure / claims: the shared `report` section, the preset kind, the command's own."""
-    return {**config["report"], "preset": KIND, **config[command]}
+    """Options of table / figure / claims: the shared `report` section, the preset kind, the command's own.
+
+    Table 1's default rows and effects (the paper's methods) are cut to the methods this preset trains,
+    so that a preset without, say, Clip-Cov gets a table without its row instead of a failed table job;
+    methods listed explicitly are kept as they are (and checked at parse time)."""
+    opts = {**config["report"], "preset": KIND, **config[command]}
+    if command == "table":
+        opts.update(_trained_table_defaults(opts))
+    return opts
+
+
+def _trained_table_defaults(opts):
+    """`methods` / `effect_methods` defaults without untrained methods, for the keys the preset leaves unset."""
+    try:
+        from cwgrpo.report.options import TableConfig
+    except ImportError:  # a bare Snakemake environment: the table command applies its own defaults
+        return {}
+    defaults = TableConfig(preset=KIND)
+    cut = {}
+    for key in ("methods", "effect_methods"):
+        if key in opts:
+            continue
+        default = getattr(defaults, key)
+        kept = [m for m in default if m == defaults.base_method or m in METHODS]
+        if kept != default:
+            cut[key] = kept
+    return cut
 
 
 def saved_steps(size):
