@@ -126,8 +126,11 @@ def test_prepare_writes_jsonl_then_manifest(tmp_path):
     manifest = data.prepare(spec, out, rows=fixture_rows("amc23"))
     written = json.loads((tmp_path / "data" / "amc23.manifest.json").read_text())
     assert written == manifest
-    assert set(written) == {"name", "hf_id", "revision", "split", "rows", "sha256", "provenance"}
+    assert set(written) == {
+        "name", "hf_id", "revision", "split", "rows", "display", "mirrors", "sha256", "provenance"
+    }  # fmt: skip
     assert written["rows"] == 3 and written["hf_id"] == "knoveleng/AMC-23" and written["split"] == "train"
+    assert written["display"] == "AMC23" and written["mirrors"] == "amc23"  # a paper benchmark mirrors itself
     assert written["sha256"] == hashlib.sha256(out.read_bytes()).hexdigest()
     assert data.load_records(out)[0]["answer"] == "27"
 
@@ -161,6 +164,8 @@ def test_cli_prepare_data_synthetic(tmp_path):
     assert (
         manifest["name"] == "syn_math500" and manifest["hf_id"] is None and manifest["rows"] == len(records)
     )
+    # The split's display name and mirror travel with the data, into the summaries and the report.
+    assert manifest["display"] == "Syn-L1 (≈MATH-500)" and manifest["mirrors"] == "math500"
 
 
 def test_cli_prepare_data_unknown_dataset_exits_2(tmp_path, capsys):

@@ -75,14 +75,6 @@ METHODS = list(config["methods"])
 SEEDS = [int(s) for s in config["seeds"]]
 BENCHMARKS = list(config["data"]["benchmarks"])
 PAPER_METRIC = bool(config["evaluate"].get("paper_metric", False))
-# The released evaluation's gold extraction per benchmark (as cwgrpo.paper_metric.BENCHMARK_GOLD_KIND).
-GOLD_KINDS = {
-    "aime24": "expr",
-    "amc23": "expr",
-    "math500": "latex",
-    "minerva": "latex",
-    "olympiadbench": "latex",
-}
 DATASETS = list(
     dict.fromkeys(
         [
@@ -423,22 +415,6 @@ def _check_metrics():
     primary = config["evaluate"].get("primary_metric", "strict")
     if primary == "paper" and not PAPER_METRIC:
         fail("evaluate.primary_metric", "is paper, but evaluate.paper_metric is false")
-    if PAPER_METRIC:
-        # Every benchmark needs the released gold kind (or a mirror that has one).
-        for b in BENCHMARKS:
-            gold_kind(b)
-
-
-def gold_kind(benchmark):
-    """The released gold extraction kind of a benchmark (a tiny split: of the benchmark it mirrors)."""
-    mirror = config["report"].get("benchmark_mirrors", {}).get(benchmark, benchmark)
-    if mirror not in GOLD_KINDS:
-        fail(
-            "evaluate.paper_metric",
-            f"benchmark {benchmark!r} has no gold kind in the released configuration (known: "
-            f"{sorted(GOLD_KINDS)}; a synthetic split needs report.benchmark_mirrors)",
-        )
-    return GOLD_KINDS[mirror]
 
 
 def _check_study():
@@ -733,32 +709,20 @@ def eval_files(wildcards, input, output):
 
 
 def grade_args(wildcards):
-    """Options of `cwgrpo grade --metric paper` (one output: with its gold kind)."""
-    kind = (
-        f"--gold-kind {shlex.quote(gold_kind(wildcards.benchmark))} "
-        if "benchmark" in wildcards.keys()
-        else ""
-    )
+    """Options of `cwgrpo grade --metric paper` (each file's gold kind comes from its summary's benchmark)."""
     return (
-        f"{kind}--primary {shlex.quote(config['evaluate'].get('primary_metric', 'strict'))}"
+        f"--primary {shlex.quote(config['evaluate'].get('primary_metric', 'strict'))}"
         f" --processes {int(config['evaluate'].get('grade_processes', 1))}"
     )
 
 
 def grade_files(wildcards, input, output):
-    """`--in --out --gold-kind --summary-in --summary-out` per benchmark, for one job per checkpoint."""
-    groups = zip(
-        BENCHMARKS,
-        input.samples,
-        output.samples,
-        input.summaries,
-        output.summaries,
-        strict=True,
-    )
+    """`--in --out --summary-in --summary-out` per benchmark, for one job per checkpoint."""
+    groups = zip(input.samples, output.samples, input.summaries, output.summaries, strict=True)
     return " ".join(
-        f"--in {shlex.quote(i)} --out {shlex.quote(o)} --gold-kind {shlex.quote(gold_kind(b))}"
+        f"--in {shlex.quote(i)} --out {shlex.quote(o)}"
         f" --summary-in {shlex.quote(si)} --summary-out {shlex.quote(so)}"
-        for b, i, o, si, so in groups
+        for i, o, si, so in groups
     )
 
 
