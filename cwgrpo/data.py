@@ -382,6 +382,16 @@ class OwnDataset:
     subset: str | None = dataclasses.field(
         default=None, metadata={"help": "Hugging Face config name (id only)"}
     )
+    display: str | None = dataclasses.field(
+        default=None, metadata={"help": "label in tables and figures (default: the dataset name)"}
+    )
+    mirrors: str | None = dataclasses.field(
+        default=None,
+        metadata={
+            "help": f"the paper benchmark it stands in for ({'|'.join(paper.BENCHMARKS)}): its Table 1 "
+            "column and the paper metric's gold kind (default: none)"
+        },
+    )
 
     def spec(self, name: str) -> DatasetSpec:
         """The ``DatasetSpec`` of these options; a missing or contradictory source is a ``ConfigError``."""
@@ -391,6 +401,10 @@ class OwnDataset:
             )
         if self.answer_from not in ("column", "boxed"):
             raise ConfigError(f"dataset {name!r}: answer_from={self.answer_from!r}; valid: column, boxed")
+        if self.mirrors is not None and self.mirrors not in paper.BENCHMARKS:
+            raise ConfigError(
+                f"dataset {name!r}: mirrors={self.mirrors!r}; valid: {', '.join(paper.BENCHMARKS)}"
+            )
         if self.id is not None and not self.revision:
             raise ConfigError(f"dataset {name!r}: a Hub dataset needs a revision (a commit sha or tag)")
         if self.path is not None:
@@ -411,7 +425,8 @@ class OwnDataset:
             answer_from=self.answer_from,
             subset=self.subset,
             solution_column=self.solution,
-            display=name,
+            display=self.display or name,
+            mirrors=self.mirrors,
             local_path=self.path,
         )
 

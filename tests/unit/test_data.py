@@ -313,7 +313,23 @@ def test_own_local_dataset_with_its_own_columns(tmp_path):
         {"id": "mine-0000", "problem": "1+1?", "answer": "2", "source": f"file:{source}"},
         {"id": "mine-0001", "problem": "2+2?", "answer": "4", "source": f"file:{source}"},
     ]
-    assert json.loads(data.manifest_path(out).read_text())["rows"] == 2
+    manifest = json.loads(data.manifest_path(out).read_text())
+    assert (manifest["rows"], manifest["display"], manifest["mirrors"]) == (2, "mine", None)
+
+
+def test_own_dataset_names_its_label_and_mirror_in_its_manifest(tmp_path, capsys):
+    source = tmp_path / "mine.jsonl"
+    source.write_text('{"problem": "1+1?", "answer": 2}\n')
+    out = tmp_path / "data" / "mine.jsonl"
+    args = ["prepare-data", "--dataset", "mine", "--out", str(out), "--set", f"path={source}"]
+    assert cli.main([*args, "--set", "display=My set", "--set", "mirrors=math500"]) == 0
+    manifest = json.loads(data.manifest_path(out).read_text())
+    assert (manifest["display"], manifest["mirrors"]) == ("My set", "math500")
+    out.unlink()
+    data.manifest_path(out).unlink()
+    assert cli.main([*args, "--set", "mirrors=gsm8k"]) == 2
+    assert "mirrors='gsm8k'; valid: aime24, math500" in capsys.readouterr().err
+    assert not out.exists()
 
 
 def test_own_dataset_column_that_does_not_exist_is_named(tmp_path, capsys):
