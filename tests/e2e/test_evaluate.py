@@ -26,7 +26,8 @@ SAMPLE_KEYS = {
 }
 SUMMARY_KEYS = {
     "benchmark", "benchmark_display", "benchmark_mirror", "tags", "n_problems", "k", "pass1", "avg_k",
-    "avg_k_se", "avg_k_ci95", "n_samples", "n_truncated", "n_unscorable", "settings", "provenance", "primary_metric", "by_metric",
+    "avg_k_se", "avg_k_ci95", "n_samples", "n_truncated", "n_unscorable", "settings", "provenance",
+    "primary_metric", "by_metric",
 }  # fmt: skip
 
 
