@@ -66,8 +66,8 @@ class FigureConfig(ReportConfig):
     checkpoint_benchmarks: list[str] = field(
         default_factory=lambda: ["math500", "olympiadbench"],
         metadata={
-            "help": "paper benchmarks of the checkpoint figure; ours are found through their mirrors (carried by "
-            "the summaries from the data manifests, or benchmark_mirrors)"
+            "help": "paper benchmarks of the checkpoint figure; ours are found through their mirrors "
+            "(carried by the summaries from the data manifests, or benchmark_mirrors)"
         },
     )
     max_scatter_points: int = field(

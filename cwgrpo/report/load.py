@@ -2,8 +2,8 @@
 
 Three sources, with the formats of ``docs/architecture.md``:
 
-- evaluation summaries (``*.summary.json``) -> :func:`summaries_frame`, one row per file (:func:`load_summaries`
-  also hands the display names and mirrors they carry to the report options);
+- evaluation summaries (``*.summary.json``) -> :func:`summaries_frame`, one row per file
+  (:func:`load_summaries` also hands the display names and mirrors they carry to the report options);
 - run folders (``run.json`` + ``metrics.jsonl``) -> :func:`metrics_frame`, one row per logged step;
 - ``cov_samples.jsonl`` -> :func:`cov_samples`, the sampled token covariances and kernel weights.
 

@@ -142,7 +142,8 @@ class ReportConfig:
         }
         if bad:
             raise ResultFileError(
-                f"the summaries' benchmark_mirror {bad} is not among the paper's benchmarks {list(PAPER_BENCHMARKS)}"
+                f"the summaries' benchmark_mirror {bad} is not among the paper's benchmarks "
+                f"{list(PAPER_BENCHMARKS)}"
             )
         self.benchmark_display = {**display, **self.benchmark_display}
         self.benchmark_mirrors = {**mirrors, **self.benchmark_mirrors}

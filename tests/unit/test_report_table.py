@@ -172,12 +172,16 @@ def with_names(path: Path, display: str | None, mirror: str | None) -> Path:
 
 def test_the_report_names_and_places_benchmarks_from_the_summaries(tmp_path):
     """Names and mirrors come with the data; the options override them benchmark by benchmark."""
+
+    def summary(benchmark: str, acc: float) -> Path:
+        return write_summary(tmp_path, "small", "grpo", 0, 8, benchmark, acc)
+
     paths = [
-        with_names(write_summary(tmp_path, "small", "grpo", 0, 8, "syn_math500", 0.5), "Syn-L1 (≈MATH-500)", "math500"),
-        with_names(write_summary(tmp_path, "small", "grpo", 0, 8, "syn_amc23", 0.4), "Syn-L2 (≈AMC23)", "amc23"),
-        with_names(write_summary(tmp_path, "small", "grpo", 0, 8, "champ", 0.1), "CHAMP", None),
-        write_summary(tmp_path, "small", "grpo", 0, 8, "own", 0.3),  # written before summaries carried names
-    ]  # fmt: skip
+        with_names(summary("syn_math500", 0.5), "Syn-L1 (≈MATH-500)", "math500"),
+        with_names(summary("syn_amc23", 0.4), "Syn-L2 (≈AMC23)", "amc23"),
+        with_names(summary("champ", 0.1), "CHAMP", None),
+        summary("own", 0.3),  # written before summaries carried names
+    ]
     c = TableConfig(
         preset="tiny", benchmark_display={"syn_amc23": "Level 2"}, benchmark_mirrors={"own": "aime24"}
     )
