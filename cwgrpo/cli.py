@@ -3,8 +3,9 @@
 Each subcommand lives in its own module, which defines ``configure_parser(parser)`` and ``run(args)``;
 the module is imported only when its subcommand runs, so ``cwgrpo --help`` is instant and heavy
 libraries (torch, TRL, vLLM) load only where needed. Expected failures (bad config, missing, unwritable or
-malformed files, bad values) print one line naming the problem and exit with status 2; set
-``CWGRPO_DEBUG=1`` to see the traceback.
+malformed files, bad values, a library of an extra that is not installed, e.g. ``cwgrpo table`` without
+``cwgrpo[workflow]``) print one line naming the problem and exit with status 2; set ``CWGRPO_DEBUG=1`` to
+see the traceback.
 """
 
 from __future__ import annotations
@@ -14,7 +15,10 @@ import importlib
 import logging
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from typing import Any, TypeVar
+
+T = TypeVar("T")
 
 # name -> (module, one-line help). Order is the order of the pipeline.
 COMMANDS: dict[str, tuple[str, str]] = {
@@ -44,6 +48,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "doctor": ("cwgrpo.doctor", "say what will and will not work on this machine, and which preset to run"),
 }
 
+# The commands of a package need that extra's libraries, all checked before the command starts (a report
+# command would otherwise stop half-way, e.g. at its PDF, after writing its CSV files).
+EXTRA_OF_PACKAGE = {"cwgrpo.report": "workflow"}
+
 
 def _top_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
@@ -67,6 +75,20 @@ def _log_resource_use(name: str) -> None:
     logging.getLogger("cwgrpo.cli").info("resource use: cwgrpo %s: %.2f s CPU (user+sys)", name, cpu)
 
 
+def _naming_missing_extras(name: str, call: Callable[..., T], *args: Any) -> T:
+    """``call(*args)``; a missing module that an extra of this package provides becomes a ConfigError
+    naming that extra. Any other import error propagates unchanged (it is a bug, not a missing install)."""
+    from cwgrpo.extras import missing_extra_error
+
+    try:
+        return call(*args)
+    except ModuleNotFoundError as err:
+        advice = missing_extra_error(err, f"cwgrpo {name}")
+        if advice is None:
+            raise
+        raise advice from err
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     top = _top_parser()
@@ -86,17 +108,22 @@ def main(argv: Sequence[str] | None = None) -> int:
         level=os.environ.get("CWGRPO_LOG_LEVEL", "INFO"),
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
-    module = importlib.import_module(module_name)
-    parser = argparse.ArgumentParser(
-        prog=f"cwgrpo {name}", description=help_text, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
-    module.configure_parser(parser)
-    args = parser.parse_args(rest)
     from cwgrpo.configs import ConfigError
+    from cwgrpo.extras import require_extra
     from cwgrpo.io import ResultFileError
 
     try:
-        code = module.run(args)
+        for package, extra in EXTRA_OF_PACKAGE.items():
+            if module_name.startswith(f"{package}."):
+                require_extra(extra, f"cwgrpo {name}")
+        # e.g. a GGUF file without the gguf extra: one line naming the extra
+        module = _naming_missing_extras(name, importlib.import_module, module_name)
+        parser = argparse.ArgumentParser(
+            prog=f"cwgrpo {name}", description=help_text, formatter_class=argparse.RawDescriptionHelpFormatter
+        )
+        module.configure_parser(parser)
+        args = parser.parse_args(rest)
+        code = _naming_missing_extras(name, module.run, args)  # optional libraries imported where used
         _log_resource_use(name)
     except (ConfigError, ResultFileError, OSError, ValueError) as err:  # OSError: unreadable/unwritable paths
         if os.environ.get("CWGRPO_DEBUG"):

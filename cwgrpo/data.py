@@ -58,7 +58,10 @@ class DatasetSpec:
             ``\\boxed{...}`` of the column, which holds a worked solution).
         subset: Hugging Face config name, if the dataset has several.
         solution_column: column with a worked solution kept as the record's optional ``solution``, or None.
-        display: label for tables and figures.
+        display: label for tables and figures (the manifest carries it into evaluation summaries and from
+            there into the report).
+        mirrors: the paper benchmark this one is or stands in for (``math500`` ...), or None; carried
+            like ``display``, it places a column in Table 1 and picks the paper metric's gold kind.
         package: ``MODULE/path/in/package.json`` of a dataset shipped in an installed Python package (read
             offline; ``revision`` is then the package version that must be installed), or None.
         local_path: a local data file of the user's (``OwnDataset``), or None.
@@ -75,6 +78,7 @@ class DatasetSpec:
     subset: str | None = None
     solution_column: str | None = None
     display: str = ""
+    mirrors: str | None = None
     package: str | None = None
     local_path: str | None = None
 
@@ -91,6 +95,11 @@ class DatasetSpec:
         return self.hf_id if self.hf_id is not None else f"synthetic:{self.name}"
 
 
+def _paper_names(benchmark: str) -> dict[str, str]:
+    """A paper benchmark's display name, and itself as its mirror."""
+    return {"display": paper.BENCHMARK_DISPLAY[benchmark], "mirrors": benchmark}
+
+
 # Revisions: no network here, so no commit sha could be looked up; "main" is recorded as is, and the
 # manifest of each prepared file stores the sha256 of the bytes written, which is what pins the data.
 _HF_SPECS = (
@@ -103,13 +112,9 @@ _HF_SPECS = (
         solution_column="solution",
         display="Open-RS (train)",
     ),
-    DatasetSpec(
-        "aime24", "HuggingFaceH4/aime_2024", "train", "main", 30, display=paper.BENCHMARK_DISPLAY["aime24"]
-    ),
-    DatasetSpec(
-        "math500", "HuggingFaceH4/MATH-500", "test", "main", 500, display=paper.BENCHMARK_DISPLAY["math500"]
-    ),
-    DatasetSpec("amc23", "knoveleng/AMC-23", "train", "main", 40, display=paper.BENCHMARK_DISPLAY["amc23"]),
+    DatasetSpec("aime24", "HuggingFaceH4/aime_2024", "train", "main", 30, **_paper_names("aime24")),
+    DatasetSpec("math500", "HuggingFaceH4/MATH-500", "test", "main", 500, **_paper_names("math500")),
+    DatasetSpec("amc23", "knoveleng/AMC-23", "train", "main", 40, **_paper_names("amc23")),
     DatasetSpec(
         "minerva",
         "knoveleng/Minerva-Math",
@@ -118,7 +123,7 @@ _HF_SPECS = (
         272,
         answer_column="solution",
         answer_from="boxed",
-        display=paper.BENCHMARK_DISPLAY["minerva"],
+        **_paper_names("minerva"),
     ),
     DatasetSpec(
         "olympiadbench",
@@ -127,7 +132,7 @@ _HF_SPECS = (
         "main",
         675,
         problem_column="question",
-        display=paper.BENCHMARK_DISPLAY["olympiadbench"],
+        **_paper_names("olympiadbench"),
     ),
     # Mao et al. 2024, "CHAMP: A Competition-level Dataset for Fine-Grained Analyses of LLMs' Mathematical
     # Reasoning Capabilities" (MIT licence): the real preset's benchmark, offline.
@@ -145,7 +150,8 @@ _HF_SPECS = (
 )
 
 DATASETS: dict[str, DatasetSpec] = {s.name: s for s in _HF_SPECS} | {
-    s.name: DatasetSpec(s.name, None, s.name, None, s.n, display=s.display) for s in synthetic.SPLITS.values()
+    s.name: DatasetSpec(s.name, None, s.name, None, s.n, display=s.display, mirrors=s.mirrors)
+    for s in synthetic.SPLITS.values()
 }
 
 
@@ -336,6 +342,8 @@ def prepare(spec: DatasetSpec, out: str | Path, rows: Iterable[Mapping[str, Any]
         "revision": spec.revision,
         "split": spec.split,
         "rows": len(records),
+        "display": spec.display or spec.name,
+        "mirrors": spec.mirrors,
         "sha256": hashlib.sha256(out.read_bytes()).hexdigest(),
         "provenance": provenance(),
     }
@@ -374,6 +382,16 @@ class OwnDataset:
     subset: str | None = dataclasses.field(
         default=None, metadata={"help": "Hugging Face config name (id only)"}
     )
+    display: str | None = dataclasses.field(
+        default=None, metadata={"help": "label in tables and figures (default: the dataset name)"}
+    )
+    mirrors: str | None = dataclasses.field(
+        default=None,
+        metadata={
+            "help": f"the paper benchmark it stands in for ({'|'.join(paper.BENCHMARKS)}): its Table 1 "
+            "column and the paper metric's gold kind (default: none)"
+        },
+    )
 
     def spec(self, name: str) -> DatasetSpec:
         """The ``DatasetSpec`` of these options; a missing or contradictory source is a ``ConfigError``."""
@@ -383,6 +401,10 @@ class OwnDataset:
             )
         if self.answer_from not in ("column", "boxed"):
             raise ConfigError(f"dataset {name!r}: answer_from={self.answer_from!r}; valid: column, boxed")
+        if self.mirrors is not None and self.mirrors not in paper.BENCHMARKS:
+            raise ConfigError(
+                f"dataset {name!r}: mirrors={self.mirrors!r}; valid: {', '.join(paper.BENCHMARKS)}"
+            )
         if self.id is not None and not self.revision:
             raise ConfigError(f"dataset {name!r}: a Hub dataset needs a revision (a commit sha or tag)")
         if self.path is not None:
@@ -403,7 +425,8 @@ class OwnDataset:
             answer_from=self.answer_from,
             subset=self.subset,
             solution_column=self.solution,
-            display=name,
+            display=self.display or name,
+            mirrors=self.mirrors,
             local_path=self.path,
         )
 

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from cwgrpo import paper
+from cwgrpo.extras import extra_for
 
 PINS = {"trl": "==1.16.0", "snakemake": "==9.27.1", "math-verify": "==0.9.0"}
 REQUIRED = (
@@ -59,7 +60,9 @@ def check_libraries() -> list[Check]:
         found = _version(dist)
         pin = PINS.get(dist)
         if found is None:
-            checks.append(Check(dist, False, "not installed", ("tiny", "smoke", "paper")))
+            extra = extra_for(dist)  # snakemake, matplotlib: the workflow extra
+            how = f" (pip install 'cwgrpo[{extra}]')" if extra else ""
+            checks.append(Check(dist, False, f"not installed{how}", ("tiny", "smoke", "paper")))
         elif pin and found != pin.removeprefix("=="):
             checks.append(
                 Check(dist, False, f"{found}, but the package pins {pin}", ("tiny", "smoke", "paper"))
@@ -185,8 +188,8 @@ def advice(checks: list[Check]) -> str:
             f"paper preset on this machine: snakemake --cores all{use_conda} --configfile config/paper.yaml"
         )
     if "tiny" not in blocked:
-        return f"tiny preset (CPU): snakemake --cores all{use_conda} figures/table1.pdf"
-    return "fix the failed checks above first (pip install torch==2.13.0 -e '.[test]')"
+        return f"tiny preset (CPU): snakemake --cores all{use_conda}"
+    return "fix the failed checks above first (pip install torch==2.13.0 -e '.[workflow]')"
 
 
 def configure_parser(parser: argparse.ArgumentParser) -> None:

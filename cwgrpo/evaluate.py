@@ -142,16 +142,28 @@ class EvalConfig:
         return options
 
 
-def benchmark_name(path: Path) -> str:
-    """The registry name of a benchmark file: from its manifest if there is one, else the file stem."""
+def benchmark_identity(path: Path) -> dict[str, str | None]:
+    """A benchmark file's registry name, display name and the paper benchmark it mirrors, from its manifest
+    (``prepare-data`` writes them from the dataset registry); without a manifest, the file stem and no mirror.
+
+    The summary carries them, so the report names and places each benchmark from the files alone.
+    """
     from cwgrpo.data import manifest_path
 
+    stem = path.name.removesuffix(".jsonl")
     manifest = manifest_path(path)
-    if manifest.is_file():
-        name = read_json(manifest).get("name")
-        if isinstance(name, str) and name:
-            return name
-    return path.name.removesuffix(".jsonl")
+    found = read_json(manifest) if manifest.is_file() else {}
+    name = _text(found, "name") or stem
+    return {
+        "benchmark": name,
+        "benchmark_display": _text(found, "display") or name,
+        "benchmark_mirror": _text(found, "mirrors"),
+    }
+
+
+def _text(mapping: dict[str, Any], key: str) -> str | None:
+    value = mapping.get(key)
+    return value if isinstance(value, str) and value else None
 
 
 def _finite_or_none(x: float) -> float | None:
@@ -333,7 +345,8 @@ def _evaluate_one(
     from cwgrpo.provenance import provenance
     from cwgrpo.scoring import grade_many
 
-    name = benchmark_name(benchmark_file)
+    identity = benchmark_identity(benchmark_file)
+    name = identity["benchmark"]
     prompts = [eval_messages(cfg.prompt_set, rec["problem"]) for rec in records]
     logger.info("%s: %d problems x %d samples with %s", name, len(records), cfg.k, cfg.backend)
     completions = backend.generate(prompts, cfg.k, cfg.sampling())
@@ -343,7 +356,7 @@ def _evaluate_one(
 
     settings = dataclasses.asdict(cfg)
     summary = {
-        "benchmark": name,
+        **identity,
         "tags": tags,
         **summarise(rows, cfg.k, cfg.seed),
         "settings": settings,

@@ -3,7 +3,8 @@
     cwgrpo grade --metric paper --in answers.jsonl --out verdicts.jsonl [--gold-kind latex]
 
 Input: JSONL ``{completion, gold, gold_kind}`` (an evaluation's samples file works too: ``gold_kind``
-then comes from ``--gold-kind``; ``id`` and ``sample`` are copied through). Output, one line per
+then comes from ``--gold-kind``, or else from ``--summary-in``: the kind of the benchmark the summary
+names or mirrors; ``id`` and ``sample`` are copied through). Output, one line per
 input line, in order (``docs/architecture.md``, "Verdicts")::
 
     {"id": ..., "sample": ..., "metric": "paper", "correct": bool, "pred": [str], "gold": [str], "reason": str|null}
@@ -33,7 +34,7 @@ from typing import Any
 
 from cwgrpo.configs import ConfigError
 from cwgrpo.io import read_json, write_json, write_jsonl
-from cwgrpo.paper_metric import GOLD_KINDS
+from cwgrpo.paper_metric import GOLD_KINDS, gold_kind_for
 
 METRICS = ("strict", "paper")
 PASS_THROUGH = ("id", "sample")
@@ -188,7 +189,8 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
         "--gold-kind",
         choices=GOLD_KINDS,
         action="append",
-        help="gold kind of lines without one (an evaluation's samples); one per --in, or one for all",
+        help="gold kind of lines without one (an evaluation's samples); one per --in, or one for all; "
+        "default with --summary-in: the released kind of the benchmark the summary names (or mirrors)",
     )
     parser.add_argument("--processes", type=int, default=2, help="worker processes (default 2)")
     parser.add_argument(
@@ -231,7 +233,21 @@ def _groups(args: argparse.Namespace) -> list[tuple[Path, Path, str | None, Path
             raise FileNotFoundError(f"input file not found: {path}")
     ins = summaries_in or [None] * n
     outs = summaries_out or [None] * n
+    kinds = [
+        summary_gold_kind(summary) if kind is None and summary is not None else kind
+        for kind, summary in zip(kinds, ins, strict=True)
+    ]
     return list(zip(args.inp, args.out, kinds, ins, outs, strict=True))
+
+
+def summary_gold_kind(summary_path: Path) -> str:
+    """The released gold kind of the benchmark an evaluation summary names, or of the paper benchmark it
+    mirrors (``benchmark_mirror``, from the data manifest)."""
+    summary = read_json(summary_path)
+    benchmark, mirror = summary.get("benchmark"), summary.get("benchmark_mirror")
+    if not isinstance(benchmark, str):
+        raise ConfigError(f"{summary_path}: not an evaluation summary (no 'benchmark')")
+    return gold_kind_for(benchmark, {benchmark: mirror} if isinstance(mirror, str) else None)
 
 
 def run(args: argparse.Namespace) -> int:

@@ -216,7 +216,9 @@ def check_gguf_file(path: Path) -> None:
     if magic != GGUF_MAGIC:
         raise ConfigError(f"{path}: not a GGUF file (starts with {magic!r}, a GGUF file with {GGUF_MAGIC!r})")
     if importlib.util.find_spec("gguf") is None:
-        raise ConfigError(f"{path}: reading a GGUF file needs the `gguf` package (pip install gguf)")
+        raise ConfigError(
+            f"{path}: reading a GGUF file needs the `gguf` package (pip install 'cwgrpo[gguf]')"
+        )
 
 
 def file_sha256(path: Path) -> str:

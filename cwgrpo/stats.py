@@ -18,10 +18,12 @@ import dataclasses
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import pandas as pd
+
+if TYPE_CHECKING:  # pandas only for the report's per-step band: `cwgrpo evaluate` runs without it
+    import pandas as pd
 
 DEFAULT_RESAMPLES = 10_000
 Z95 = 1.959963984540054  # normal quantile for a 95 % interval from a standard error
@@ -184,6 +186,7 @@ def t_band(piv: pd.DataFrame) -> tuple[pd.Series, pd.Series]:
 
     NaN where a row has fewer than two values.
     """
+    import pandas as pd
     from scipy import stats
 
     n = piv.notna().sum(axis=1)

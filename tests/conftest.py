@@ -27,7 +27,8 @@ REPO = Path(__file__).resolve().parents[1]
 # stays on one worker (its module fixtures are built once, as without xdist) and the files are handed out
 # in collection order. xdist's default order (files with the most tests first) handed out the Slurm test,
 # the longest single test, last, so that it ran alone at the end of the run; the files below go first,
-# longest first, and the smoke DAG's own file last, by when the Slurm test has built the run it shares.
+# longest first, and the smoke DAG's own files (its checks, its report) last, by when the Slurm test has
+# built the run they share.
 # (An earlier hook that added `xdist_group` marks for `--dist loadgroup` was not honoured: with pytest 9.2
 # / xdist 3.8 the tests of one file still went to both workers, measured on test_stats.py.)
 FIRST = (
@@ -38,7 +39,7 @@ FIRST = (
     "tests/e2e/test_determinism.py",
     "tests/real/test_real_model.py",
 )
-LAST = ("tests/e2e/test_smoke_dag.py",)
+LAST = ("tests/e2e/test_smoke_dag.py", "tests/e2e/test_report.py")
 
 
 def pytest_collection_modifyitems(config, items) -> None:

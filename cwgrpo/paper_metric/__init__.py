@@ -53,7 +53,8 @@ def gold_kind_for(benchmark: str, mirrors: dict[str, str] | None = None) -> str:
     if name not in BENCHMARK_GOLD_KIND:
         raise ConfigError(
             f"benchmark {benchmark!r} has no gold kind in the released configuration; known: "
-            f"{', '.join(BENCHMARK_GOLD_KIND)} (a tiny split needs report.benchmark_mirrors)"
+            f"{', '.join(BENCHMARK_GOLD_KIND)} (a stand-in benchmark takes its mirror's: the `mirrors` of its "
+            "data manifest, from the dataset registry)"
         )
     return BENCHMARK_GOLD_KIND[name]
 

@@ -15,5 +15,10 @@ Split by job:
   :mod:`cwgrpo.report.style` (the one plotting style), :mod:`cwgrpo.report.sensitivity` (strict vs
   paper metric);
 - commands: :mod:`cwgrpo.report.table` is ``cwgrpo table``, :mod:`cwgrpo.report.figures` is
-  ``cwgrpo figure``, :mod:`cwgrpo.report.claims` is ``cwgrpo claims``.
+  ``cwgrpo figure``, :mod:`cwgrpo.report.claims` is ``cwgrpo claims``, :mod:`cwgrpo.report.study` is
+  ``cwgrpo study`` (the pre-registered study's analysis; its Markdown and figures in
+  :mod:`cwgrpo.report.study_render`).
+
+Its libraries (pandas, scipy, matplotlib, seaborn) are the ``workflow`` extra's, not the core install's:
+the CLI checks for them before a report command starts (:func:`cwgrpo.extras.require_extra`).
 """

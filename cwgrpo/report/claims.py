@@ -53,7 +53,7 @@ from cwgrpo.report.claim_checks import (
     overall,
     report_record,
 )
-from cwgrpo.report.load import load_reported, metrics_frame, summaries_frame
+from cwgrpo.report.load import add_input_arguments, load_reported, load_summaries, metrics_frame
 
 log = logging.getLogger(__name__)
 
@@ -211,7 +211,7 @@ def evaluate_claims(
     cfg: ClaimsConfig, summaries: Sequence[Path], runs: Sequence[Path], reported_path: Path | None = None
 ) -> dict[str, Any]:
     """Measure the four claims; returns the JSON report (without provenance)."""
-    frame = summaries_frame(summaries)
+    frame = load_summaries(summaries, cfg)
     metrics = metrics_frame(runs)
     sizes = cfg.order_sizes(set(frame["size"]) | set(metrics["size"]))
     texts = claim_texts(cfg, load_reported(reported_path))
@@ -239,22 +239,7 @@ def evaluate_claims(
 
 # -- command -----------------------------------------------------------------------------------------
 def configure_parser(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "--summaries",
-        nargs="+",
-        action="extend",
-        required=True,
-        type=Path,
-        help="evaluation *.summary.json files; repeatable",
-    )
-    parser.add_argument(
-        "--runs",
-        nargs="+",
-        action="extend",
-        required=True,
-        type=Path,
-        help="run folders (run.json, metrics.jsonl, cov_samples.jsonl)",
-    )
+    add_input_arguments(parser)
     parser.add_argument("--out-json", required=True, type=Path, help="e.g. results/<preset>/claims.json")
     parser.add_argument("--out-md", required=True, type=Path, help="e.g. results/<preset>/claims.md")
     parser.add_argument("--reported", type=Path, default=None, help="the paper's numbers (default: packaged)")

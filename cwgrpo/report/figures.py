@@ -35,14 +35,15 @@ import pandas as pd
 from cwgrpo.configs import ConfigError, add_config_arguments, config_from_args, config_hash, describe_options
 from cwgrpo.io import ResultFileError, check_outputs_not_inputs
 from cwgrpo.report.load import (
+    add_input_arguments,
     cov_samples,
     footer_text,
     input_identity,
     load_reported,
+    load_summaries,
     metrics_frame,
     reported_checkpoints,
     run_info,
-    summaries_frame,
 )
 from cwgrpo.report.options import PAPER_BENCHMARKS, ReportConfig
 from cwgrpo.stats import t_band
@@ -65,7 +66,8 @@ class FigureConfig(ReportConfig):
     checkpoint_benchmarks: list[str] = field(
         default_factory=lambda: ["math500", "olympiadbench"],
         metadata={
-            "help": "paper benchmarks of the checkpoint figure; ours are found through benchmark_mirrors"
+            "help": "paper benchmarks of the checkpoint figure; ours are found through their mirrors "
+            "(carried by the summaries from the data manifests, or benchmark_mirrors)"
         },
     )
     max_scatter_points: int = field(
@@ -187,7 +189,7 @@ def _mirror_of(cfg: FigureConfig, present: Sequence[str], key: str) -> str:
     if not hits:
         raise ResultFileError(
             f"no summaries for a benchmark mirroring {key!r} (benchmarks present: {sorted(set(present))}; "
-            "set benchmark_mirrors)"
+            "a benchmark's mirror comes from its data manifest, or set benchmark_mirrors)"
         )
     return hits[0]
 
@@ -195,7 +197,7 @@ def _mirror_of(cfg: FigureConfig, present: Sequence[str], key: str) -> str:
 def plot_checkpoints(cfg: FigureConfig, summaries: Sequence[Path]):
     from cwgrpo.report.style import new_figure
 
-    frame = summaries_frame(summaries)
+    frame = load_summaries(summaries, cfg)
     sizes = cfg.order_sizes(frame["size"])
     keys = list(cfg.checkpoint_benchmarks)
     ours = {k: _mirror_of(cfg, frame["benchmark"], k) for k in keys}
@@ -386,22 +388,7 @@ def make_figure(kind: str, cfg: FigureConfig, runs: Sequence[Path], summaries: S
 # -- command -----------------------------------------------------------------------------------------
 def configure_parser(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--kind", required=True, choices=KINDS, help="which figure")
-    parser.add_argument(
-        "--runs",
-        nargs="*",
-        action="extend",
-        default=[],
-        type=Path,
-        help="run folders (run.json, metrics.jsonl, ...); repeatable",
-    )
-    parser.add_argument(
-        "--summaries",
-        nargs="*",
-        action="extend",
-        default=[],
-        type=Path,
-        help="evaluation *.summary.json files; repeatable",
-    )
+    add_input_arguments(parser, required=False)
     parser.add_argument(
         "--out-pdf", required=True, type=Path, help="the figure as PDF, e.g. figures/NAME.pdf"
     )

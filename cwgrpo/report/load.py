@@ -2,7 +2,8 @@
 
 Three sources, with the formats of ``docs/architecture.md``:
 
-- evaluation summaries (``*.summary.json``) -> :func:`summaries_frame`, one row per file;
+- evaluation summaries (``*.summary.json``) -> :func:`summaries_frame`, one row per file
+  (:func:`load_summaries` also hands the display names and mirrors they carry to the report options);
 - run folders (``run.json`` + ``metrics.jsonl``) -> :func:`metrics_frame`, one row per logged step;
 - ``cov_samples.jsonl`` -> :func:`cov_samples`, the sampled token covariances and kernel weights.
 
@@ -31,9 +32,24 @@ from cwgrpo.io import (
     read_json,
     read_jsonl,
 )
-from cwgrpo.report.options import AVG, PAPER_BENCHMARKS
+from cwgrpo.report.options import AVG, PAPER_BENCHMARKS, ReportConfig
 
 REPORTED_PATH = Path(__file__).resolve().parent.parent / "resources" / "reported.json"
+
+
+# -- the inputs of a report command ------------------------------------------------------------------
+def add_input_arguments(parser: Any, *, runs: bool = True, required: bool = True) -> None:
+    """``--summaries`` (and ``--runs``) as every report command takes them: repeatable lists of files.
+
+    ``required=False`` (``cwgrpo figure``, whose kinds need one or the other): both default to empty.
+    """
+    multi: dict[str, Any] = {"action": "extend", "type": Path}
+    multi |= {"nargs": "+", "required": True} if required else {"nargs": "*", "default": []}
+    parser.add_argument("--summaries", help="evaluation *.summary.json files; repeatable", **multi)
+    if runs:
+        parser.add_argument(
+            "--runs", help="run folders (run.json, metrics.jsonl, cov_samples.jsonl); repeatable", **multi
+        )
 
 
 # -- the paper's numbers ----------------------------------------------------------------------------
@@ -80,7 +96,8 @@ def reported_checkpoints(reported: Mapping[str, Any]) -> pd.DataFrame:
 # -- evaluation summaries ---------------------------------------------------------------------------
 SUMMARY_COLUMNS = [
     "size", "method", "seed", "step", "benchmark", "accuracy", "accuracy_se", "accuracy_ci_lo",
-    "accuracy_ci_hi", "metric", "k", "n_problems", "pass1", "avg_k", "path",
+    "accuracy_ci_hi", "metric", "k", "n_problems", "pass1", "avg_k", "benchmark_display",
+    "benchmark_mirror", "path",
 ]  # fmt: skip
 
 
@@ -145,8 +162,17 @@ def _summary_row(path: Path, s: Mapping[str, Any]) -> dict[str, Any]:
         "n_problems": int(s.get("n_problems") or 0),
         "pass1": float(s["pass1"]) if s.get("pass1") is not None else math.nan,
         "avg_k": float(s["avg_k"]) if s.get("avg_k") is not None else math.nan,
+        "benchmark_display": _optional_text(s, "benchmark_display", path),
+        "benchmark_mirror": _optional_text(s, "benchmark_mirror", path),
         "path": str(path),
     }
+
+
+def _optional_text(s: Mapping[str, Any], key: str, path: Path) -> str | None:
+    value = s.get(key)
+    if value is not None and not isinstance(value, str):
+        raise ResultFileError(f"{path}: {key} must be a string or null, got {value!r}")
+    return value or None
 
 
 def summaries_frame(paths: Sequence[str | Path]) -> pd.DataFrame:
@@ -161,6 +187,33 @@ def summaries_frame(paths: Sequence[str | Path]) -> pd.DataFrame:
         first = dup.iloc[0]
         same = dup[(dup[key] == first[key]).all(axis=1)]["path"].tolist()
         raise ResultFileError(f"several summaries share the tags {dict(first[key])}: {same}")
+    return frame
+
+
+def carried_benchmark_names(frame: pd.DataFrame) -> tuple[dict[str, str], dict[str, str]]:
+    """The display name and paper mirror that each benchmark's summaries carry (from the data manifests).
+
+    Summaries of one benchmark that disagree (data prepared from two registries) are an error.
+    """
+    carried: dict[str, dict[str, str]] = {"benchmark_display": {}, "benchmark_mirror": {}}
+    for benchmark, group in frame.groupby("benchmark", sort=True):
+        for column, found in carried.items():
+            values = sorted(set(group[column].dropna()))
+            if len(values) > 1:
+                raise ResultFileError(
+                    f"the summaries of benchmark {benchmark!r} disagree on {column}: {values} "
+                    f"({', '.join(group['path'])})"
+                )
+            if values:
+                found[str(benchmark)] = values[0]
+    return carried["benchmark_display"], carried["benchmark_mirror"]
+
+
+def load_summaries(paths: Sequence[str | Path], cfg: ReportConfig) -> pd.DataFrame:
+    """:func:`summaries_frame`, with the benchmark names the summaries carry adopted by ``cfg`` (where its
+    options name none): the report names and places each benchmark from the files it reads."""
+    frame = summaries_frame(paths)
+    cfg.adopt_benchmark_names(*carried_benchmark_names(frame))
     return frame
 
 

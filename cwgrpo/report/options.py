@@ -134,6 +134,20 @@ class ReportConfig:
         if bad:
             raise ConfigError(f"size_mirrors: {bad} not among the paper's sizes {list(PAPER_SIZES)}")
 
+    def adopt_benchmark_names(self, display: Mapping[str, str], mirrors: Mapping[str, str]) -> None:
+        """Take the display names and mirrors the data carries (its manifests, via the summaries) for the
+        benchmarks these options do not name: the options override the data, the data the defaults."""
+        bad = {
+            k: v for k, v in mirrors.items() if k not in self.benchmark_mirrors and v not in PAPER_BENCHMARKS
+        }
+        if bad:
+            raise ResultFileError(
+                f"the summaries' benchmark_mirror {bad} is not among the paper's benchmarks "
+                f"{list(PAPER_BENCHMARKS)}"
+            )
+        self.benchmark_display = {**display, **self.benchmark_display}
+        self.benchmark_mirrors = {**mirrors, **self.benchmark_mirrors}
+
     # -- names ---------------------------------------------------------------------------------------
     def mirror(self, benchmark: str) -> str | None:
         """The paper benchmark that ``benchmark`` stands in for, or None."""

@@ -25,11 +25,12 @@ from cwgrpo.configs import add_config_arguments, config_from_args, describe_opti
 from cwgrpo.io import ResultFileError, check_outputs_not_inputs, read_json, write_json, write_text
 from cwgrpo.report.claim_checks import decide, top_share
 from cwgrpo.report.load import (
+    add_input_arguments,
     cov_samples,
+    load_summaries,
     metrics_frame,
     per_seed_accuracy,
     run_info,
-    summaries_frame,
 )
 from cwgrpo.report.options import AVG
 from cwgrpo.report.study_design import CLAIM_TEXT, MEASURES, PRIMARY, SECONDARY, StudyConfig
@@ -264,9 +265,7 @@ def tail_shares(runs: Sequence[Path], methods: Sequence[str], fraction: float) -
 
 # -- command -----------------------------------------------------------------------------------------
 def configure_parser(parser: argparse.ArgumentParser) -> None:
-    multi = {"nargs": "+", "action": "extend", "required": True, "type": Path}
-    parser.add_argument("--summaries", help="evaluation *.summary.json files; repeatable", **multi)
-    parser.add_argument("--runs", help="run folders (run.json, metrics.jsonl, cov_samples.jsonl)", **multi)
+    add_input_arguments(parser)
     parser.add_argument("--claims", required=True, type=Path, help="the preset's claims.json (claim 4)")
     parser.add_argument("--out-json", required=True, type=Path, help="e.g. results/study/study.json")
     parser.add_argument("--out-md", required=True, type=Path, help="e.g. results/study/study.md")
@@ -299,7 +298,7 @@ def run(args: argparse.Namespace) -> int:
     methods = [cfg.treatment_method, *cfg.variants]
     report = analyse(
         cfg,
-        summaries_frame(args.summaries),
+        load_summaries(args.summaries, cfg),
         metrics_frame(args.runs),
         tail_shares(args.runs, methods, cfg.tail_top_fraction),
         read_json(args.claims),

@@ -44,12 +44,13 @@ import pandas as pd
 from cwgrpo.configs import add_config_arguments, config_from_args, config_hash, describe_options
 from cwgrpo.io import ResultFileError, check_outputs_not_inputs, write_json, write_text
 from cwgrpo.report.load import (
+    add_input_arguments,
     footer_text,
     input_identity,
     load_reported,
+    load_summaries,
     per_seed_accuracy,
     reported_table1,
-    summaries_frame,
 )
 from cwgrpo.report.options import AVG, TableConfig
 from cwgrpo.report.render import grid_latex, grid_markdown, grid_pdf, reported_markdown, table_grid
@@ -261,14 +262,7 @@ def reported_vs_ours(
 
 # -- command -----------------------------------------------------------------------------------------
 def configure_parser(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "--summaries",
-        nargs="+",
-        action="extend",
-        required=True,
-        type=Path,
-        help="evaluation *.summary.json files; repeatable",
-    )
+    add_input_arguments(parser, runs=False)
     for name, help_text in TABLE_OUTPUTS.items():
         parser.add_argument(
             f"--out-{name.replace('_', '-')}", dest=f"out_{name}", required=True, type=Path, help=help_text
@@ -306,7 +300,7 @@ def write_table(
         raise ValueError(f"write_table: no path given for output(s) {missing}")
     from cwgrpo.provenance import provenance
 
-    frame = summaries_frame(summaries)
+    frame = load_summaries(summaries, cfg)
     cells, per_seed = build_table1(frame, cfg)
     grid = table_grid(cells, cfg)
     reported = load_reported(reported_path)

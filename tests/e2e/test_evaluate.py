@@ -25,8 +25,9 @@ SAMPLE_KEYS = {
     "tokens",
 }
 SUMMARY_KEYS = {
-    "benchmark", "tags", "n_problems", "k", "pass1", "avg_k", "avg_k_se", "avg_k_ci95",
-    "n_samples", "n_truncated", "n_unscorable", "settings", "provenance", "primary_metric", "by_metric",
+    "benchmark", "benchmark_display", "benchmark_mirror", "tags", "n_problems", "k", "pass1", "avg_k",
+    "avg_k_se", "avg_k_ci95", "n_samples", "n_truncated", "n_unscorable", "settings", "provenance",
+    "primary_metric", "by_metric",
 }  # fmt: skip
 
 
@@ -76,6 +77,8 @@ def test_evaluate_cli_writes_samples_and_summary_byte_identically(tiny_model_dir
     summary = json.loads((a / "syn_math500.summary.json").read_text())
     assert set(summary) == SUMMARY_KEYS
     assert summary["benchmark"] == "syn_math500"
+    # The manifest's names ride along, so that the report names and places the split from the files alone.
+    assert (summary["benchmark_display"], summary["benchmark_mirror"]) == ("Syn-L1 (≈MATH-500)", "math500")
     assert summary["tags"] == {"size": "small", "method": "base", "seed": 0, "step": 0}
     assert (summary["n_problems"], summary["k"], summary["n_samples"]) == (6, 2, 12)
     assert summary["pass1"] == sum(r["correct"] for r in rows if r["sample"] == 0) / 6

@@ -164,6 +164,18 @@ def _wait(procs: dict[str, subprocess.Popen], deadline: float) -> dict[str, int 
     return codes
 
 
+def submit_verbosely(cluster: SlurmCluster, workdir: Path, targets: list[str], *configfiles: Path):
+    """Snakemake's exit status, its log and the sbatch lines it logged, for ``targets`` submitted through
+    profiles/slurm (``--verbose``)."""
+    cmd = [
+        _snakemake_bin(), *targets, "-s", str(SNAKEFILE), "-d", str(workdir), "--profile", str(PROFILE),
+        *SLURM_OVERRIDES, "--verbose", "--configfile", *map(str, configfiles),
+    ]  # fmt: skip
+    proc = subprocess.run(cmd, cwd=REPO, env=_slurm_env(cluster), capture_output=True, text=True, timeout=300)
+    log = proc.stdout + proc.stderr
+    return proc.returncode, log, re.findall(r"^sbatch call: (sbatch .*)$", log, re.M)
+
+
 def _jobs(log: str) -> dict[str, dict]:
     """Each job a Snakemake run started: jobid -> {'rule', 'local', 'resources'} from its log block."""
     found = {}
@@ -311,14 +323,7 @@ def test_paper_jobs_reach_sbatch_with_their_gpus(slurm_cluster: SlurmCluster, tm
         f"results/{preset}/runs/{size}/{method}/seed{seed}/run.json",
         f"results/{preset}/eval/{size}/base/seed{seed}/step0/{benchmark}.summary.json",
     ]
-    env = _slurm_env(slurm_cluster)
-    cmd = [
-        _snakemake_bin(), *targets, "-s", str(SNAKEFILE), "-d", str(tmp_path), "--profile", str(PROFILE),
-        *SLURM_OVERRIDES, "--verbose", "--configfile", str(PAPER),
-    ]  # fmt: skip
-    proc = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
-    log = proc.stdout + proc.stderr
-    calls = re.findall(r"^sbatch call: (sbatch .*)$", log, re.M)
+    returncode, log, calls = submit_verbosely(slurm_cluster, tmp_path, targets, PAPER)
     jobs = [j for j in _jobs(log).values() if not j["local"]]
     train_rule = "train_" + re.sub(r"\W", "_", size)  # as workflow/rules/common.smk names it
     assert sorted(j["rule"] for j in jobs) == sorted(["evaluate", train_rule]), log[-4000:]
@@ -339,6 +344,6 @@ def test_paper_jobs_reach_sbatch_with_their_gpus(slurm_cluster: SlurmCluster, tm
         if res.get("slurm_partition"):
             assert f" -p {res['slurm_partition']} " in head, head
     # Refused by sbatch (no GPU here), not by Snakemake or the plugin before it.
-    assert (
-        proc.returncode != 0 and log.count("SLURM sbatch failed. The error message was 'sbatch: error:") == 2
-    ), log[-4000:]
+    assert returncode != 0 and log.count("SLURM sbatch failed. The error message was 'sbatch: error:") == 2, (
+        log[-4000:]
+    )

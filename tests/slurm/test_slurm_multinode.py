@@ -17,7 +17,6 @@ plan's --main_process_ip:--main_process_port with rank --machine_rank of --num_m
 from __future__ import annotations
 
 import json
-import re
 import subprocess
 import sys
 import textwrap
@@ -29,13 +28,9 @@ from tests.slurm import test_slurm
 from tests.slurm.slurm_harness import SlurmCluster
 from tests.slurm.test_slurm import (
     PAPER,
-    PROFILE,
     REPO,
-    SLURM_OVERRIDES,
-    SNAKEFILE,
     _jobs,
     _slurm_env,
-    _snakemake_bin,
 )
 
 pytestmark = test_slurm.pytestmark
@@ -50,14 +45,7 @@ def test_sbatch_lines_of_a_1_node_and_a_2_node_training_job(slurm_cluster: Slurm
         (tmp_path / "results" / preset / rel).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / "results" / preset / rel).touch()
     targets = [f"results/{preset}/runs/{size}/{method}/seed{seed}/run.json" for size in ("1.5b", "7b")]
-    env = _slurm_env(slurm_cluster)
-    cmd = [
-        _snakemake_bin(), *targets, "-s", str(SNAKEFILE), "-d", str(tmp_path), "--profile", str(PROFILE),
-        *SLURM_OVERRIDES, "--verbose", "--configfile", str(PAPER), str(TWO_NODES),
-    ]  # fmt: skip
-    proc = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
-    log = proc.stdout + proc.stderr
-    calls = re.findall(r"^sbatch call: (sbatch .*)$", log, re.M)
+    returncode, log, calls = test_slurm.submit_verbosely(slurm_cluster, tmp_path, targets, PAPER, TWO_NODES)
     assert sorted(j["rule"] for j in _jobs(log).values()) == ["train_1_5b", "train_7b"], log[-4000:]
     heads = {}
     for rule in ("train_1_5b", "train_7b"):
@@ -72,9 +60,9 @@ def test_sbatch_lines_of_a_1_node_and_a_2_node_training_job(slurm_cluster: Slurm
         assert option in two, (option, two)
     assert " --gpus=" not in two and "--ntasks-per-gpu" not in two, two
     # Refused by sbatch (no GPU and one node here), not by Snakemake or the plugin before it.
-    assert (
-        proc.returncode != 0 and log.count("SLURM sbatch failed. The error message was 'sbatch: error:") == 2
-    ), log[-4000:]
+    assert returncode != 0 and log.count("SLURM sbatch failed. The error message was 'sbatch: error:") == 2, (
+        log[-4000:]
+    )
 
 
 DRIVER = """

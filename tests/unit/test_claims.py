@@ -15,18 +15,9 @@ from cwgrpo.cli import main
 from cwgrpo.io import ResultFileError
 from cwgrpo.report.claim_checks import FAILS, HOLDS, INCONCLUSIVE, ClaimsConfig, gaussian_top_share, top_share
 from cwgrpo.report.claims import claims_markdown, evaluate_claims
+from tests.hand import t_interval_3
 
-T975_2 = 4.302652729911275
 BENCHES = ("b1", "b2")
-
-
-def ci(values: list[float]) -> tuple[float, float, float]:
-    """Hand formula of the t-interval over three seeds."""
-    n = len(values)
-    m = sum(values) / n
-    sd = math.sqrt(sum((v - m) ** 2 for v in values) / (n - 1))
-    h = T975_2 * sd / math.sqrt(n)
-    return m, m - h, m + h
 
 
 def write_summary(root: Path, size, method, seed, step, benchmark, acc) -> Path:
@@ -95,7 +86,7 @@ def flipped(tmp_path_factory):
 
 def test_claim1_accuracy_effect_by_hand(report):
     r = by_id(report)[1]["per_size"][0]
-    m, lo, hi = ci([3.0, 4.0, 5.0])  # points
+    m, lo, hi = t_interval_3([3.0, 4.0, 5.0])  # points
     assert r["effect"]["mean"] == pytest.approx(m) and m == pytest.approx(4.0)
     assert r["effect"]["ci95"] == pytest.approx([lo, hi])
     assert r["effect"]["paired"] and r["effect"]["n"] == 3
@@ -105,7 +96,7 @@ def test_claim1_accuracy_effect_by_hand(report):
 def test_claim2_entropy_std_second_half_by_hand(report):
     r = by_id(report)[2]["per_size"][0]
     # std (ddof 1) of (0, a, 0, a, 0) is a * sqrt(0.3); cw is flat (0)
-    m, lo, hi = ci([a * math.sqrt(0.3) for a in AMPLITUDE["grpo"]])
+    m, lo, hi = t_interval_3([a * math.sqrt(0.3) for a in AMPLITUDE["grpo"]])
     assert r["effect"]["mean"] == pytest.approx(m)
     assert r["effect"]["ci95"] == pytest.approx([lo, hi])
     assert r["verdict"] == HOLDS
@@ -126,7 +117,7 @@ def test_claim2_whole_run_window_sees_first_half(tmp_path):
 def test_claim3_degradation_by_hand(report):
     r = by_id(report)[3]["per_size"][0]
     drops_grpo, drops_cw = [5.0, 4.0, 6.0], [0.0, 1.0, -1.0]
-    m, lo, hi = ci([g - c for g, c in zip(drops_grpo, drops_cw, strict=True)])  # 5, 3, 7
+    m, lo, hi = t_interval_3([g - c for g, c in zip(drops_grpo, drops_cw, strict=True)])  # 5, 3, 7
     assert r["details"]["late_step"] == 200
     assert r["effect"]["mean"] == pytest.approx(m)
     assert r["effect"]["ci95"] == pytest.approx([lo, hi])
@@ -157,7 +148,7 @@ def test_claim3_without_later_checkpoint_is_inconclusive(tmp_path):
 def test_claim4_heavy_tail_by_hand(report):
     r = by_id(report)[4]["per_size"][0]
     shares = [b / (b + 99.0) for b in BIG["grpo"]]  # top 1 % of 100 tokens = the one big token
-    m, lo, hi = ci([100 * s for s in shares])
+    m, lo, hi = t_interval_3([100 * s for s in shares])
     assert r["details"]["top_share_pct"]["mean"] == pytest.approx(m)
     assert r["effect"]["mean"] == pytest.approx(m - 10.0)  # threshold 10 %
     assert r["effect"]["ci95"] == pytest.approx([lo - 10.0, hi - 10.0])

@@ -126,8 +126,11 @@ def test_prepare_writes_jsonl_then_manifest(tmp_path):
     manifest = data.prepare(spec, out, rows=fixture_rows("amc23"))
     written = json.loads((tmp_path / "data" / "amc23.manifest.json").read_text())
     assert written == manifest
-    assert set(written) == {"name", "hf_id", "revision", "split", "rows", "sha256", "provenance"}
+    assert set(written) == {
+        "name", "hf_id", "revision", "split", "rows", "display", "mirrors", "sha256", "provenance"
+    }  # fmt: skip
     assert written["rows"] == 3 and written["hf_id"] == "knoveleng/AMC-23" and written["split"] == "train"
+    assert written["display"] == "AMC23" and written["mirrors"] == "amc23"  # a paper benchmark mirrors itself
     assert written["sha256"] == hashlib.sha256(out.read_bytes()).hexdigest()
     assert data.load_records(out)[0]["answer"] == "27"
 
@@ -161,6 +164,8 @@ def test_cli_prepare_data_synthetic(tmp_path):
     assert (
         manifest["name"] == "syn_math500" and manifest["hf_id"] is None and manifest["rows"] == len(records)
     )
+    # The split's display name and mirror travel with the data, into the summaries and the report.
+    assert manifest["display"] == "Syn-L1 (≈MATH-500)" and manifest["mirrors"] == "math500"
 
 
 def test_cli_prepare_data_unknown_dataset_exits_2(tmp_path, capsys):
@@ -308,7 +313,23 @@ def test_own_local_dataset_with_its_own_columns(tmp_path):
         {"id": "mine-0000", "problem": "1+1?", "answer": "2", "source": f"file:{source}"},
         {"id": "mine-0001", "problem": "2+2?", "answer": "4", "source": f"file:{source}"},
     ]
-    assert json.loads(data.manifest_path(out).read_text())["rows"] == 2
+    manifest = json.loads(data.manifest_path(out).read_text())
+    assert (manifest["rows"], manifest["display"], manifest["mirrors"]) == (2, "mine", None)
+
+
+def test_own_dataset_names_its_label_and_mirror_in_its_manifest(tmp_path, capsys):
+    source = tmp_path / "mine.jsonl"
+    source.write_text('{"problem": "1+1?", "answer": 2}\n')
+    out = tmp_path / "data" / "mine.jsonl"
+    args = ["prepare-data", "--dataset", "mine", "--out", str(out), "--set", f"path={source}"]
+    assert cli.main([*args, "--set", "display=My set", "--set", "mirrors=math500"]) == 0
+    manifest = json.loads(data.manifest_path(out).read_text())
+    assert (manifest["display"], manifest["mirrors"]) == ("My set", "math500")
+    out.unlink()
+    data.manifest_path(out).unlink()
+    assert cli.main([*args, "--set", "mirrors=gsm8k"]) == 2
+    assert "mirrors='gsm8k'; valid: aime24, math500" in capsys.readouterr().err
+    assert not out.exists()
 
 
 def test_own_dataset_column_that_does_not_exist_is_named(tmp_path, capsys):

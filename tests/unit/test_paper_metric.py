@@ -108,7 +108,8 @@ def test_paper_metric_cli_merges_into_an_evaluation(lighteval_python, tmp_path):
     src.write_text("".join(json.dumps(r) + "\n" for r in rows))
     summary_in.write_text(json.dumps({"benchmark": "math500", "tags": {}, "k": 1, "settings": {"seed": 0}}))
     out, summary_out = tmp_path / "graded.jsonl", tmp_path / "graded.summary.json"
-    argv = ["grade", "--metric", "paper", "--in", str(src), "--out", str(out), "--gold-kind", "latex"]
+    # No --gold-kind, as the workflow calls it: math500's kind (latex) comes from the summary's benchmark.
+    argv = ["grade", "--metric", "paper", "--in", str(src), "--out", str(out)]
     argv += ["--summary-in", str(summary_in), "--summary-out", str(summary_out), "--primary", "paper"]
     assert main([*argv, "--lighteval-python", str(lighteval_python)]) == 0
     got = [json.loads(line) for line in out.read_text().splitlines()]
@@ -208,6 +209,24 @@ def test_gold_kinds_follow_the_released_configuration():
     assert paper_metric.gold_kind_for("syn_math500", mirrors) == "latex"
     with pytest.raises(ConfigError, match="no gold kind"):
         paper_metric.gold_kind_for("gsm8k")
+
+
+def test_grade_takes_each_files_gold_kind_from_its_summary(tmp_path):
+    """Without --gold-kind, a samples file is graded with the kind of the benchmark its summary names, or of
+    the paper benchmark the summary says it mirrors; one that has neither is an error naming it."""
+    from cwgrpo.grade import summary_gold_kind
+
+    def summary(**fields) -> Path:
+        path = tmp_path / f"{fields['benchmark']}.summary.json"
+        path.write_text(json.dumps(fields))
+        return path
+
+    assert summary_gold_kind(summary(benchmark="amc23", benchmark_mirror="amc23")) == "expr"
+    assert summary_gold_kind(summary(benchmark="syn_math500", benchmark_mirror="math500")) == "latex"
+    assert summary_gold_kind(summary(benchmark="syn_aime24", benchmark_mirror="aime24")) == "expr"
+    assert summary_gold_kind(summary(benchmark="minerva")) == "latex"  # an older summary: its own name
+    with pytest.raises(ConfigError, match="'champ' has no gold kind"):
+        summary_gold_kind(summary(benchmark="champ", benchmark_mirror=None))
 
 
 def test_conda_env_pins_the_same_as_the_venv():

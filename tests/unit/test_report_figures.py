@@ -18,8 +18,8 @@ from cwgrpo.io import ResultFileError
 from cwgrpo.report.figures import FigureConfig, make_figure, seed_band
 from cwgrpo.report.load import metrics_frame
 from cwgrpo.report.style import METHOD_COLORS, method_color, save_figure
+from tests.hand import T975_2
 
-T975_2 = 4.302652729911275
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 MIRRORS = {"syn_math500": "math500", "syn_olympiad": "olympiadbench"}
 

@@ -16,12 +16,12 @@ import pytest
 
 from cwgrpo.cli import main
 from cwgrpo.io import ResultFileError
-from cwgrpo.report.load import load_reported, summaries_frame
+from cwgrpo.report.load import load_reported, load_summaries, summaries_frame
 from cwgrpo.report.options import TableConfig
 from cwgrpo.report.table import build_table1, write_table
 from cwgrpo.stats import mean_ci, seed_effect
+from tests.hand import T975_2
 
-T975_2 = 4.302652729911275  # t quantile, 2 degrees of freedom (3 seeds)
 TINY = {
     "preset": "tiny",
     "methods": ["base", "grpo", "clip_cov", "cw_grpo"],
@@ -161,6 +161,54 @@ def test_stand_in_names_say_what_they_mirror():
     assert c.benchmark_name("math500") == "MATH-500"  # the paper's own benchmark
     assert c.size_name("small") == "small (≈1.5B)" and c.size_name("large") == "Large (for 7B)"
     assert c.size_name("7b") == "7B"
+
+
+def with_names(path: Path, display: str | None, mirror: str | None) -> Path:
+    """A summary as `evaluate` writes it from a prepared file: the manifest's names carried along."""
+    summary = json.loads(path.read_text())
+    path.write_text(json.dumps(summary | {"benchmark_display": display, "benchmark_mirror": mirror}))
+    return path
+
+
+def test_the_report_names_and_places_benchmarks_from_the_summaries(tmp_path):
+    """Names and mirrors come with the data; the options override them benchmark by benchmark."""
+
+    def summary(benchmark: str, acc: float) -> Path:
+        return write_summary(tmp_path, "small", "grpo", 0, 8, benchmark, acc)
+
+    paths = [
+        with_names(summary("syn_math500", 0.5), "Syn-L1 (≈MATH-500)", "math500"),
+        with_names(summary("syn_amc23", 0.4), "Syn-L2 (≈AMC23)", "amc23"),
+        with_names(summary("champ", 0.1), "CHAMP", None),
+        summary("own", 0.3),  # written before summaries carried names
+    ]
+    c = TableConfig(
+        preset="tiny", benchmark_display={"syn_amc23": "Level 2"}, benchmark_mirrors={"own": "aime24"}
+    )
+    frame = load_summaries(paths, c)
+    assert c.benchmark_name("syn_math500") == "Syn-L1 (≈MATH-500)" and c.mirror("syn_math500") == "math500"
+    assert c.benchmark_name("syn_amc23") == "Level 2 (≈AMC23)"  # the option wins, the data's mirror stays
+    assert c.benchmark_name("champ") == "CHAMP" and c.mirror("champ") is None
+    assert c.benchmark_name("own") == "own (≈AIME24)"
+    assert c.order_benchmarks(frame["benchmark"]) == ["own", "syn_math500", "syn_amc23", "champ"]
+
+
+def test_summaries_that_disagree_on_a_benchmarks_names_are_an_error(tmp_path):
+    a = with_names(
+        write_summary(tmp_path / "a", "small", "grpo", 0, 8, "syn_math500", 0.5), "Syn-L1", "math500"
+    )
+    b = with_names(
+        write_summary(tmp_path / "b", "small", "grpo", 1, 8, "syn_math500", 0.5), "Syn-L1", "amc23"
+    )
+    with pytest.raises(
+        ResultFileError, match="'syn_math500' disagree on benchmark_mirror: \\['amc23', 'math500'\\]"
+    ):
+        load_summaries([a, b], TableConfig(preset="tiny"))
+    c = with_names(write_summary(tmp_path / "c", "small", "grpo", 0, 8, "x", 0.5), "X", "gsm8k")
+    with pytest.raises(
+        ResultFileError, match=re.escape("benchmark_mirror {'x': 'gsm8k'} is not among the paper's")
+    ):
+        load_summaries([c], TableConfig(preset="tiny"))
 
 
 # -- Table 1 -----------------------------------------------------------------------------------------

@@ -27,8 +27,8 @@ from cwgrpo.report.study import (
 )
 from cwgrpo.report.study_render import study_markdown
 from cwgrpo.stats import paired_mde as mde
+from tests.hand import t_interval_3
 
-T975_2 = 4.302652729911275
 BENCHES = ("b1", "b2")
 STEPS = (8, 16, 24)
 BASE_AVG = 0.40
@@ -48,14 +48,6 @@ ENTROPY = {
     "cw_grpo": [[0.2, 0.2, 0.21, 0.2, 0.2], [0.2, 0.2, 0.22, 0.2, 0.2], [0.2, 0.2, 0.2, 0.23, 0.2]],
     "cw_knob_x": [[0.2, 0.2, 0.25, 0.2, 0.2], [0.2, 0.2, 0.2, 0.2, 0.2], [0.2, 0.2, 0.2, 0.2, 0.26]],
 }
-
-
-def ci(values: list[float]) -> tuple[float, float, float]:
-    n = len(values)
-    m = sum(values) / n
-    sd = math.sqrt(sum((v - m) ** 2 for v in values) / (n - 1))
-    h = T975_2 * sd / math.sqrt(n)
-    return m, m - h, m + h
 
 
 def write_summary(root: Path, method: str, seed: int, step: int, benchmark: str, acc: float) -> Path:
@@ -157,7 +149,7 @@ def test_regime_precondition_by_hand(report):
 
 def test_claim1_is_the_last_checkpoint_difference(report):
     c = by_id(report)[1]
-    m, lo, hi = ci([24.0, 23.0, 14.0])
+    m, lo, hi = t_interval_3([24.0, 23.0, 14.0])
     assert c["effect"]["mean"] == pytest.approx(m)
     assert c["effect"]["ci95"] == pytest.approx([lo, hi])
     assert c["verdict"] == "holds"
@@ -170,9 +162,9 @@ def test_claim1_is_the_last_checkpoint_difference(report):
 
 def test_claims_2_and_3_are_reference_minus_treatment(report):
     c2, c3 = by_id(report)[2], by_id(report)[3]
-    m, lo, hi = ci([0.35 - 0.01, 0.4 - 0.02, 0.2 - 0.03])
+    m, lo, hi = t_interval_3([0.35 - 0.01, 0.4 - 0.02, 0.2 - 0.03])
     assert c2["effect"]["mean"] == pytest.approx(m) and c2["effect"]["ci95"] == pytest.approx([lo, hi])
-    m, lo, hi = ci([20.0 - 2.0, 20.0 - 0.0, 13.0 - 2.0])
+    m, lo, hi = t_interval_3([20.0 - 2.0, 20.0 - 0.0, 13.0 - 2.0])
     assert c3["effect"]["mean"] == pytest.approx(m) and c3["effect"]["ci95"] == pytest.approx([lo, hi])
     assert c2["verdict"] == "holds" and c3["verdict"] == "holds"
     assert by_id(report)[4]["verdict"] == "holds" and by_id(report)[4]["effect"]["mean"] == 40.0
@@ -180,7 +172,7 @@ def test_claims_2_and_3_are_reference_minus_treatment(report):
 
 def test_ablation_is_variant_against_treatment(report):
     row = report["ablation"]["cw_knob_x"]
-    m, lo, hi = ci([-1.0, -2.0, -3.0])
+    m, lo, hi = t_interval_3([-1.0, -2.0, -3.0])
     assert row["avg_last"]["mean"] == pytest.approx(m) and row["avg_last"]["ci95"] == pytest.approx([lo, hi])
     # entropy range: T - V (a narrower band for V would be positive): 0.01-0.05, 0.02-0, 0.03-0.06
     assert row["entropy_range"]["mean"] == pytest.approx((-0.04 + 0.02 - 0.03) / 3)

@@ -4,7 +4,7 @@ It answers the three queries Snakemake makes (`info --json`, `--version`, `confi
 --json`), accepts `clean` and, for `env create --file F --prefix P`, does what conda's pip installer does with the env
 file's `pip:` section (conda/env/installers/pip.py: the lines go into a requirements file in F's folder,
 and pip runs from there, inheriting the environment), but instead of installing, it asks pip's own parser
-where each editable requirement points. The answer goes to P/standin-report.json; P is created so that
+where each editable requirement points and which extras it asks for. The answer goes to P/standin-report.json; P is created so that
 Snakemake sees an environment. Conda packages are not installed: nothing here can fetch them.
 """
 
@@ -16,8 +16,9 @@ import sys
 from pathlib import Path
 
 
-def editable_targets(env_file: Path) -> list[str]:
-    """Absolute paths of the `-e` lines of an env file's pip section, as pip resolves them from conda's folder."""
+def editable_targets(env_file: Path) -> list[tuple[str, list[str]]]:
+    """(absolute path, extras) of each `-e` line of an env file's pip section, as pip resolves them from
+    conda's folder."""
     import yaml
     from pip._internal.network.session import PipSession
     from pip._internal.req.constructors import parse_editable
@@ -34,8 +35,8 @@ def editable_targets(env_file: Path) -> list[str]:
         targets = []
         for parsed in parse_requirements(str(requirements), session=PipSession()):
             if parsed.is_editable:
-                _, url, _ = parse_editable(parsed.requirement)
-                targets.append(url.removeprefix("file://"))
+                _, url, extras = parse_editable(parsed.requirement)
+                targets.append((url.removeprefix("file://"), sorted(extras)))
         return targets
     finally:
         os.chdir(here)
@@ -57,7 +58,12 @@ def main(argv: list[str]) -> int:
         env_file = Path(argv[argv.index("--file") + 1])
         target = Path(argv[argv.index("--prefix") + 1])
         target.mkdir(parents=True)
-        report = {"env_file": str(env_file), "editable": editable_targets(env_file)}
+        editable = editable_targets(env_file)
+        report = {
+            "env_file": str(env_file),
+            "editable": [path for path, _ in editable],
+            "extras": [extras for _, extras in editable],
+        }
         (target / "standin-report.json").write_text(json.dumps(report), encoding="utf-8")
     else:
         print(f"stand-in conda: {command}: not supported", file=sys.stderr)

@@ -32,6 +32,11 @@ ENVS = sorted(p for p in (REPO / "envs").glob("*.yaml") if p != LIGHTEVAL_ENV)
 GPU_ONLY = ("vllm", "deepspeed")  # never in the CPU env
 CPU_INDEX = "--extra-index-url https://download.pytorch.org/whl/cpu"
 EDITABLE = "-e ${CWGRPO_WORKFLOW_DIR}"
+# The package's extras each env installs: the CPU env runs the reports (the workflow extra), the GPU envs
+# only train and evaluate (core dependencies).
+ENV_EXTRAS = {"cpu.yaml": ["workflow"], "train.yaml": [], "eval.yaml": []}
+# The workflow extra's libraries, which a GPU env does not pin (it does not need them).
+WORKFLOW_ONLY = ("snakemake", "jsonschema", "scipy", "matplotlib", "seaborn")
 
 
 def _pyproject() -> dict:
@@ -49,7 +54,9 @@ def _requirements(*groups: str) -> dict[str, Requirement]:
 def _pins(env_file: Path) -> tuple[list[str], dict[str, str], dict[str, str], list[str]]:
     """(channels, conda pins name -> version, pip pins name -> version, other pip lines) of an env file."""
     env = yaml.safe_load(env_file.read_text())
-    conda, pip, other = {}, {}, []
+    conda: dict[str, str] = {}
+    pip: dict[str, str] = {}
+    other: list[str] = []
     for dep in env["dependencies"]:
         if isinstance(dep, dict):
             for line in dep["pip"]:
@@ -64,6 +71,13 @@ def _pins(env_file: Path) -> tuple[list[str], dict[str, str], dict[str, str], li
             name, _, version = dep.partition("=")
             conda[name] = version
     return env["channels"], conda, pip, other
+
+
+def _editable_extras(line: str) -> list[str]:
+    """The extras of the env file's editable install line (`-e ${CWGRPO_WORKFLOW_DIR}[a,b]`)."""
+    match = re.fullmatch(re.escape(EDITABLE) + r"(?:\[([a-z,]+)\])?", line)
+    assert match, f"{line!r} is not the editable install of the workflow folder"
+    return sorted(match.group(1).split(",")) if match.group(1) else []
 
 
 def _standin_conda(tmp_path: Path) -> tuple[Path, dict[str, str]]:
@@ -86,7 +100,12 @@ def test_env_file_pins_every_dependency_within_pyproject(env_file):
     assert channels == ["conda-forge", "nodefaults"]
     assert conda and all(conda.values()), f"{env_file.name}: unpinned conda package in {conda}"
     assert SpecifierSet(_pyproject()["requires-python"]).contains(conda["python"])
-    extras = [g for g in ("vllm", "deepspeed") if g in pip]
+    assert other[-1].startswith(EDITABLE), (
+        f"{env_file.name}: the package is installed last, from the workflow folder"
+    )
+    installed = _editable_extras(other[-1])
+    assert installed == ENV_EXTRAS[env_file.name]
+    extras = [*installed, *[g for g in ("vllm", "deepspeed") if g in pip]]
     requirements = _requirements(*extras)
     # Every dependency is pinned, so that pip's resolver never picks a version of its own.
     assert sorted(set(requirements) - set(pip)) == [], f"{env_file.name}: not pinned"
@@ -95,7 +114,6 @@ def test_env_file_pins_every_dependency_within_pyproject(env_file):
             f"{env_file.name}: {name}=={pip[name]} does not satisfy pyproject's {req}"
         )
     assert pip["trl"] == "1.16.0"
-    assert other[-1] == EDITABLE, f"{env_file.name}: the package is installed last, from the workflow folder"
 
 
 def test_envs_agree_with_each_other():
@@ -116,7 +134,15 @@ def test_cpu_env_has_no_gpu_stack():
     _, conda, pip, other = _pins(REPO / "envs" / "cpu.yaml")
     assert not set(GPU_ONLY) & set(pip)
     assert not [n for n in [*pip, *conda] if n.startswith(("nvidia", "cuda", "pytorch-cuda"))]
-    assert other == [CPU_INDEX, EDITABLE]
+    assert other == [CPU_INDEX, f"{EDITABLE}[workflow]"]
+
+
+@pytest.mark.parametrize("env_file", ["train.yaml", "eval.yaml"])
+def test_gpu_envs_hold_no_workflow_or_plotting_stack(env_file):
+    """The GPU jobs run `cwgrpo train` / `evaluate`, which need the core only: no Snakemake, no plotting."""
+    _, _, pip, other = _pins(REPO / "envs" / env_file)
+    assert _editable_extras(other[-1]) == []
+    assert sorted(set(WORKFLOW_ONLY) & set(pip)) == []
 
 
 # -- what Snakemake does with the env files -------------------------------------------------------
@@ -156,3 +182,8 @@ def test_snakemake_creates_envs_that_install_the_package_from_the_workflow(prese
     for report in reports:
         assert Path(report["env_file"]).parent == workdir / ".snakemake" / "conda"
         assert [Path(p) for p in report["editable"]] in ([REPO], []), report
+    # pip reads the extras of the editable line after expanding ${CWGRPO_WORKFLOW_DIR}: the CPU env (every
+    # env of a tiny preset) gets the workflow extra, the GPU envs none
+    assert sorted(r["extras"] for r in reports if r["editable"]) == sorted(
+        [[ENV_EXTRAS[name]] for name in expected if name != LIGHTEVAL_ENV.name]
+    )

@@ -75,14 +75,6 @@ METHODS = list(config["methods"])
 SEEDS = [int(s) for s in config["seeds"]]
 BENCHMARKS = list(config["data"]["benchmarks"])
 PAPER_METRIC = bool(config["evaluate"].get("paper_metric", False))
-# The released evaluation's gold extraction per benchmark (as cwgrpo.paper_metric.BENCHMARK_GOLD_KIND).
-GOLD_KINDS = {
-    "aime24": "expr",
-    "amc23": "expr",
-    "math500": "latex",
-    "minerva": "latex",
-    "olympiadbench": "latex",
-}
 DATASETS = list(
     dict.fromkeys(
         [
@@ -406,7 +398,9 @@ def _check_resources():
     """`threads` becomes an int for Snakemake and Slurm: a word there must fail now, naming the key."""
     sections = [(f"resources.{kind}", res) for kind, res in config["resources"].items()]
     for size, spec in config["sizes"].items():
-        sections += [(f"sizes.{size}.resources.{kind}", res) for kind, res in spec.get("resources", {}).items()]
+        sections += [
+            (f"sizes.{size}.resources.{kind}", res) for kind, res in spec.get("resources", {}).items()
+        ]
     for key, res in sections:
         if "threads" in res and not _positive_int(res["threads"]):
             fail(f"{key}.threads", f"must be a positive integer, got {res['threads']!r}")
@@ -421,22 +415,6 @@ def _check_metrics():
     primary = config["evaluate"].get("primary_metric", "strict")
     if primary == "paper" and not PAPER_METRIC:
         fail("evaluate.primary_metric", "is paper, but evaluate.paper_metric is false")
-    if PAPER_METRIC:
-        # Every benchmark needs the released gold kind (or a mirror that has one).
-        for b in BENCHMARKS:
-            gold_kind(b)
-
-
-def gold_kind(benchmark):
-    """The released gold extraction kind of a benchmark (a tiny split: of the benchmark it mirrors)."""
-    mirror = config["report"].get("benchmark_mirrors", {}).get(benchmark, benchmark)
-    if mirror not in GOLD_KINDS:
-        fail(
-            "evaluate.paper_metric",
-            f"benchmark {benchmark!r} has no gold kind in the released configuration (known: "
-            f"{sorted(GOLD_KINDS)}; a synthetic split needs report.benchmark_mirrors)",
-        )
-    return GOLD_KINDS[mirror]
 
 
 def _check_study():
@@ -510,24 +488,17 @@ def _yaml(value):
     if isinstance(value, str):
         return json.dumps(value, ensure_ascii=False)
     if isinstance(value, dict):
-        items = ", ".join(
-            f"{json.dumps(str(k), ensure_ascii=False)}: {_yaml(v)}"
-            for k, v in value.items()
-        )
+        items = ", ".join(f"{json.dumps(str(k), ensure_ascii=False)}: {_yaml(v)}" for k, v in value.items())
         return f"{{{items}}}"
     if isinstance(value, (list, tuple)):
         items = ", ".join(_yaml(v) for v in value)
         return f"[{items}]"
-    raise WorkflowError(
-        f"cannot pass {value!r} ({type(value).__name__}) as a --set value"
-    )
+    raise WorkflowError(f"cannot pass {value!r} ({type(value).__name__}) as a --set value")
 
 
 def sets(options):
     """`--set key=value ...` for a mapping of options, each shell-quoted."""
-    return " ".join(
-        f"--set {shlex.quote(f'{k}={_yaml(v)}')}" for k, v in options.items()
-    )
+    return " ".join(f"--set {shlex.quote(f'{k}={_yaml(v)}')}" for k, v in options.items())
 
 
 def tags(**values):
@@ -590,19 +561,11 @@ def eval_points():
 def all_summaries():
     """Every evaluation's summary; with the paper metric on, the graded ones (both metrics)."""
     suffix = "graded.summary.json" if PAPER_METRIC else "summary.json"
-    return [
-        f"{eval_prefix(*p)}/{b}.{suffix}" for p in eval_points() for b in BENCHMARKS
-    ]
+    return [f"{eval_prefix(*p)}/{b}.{suffix}" for p in eval_points() for b in BENCHMARKS]
 
 
 def all_run_files():
-    return [
-        f
-        for size in SIZES
-        for m in METHODS
-        for seed in SEEDS
-        for f in run_files(size, m, seed)
-    ]
+    return [f for size in SIZES for m in METHODS for seed in SEEDS for f in run_files(size, m, seed)]
 
 
 def figure_inputs(name):
@@ -670,9 +633,7 @@ def eval_model_marker(wildcards):
     step = int(wildcards.step)
     if wildcards.method == BASE:
         if step != 0:
-            raise WorkflowError(
-                f"the base model is evaluated at step 0 only, not step {step}"
-            )
+            raise WorkflowError(f"the base model is evaluated at step 0 only, not step {step}")
         return base_marker(wildcards.size)
     if step not in saved_steps(wildcards.size):
         raise WorkflowError(
@@ -748,32 +709,20 @@ def eval_files(wildcards, input, output):
 
 
 def grade_args(wildcards):
-    """Options of `cwgrpo grade --metric paper` (one output: with its gold kind)."""
-    kind = (
-        f"--gold-kind {shlex.quote(gold_kind(wildcards.benchmark))} "
-        if "benchmark" in wildcards.keys()
-        else ""
-    )
+    """Options of `cwgrpo grade --metric paper` (each file's gold kind comes from its summary's benchmark)."""
     return (
-        f"{kind}--primary {shlex.quote(config['evaluate'].get('primary_metric', 'strict'))}"
+        f"--primary {shlex.quote(config['evaluate'].get('primary_metric', 'strict'))}"
         f" --processes {int(config['evaluate'].get('grade_processes', 1))}"
     )
 
 
 def grade_files(wildcards, input, output):
-    """`--in --out --gold-kind --summary-in --summary-out` per benchmark, for one job per checkpoint."""
-    groups = zip(
-        BENCHMARKS,
-        input.samples,
-        output.samples,
-        input.summaries,
-        output.summaries,
-        strict=True,
-    )
+    """`--in --out --summary-in --summary-out` per benchmark, for one job per checkpoint."""
+    groups = zip(input.samples, output.samples, input.summaries, output.summaries, strict=True)
     return " ".join(
-        f"--in {shlex.quote(i)} --out {shlex.quote(o)} --gold-kind {shlex.quote(gold_kind(b))}"
+        f"--in {shlex.quote(i)} --out {shlex.quote(o)}"
         f" --summary-in {shlex.quote(si)} --summary-out {shlex.quote(so)}"
-        for b, i, o, si, so in groups
+        for i, o, si, so in groups
     )
 
 
@@ -794,9 +743,7 @@ def run_dir_of(wildcards):
 
 def runs_arg(wildcards, input):
     """`--runs DIR ...` from the run.json files among the inputs (empty if there are none)."""
-    dirs = [
-        shlex.quote(str(Path(f).parent)) for f in input if Path(f).name == "run.json"
-    ]
+    dirs = [shlex.quote(str(Path(f).parent)) for f in input if Path(f).name == "run.json"]
     return f"--runs {' '.join(dirs)}" if dirs else ""
 
 
@@ -840,10 +787,7 @@ def _size_resource(kind, key, wildcards):
 
 def size_resources(kind):
     """Resources of jobs that span sizes: each value looked up from the job's size wildcard."""
-    return {
-        key: functools.partial(_size_resource, kind, key)
-        for key in fixed_resources(kind)
-    }
+    return {key: functools.partial(_size_resource, kind, key) for key in fixed_resources(kind)}
 
 
 # ---------------------------------------------------------------- multi-node training jobs
@@ -890,7 +834,10 @@ def train_resources(size):
     per_node = gpus // nodes
     gres = res.setdefault("gres", f"gpu:{per_node}")
     if not re.fullmatch(rf"gpu(:[A-Za-z0-9_.]+)?:{per_node}", str(gres)):
-        fail(f"{where}.gres", f"{gres!r}: expected gpu:{per_node} or gpu:MODEL:{per_node} (gpu={gpus} / {nodes})")
+        fail(
+            f"{where}.gres",
+            f"{gres!r}: expected gpu:{per_node} or gpu:MODEL:{per_node} (gpu={gpus} / {nodes})",
+        )
     _check_no_gpu_model(size, per_node)
     return {**res, "nodes": nodes, "tasks": nodes, "tasks_per_gpu": 0, "mpi": "srun"}
 
@@ -904,7 +851,7 @@ def _check_no_gpu_model(size, per_node):
     if model:
         fail(
             f"set-resources {name}.gpu_model",
-            f"{model!r}: a multi-node job gives its GPU type in the preset instead: set gpu_model: \"\" for "
+            f'{model!r}: a multi-node job gives its GPU type in the preset instead: set gpu_model: "" for '
             f"{name} in the profile and resources.train.gres: gpu:{model}:{per_node} (docs/hardware.md)",
         )
 

@@ -41,9 +41,11 @@ else:
         log:
             f"{LOGS}/evaluate/{{size}}/{{method}}/seed{{seed}}/step{{step}}.log",
         wildcard_constraints:
-            method=re.escape(BASE)
-            if config["evaluate"]["one_job_per_run"]
-            else "|".join(map(re.escape, [*METHODS, BASE])),
+            method=(
+                re.escape(BASE)
+                if config["evaluate"]["one_job_per_run"]
+                else "|".join(map(re.escape, [*METHODS, BASE]))
+            ),
         conda:
             conda_env("eval")
         threads: rule_threads("evaluate")

@@ -29,10 +29,10 @@ if KIND == "tiny":
             marker=model_marker("{size}", "base"),
         log:
             f"{LOGS}/sft/{{size}}.log",
+        priority: 2  # start every warm-up before anything else: RL waits on them (the longest chain)
         conda:
             conda_env("train")
         threads: rule_threads("sft")
-        priority: 2  # start every warm-up before anything else: RL waits on them (the longest chain)
         resources:
             **fixed_resources("sft"),
         params:

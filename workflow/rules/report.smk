@@ -7,9 +7,7 @@ rule table:
     input:
         summaries=all_summaries(),
     output:
-        pdf=report(
-            "figures/table1.pdf", caption="../report/table1.rst", category="Table 1"
-        ),
+        pdf=report("figures/table1.pdf", caption="../report/table1.rst", category="Table 1"),
         csv=f"{RES}/table1.csv",
         tex=f"{RES}/table1.tex",
         md=f"{RES}/table1.md",
@@ -128,9 +126,7 @@ if config.get("study"):
             **fixed_resources("report"),
         params:
             runs=runs_arg,
-            power=lambda wildcards, input: (
-                f"--power {shlex.quote(input.power[0])}" if input.power else ""
-            ),
+            power=lambda wildcards, input: (f"--power {shlex.quote(input.power[0])}" if input.power else ""),
             options=sets(study_options()),
         shell:
             "cwgrpo study --summaries {input.summaries:q} {params.runs} --claims {input.claims:q}"

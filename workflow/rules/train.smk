@@ -25,10 +25,10 @@ for _size in SIZES:
         wildcard_constraints:
             size=re.escape(_size),
             method="|".join(map(re.escape, METHODS)),
+        priority: 1  # training before evaluation: long jobs first pack the cores best
         conda:
             conda_env("train")
         threads: rule_threads("train", _size)
-        priority: 1  # training before evaluation: long jobs first pack the cores best
         resources:
             **train_resources(_size),
         params:
