@@ -187,3 +187,16 @@ def test_snakemake_creates_envs_that_install_the_package_from_the_workflow(prese
     assert sorted(r["extras"] for r in reports if r["editable"]) == sorted(
         [[ENV_EXTRAS[name]] for name in expected if name != LIGHTEVAL_ENV.name]
     )
+
+
+def test_the_real_preset_refuses_use_conda_at_parse_time(tmp_path):
+    """The real preset's model and data packages install with `pip --no-deps`, which no env file can say,
+    and its jobs would get the paper preset's GPU envs: `--use-conda` stops before any job, naming why."""
+    bin_dir, env = _standin_conda(tmp_path)
+    proc, out = run_snakemake(
+        tmp_path / "work", "--use-conda", "-n", configfile=REPO / "config" / "real.yaml",
+        path_prefix=bin_dir, env=env,
+    )  # fmt: skip
+    assert proc.returncode != 0
+    assert "config error in kind: is real, which has no conda env" in out, out[-3000:]
+    assert "Environment for" not in out  # refused before any env was made

