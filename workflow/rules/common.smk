@@ -163,10 +163,15 @@ def _trained_table_defaults(opts):
         if key in opts:
             continue
         default = getattr(defaults, key)
-        kept = [m for m in default if m == defaults.base_method or m in METHODS]
-        if kept != default:
-            cut[key] = kept
+        untrained = _untrained(default, defaults.base_method)
+        if untrained:
+            cut[key] = [m for m in default if m not in untrained]
     return cut
+
+
+def _untrained(methods, base_method):
+    """The labels among `methods` that this preset does not train (the base model's label aside)."""
+    return [m for m in methods if m != base_method and m not in METHODS]
 
 
 def saved_steps(size):
@@ -376,7 +381,7 @@ def _check_command_options():
     # table job at the end of the run, so it fails here, naming the key.
     table = TableConfig(**report_options("table"))
     for key in ("methods", "effect_methods"):
-        missing = [m for m in getattr(table, key) if m != table.base_method and m not in METHODS]
+        missing = _untrained(getattr(table, key), table.base_method)
         if missing:
             where = "report.methods / table.methods" if key == "methods" else "table.effect_methods"
             fail(
