@@ -173,11 +173,10 @@ def monitoring_names(tags: dict[str, Any], trl_kwargs: dict[str, Any]) -> dict[s
 
 def trl_config(run_dir: Path, trl_kwargs: dict[str, Any]):
     """``CWGRPOConfig`` of a run (its checks run here, before any model, data or GPU is touched), and the
-    keyword arguments it was built from, with the run's own defaults filled in."""
+    keyword arguments it was built from, with the run's own defaults filled in. ``trl_kwargs`` come from
+    ``split_options``, which has checked each value (``check_finite_option``)."""
     from cwgrpo.trainer import CWGRPOConfig
 
-    for key, value in trl_kwargs.items():
-        check_finite_option(key, value)
     trl_kwargs = {"output_dir": str(run_dir), "report_to": "none", "save_strategy": "steps", **trl_kwargs}
     trl_kwargs.setdefault("logging_steps", 1)
     trl_kwargs.setdefault("cw_samples_path", str(run_dir / LIVE / "cov_samples.jsonl"))
