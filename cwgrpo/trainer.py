@@ -51,7 +51,7 @@ from typing import Any
 import torch
 from trl import GRPOConfig, GRPOTrainer
 
-from cwgrpo import weighting
+from cwgrpo import released_stats, weighting
 
 logger = logging.getLogger(__name__)
 
@@ -366,6 +366,7 @@ class CWGRPOTrainer(GRPOTrainer):
         inputs = self._cw_pending
         if inputs is not None:  # called from the loss (not from generation/reference scoring)
             self._cw_pending = None  # exactly once per loss call
+            self._log_released_stats(inputs, logps, entropies)
             self._cw_reweight(inputs, logps)
         return logps, entropies, aux
 
@@ -409,6 +410,22 @@ class CWGRPOTrainer(GRPOTrainer):
         self._cw_penalty = out.penalty
         if self.args.cw_diagnostics:
             self._cw_log(logps, advantages, mask, out)
+
+    @torch.no_grad()
+    def _log_released_stats(self, inputs: dict[str, Any], logps: torch.Tensor, entropies) -> None:
+        """Entropy (and KL, with a reference model) as the released run logs them: per completion, then
+        the mean over every process's completions (:mod:`cwgrpo.released_stats`)."""
+        mask = self._cw_mask(inputs)
+        stats = {}
+        if entropies is not None:
+            stats["entropy_per_completion"] = released_stats.per_completion_means(entropies, mask)
+        ref_logps = inputs.get("ref_per_token_logps")
+        if self.beta != 0.0 and ref_logps is not None:
+            kl = released_stats.k3_kl(logps, ref_logps)
+            stats["kl_per_completion"] = released_stats.per_completion_means(kl, mask)
+        mode = "train" if self.model.training else "eval"
+        for name, rows in stats.items():
+            self._metrics[mode][name].append(self.accelerator.gather_for_metrics(rows.float()).mean().item())
 
     @torch.no_grad()
     def _cw_log(self, logps, advantages, mask, out: weighting.MethodOutput) -> None:

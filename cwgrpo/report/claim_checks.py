@@ -206,9 +206,10 @@ def entropy_stat(series: pd.Series, window: float, stat: str) -> float:
 
 
 def claim_entropy(metrics: pd.DataFrame, cfg: ClaimsConfig, sizes: Sequence[str]) -> list[dict[str, Any]]:
-    """Claim 2: stat(R) - stat(T) of per-step entropy over the window, paired by seed."""
-    if "entropy" not in metrics.columns:
-        raise ResultFileError(f"no 'entropy' in metrics.jsonl of the runs {sorted(set(metrics['run_dir']))}")
+    """Claim 2: stat(R) - stat(T) of per-step entropy (``cfg.entropy_key``) over the window, paired by seed."""
+    key = cfg.entropy_key
+    if key not in metrics.columns or metrics[key].isna().all():
+        raise ResultFileError(f"no {key!r} in metrics.jsonl of the runs {sorted(set(metrics['run_dir']))}")
     out = []
     for size in sizes:
         per: dict[str, dict[int, float]] = {}
@@ -219,7 +220,7 @@ def claim_entropy(metrics: pd.DataFrame, cfg: ClaimsConfig, sizes: Sequence[str]
                 raise ResultFileError(f"no run folders (metrics.jsonl) for size={size} method={method}")
             per[method], level[method] = {}, {}
             for seed, run in sel.groupby("seed"):
-                series = run.set_index("step")["entropy"].astype(float)
+                series = run.set_index("step")[key].astype(float)
                 per[method][int(seed)] = entropy_stat(series, cfg.entropy_window, cfg.entropy_stat)
                 tail = (
                     series[series.index > (1 - cfg.entropy_window) * series.index.max()]

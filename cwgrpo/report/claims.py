@@ -54,6 +54,7 @@ from cwgrpo.report.claim_checks import (
     report_record,
 )
 from cwgrpo.report.load import add_input_arguments, load_reported, load_summaries, metrics_frame
+from cwgrpo.report.options import ENTROPY_MEANS
 
 log = logging.getLogger(__name__)
 
@@ -84,8 +85,8 @@ def claim_texts(cfg: ClaimsConfig, reported: Mapping[str, Any]) -> dict[int, dic
             "paper": "entropy curves over training (figure)",
             "measure": (
                 f"S({r}) − S({t}), where S is the {stat} of the logged per-step policy entropy (nats per "
-                f"token) over {window} (steps > {1 - cfg.entropy_window:g} × the run's last step); paired by "
-                "seed. Positive: the treatment's entropy moves in a narrower band. (A collapse that is over "
+                f"token; {ENTROPY_MEANS[cfg.entropy_key]}) over {window} (steps > "
+                f"{1 - cfg.entropy_window:g} × the run's last step); paired by seed. Positive: the treatment's entropy moves in a narrower band. (A collapse that is over "
                 "before the window shows up as a small spread; entropy_window=1 covers the whole run.)"
             ),
         },

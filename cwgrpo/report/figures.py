@@ -151,11 +151,12 @@ def plot_entropy(cfg: FigureConfig, runs: Sequence[Path]):
     from cwgrpo.report.style import integer_steps, new_figure
 
     m = metrics_frame(runs)
-    _need_column(m, "entropy")
+    _need_column(m, cfg.entropy_key)
     sizes = cfg.order_sizes(m["size"])
-    fig, axes = new_figure(1, len(sizes), 3.2 * len(sizes) + 1.6, 2.6, _footer(cfg, "entropy", runs=runs))
+    footer = _footer(cfg, f"entropy ({cfg.entropy_key})", runs=runs)
+    fig, axes = new_figure(1, len(sizes), 3.2 * len(sizes) + 1.6, 2.6, footer)
     for ax, size in zip(axes[0], sizes, strict=True):
-        _curves(ax, m[m["size"] == size], "entropy", cfg)
+        _curves(ax, m[m["size"] == size], cfg.entropy_key, cfg)
         ax.set(title=cfg.size_name(size), xlabel="optimiser step", ylabel="policy entropy (nats / token)")
         integer_steps(ax)
     _legend(fig, axes, _band_title(cfg, m))

@@ -25,6 +25,11 @@ PRESETS: tuple[str, ...] = ("tiny", "paper", "real")
 # Sizes in the order the architecture names them; any other size follows, alphabetically.
 SIZE_ORDER: tuple[str, ...] = ("small", "large", "1.5b", "7b")
 AVG = "avg"  # the pseudo-benchmark "mean of the benchmark accuracies"
+# metrics.jsonl's two entropy statistics, and how each averages the per-token entropies.
+ENTROPY_MEANS = {
+    "entropy_per_completion": "each completion's mean, then the mean over completions, as released",
+    "entropy": "TRL 1.16's token-weighted mean over the batch",
+}
 _HEX_COLOUR = re.compile(r"#[0-9A-Fa-f]{6}")
 
 
@@ -46,6 +51,14 @@ class ReportConfig:
     )
     step: int = field(
         default=100, metadata=_help("training step of Table 1 and of claim 1 (the paper reports step 100)")
+    )
+    entropy_key: str = field(
+        default="entropy_per_completion",
+        metadata=_help(
+            "metrics.jsonl key of the entropy figure and claim 2: entropy_per_completion (the released "
+            "run's statistic: each completion's mean, then the mean over completions) or entropy (TRL "
+            "1.16's token-weighted mean over the batch)"
+        ),
     )
     base_method: str = field(default="base", metadata=_help("method label of the untrained model"))
     base_step: int = field(default=0, metadata=_help("step tag of the untrained model's summaries"))
@@ -110,6 +123,8 @@ class ReportConfig:
     def __post_init__(self) -> None:
         if self.preset not in PRESETS:
             raise ConfigError(f"preset: expected one of {list(PRESETS)}, got {self.preset!r}")
+        if self.entropy_key not in ENTROPY_MEANS:
+            raise ConfigError(f"entropy_key: expected one of {list(ENTROPY_MEANS)}, got {self.entropy_key!r}")
         for name in (
             "benchmark_display",
             "benchmark_mirrors",

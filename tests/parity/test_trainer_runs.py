@@ -19,6 +19,7 @@ from cwgrpo.weighting import COV_QUANTILE_KEYS
 
 DIAGNOSTICS = [
     "entropy",
+    "entropy_per_completion",
     "cw/cov_mean",
     "cw/cov_std",
     "cw/cov_abs_mean",
@@ -93,3 +94,78 @@ def test_few_steps_change_parameters_and_log_diagnostics(tiny_model_dir, tmp_pat
     samples = [json.loads(line) for line in (tmp_path / "cov_samples.jsonl").read_text().splitlines()]
     assert [s["step"] for s in samples] == [1, 2]
     assert all(len(s["cov"]) == len(s["weight"]) > 0 for s in samples)
+
+
+def test_released_entropy_and_kl_are_means_of_completion_means(tiny_model_dir, tmp_path):
+    """The logged ``entropy_per_completion`` and ``kl_per_completion`` are the released run's statistics
+    of the loss's own tensors: each completion's mean over its tokens, then the mean over completions."""
+    from datasets import Dataset
+
+    from cwgrpo.released_stats import k3_kl, per_completion_means
+
+    torch.manual_seed(0)
+    model = AutoModelForCausalLM.from_pretrained(tiny_model_dir)
+    tokenizer = AutoTokenizer.from_pretrained(tiny_model_dir)
+    data = Dataset.from_list([{"prompt": [{"role": "user", "content": f"{i}+{i}"}]} for i in range(8)])
+    config = CWGRPOConfig(
+        output_dir=str(tmp_path),
+        use_cpu=True,
+        bf16=False,
+        report_to="none",
+        loss_type="grpo",
+        beta=0.04,
+        num_generations=4,
+        per_device_train_batch_size=4,
+        gradient_accumulation_steps=2,
+        steps_per_generation=1,
+        max_completion_length=8,
+        learning_rate=1e-2,
+        max_steps=2,
+        logging_steps=1,
+        save_strategy="no",
+        seed=0,
+        cw_method="cw_grpo",
+        cw_one_group_per_micro_batch=True,
+    )
+    trainer = CWGRPOTrainer(
+        model=model, args=config, train_dataset=data, reward_funcs=_length_reward, processing_class=tokenizer
+    )
+    seen: list[tuple[float, float, bool]] = []  # per loss call: expected entropy, KL; lengths differ
+    hook = trainer._get_per_token_logps_and_entropies
+
+    def record(model, input_ids, attention_mask, logits_to_keep, *args, **kwargs):
+        inputs = trainer._cw_pending
+        logps, entropies, aux = hook(model, input_ids, attention_mask, logits_to_keep, *args, **kwargs)
+        if inputs is not None and model.training:
+            mask = inputs["completion_mask"]
+            kl = k3_kl(logps.detach(), inputs["ref_per_token_logps"])
+            lengths = mask.sum(-1)
+            seen.append(
+                (
+                    per_completion_means(entropies.detach(), mask).mean().item(),
+                    per_completion_means(kl, mask).mean().item(),
+                    bool((lengths != lengths[0]).any()),
+                )
+            )
+        return logps, entropies, aux
+
+    trainer._get_per_token_logps_and_entropies = record
+    logged: list[dict] = []
+    original_log = trainer.log
+
+    def capture(logs, *args, **kwargs):  # TRL adds its metrics to ``logs`` in place
+        original_log(logs, *args, **kwargs)
+        logged.append(dict(logs))
+
+    trainer.log = capture
+    trainer.train()
+
+    steps = [entry for entry in logged if "entropy_per_completion" in entry]
+    assert len(steps) == 2 and len(seen) == 4  # two steps of two one-group micro-batches
+    for step, entry in enumerate(steps):
+        calls = seen[2 * step : 2 * step + 2]
+        assert entry["entropy_per_completion"] == pytest.approx(sum(c[0] for c in calls) / 2, rel=1e-5)
+        assert entry["kl_per_completion"] == pytest.approx(sum(c[1] for c in calls) / 2, rel=1e-5, abs=1e-9)
+        if not any(c[2] for c in calls):  # completions of one length: the two means are the same number
+            assert entry["entropy_per_completion"] == pytest.approx(entry["entropy"], rel=1e-5)
+            assert entry["kl_per_completion"] == pytest.approx(entry["kl"], rel=1e-5, abs=1e-9)

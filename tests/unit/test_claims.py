@@ -35,7 +35,8 @@ def write_run(root: Path, size, method, seed, entropy: list[float], big: float) 
     run = root / "runs" / size / method / f"seed{seed}"
     run.mkdir(parents=True)
     (run / "run.json").write_text(json.dumps({"tags": {"size": size, "method": method, "seed": seed}}))
-    lines = [{"step": i + 1, "entropy": e} for i, e in enumerate(entropy)]
+    # TRL's token-weighted entropy twice the released statistic: claim 2 must read the one it is told to
+    lines = [{"step": i + 1, "entropy": 2 * e, "entropy_per_completion": e} for i, e in enumerate(entropy)]
     (run / "metrics.jsonl").write_text("".join(json.dumps(x) + "\n" for x in lines))
     cov = [1.0, -1.0] * 49 + [1.0, -big]
     (run / "cov_samples.jsonl").write_text(json.dumps({"step": 5, "cov": cov, "weight": [1.0] * 100}) + "\n")
@@ -106,6 +107,19 @@ def test_claim2_entropy_range_option(tmp_path):
     rep = evaluate_claims(ClaimsConfig(preset="tiny", entropy_stat="range"), *make_inputs(tmp_path))
     r = by_id(rep)[2]["per_size"][0]
     assert r["effect"]["mean"] == pytest.approx(0.3)  # ranges 0.2, 0.3, 0.4 vs 0
+
+
+def test_claim2_reads_the_entropy_statistic_it_is_told_to(tmp_path):
+    summaries, runs = make_inputs(tmp_path)
+    cfg = ClaimsConfig(preset="tiny", entropy_stat="range", entropy_key="entropy")
+    r = by_id(evaluate_claims(cfg, summaries, runs))[2]
+    assert r["per_size"][0]["effect"]["mean"] == pytest.approx(0.6)  # TRL's statistic: twice the released
+    assert "token-weighted" in r["measure"]
+    for run in runs:  # runs logged before the released statistic existed: the error names it
+        path = run / "metrics.jsonl"
+        path.write_text(path.read_text().replace('"entropy_per_completion"', '"other"'))
+    with pytest.raises(ResultFileError, match="entropy_per_completion"):
+        evaluate_claims(ClaimsConfig(preset="tiny"), summaries, runs)
 
 
 def test_claim2_whole_run_window_sees_first_half(tmp_path):

@@ -40,6 +40,7 @@ def write_run(root: Path, size: str, method: str, seed: int, steps: int = 12) ->
             {
                 "step": step,
                 "entropy": 0.5 + wobble + 0.01 * seed,
+                "entropy_per_completion": 0.6 + wobble + 0.01 * seed,
                 "reward": 0.3 + 0.02 * step,
                 "completions/mean_length": 20 + step,
                 "cw/cov_q0.0001": -3.0,
