@@ -26,7 +26,7 @@ from typing import Any
 from cwgrpo.configs import ConfigError, add_config_arguments, config_from_args, describe_options
 from cwgrpo.io import check_outputs_not_inputs, write_text
 from cwgrpo.report.load import add_input_arguments
-from cwgrpo.report.options import ReportConfig
+from cwgrpo.report.options import PAPER_BENCHMARKS, ReportConfig
 
 log = logging.getLogger(__name__)
 
@@ -85,6 +85,7 @@ class Cell:
 
     benchmark: str
     benchmark_display: str
+    mirror: str | None  # the paper benchmark it stands in for, as its summary says
     tags: dict[str, str]
     samples_path: Path
     metrics: tuple[str, ...]
@@ -185,6 +186,9 @@ def read_cell(summary_path: Path) -> tuple[Cell, tuple[str, str] | None]:
     return Cell(
         benchmark=summary["benchmark"],
         benchmark_display=str(summary.get("benchmark_display") or summary["benchmark"]),
+        mirror=summary.get("benchmark_mirror")
+        if summary.get("benchmark_mirror") in PAPER_BENCHMARKS
+        else None,
         tags={t: str(tags[t]) for t in CELL_TAGS},
         samples_path=samples_path_of(summary_path),
         metrics=metrics,
@@ -245,6 +249,8 @@ def load_cells(summaries: list[Path], cfg: SamplesConfig) -> tuple[list[Cell], l
         key = "/".join([cell.benchmark, *cell.tags.values()])
         cell.shown = choose(cell.rows, cfg.per_cell, cfg.sample_seed, key)
         cells.append(cell)
+    display = {c.benchmark: c.benchmark_display for c in cells}
+    cfg.adopt_benchmark_names(display, {c.benchmark: c.mirror for c in cells if c.mirror})
     return order_cells(cells, cfg), issues
 
 

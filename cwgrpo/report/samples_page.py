@@ -42,6 +42,10 @@ def clip(text: str, max_chars: int) -> str:
     return f"{text[:head]}\n\n[… {len(text) - max_chars:,} characters not shown …]\n\n{text[-tail:]}"
 
 
+def plural(n: int, noun: str) -> str:
+    return f"{n} {noun}{'s' if n != 1 else ''}"
+
+
 def _attrs(values: dict[str, str]) -> str:
     return "".join(f' data-{k}="{escape(v)}"' for k, v in values.items())
 
@@ -50,19 +54,13 @@ def cell_attrs(cell: Cell) -> dict[str, str]:
     return {"benchmark": cell.benchmark, **cell.tags}
 
 
-def benchmark_name(benchmark: str, cells: list[Cell], cfg: SamplesConfig) -> str:
-    """The configured display name, else the one the summaries carry (their manifests')."""
-    carried = next((c.benchmark_display for c in cells if c.benchmark == benchmark), benchmark)
-    return cfg.benchmark_display.get(benchmark) or carried
-
-
 def checkpoint_label(tags: dict[str, str]) -> str:
     return f"step {tags['step']}"
 
 
 def cell_title(cell: Cell, cfg: SamplesConfig) -> str:
     t = cell.tags
-    bench = benchmark_name(cell.benchmark, [cell], cfg)
+    bench = cfg.benchmark_name(cell.benchmark)
     return f"{bench} · {cfg.method_name(t['method'])} · {cfg.size_name(t['size'])} · seed {t['seed']} · " + (
         checkpoint_label(t)
     )
@@ -76,7 +74,8 @@ def verdict_badge(metric: str, correct: bool, primary: bool) -> str:
 
 def sample_html(s: Sample, cell: Cell, cfg: SamplesConfig) -> str:
     flags = {"wrong": not s.correct, "disagree": s.disagree, "truncated": s.truncated}
-    data = {**cell_attrs(cell), **{k: "1" if v else "0" for k, v in flags.items()}}
+    data = {**cell_attrs(cell), "id": s.problem_id, "sample": str(s.index)}
+    data |= {k: "1" if v else "0" for k, v in flags.items()}
     badges = [verdict_badge(m, s.verdicts[m], m == cell.primary) for m in cell.metrics]
     if s.truncated:
         badges.append('<span class="flag truncated">truncated</span>')
@@ -125,7 +124,7 @@ def overview_html(cells: list[Cell], cfg: SamplesConfig) -> str:
     rows = []
     for cell in cells:
         c, t = cell.counts(), cell.tags
-        bench = benchmark_name(cell.benchmark, cells, cfg)
+        bench = cfg.benchmark_name(cell.benchmark)
         disagree = str(c["disagree"]) if len(cell.metrics) > 1 else "—"
         values = [
             bench,
@@ -149,7 +148,7 @@ def filters_html(cells: list[Cell], cfg: SamplesConfig) -> str:
         boxes.append(f'<label><input type="checkbox" name="{flag}"{off}> {FLAG_LABELS[flag]}</label>')
     selects = []
     names = {
-        "benchmark": lambda v: benchmark_name(v, cells, cfg),
+        "benchmark": cfg.benchmark_name,
         "method": cfg.method_name,
         "step": lambda v: f"step {v}",
         "size": cfg.size_name,
@@ -174,7 +173,7 @@ def issues_html(issues: list[Issue]) -> str:
     if not issues:
         return ""
     items = "".join(f"<li><code>{escape(i.where)}</code>: {escape(i.why)}</li>" for i in issues)
-    return f'<section id="issues"><h2>{len(issues)} issues with the inputs (also warnings in the log)</h2><ul>{items}</ul></section>'
+    return f'<section id="issues"><h2>{plural(len(issues), "issue")} with the inputs (also warnings in the log)</h2><ul>{items}</ul></section>'
 
 
 def render_page(title: str, cells: list[Cell], issues: list[Issue], cfg: SamplesConfig) -> str:
@@ -183,7 +182,7 @@ def render_page(title: str, cells: list[Cell], issues: list[Issue], cfg: Samples
     metrics = sorted({m for c in cells for m in c.metrics}, key=list(METRIC_NAMES).index)
     primary = sorted({c.primary for c in cells})
     lede = (
-        f"{shown} of {total} samples in {len(cells)} evaluation file{'s' if len(cells) != 1 else ''}: up to {cfg.per_cell} per benchmark × "
+        f"{shown} of {total} samples in {plural(len(cells), 'evaluation file')}: up to {cfg.per_cell} per benchmark × "
         f"method × checkpoint, a fixed choice (seed {cfg.sample_seed}). Metrics: "
         f"{', '.join(METRIC_NAMES.get(m, m) for m in metrics) or 'none'}; “wrong” is the verdict of "
         f"{' / '.join(primary) or 'the primary metric'}."
