@@ -12,7 +12,7 @@ import hashlib
 from html import escape
 from pathlib import Path
 
-from cwgrpo.report.samples import Cell, Issue, Sample, SamplesConfig
+from cwgrpo.report.samples_load import Cell, Issue, Sample, SamplesConfig
 
 TEMPLATE = Path(__file__).resolve().parent.parent / "resources" / "samples.html"
 METRIC_NAMES = {"strict": "strict (ours)", "paper": "paper (lighteval)"}

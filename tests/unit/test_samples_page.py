@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from cwgrpo import cli
-from cwgrpo.report.samples import SamplesConfig, load_cells
+from cwgrpo.report.samples_load import SamplesConfig, load_cells
 from cwgrpo.report.samples_page import clip, render_page
 
 

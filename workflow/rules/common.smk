@@ -368,7 +368,7 @@ def _check_command_options():
         from cwgrpo.report.claim_checks import ClaimsConfig
         from cwgrpo.report.figures import FigureConfig
         from cwgrpo.report.options import TableConfig
-        from cwgrpo.report.samples import SamplesConfig
+        from cwgrpo.report.samples_load import SamplesConfig
     except ImportError as err:
         print(f"note: report options not checked at parse time ({err})", file=sys.stderr)
         return
