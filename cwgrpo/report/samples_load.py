@@ -202,8 +202,14 @@ def problem_texts(source: tuple[str, str] | None, cache: dict, issues: list[Issu
         elif hashlib.sha256(path.read_bytes()).hexdigest() != sha:
             issues.append(Issue(str(path), "benchmark file changed since the evaluation: problems not shown"))
         else:
-            for line in path.read_text(encoding="utf-8").splitlines():
-                rec = json.loads(line) if line.strip() else {}
+            try:
+                records = [
+                    json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()
+                ]
+            except ValueError as err:  # not UTF-8 or not JSON lines: not a file `cwgrpo evaluate` read
+                issues.append(Issue(str(path), f"benchmark file unreadable ({err}): problems not shown"))
+                records = []
+            for rec in records:
                 if isinstance(rec, dict) and "id" in rec and isinstance(rec.get("problem"), str):
                     cache[source][str(rec["id"])] = rec["problem"]
     return cache[source]

@@ -220,3 +220,12 @@ def test_a_file_that_is_not_a_summary_is_named(tmp_path, name):
     path.write_text("{}")
     cells, issues = load_cells([path], SamplesConfig(preset="tiny"))
     assert cells == [] and [i.where for i in issues] == [str(path)]
+
+
+def test_a_summary_without_its_samples_file_is_named(tmp_path):
+    summary = write_cell(tmp_path / "a", [row(0, strict=True)])
+    summary.with_name("syn_math500.graded.jsonl").unlink()
+    cells, issues = load_cells([summary], SamplesConfig(preset="tiny"))
+    assert cells == [] and [(i.where, i.why) for i in issues] == [
+        (str(summary.with_name("syn_math500.graded.jsonl")), f"samples file of {summary} not found")
+    ]
