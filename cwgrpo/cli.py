@@ -41,6 +41,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "cwgrpo.report.claims",
         "test the paper's four claims over seeds and write a JSON + Markdown report",
     ),
+    "samples": (
+        "cwgrpo.report.samples",
+        "a static HTML page of sampled completions with both metrics' answers and verdicts, to read",
+    ),
     "study": (
         "cwgrpo.report.study",
         "the pre-registered study's analysis: claims table, regime check, ablation, power",

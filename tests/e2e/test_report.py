@@ -97,7 +97,7 @@ def check_rendered(seen: dict, workdir: Path, stems: set[str]) -> None:
     for stem, entries in sorted(by_stem.items()):
         (entry,) = entries
         path = workdir / entry["path"]
-        kind = {".png": "img", ".pdf": "iframe"}.get(path.suffix, "download")
+        kind = {".png": "img", ".pdf": "iframe", ".html": "iframe"}.get(path.suffix, "download")
         assert entry["kind"] == kind, (stem, entry["kind"])
         assert _data_uri_bytes(entry["src"]) == path.read_bytes(), f"{stem}: the page shows other bytes"
         if kind == "img":

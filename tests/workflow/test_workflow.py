@@ -138,6 +138,7 @@ def test_paper_dry_run_job_counts_match_the_spec(dry_runs):
         "table": 1,
         **dict.fromkeys(FIGURE_RULES, 1),
         "claims": 1,
+        "samples": 1,
         "all": 1,
     }
     assert job_stats(dry_runs["paper"]) == expected
@@ -154,6 +155,7 @@ def test_real_dry_run_fetches_the_gguf_model_and_evaluates_champ(dry_runs):
         "table": 1,
         **dict.fromkeys(FIGURE_RULES, 1),
         "claims": 1,
+        "samples": 1,
         "all": 1,
     }
     assert job_stats(dry_runs["real"]) == expected
@@ -174,6 +176,7 @@ def _tiny_like_counts(config: dict) -> dict[str, int]:
         "table": 1,
         **dict.fromkeys(FIGURE_RULES, 1),
         "claims": 1,
+        "samples": 1,
         "all": 1,
     }
     if config["evaluate"].get("one_job_per_run"):
@@ -279,6 +282,7 @@ def test_outputs_follow_the_architecture_layout(dry_runs):
         r"results/paper/eval/(1\.5b|7b)/[a-z_]+/seed\d+/step\d+/[a-z0-9]+\.(jsonl|summary\.json|graded\.jsonl|graded\.summary\.json)",
         r"results/paper/(table1\.(csv|tex|md|provenance\.json)|reported_vs_ours\.(csv|md)|metric_sensitivity\.(csv|md)|claims\.(json|md))",
         r"figures/(table1\.pdf|(entropy|checkpoints|covariance|training_curves)\.(pdf|png))",
+        r"figures/paper/samples\.html",
     ]
     outputs = [f for j in jobs(dry_runs["paper"]) for f in j["output"]]
     assert outputs

@@ -70,6 +70,7 @@ DOWNLOADS_LOCAL = config["kind"] == "paper" and config["data"]["downloads_on_sub
 KIND = config["kind"]
 RES = f"results/{PRESET}"
 LOGS = f"logs/{PRESET}"
+SAMPLES_PAGE = f"figures/{PRESET}/samples.html"  # `cwgrpo samples`: completions to read
 SIZES = list(config["sizes"])
 METHODS = list(config["methods"])
 SEEDS = [int(s) for s in config["seeds"]]
@@ -367,11 +368,13 @@ def _check_command_options():
         from cwgrpo.report.claim_checks import ClaimsConfig
         from cwgrpo.report.figures import FigureConfig
         from cwgrpo.report.options import TableConfig
+        from cwgrpo.report.samples_load import SamplesConfig
     except ImportError as err:
         print(f"note: report options not checked at parse time ({err})", file=sys.stderr)
         return
 
-    for command, cls in (("table", TableConfig), ("figure", FigureConfig), ("claims", ClaimsConfig)):
+    commands = [("table", TableConfig), ("figure", FigureConfig), ("claims", ClaimsConfig)]
+    for command, cls in [*commands, ("samples", SamplesConfig)]:
         sources = _option_sources(("report", config["report"]), (command, config[command]))
         try:
             oc.check_options(cls, report_options(command))
@@ -627,6 +630,7 @@ def get_final_output():
         *figures,
         f"{RES}/claims.json",
         f"{RES}/claims.md",
+        SAMPLES_PAGE,
         *study_outputs(),
     ]
 

@@ -94,6 +94,25 @@ rule claims:
         " --out-md {output.md:q} {params.options} > {log:q} 2>&1"
 
 
+rule samples:
+    input:
+        summaries=all_summaries(),
+        samples=[s.removesuffix(".summary.json") + ".jsonl" for s in all_summaries()],
+    output:
+        html=report(SAMPLES_PAGE, caption="../report/samples.rst", category="Samples"),
+    log:
+        f"{LOGS}/report/samples.log",
+    conda:
+        conda_env("cpu")
+    threads: rule_threads("report")
+    resources:
+        **fixed_resources("report"),
+    params:
+        options=sets(report_options("samples")),
+    shell:
+        "cwgrpo samples --summaries {input.summaries:q} --out-html {output.html:q} {params.options} > {log:q} 2>&1"
+
+
 if config.get("study"):
 
     rule study:
