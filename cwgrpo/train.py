@@ -508,13 +508,26 @@ def finalize(
     run_dir: Path, block: dict[str, Any], resolved: dict[str, Any], resume: str | None, logs: dict[str, Path]
 ) -> None:
     """Write the declared outputs: a marker per complete checkpoint, the logs (``log_files``), then
-    ``run.json`` last."""
+    ``run.json`` last (with the run's stretches without learning signal, ``learning_signal``)."""
     for step, ckpt in complete_checkpoints(run_dir).items():
         write_marker(run_dir, step, ckpt, block)
     for name, path in logs.items():
         live = run_dir / LIVE / name
         write_text(path, live.read_text(encoding="utf-8") if live.is_file() else "")
-    write_json(run_dir / "run.json", {**block, "config": resolved, "resumed_from": resume})
+    signal = no_signal_findings(logs["metrics.jsonl"], resolved.get("trl") or {})
+    record = {**block, "config": resolved, "resumed_from": resume, "learning_signal": signal}
+    write_json(run_dir / "run.json", record)
+
+
+def no_signal_findings(metrics: Path, trl_kwargs: dict[str, Any]) -> list[dict[str, Any]]:
+    """``cwgrpo.learning_signal.findings`` of the whole metrics log (resumed runs included)."""
+    from cwgrpo import learning_signal
+    from cwgrpo.io import read_jsonl
+
+    steps = trl_kwargs.get("cw_no_signal_steps", learning_signal.DEFAULT_STEPS)
+    return learning_signal.findings(
+        read_jsonl(metrics), learning_signal.stretch(steps, trl_kwargs.get("max_steps"))
+    )
 
 
 def _remove_incomplete_checkpoints(run_dir: Path) -> None:
