@@ -20,6 +20,6 @@ def test_a_failed_job_prints_the_last_lines_of_its_log(tmp_path):
         env={"FAKE_CWGRPO_FAIL": "build-tiny", "RECORD_DIR": str(records), "CWGRPO_LOCK_DIR": str(tmp_path)},
     )
     assert proc.returncode != 0
-    assert "last 20 lines of logs/tiny/build_tiny/small.log (rule build_tiny, failed):" in out, out[-3000:]
-    assert CAUSE in out.split("last 20 lines of", 1)[1]  # the cause, printed after the header
+    assert "build_tiny failed; the last 20 lines of logs/tiny/build_tiny/small.log:" in out, out[-3000:]
+    assert CAUSE in out.split("the last 20 lines of", 1)[1]  # the cause, printed after the header
     assert "progress line 21" not in out and "progress line 22" in out  # 19 progress lines + the cause

@@ -17,6 +17,6 @@ def failed_job_logs(scheduler, lines=FAILED_LOG_LINES):
                     tail = Path(path).read_text(errors="replace").splitlines()[-lines:]
                 except OSError as err:
                     tail = [f"(cannot read it: {err.strerror})"]
-                header = f"last {lines} lines of {path} (rule {job.rule.name}, failed):"
+                header = f"{job.rule.name} failed; the last {lines} lines of {path}:"
                 blocks.append("\n".join([header, *(f"    {line}" for line in tail or ["(empty)"])]))
     return "\n".join(blocks)
