@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 DEFAULT_STEPS = 20
@@ -57,7 +58,9 @@ def _mean(records: list[Mapping[str, Any]], key: str) -> float | None:
     return round(sum(values) / len(values), 6) if values else None
 
 
-def findings(records: Iterable[Mapping[str, Any]], steps: int) -> list[dict[str, Any]]:
+def findings(
+    records: Iterable[Mapping[str, Any]], steps: int, completion_budget: int | None = None
+) -> list[dict[str, Any]]:
     """The first stretch of each cause that covers at least ``steps`` optimiser steps (0: none looked for).
 
     ``records`` are training log lines (``step`` plus TRL's metrics), in any order; a line covers the steps
@@ -77,12 +80,20 @@ def findings(records: Iterable[Mapping[str, Any]], steps: int) -> list[dict[str,
             if steps > 0 and r["step"] - start >= steps:
                 found = {"cause": cause, "from_step": start + 1, "to_step": r["step"]}
                 found["means"] = {k: m for k in _SHOWN if (m := _mean(held, k)) is not None}
-                out.append({**found, "message": message(found)})
+                out.append({**found, "message": message(found, completion_budget)})
                 break
     return out
 
 
-def message(found: Mapping[str, Any]) -> str:
+def findings_of_log(metrics: Path, trl_kwargs: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """:func:`findings` of a run's whole metrics log (a resumed run's too) under its TRL options."""
+    from cwgrpo.io import read_jsonl
+
+    steps = stretch(trl_kwargs.get("cw_no_signal_steps", DEFAULT_STEPS), trl_kwargs.get("max_steps"))
+    return findings(read_jsonl(metrics), steps, trl_kwargs.get("max_completion_length"))
+
+
+def message(found: Mapping[str, Any], completion_budget: int | None = None) -> str:
     """The warning, with the numbers, for one finding of :func:`findings`."""
     first, last = found["from_step"], found["to_step"]
     numbers = ", ".join(f"{k} {v:g}" for k, v in found["means"].items())
@@ -93,7 +104,8 @@ def message(found: Mapping[str, Any]) -> str:
             "data and the prompts (a reward that is constant, or 0 for every completion)"
         )
     else:
-        what = "every completion was clipped at the completion budget (max_completion_length)"
+        budget = "" if completion_budget is None else f"={completion_budget}"
+        what = f"every completion was clipped at the completion budget (max_completion_length{budget})"
         why = "no completion ends with an answer; raise max_completion_length or shorten the prompt's task"
     return f"no learning signal: {what} at steps {first}-{last} ({numbers}): {why}"
 
@@ -115,7 +127,8 @@ def monitor(no_signal_steps: int):
             if not state.is_world_process_zero or not logs or "train_runtime" in logs:
                 return
             self.records.append({"step": state.global_step, **logs})
-            for found in findings(self.records, stretch(no_signal_steps, state.max_steps)):
+            steps = stretch(no_signal_steps, state.max_steps)
+            for found in findings(self.records, steps, getattr(args, "max_completion_length", None)):
                 if found["cause"] not in self.warned:
                     self.warned.add(found["cause"])
                     log.warning(found["message"])

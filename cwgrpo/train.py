@@ -30,6 +30,7 @@ import shutil
 from pathlib import Path
 from typing import Any
 
+from cwgrpo import learning_signal
 from cwgrpo.configs import ConfigError, add_config_arguments, config_hash, parse_overrides, parse_tags
 from cwgrpo.io import read_json, write_json, write_text
 from cwgrpo.runguard import (
@@ -514,20 +515,9 @@ def finalize(
     for name, path in logs.items():
         live = run_dir / LIVE / name
         write_text(path, live.read_text(encoding="utf-8") if live.is_file() else "")
-    signal = no_signal_findings(logs["metrics.jsonl"], resolved.get("trl") or {})
+    signal = learning_signal.findings_of_log(logs["metrics.jsonl"], resolved.get("trl") or {})
     record = {**block, "config": resolved, "resumed_from": resume, "learning_signal": signal}
     write_json(run_dir / "run.json", record)
-
-
-def no_signal_findings(metrics: Path, trl_kwargs: dict[str, Any]) -> list[dict[str, Any]]:
-    """``cwgrpo.learning_signal.findings`` of the whole metrics log (resumed runs included)."""
-    from cwgrpo import learning_signal
-    from cwgrpo.io import read_jsonl
-
-    steps = trl_kwargs.get("cw_no_signal_steps", learning_signal.DEFAULT_STEPS)
-    return learning_signal.findings(
-        read_jsonl(metrics), learning_signal.stretch(steps, trl_kwargs.get("max_steps"))
-    )
 
 
 def _remove_incomplete_checkpoints(run_dir: Path) -> None:

@@ -42,7 +42,9 @@ def test_a_logged_line_covers_the_steps_since_the_previous_one():
 def test_every_completion_clipped_is_its_own_cause():
     records = [line(s, zero=0.5, clipped=1.0) for s in (1, 2, 3)]
     (found,) = findings(records, 3)
-    assert found["cause"] == ALL_CLIPPED and "max_completion_length" in found["message"]
+    assert found["cause"] == ALL_CLIPPED and "max_completion_length)" in found["message"]
+    (found,) = findings(records, 3, completion_budget=16)
+    assert "clipped at the completion budget (max_completion_length=16) at steps 1-3" in found["message"]
     both = findings([line(s, clipped=1.0) for s in (1, 2)], 2)
     assert [f["cause"] for f in both] == [ZERO_SPREAD, ALL_CLIPPED]
 
