@@ -112,7 +112,8 @@ def wall_hours(jobs: Sequence[Job], budgets: Mapping[str, Any], gpus: int) -> fl
     """Hours until every GPU job has finished on ``gpus`` GPUs (greedy; CPU jobs take no time)."""
     work = [j for j in jobs if j.gpus]
     if work and max(j.gpus for j in work) > gpus:
-        raise ConfigError(f"a job needs {max(j.gpus for j in work)} GPUs: more than {gpus}")
+        widest = max(j.gpus for j in work)
+        raise ConfigError(f"a job needs {widest} GPUs, more than {gpus}: plan for {widest} or more (--gpus)")
     hours = {id(j): budget(j, budgets, "gpu_hours") / j.gpus for j in work}
     run_of = lambda j: tuple(j.wildcards.get(k) for k in ("size", "method", "seed"))  # noqa: E731
     trains = [j for j in work if j.kind == "train"]

@@ -60,7 +60,7 @@ def test_wall_time_of_a_greedy_schedule_by_hand():
         jobs += [Job("train_s", run, 2), *(Job("evaluate", {**run, "step": str(s)}, 1) for s in (1, 2))]
     assert wall_hours(jobs, budgets, 4) == pytest.approx(6.0)  # both train 0-5; 4 evaluations 5-6
     assert wall_hours(jobs, budgets, 2) == pytest.approx(12.0)  # a 0-5, b 5-10, then 2 x 2 evaluations
-    with pytest.raises(ConfigError, match="a job needs 2 GPUs: more than 1"):
+    with pytest.raises(ConfigError, match=r"a job needs 2 GPUs, more than 1: plan for 2 or more \(--gpus\)"):
         wall_hours(jobs, budgets, 1)
     without = {"t": budgets["s"]}
     with pytest.raises(
