@@ -111,18 +111,28 @@ def overall(verdicts: Sequence[str]) -> str:
     return INCONCLUSIVE
 
 
-def mark_untestable(per_size: list[dict[str, Any]], runs: Sequence[Path], methods: Sequence[str]) -> None:
-    """A size whose runs of ``methods`` recorded no learning signal is 'not testable', saying which run
-    and why; its measurements stay in the record. A run.json without ``learning_signal`` counts as learning."""
-    silent: dict[str, list[str]] = {}
+def silent_runs(runs: Sequence[Path]) -> dict[tuple[str, str], list[str]]:
+    """(size, method) -> what each of its runs' ``run.json`` recorded as no learning signal
+    (``cwgrpo.learning_signal``), e.g. ``seed 0: zero reward spread, steps 1-20``. A run.json without
+    ``learning_signal`` counts as learning."""
+    silent: dict[tuple[str, str], list[str]] = {}
     for run_dir in runs:
         info = run_info(run_dir)
-        if info["method"] in methods:
-            for found in read_json(Path(run_dir) / "run.json").get("learning_signal") or []:
-                what = f"{info['method']} seed {info['seed']}: {found['cause'].replace('_', ' ')}"
-                silent.setdefault(info["size"], []).append(
-                    f"{what}, steps {found['from_step']}-{found['to_step']}"
-                )
+        for found in read_json(Path(run_dir) / "run.json").get("learning_signal") or []:
+            what = f"seed {info['seed']}: {found['cause'].replace('_', ' ')}"
+            silent.setdefault((info["size"], info["method"]), []).append(
+                f"{what}, steps {found['from_step']}-{found['to_step']}"
+            )
+    return silent
+
+
+def mark_untestable(per_size: list[dict[str, Any]], runs: Sequence[Path], methods: Sequence[str]) -> None:
+    """A size whose runs of ``methods`` recorded no learning signal is 'not testable', saying which run
+    and why; its measurements stay in the record."""
+    silent: dict[str, list[str]] = {}
+    for (size, method), texts in silent_runs(runs).items():
+        if method in methods:
+            silent.setdefault(size, []).extend(f"{method} {t}" for t in texts)
     for result in per_size:
         if result["size"] in silent and result["verdict"] != NOT_TESTABLE:
             result["verdict"] = NOT_TESTABLE
