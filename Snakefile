@@ -23,10 +23,15 @@ include: "workflow/rules/models.smk"
 include: "workflow/rules/train.smk"
 include: "workflow/rules/evaluate.smk"
 include: "workflow/rules/report.smk"
+include: "workflow/rules/failures.smk"
 
 
 onstart:
     check_local_gpus()  # local runs: the GPU cap against the GPUs this machine shows
+
+
+onerror:
+    logger.error(failed_job_logs(workflow.scheduler))  # each failed job's cause, from its log
 
 
 localrules:

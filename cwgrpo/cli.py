@@ -49,6 +49,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "cwgrpo.report.study",
         "the pre-registered study's analysis: claims table, regime check, ablation, power",
     ),
+    "plan": ("cwgrpo.plan", "a preset's jobs, GPU-hours, disk and wall time on N GPUs, without running it"),
     "doctor": ("cwgrpo.doctor", "say what will and will not work on this machine, and which preset to run"),
 }
 

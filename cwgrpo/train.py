@@ -30,6 +30,7 @@ import shutil
 from pathlib import Path
 from typing import Any
 
+from cwgrpo import learning_signal
 from cwgrpo.configs import ConfigError, add_config_arguments, config_hash, parse_overrides, parse_tags
 from cwgrpo.io import read_json, write_json, write_text
 from cwgrpo.runguard import (
@@ -508,13 +509,15 @@ def finalize(
     run_dir: Path, block: dict[str, Any], resolved: dict[str, Any], resume: str | None, logs: dict[str, Path]
 ) -> None:
     """Write the declared outputs: a marker per complete checkpoint, the logs (``log_files``), then
-    ``run.json`` last."""
+    ``run.json`` last (with the run's stretches without learning signal, ``learning_signal``)."""
     for step, ckpt in complete_checkpoints(run_dir).items():
         write_marker(run_dir, step, ckpt, block)
     for name, path in logs.items():
         live = run_dir / LIVE / name
         write_text(path, live.read_text(encoding="utf-8") if live.is_file() else "")
-    write_json(run_dir / "run.json", {**block, "config": resolved, "resumed_from": resume})
+    signal = learning_signal.findings_of_log(logs["metrics.jsonl"], resolved.get("trl") or {})
+    record = {**block, "config": resolved, "resumed_from": resume, "learning_signal": signal}
+    write_json(run_dir / "run.json", record)
 
 
 def _remove_incomplete_checkpoints(run_dir: Path) -> None:

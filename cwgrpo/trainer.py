@@ -51,7 +51,7 @@ from typing import Any
 import torch
 from trl import GRPOConfig, GRPOTrainer
 
-from cwgrpo import released_stats, weighting
+from cwgrpo import learning_signal, released_stats, weighting
 
 logger = logging.getLogger(__name__)
 
@@ -61,7 +61,7 @@ TRL_LOSS_TYPES = ("grpo", "sapo", "bnpo", "dr_grpo", "dapo", "cispo", "vespo", "
 
 
 @dataclass
-class CWGRPOConfig(GRPOConfig):
+class CWGRPOConfig(GRPOConfig, learning_signal.SignalOptions):
     """``GRPOConfig`` plus the options of the covariance-aware methods. Every default lives here, once."""
 
     cw_method: str = field(
@@ -164,6 +164,7 @@ class CWGRPOConfig(GRPOConfig):
 
     def __post_init__(self) -> None:
         super().__post_init__()
+        self.check_signal_options()
         weighting.get_method(self.cw_method)  # raises, listing the registered methods
         if self.loss_type not in TRL_LOSS_TYPES:  # TRL itself only notices at the first loss computation
             raise ValueError(f"loss_type={self.loss_type!r}; valid in TRL 1.16: {list(TRL_LOSS_TYPES)}")
@@ -310,6 +311,7 @@ class CWGRPOTrainer(GRPOTrainer):
             raise TypeError(f"CWGRPOTrainer needs a CWGRPOConfig, got {type(config).__name__}")
         with _fused_head_temperature(config.cw_logprob_temperature):
             super().__init__(*args, **kwargs)
+        self.add_callback(learning_signal.monitor(self.args.cw_no_signal_steps))
         self._cw_method = weighting.get_method(self.args.cw_method)
         if self.args.cw_method == "kl_cov":
             # Cui et al.'s KL-Cov has no PPO ratio clip for any token (spec method.md §3): with infinite

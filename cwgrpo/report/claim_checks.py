@@ -16,22 +16,22 @@ import numpy as np
 import pandas as pd
 
 from cwgrpo.configs import ConfigError, config_hash
-from cwgrpo.io import (
-    ResultFileError,
-)
-from cwgrpo.report.load import cov_samples, input_identity, per_seed_accuracy, run_info
+from cwgrpo.io import ResultFileError, read_json
+from cwgrpo.report.load import input_identity, per_seed_accuracy, run_info
 from cwgrpo.report.options import AVG, ReportConfig
 from cwgrpo.stats import Effect, mean_ci, seed_effect
 
 log = logging.getLogger(__name__)
-HOLDS, FAILS, INCONCLUSIVE = "holds", "does not hold", "inconclusive"
+HOLDS, FAILS, INCONCLUSIVE, NOT_TESTABLE = "holds", "does not hold", "inconclusive", "not testable"
 ENTROPY_STATS = ("std", "range")
 VERDICT_RULE = (
     "Each effect is signed so that a positive value supports the claim. Verdict per size: 'does not hold' "
     "if the mean effect over seeds is <= 0 (or the claim's stated precondition fails); 'holds' if the "
     "whole 95 % t-interval over seeds lies above 0; otherwise 'inconclusive' (the interval reaches 0, or "
-    "fewer than 2 seeds make it unavailable). Overall: 'holds' if it holds for every size, 'does not "
-    "hold' if it fails for any size, else 'inconclusive'."
+    "fewer than 2 seeds make it unavailable); 'not testable' if a run it needs had no learning signal (every "
+    "group with zero reward spread, or every completion clipped; run.json's learning_signal) or logged only "
+    "zero covariances. Overall: 'holds' if it holds for every size, 'does not hold' if it fails for any "
+    "size, 'not testable' if no size is testable, else 'inconclusive'."
 )
 
 
@@ -106,7 +106,37 @@ def overall(verdicts: Sequence[str]) -> str:
         return HOLDS
     if any(v == FAILS for v in verdicts):
         return FAILS
+    if verdicts and all(v == NOT_TESTABLE for v in verdicts):
+        return NOT_TESTABLE
     return INCONCLUSIVE
+
+
+def silent_runs(runs: Sequence[Path]) -> dict[tuple[str, str], list[str]]:
+    """(size, method) -> what each of its runs' ``run.json`` recorded as no learning signal
+    (``cwgrpo.learning_signal``), e.g. ``seed 0: zero reward spread, steps 1-20``. A run.json without
+    ``learning_signal`` counts as learning."""
+    silent: dict[tuple[str, str], list[str]] = {}
+    for run_dir in runs:
+        info = run_info(run_dir)
+        for found in read_json(Path(run_dir) / "run.json").get("learning_signal") or []:
+            what = f"seed {info['seed']}: {found['cause'].replace('_', ' ')}"
+            silent.setdefault((info["size"], info["method"]), []).append(
+                f"{what}, steps {found['from_step']}-{found['to_step']}"
+            )
+    return silent
+
+
+def mark_untestable(per_size: list[dict[str, Any]], runs: Sequence[Path], methods: Sequence[str]) -> None:
+    """A size whose runs of ``methods`` recorded no learning signal is 'not testable', saying which run
+    and why; its measurements stay in the record."""
+    silent: dict[str, list[str]] = {}
+    for (size, method), texts in silent_runs(runs).items():
+        if method in methods:
+            silent.setdefault(size, []).extend(f"{method} {t}" for t in texts)
+    for result in per_size:
+        if result["size"] in silent and result["verdict"] != NOT_TESTABLE:
+            result["verdict"] = NOT_TESTABLE
+            result["reason"] = "no learning signal in training (" + "; ".join(silent[result["size"]]) + ")"
 
 
 def _scaled(e: Effect, k: float) -> Effect:
@@ -325,77 +355,3 @@ def gaussian_top_share(fraction: float) -> float:
 
     z = float(stats.norm.ppf(1 - fraction / 2))
     return math.exp(-(z**2) / 2)
-
-
-QUANTILE_KEYS = ("cw/cov_q0.0001", "cw/cov_q0.4", "cw/cov_q0.6", "cw/cov_q0.9999")
-
-
-def claim_heavy_tail(
-    runs: Sequence[Path], metrics: pd.DataFrame, cfg: ClaimsConfig, sizes: Sequence[str]
-) -> list[dict[str, Any]]:
-    """Claim 4: top-share of |c| of ``tail_method``'s runs minus ``tail_share_min``, in percentage points."""
-    shares: dict[tuple[str, str], dict[int, float]] = {}
-    for run_dir in runs:
-        info = run_info(run_dir)
-        key = (info["size"], info["method"])
-        if info["method"] != cfg.tail_method:
-            continue
-        per_step = [top_share(r["cov"], cfg.tail_top_fraction) for r in cov_samples(run_dir)]
-        per_step = [v for v in per_step if math.isfinite(v)]  # a step with every c = 0 has no share
-        if per_step:
-            shares.setdefault(key, {})[info["seed"]] = float(np.mean(per_step))
-        else:
-            log.warning("%s/cov_samples.jsonl has no step with a nonzero covariance", run_dir)
-    ratio = _quantile_ratio(metrics)
-    out = []
-    for size in sizes:
-        values = shares.get((size, cfg.tail_method))
-        if not values:
-            raise ResultFileError(
-                f"no covariance samples for size={size} method={cfg.tail_method}: no such run in --runs, "
-                "or its cov_samples.jsonl is empty or all zero"
-            )
-        m, lo, hi = mean_ci(values.values())
-        k = 100.0
-        eff = Effect(
-            (m - cfg.tail_share_min) * k,
-            (lo - cfg.tail_share_min) * k,
-            (hi - cfg.tail_share_min) * k,
-            len(values),
-            False,
-            tuple(sorted(values)),
-            f"t-interval over seeds of {cfg.tail_method}'s runs",
-        )
-        out.append(
-            _size_result(
-                cfg,
-                size,
-                eff,
-                "points above the threshold",
-                decide(eff),
-                top_share_pct=_ci_dict(values, k),
-                threshold_pct=cfg.tail_share_min * k,
-                gaussian_share_pct=gaussian_top_share(cfg.tail_top_fraction) * k,
-                quantile_ratio=ratio.get((size, cfg.tail_method)),
-            )
-        )
-    return out
-
-
-def _quantile_ratio(metrics: pd.DataFrame) -> dict[tuple[str, str], dict[str, Any]]:
-    """(q0.9999 - q0.0001) / (q0.6 - q0.4) of the logged per-step quantiles, mean over steps, per run.
-
-    For reference: a Gaussian gives 14.7; the paper's quantiles (±12 vs ±0.3) give about 40.
-    """
-    if not all(k in metrics.columns for k in QUANTILE_KEYS):
-        return {}
-    q = metrics[list(QUANTILE_KEYS)].astype(float)
-    centre = q[QUANTILE_KEYS[2]] - q[QUANTILE_KEYS[1]]
-    r = ((q[QUANTILE_KEYS[3]] - q[QUANTILE_KEYS[0]]) / centre).where(centre > 0)
-    per_run = metrics.assign(ratio=r).groupby(["size", "method", "seed"])["ratio"].mean()
-    out: dict[tuple[str, str], dict[str, Any]] = {}
-    for (size, method), group in per_run.groupby(level=["size", "method"]):
-        values = {int(s): float(v) for (_, _, s), v in group.items() if math.isfinite(v)}
-        if values:
-            out[(size, method)] = {**_ci_dict(values), "gaussian": 14.67, "paper_approx": 40.0}
-    return out

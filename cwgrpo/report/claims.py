@@ -48,11 +48,12 @@ from cwgrpo.report.claim_checks import (
     claim_accuracy,
     claim_degradation,
     claim_entropy,
-    claim_heavy_tail,
     gaussian_top_share,
+    mark_untestable,
     overall,
     report_record,
 )
+from cwgrpo.report.claim_tail import claim_heavy_tail
 from cwgrpo.report.load import add_input_arguments, load_reported, load_summaries, metrics_frame
 from cwgrpo.report.options import ENTROPY_MEANS
 
@@ -224,6 +225,8 @@ def evaluate_claims(
     }
     claims = []
     for i, per_size in results.items():
+        needed = (cfg.tail_method,) if i == 4 else (cfg.treatment_method, cfg.reference_method)
+        mark_untestable(per_size, runs, needed)
         claims.append(
             {
                 "id": i,

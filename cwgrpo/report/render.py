@@ -118,7 +118,7 @@ def grid_markdown(grid: Grid) -> str:
 _TEX_SUBS = {
     "\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "$": r"\$", "#": r"\#", "_": r"\_", "{": r"\{",
     "}": r"\}", "~": r"\textasciitilde{}", "^": r"\textasciicircum{}", "≈": r"$\approx$", "±": r"$\pm$",
-    "Δ": r"$\Delta$", "−": r"$-$", "–": "--", "—": "---",
+    "Δ": r"$\Delta$", "−": r"$-$", "–": "--", "—": "---", "†": r"$\dagger$",
 }  # fmt: skip
 
 

@@ -263,6 +263,10 @@ def reported_vs_ours(
 # -- command -----------------------------------------------------------------------------------------
 def configure_parser(parser: argparse.ArgumentParser) -> None:
     add_input_arguments(parser, runs=False)
+    parser.add_argument(
+        "--runs", nargs="*", action="extend", type=Path, default=[],
+        help="run folders; a method whose run.json records no learning signal is marked in the table",
+    )  # fmt: skip
     for name, help_text in TABLE_OUTPUTS.items():
         parser.add_argument(
             f"--out-{name.replace('_', '-')}", dest=f"out_{name}", required=True, type=Path, help=help_text
@@ -291,8 +295,33 @@ TABLE_OUTPUTS = {
 }
 
 
+def mark_silent_rows(grid: Any, cfg: TableConfig, runs: list[Path]) -> Any:
+    """Rows of a method whose runs had no learning signal (``claim_checks.silent_runs``) get a dagger
+    and a note saying which run and why: they measure a policy that training did not move."""
+    from cwgrpo.report.claim_checks import silent_runs
+
+    silent = silent_runs(runs)
+    if not silent:
+        return grid
+    marked = {(cfg.size_name(size), cfg.method_name(method)) for size, method in silent}
+    sections = [
+        (size, [[(f"{r[0][0]} †", r[0][1]) if (size, r[0][0]) in marked else r[0], *r[1:]] for r in rows])
+        for size, rows in grid.sections
+    ]
+    why = "; ".join(
+        f"{cfg.size_name(size)} {cfg.method_name(method)} ({', '.join(texts)})"
+        for (size, method), texts in sorted(silent.items())
+    )
+    note = f"† No learning signal in training: {why}."
+    return dataclasses.replace(grid, sections=sections, notes=[*grid.notes, note])
+
+
 def write_table(
-    cfg: TableConfig, summaries: list[Path], out: dict[str, Path], reported_path: Path | None = None
+    cfg: TableConfig,
+    summaries: list[Path],
+    out: dict[str, Path],
+    reported_path: Path | None = None,
+    runs: list[Path] | None = None,
 ) -> dict[str, Path]:
     """Compute and write every output of ``cwgrpo table`` to ``out`` (keys: :data:`TABLE_OUTPUTS`)."""
     missing = sorted(set(TABLE_OUTPUTS) - set(out))
@@ -302,7 +331,7 @@ def write_table(
 
     frame = load_summaries(summaries, cfg)
     cells, per_seed = build_table1(frame, cfg)
-    grid = table_grid(cells, cfg)
+    grid = mark_silent_rows(table_grid(cells, cfg), cfg, list(runs or []))
     reported = load_reported(reported_path)
     cmp = reported_vs_ours(cells, per_seed, cfg, reported)
     identity = input_identity(summary_paths=summaries)
@@ -335,6 +364,6 @@ def run(args: argparse.Namespace) -> int:
     check_outputs_not_inputs(
         [*args.summaries, *([args.reported] if args.reported else [])], list(outputs.values())
     )
-    out = write_table(cfg, list(args.summaries), outputs, args.reported)
+    out = write_table(cfg, list(args.summaries), outputs, args.reported, list(args.runs))
     log.info("wrote %s", ", ".join(str(p) for p in out.values()))
     return 0

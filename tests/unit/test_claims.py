@@ -13,7 +13,15 @@ import pytest
 
 from cwgrpo.cli import main
 from cwgrpo.io import ResultFileError
-from cwgrpo.report.claim_checks import FAILS, HOLDS, INCONCLUSIVE, ClaimsConfig, gaussian_top_share, top_share
+from cwgrpo.report.claim_checks import (
+    FAILS,
+    HOLDS,
+    INCONCLUSIVE,
+    NOT_TESTABLE,
+    ClaimsConfig,
+    gaussian_top_share,
+    top_share,
+)
 from cwgrpo.report.claims import claims_markdown, evaluate_claims
 from tests.hand import t_interval_3
 
@@ -235,6 +243,38 @@ def test_claims_empty_tail_samples_names_what_is_missing(tmp_path):
         (run / "cov_samples.jsonl").write_text("")
     with pytest.raises(ResultFileError, match="size=small method=grpo"):
         evaluate_claims(ClaimsConfig(preset="tiny"), summaries, runs)
+
+
+def test_claims_on_runs_with_only_zero_covariances_say_not_testable(tmp_path):
+    """A run whose every group had zero reward spread logs c = 0 everywhere: claim 4 cannot be tested,
+    and the report says so instead of stopping the workflow."""
+    summaries, runs = make_inputs(tmp_path)
+    for run in runs:
+        (run / "cov_samples.jsonl").write_text(json.dumps({"step": 1, "cov": [0.0] * 10}) + "\n")
+    claim = by_id(evaluate_claims(ClaimsConfig(preset="tiny"), summaries, runs))[4]
+    (r,) = claim["per_size"]
+    assert (r["verdict"], claim["verdict"]) == (NOT_TESTABLE, NOT_TESTABLE)
+    assert r["reason"].startswith("no learning signal: every sampled covariance is 0 (seeds 0, 1, 2)")
+    assert r["effect"]["mean"] is None and r["effect"]["n"] == 3
+
+
+def test_claims_of_a_size_whose_run_recorded_no_learning_signal_are_not_testable(tmp_path):
+    summaries, runs = make_inputs(tmp_path, sizes=("small", "large"))
+    silent = next(r for r in runs if "/large/grpo/seed1" in r.as_posix())
+    info = json.loads((silent / "run.json").read_text())
+    info["learning_signal"] = [{"cause": "zero_reward_spread", "from_step": 1, "to_step": 10}]
+    (silent / "run.json").write_text(json.dumps(info))
+    report = evaluate_claims(ClaimsConfig(preset="tiny"), summaries, runs)
+    for claim in report["claims"]:
+        small, large = claim["per_size"]
+        assert small["verdict"] == HOLDS and large["verdict"] == NOT_TESTABLE
+        assert claim["verdict"] == INCONCLUSIVE  # holds where testable, but not for every size
+        assert (
+            large["reason"] == "no learning signal in training (grpo seed 1: zero reward spread, steps 1-10)"
+        )
+    assert "| not testable | no learning signal in training" in claims_markdown(
+        report, ClaimsConfig(preset="tiny")
+    )
 
 
 def test_claims_cli_writes_json_and_markdown_with_rules(tmp_path):

@@ -499,3 +499,29 @@ def test_metric_sensitivity_of_strict_only_summaries_says_paper_was_not_scored(t
     assert len(frame) == 8  # 4 methods x 2 benchmarks
     assert frame["paper"].isna().all() and frame["strict"].notna().all()
     assert "not scored (evaluate.paper_metric: false)" in sensitivity_markdown(frame, cfg(step=100))
+
+
+def test_table_marks_a_method_whose_run_had_no_learning_signal(tmp_path):
+    """A run whose run.json records no learning signal: its method's row gets a dagger and a note (the
+    row measures a policy that training did not move); rows of runs that learned are unchanged."""
+    runs = []
+    for method, signal in (
+        ("grpo", []),
+        ("cw_grpo", [{"cause": "all_clipped", "from_step": 1, "to_step": 20}]),
+    ):
+        run = tmp_path / "runs" / method
+        run.mkdir(parents=True)
+        tags = {"size": "small", "method": method, "seed": 0}
+        (run / "run.json").write_text(json.dumps({"tags": tags, "learning_signal": signal}))
+        runs.append(run)
+    out = write_table(
+        cfg(), make_results(tmp_path / "r"), outputs(tmp_path / "t.pdf", tmp_path / "o"), runs=runs
+    )
+    md = out["md"].read_text()
+    name = cfg().method_name
+    assert f"| {name('cw_grpo')} † |" in md and f"| {name('grpo')} |" in md
+    assert (
+        f"† No learning signal in training: Tiny-S (≈1.5B) {name('cw_grpo')} (seed 0: all clipped, steps 1-20)."
+        in md
+    )
+    assert f"{name('cw_grpo')} $\\dagger$" in out["tex"].read_text().replace("\\_", "_")

@@ -118,4 +118,5 @@ def test_finalize_copies_each_live_log_to_its_file_and_the_timings_where_told(tm
         "tags": {},
         "config": {"job": {}},
         "resumed_from": None,
+        "learning_signal": [],  # the log's stretches without learning signal: none in one line with a loss
     }

@@ -6,6 +6,7 @@
 rule table:
     input:
         summaries=all_summaries(),
+        runs=all_run_files(),
     output:
         pdf=report("figures/table1.pdf", caption="../report/table1.rst", category="Table 1"),
         csv=f"{RES}/table1.csv",
@@ -32,10 +33,11 @@ rule table:
     resources:
         **fixed_resources("report"),
     params:
+        runs=runs_arg,
         options=sets(report_options("table")),
     shell:
-        "cwgrpo table --summaries {input.summaries:q} --out-pdf {output.pdf:q} --out-csv {output.csv:q}"
-        " --out-tex {output.tex:q} --out-md {output.md:q} --out-reported-csv {output.reported_csv:q}"
+        "cwgrpo table --summaries {input.summaries:q} {params.runs} --out-pdf {output.pdf:q}"
+        " --out-csv {output.csv:q} --out-tex {output.tex:q} --out-md {output.md:q} --out-reported-csv {output.reported_csv:q}"
         " --out-reported-md {output.reported_md:q} --out-sensitivity-csv {output.sensitivity_csv:q}"
         " --out-sensitivity-md {output.sensitivity_md:q} --out-provenance {output.provenance:q}"
         " {params.options} > {log:q} 2>&1"
