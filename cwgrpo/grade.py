@@ -171,6 +171,9 @@ def merged_summary(summary: dict[str, Any], rows: list[dict[str, Any]], primary:
     return out
 
 
+OUTPUTS = ("out", "summary_out")  # every other path argument is read (cwgrpo.cli)
+
+
 def configure_parser(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--metric", required=True, choices=METRICS, help="strict (ours) or paper (lighteval)")
     parser.add_argument(

@@ -334,6 +334,15 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
     parser.epilog = describe_options(FetchConfig)
 
 
+OUTPUTS = ("out_dir", "marker")  # every other path argument is read (cwgrpo.cli)
+
+
+def file_arguments(args: argparse.Namespace) -> tuple[list[Path], list[Path]]:
+    """A local model source (a folder or a GGUF file) is read: the out folder may not be it."""
+    source = Path(args.source.strip()).expanduser()
+    return ([source] if source.exists() else []), []
+
+
 def run(args: argparse.Namespace) -> int:
     cfg = config_from_args(FetchConfig, args)
     source = parse_source(args.source, args.revision)

@@ -64,6 +64,9 @@ RESUME_STATE = (
 TIMING_KEYS = re.compile(r"(runtime|_per_second|step_time|total_flos|^epoch$)")
 
 
+OUTPUTS = ("run_dir", "timings")  # every other path argument is read (cwgrpo.cli)
+
+
 def configure_parser(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--model-dir", type=Path, help="base model folder (with tokenizer); a recipe's model_name_or_path"
