@@ -12,6 +12,13 @@ from cwgrpo.configs import ConfigError
 from cwgrpo.devices import gpu_pool, lease, one_gpu
 
 
+def _refused(
+    env: dict[str, str], match: str, n_gpus: int = 1, n_ports: int = 0, error: type = ConfigError
+) -> None:
+    with pytest.raises(error, match=match), lease(n_gpus, n_ports, env):
+        pass
+
+
 def _env(folder: Path, gpus: str = "0", **extra: str) -> dict[str, str]:
     return {"CWGRPO_LOCK_DIR": str(folder), "CUDA_VISIBLE_DEVICES": gpus, "PATH": os.environ["PATH"], **extra}
 
@@ -23,9 +30,8 @@ def test_a_lock_file_planted_as_a_link_is_not_followed(tmp_path):
     victim = tmp_path / "thesis.tex"
     victim.write_text("precious\n")
     (folder / "gpu-0.lock").symlink_to(victim)
-    with pytest.raises(ConfigError, match="gpu-0.lock"):
-        with one_gpu(_env(folder)):
-            pass
+    with pytest.raises(ConfigError, match=r"gpu-0\.lock"), one_gpu(_env(folder)):
+        pass
     assert victim.read_text() == "precious\n"
 
 
@@ -34,12 +40,8 @@ def test_a_lock_folder_others_can_write_is_refused(tmp_path, mode):
     folder = tmp_path / "locks"
     folder.mkdir()
     os.chmod(folder, mode)
-    with pytest.raises(ConfigError, match="CWGRPO_LOCK_DIR.*only you own"):
-        with lease(1, 0, _env(folder)):
-            pass
-    with pytest.raises(ConfigError, match="CWGRPO_LOCK_DIR"):
-        with lease(0, 1, _env(folder)):
-            pass
+    _refused(_env(folder), r"CWGRPO_LOCK_DIR.*only you own", 1, 0)
+    _refused(_env(folder), "CWGRPO_LOCK_DIR", 0, 1)
     assert list(folder.iterdir()) == []
 
 
@@ -47,32 +49,29 @@ def test_a_lock_folder_of_another_user_is_refused(tmp_path, monkeypatch):
     folder = tmp_path / "locks"
     folder.mkdir(mode=0o700)
     monkeypatch.setattr(os, "getuid", lambda: os.stat(folder).st_uid + 1)  # as if another user made it
-    with pytest.raises(ConfigError, match="owned by uid"):
-        with lease(1, 0, _env(folder)):
-            pass
+    _refused(_env(folder), "owned by uid", 1, 0)
 
 
 def test_a_lock_folder_that_is_a_file_names_the_variable(tmp_path):
     path = tmp_path / "a-file"
     path.write_text("x")
-    with pytest.raises(ConfigError, match="CWGRPO_LOCK_DIR"):
-        with lease(1, 0, _env(path)):
-            pass
+    _refused(_env(path), "CWGRPO_LOCK_DIR", 1, 0)
     assert path.read_text() == "x"
 
 
 def test_a_device_listed_twice_is_an_error_not_a_wait_forever(tmp_path):
     """Bug: CUDA_VISIBLE_DEVICES=0,0 and lease(2, 0) waited forever with nothing else holding a GPU."""
-    with pytest.raises(ConfigError, match="CUDA_VISIBLE_DEVICES='0,0' lists 0 more than once"):
-        with lease(2, 0, _env(tmp_path / "locks", "0,0", CWGRPO_GPU_WAIT_S="1")):
-            pass
+    _refused(
+        _env(tmp_path / "locks", "0,0", CWGRPO_GPU_WAIT_S="1"),
+        "CUDA_VISIBLE_DEVICES='0,0' lists 0 more than once",
+        2,
+        0,
+    )
 
 
 @pytest.mark.parametrize("value", ["abc", "nan", "-5", "inf"])
 def test_a_bad_wait_names_the_variable(tmp_path, value):
-    with pytest.raises(ConfigError, match=f"CWGRPO_GPU_WAIT_S={value!r}"):
-        with lease(1, 0, _env(tmp_path / "locks", CWGRPO_GPU_WAIT_S=value)):
-            pass
+    _refused(_env(tmp_path / "locks", CWGRPO_GPU_WAIT_S=value), f"CWGRPO_GPU_WAIT_S={value!r}", 1, 0)
 
 
 def test_minus_one_means_no_gpu_as_cuda_reads_it():
@@ -100,8 +99,8 @@ def test_one_gpu_spelled_as_index_and_uuid_is_not_handed_out_twice(tmp_path):
         assert first.gpus == ("0",)
         assert (folder / "gpu-GPU-aaaa.lock").is_file()
         # another gives the same GPU's UUID: it gets nothing (waits, here up to 0 s)
-        with pytest.raises(RuntimeError, match="not free"):
-            with lease(1, 0, {**_env(folder, "GPU-aaaa", CWGRPO_GPU_WAIT_S="0"), "PATH": path}):
-                pass
+        _refused(
+            {**_env(folder, "GPU-aaaa", CWGRPO_GPU_WAIT_S="0"), "PATH": path}, "not free", 1, 0, RuntimeError
+        )
         with lease(1, 0, {**_env(folder, "GPU-bbbb"), "PATH": path}) as other:
             assert other.gpus == ("GPU-bbbb",)
