@@ -8,6 +8,7 @@ copied run folder refused.
 from __future__ import annotations
 
 import json
+import os
 import struct
 from pathlib import Path
 
@@ -146,3 +147,49 @@ def test_a_gguf_header_with_impossible_counts_is_named_broken(tmp_path):
     path = tmp_path / "broken.gguf"
     path.write_bytes(b"GGUF" + struct.pack("<IQQ", 3, 2**40, 2**40) + b"\0" * 64)
     assert "header broken" in hub.gguf_damage(path)
+
+
+# --------------------------------------------------------------------------------------------------
+# Grading
+
+
+@pytest.fixture(scope="module")
+def lighteval_env() -> None:
+    from cwgrpo import paper_metric
+
+    try:
+        paper_metric.find_lighteval_python()
+    except ConfigError as err:
+        if os.environ.get("CWGRPO_REQUIRE_LIGHTEVAL") == "1":
+            pytest.fail(f"CWGRPO_REQUIRE_LIGHTEVAL=1 but {err}")
+        pytest.skip(f"no lighteval environment (build it with `make lighteval`): {err}")
+
+
+LINES = [
+    '{"id": "a", "completion": "\\\\boxed{1}", "gold": "1", "gold_kind": "expr"}',
+    '{"id": "b", "completion": "\\\\boxed{\\ud800}", "gold": "1", "gold_kind": "expr"}',
+    '{"id": "c", "completion": "\\\\boxed{2}", "gold": "2", "gold_kind": "expr"}',
+]
+
+
+@pytest.mark.parametrize("metric", ["strict", "paper"])
+def test_a_lone_surrogate_gets_a_verdict_naming_its_line_and_the_rest_is_graded(tmp_path, metric, request):
+    """Weak spot: one line with "\\ud800" failed the whole file without naming the line."""
+    if metric == "paper":
+        request.getfixturevalue("lighteval_env")
+    source, out = tmp_path / "answers.jsonl", tmp_path / "verdicts.jsonl"
+    source.write_text("\n".join(LINES) + "\n")
+    assert cli.main(["grade", "--metric", metric, "--in", str(source), "--out", str(out)]) == 0
+    verdicts = [json.loads(line) for line in out.read_text().splitlines()]
+    assert [v["correct"] for v in verdicts] == [True, False, True]
+    assert "line 2" in verdicts[1]["reason"] and "not valid Unicode" in verdicts[1]["reason"]
+    assert [v["id"] for v in verdicts] == ["a", "b", "c"]
+
+
+def test_grade_onto_its_own_input_keeps_the_completions(tmp_path, capsys):
+    """Bug: grade --in g.jsonl --out g.jsonl exited 0 and replaced the completions by verdicts."""
+    source = tmp_path / "g.jsonl"
+    source.write_text(LINES[0] + "\n")
+    assert cli.main(["grade", "--metric", "strict", "--in", str(source), "--out", str(source)]) == 2
+    assert "would overwrite the input" in capsys.readouterr().err
+    assert source.read_text() == LINES[0] + "\n"
