@@ -347,7 +347,7 @@ def train(
     resolved = cfg.resolved()
     block = {
         "tags": cfg.tags,
-        "config_hash": config_hash(resolved),
+        "config_hash": config_hash(cfg.identity()),
         "inputs": run_inputs(model_dir, train_data),
         "provenance": provenance(seed=config.seed),
     }

@@ -200,8 +200,21 @@ class TrainConfig:
     tags: dict[str, Any]
 
     def resolved(self) -> dict[str, Any]:
-        """The run's configuration as ``run.json`` stores it and ``config_hash`` hashes it."""
+        """The run's configuration as ``run.json`` stores it."""
         return {"job": dataclasses.asdict(self.job), "trl": self.trl_kwargs, "tags": self.tags}
+
+    def identity(self) -> dict[str, Any]:
+        """What ``config_hash`` hashes: ``resolved()`` with the run folder's own path as ``<run_dir>``, so that
+        a run folder copied elsewhere keeps its identity (as its inputs do, ``cwgrpo.identity``)."""
+        run_dir = str(self.trl_kwargs["output_dir"]).rstrip("/")
+
+        def relative(value: Any) -> Any:
+            if isinstance(value, str) and (value == run_dir or value.startswith(f"{run_dir}/")):
+                return "<run_dir>" + value[len(run_dir) :]
+            return value
+
+        resolved = self.resolved()
+        return {**resolved, "trl": {k: relative(v) for k, v in resolved["trl"].items()}}
 
 
 def build_train_config(
