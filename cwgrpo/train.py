@@ -166,7 +166,9 @@ def _callbacks(run_dir: Path, provenance_block: dict[str, Any]):
             if control.should_save and state.is_world_process_zero:
                 check_free_space(run_dir, model)
 
-    return [LogToJsonl(), MarkCompleteCheckpoints(), CheckFreeSpace()]
+    from cwgrpo.reward_guard import missing_rewards_callback
+
+    return [LogToJsonl(), MarkCompleteCheckpoints(), CheckFreeSpace(), missing_rewards_callback()]
 
 
 def prune_resume_state(run_dir: Path, keep: Path) -> list[Path]:
@@ -320,7 +322,7 @@ def train(
     from cwgrpo.generation import check_model_dir
     from cwgrpo.identity import run_inputs
     from cwgrpo.provenance import provenance
-    from cwgrpo.rewards import get_reward
+    from cwgrpo.reward_guard import prepared_rewards
     from cwgrpo.seeding import seed_everything
     from cwgrpo.vllm_server import apply_endpoints
 
@@ -342,7 +344,7 @@ def train(
     dataset = build_dataset(records, job)
     check_dataset_fits(dataset, tokenizer, model_dir, config.max_completion_length)
     init_kwargs = model_init_kwargs(config)
-    reward_funcs = [get_reward(name) for name in job.reward_funcs]
+    reward_funcs = prepared_rewards(job.reward_funcs, dataset[0], job.reward_timeout_s)  # no model yet
 
     resolved = cfg.resolved()
     block = {

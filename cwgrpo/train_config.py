@@ -34,6 +34,10 @@ class TrainJob:
         default_factory=lambda: ["accuracy"],
         metadata={"help": "reward functions by name (cwgrpo.rewards.REWARDS), e.g. [accuracy, format]"},
     )
+    reward_timeout_s: float | None = field(
+        default=None,
+        metadata={"help": "wall-clock budget of one call of each reward, in seconds (default: none)"},
+    )
     prompt_set: str = field(default="tiny", metadata={"help": "prompt set (cwgrpo.prompts.PROMPT_SETS)"})
     system_prompt: str | None = field(
         default=None,
@@ -95,6 +99,11 @@ class TrainJob:
             raise ConfigError("reward_funcs is empty: name at least one reward function")
         for name in self.reward_funcs:
             get_reward(name)  # raises, listing the known rewards
+        budget = self.reward_timeout_s
+        if budget is not None and not (math.isfinite(budget) and budget > 0):
+            raise ConfigError(
+                f"reward_timeout_s={budget}: must be a number of seconds > 0 (or null for none)"
+            )
         for name in ("train_limit",):
             value = getattr(self, name)
             if value is not None and value < 1:
