@@ -11,7 +11,6 @@ from pathlib import Path
 
 import pytest
 
-from cwgrpo import reward_guard
 from cwgrpo.configs import ConfigError
 
 REWARDS = textwrap.dedent(
@@ -113,6 +112,8 @@ def test_a_reward_over_its_time_budget_stops_naming_it(tmp_path, tiny_model_dir,
 def test_the_sample_call_is_bounded_without_a_budget_too(
     tmp_path, tiny_model_dir, user_rewards, no_model_load, monkeypatch
 ):
+    from cwgrpo import reward_guard
+
     monkeypatch.setattr(reward_guard, "SAMPLE_BUDGET_S", 0.5)
     with pytest.raises(ConfigError, match=r"took more than 0.5 s.*set reward_timeout_s"):
         _train(tmp_path, tiny_model_dir, f"{user_rewards}:sleeps")
@@ -122,11 +123,12 @@ def test_the_sample_call_is_bounded_without_a_budget_too(
 def test_a_bad_time_budget_is_refused(tmp_path, budget):
     from cwgrpo.train_config import build_train_config
 
-    with pytest.raises(ConfigError, match="reward_timeout_s"):
+    with pytest.raises(ConfigError, match=r"reward_timeout_s=.*: must be a number of seconds > 0"):
         build_train_config({**RUN_TRL, "reward_timeout_s": budget}, tmp_path / "run")
 
 
 def test_the_budget_bounds_every_call_and_keeps_the_name(user_rewards):
+    from cwgrpo import reward_guard
     from cwgrpo.rewards import get_reward
 
     bounded = reward_guard.with_budget("x", get_reward(f"{user_rewards}:sleeps"), 0.2)
@@ -136,6 +138,8 @@ def test_the_budget_bounds_every_call_and_keeps_the_name(user_rewards):
 
 
 def test_a_step_with_every_reward_missing_warns_and_a_run_of_them_is_an_error():
+    from cwgrpo import reward_guard
+
     warnings = []
     count = reward_guard.MissingRewards(limit=3, warn=lambda *a: warnings.append(a[0] % a[1:]))
     nan = {"rewards/a/mean": math.nan, "rewards/b/mean": None, "reward": 0.0}
@@ -167,6 +171,8 @@ def test_a_run_whose_rewards_are_all_nan_is_an_error_not_a_complete_run(
 
 
 def test_a_reward_that_works_passes_the_sample_call(user_rewards):
+    from cwgrpo import reward_guard
+
     row = {"prompt": [{"role": "user", "content": "1+1"}], "answer": "2"}
     funcs = reward_guard.prepared_rewards([f"{user_rewards}:fine", "format"], row, budget=5)
     assert [f.__name__ for f in funcs] == ["fine", "format_reward"]
