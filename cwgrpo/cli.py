@@ -23,7 +23,7 @@ T = TypeVar("T")
 # name -> (module, one-line help). Order is the order of the pipeline.
 COMMANDS: dict[str, tuple[str, str]] = {
     "prepare-data": (
-        "cwgrpo.data",
+        "cwgrpo.prepare_data",
         "write a training set or benchmark to a local JSONL file with a manifest",
     ),
     "fetch-model": ("cwgrpo.hub", "download a Hugging Face model at a pinned revision to a local folder"),

@@ -1,4 +1,4 @@
-"""Dataset registry, normalised problem records, and the ``cwgrpo prepare-data`` command.
+"""Dataset registry and normalised problem records (the ``cwgrpo prepare-data`` command: ``cwgrpo.prepare_data``).
 
 Every training set and benchmark, real (Hugging Face) or synthetic (tiny preset), becomes a list of
 records ``{id, problem, answer, source}`` (``docs/architecture.md``, "Records"): ``answer`` is the gold
@@ -304,7 +304,8 @@ def load_rows(spec: DatasetSpec) -> list[dict[str, Any]]:
     if spec.local_path is not None:
         from cwgrpo.owndata import read_local_rows
 
-        return read_local_rows(spec)
+        columns = (spec.problem_column, spec.answer_column)
+        return read_local_rows(spec.local_path, spec.name, spec.split, columns)
     if spec.package is not None:
         import json
 
@@ -347,49 +348,3 @@ def manifest_path(data_path: str | Path) -> Path:
     """``data/NAME.jsonl`` -> ``data/NAME.manifest.json``."""
     p = Path(data_path)
     return p.with_name(p.name.removesuffix(".jsonl") + ".manifest.json")
-
-
-# --------------------------------------------------------------------------------------------------
-# CLI
-
-
-def configure_parser(parser) -> None:
-    from cwgrpo.configs import add_config_arguments, describe_options
-    from cwgrpo.owndata import OwnDataset
-
-    parser.add_argument(
-        "--dataset",
-        required=True,
-        help=f"registry name (one of {', '.join(DATASETS)}), or any name with --set id=/path= (OwnDataset)",
-    )
-    parser.add_argument("--out", required=True, type=Path, help="output JSONL (manifest written beside it)")
-    add_config_arguments(parser)
-    parser.epilog = describe_options(OwnDataset)
-
-
-OUTPUTS = ("out",)  # the other files it writes and reads: file_arguments
-
-
-def file_arguments(args) -> tuple[list[Path], list[Path]]:
-    """The file of a dataset of the user's (read) and the manifest (written), for ``cwgrpo.cli``'s check that
-    no output is an input."""
-    spec = dataset_spec(args)
-    return [Path(spec.local_path)] if spec.local_path else [], [manifest_path(args.out)]
-
-
-def dataset_spec(args) -> DatasetSpec:
-    """A registry entry, or the user's own dataset when options are given (``cwgrpo.owndata``)."""
-    from cwgrpo.configs import build_config, parse_overrides
-    from cwgrpo.owndata import OwnDataset
-
-    overrides = parse_overrides(args.overrides)
-    if args.config is not None or overrides:
-        return build_config(OwnDataset, args.config, overrides).spec(args.dataset)
-    return get_dataset(args.dataset)
-
-
-def run(args) -> int:
-    spec = dataset_spec(args)
-    manifest = prepare(spec, args.out)
-    logger.info("wrote %s (%d rows, sha256 %s)", args.out, manifest["rows"], manifest["sha256"][:12])
-    return 0
