@@ -90,7 +90,7 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
     )
     add_config_arguments(parser)
     parser.epilog = (
-        "Options (--config/--set): the fields of cwgrpo.train_config.TrainJob (reward_funcs, prompt_set, train_limit, launcher, "
+        "Options (--config/--set): the fields of cwgrpo.train_config.TrainJob (reward_funcs, reward_timeout_s, prompt_set, train_limit, launcher, "
         "num_processes, accelerate_config, vllm_enforce_eager, vllm_server_gpu, num_nodes, vllm_server_node, "
         "deterministic) and every "
         "field of cwgrpo.trainer.CWGRPOConfig (TRL GRPOConfig + cw_method, cw_variant, clip_cov_*, kl_cov_*, "
