@@ -23,7 +23,7 @@ T = TypeVar("T")
 # name -> (module, one-line help). Order is the order of the pipeline.
 COMMANDS: dict[str, tuple[str, str]] = {
     "prepare-data": (
-        "cwgrpo.data",
+        "cwgrpo.prepare_data",
         "write a training set or benchmark to a local JSONL file with a manifest",
     ),
     "fetch-model": ("cwgrpo.hub", "download a Hugging Face model at a pinned revision to a local folder"),
@@ -94,6 +94,30 @@ def _naming_missing_extras(name: str, call: Callable[..., T], *args: Any) -> T:
         raise advice from err
 
 
+def refuse_overwriting_inputs(module: Any, parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    """No command writes over what it reads: every ``Path`` argument is an input unless the command's module
+    lists its ``dest`` in ``OUTPUTS``; ``file_arguments(args)``, where a module has it, adds the files named
+    elsewhere (a ``--set path=``). Checked before the command starts, so nothing is written."""
+    from pathlib import Path
+
+    from cwgrpo.io import check_outputs_not_inputs
+
+    outputs_dests = getattr(module, "OUTPUTS", ())
+    inputs: list[Path] = []
+    outputs: list[Path] = []
+    for action in parser._actions:
+        value = getattr(args, action.dest, None)
+        if action.type is not Path or value is None:
+            continue
+        (outputs if action.dest in outputs_dests else inputs).extend(
+            value if isinstance(value, list) else [value]
+        )
+    check_outputs_not_inputs(inputs, outputs)  # first: file_arguments may read an input (a --config)
+    if hasattr(module, "file_arguments"):
+        more_inputs, more_outputs = module.file_arguments(args)
+        check_outputs_not_inputs([*inputs, *more_inputs], [*outputs, *more_outputs])
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     top = _top_parser()
@@ -128,6 +152,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         )
         module.configure_parser(parser)
         args = parser.parse_args(rest)
+        refuse_overwriting_inputs(module, parser, args)
         code = _naming_missing_extras(name, module.run, args)  # optional libraries imported where used
         _log_resource_use(name)
     except (ConfigError, ResultFileError, OSError, ValueError) as err:  # OSError: unreadable/unwritable paths

@@ -1,4 +1,4 @@
-"""Dataset registry, normalised problem records, and the ``cwgrpo prepare-data`` command.
+"""Dataset registry and normalised problem records (the ``cwgrpo prepare-data`` command: ``cwgrpo.prepare_data``).
 
 Every training set and benchmark, real (Hugging Face) or synthetic (tiny preset), becomes a list of
 records ``{id, problem, answer, source}`` (``docs/architecture.md``, "Records"): ``answer`` is the gold
@@ -302,17 +302,10 @@ def load_rows(spec: DatasetSpec) -> list[dict[str, Any]]:
     if spec.synthetic:
         return synthetic.generate_split(spec.name)
     if spec.local_path is not None:
-        import datasets
+        from cwgrpo.owndata import read_local_rows
 
-        builder = {".jsonl": "json", ".json": "json", ".csv": "csv", ".parquet": "parquet"}.get(
-            Path(spec.local_path).suffix.lower()
-        )
-        if builder is None:
-            raise ConfigError(
-                f"dataset {spec.name}: {spec.local_path} is not .jsonl, .json, .csv or .parquet"
-            )
-        ds = datasets.load_dataset(builder, data_files={spec.split: spec.local_path}, split=spec.split)
-        return [dict(row) for row in ds]
+        columns = (spec.problem_column, spec.answer_column)
+        return read_local_rows(spec.local_path, spec.name, spec.split, columns)
     if spec.package is not None:
         import json
 
@@ -355,103 +348,3 @@ def manifest_path(data_path: str | Path) -> Path:
     """``data/NAME.jsonl`` -> ``data/NAME.manifest.json``."""
     p = Path(data_path)
     return p.with_name(p.name.removesuffix(".jsonl") + ".manifest.json")
-
-
-# --------------------------------------------------------------------------------------------------
-# CLI
-
-
-@dataclasses.dataclass
-class OwnDataset:
-    """A dataset of the user's, given by options instead of a registry entry (``cwgrpo prepare-data --set``)."""
-
-    id: str | None = dataclasses.field(default=None, metadata={"help": "Hugging Face dataset id (or: path)"})
-    path: str | None = dataclasses.field(
-        default=None, metadata={"help": "local .jsonl/.json/.csv/.parquet file (or: id)"}
-    )
-    split: str = dataclasses.field(default="train", metadata={"help": "split to read"})
-    problem: str = dataclasses.field(default="problem", metadata={"help": "column holding the problem"})
-    answer: str = dataclasses.field(default="answer", metadata={"help": "column holding the gold answer"})
-    answer_from: str = dataclasses.field(
-        default="column", metadata={"help": "'column' or 'boxed' (last \\boxed{} of the answer column)"}
-    )
-    solution: str | None = dataclasses.field(
-        default=None, metadata={"help": "column with a worked solution kept as the records' solution"}
-    )
-    revision: str | None = dataclasses.field(default=None, metadata={"help": "dataset revision (id only)"})
-    subset: str | None = dataclasses.field(
-        default=None, metadata={"help": "Hugging Face config name (id only)"}
-    )
-    display: str | None = dataclasses.field(
-        default=None, metadata={"help": "label in tables and figures (default: the dataset name)"}
-    )
-    mirrors: str | None = dataclasses.field(
-        default=None,
-        metadata={
-            "help": f"the paper benchmark it stands in for ({'|'.join(paper.BENCHMARKS)}): its Table 1 "
-            "column and the paper metric's gold kind (default: none)"
-        },
-    )
-
-    def spec(self, name: str) -> DatasetSpec:
-        """The ``DatasetSpec`` of these options; a missing or contradictory source is a ``ConfigError``."""
-        if (self.id is None) == (self.path is None):
-            raise ConfigError(
-                f"dataset {name!r}: give exactly one of id (a Hub dataset) or path (a local file)"
-            )
-        if self.answer_from not in ("column", "boxed"):
-            raise ConfigError(f"dataset {name!r}: answer_from={self.answer_from!r}; valid: column, boxed")
-        if self.mirrors is not None and self.mirrors not in paper.BENCHMARKS:
-            raise ConfigError(
-                f"dataset {name!r}: mirrors={self.mirrors!r}; valid: {', '.join(paper.BENCHMARKS)}"
-            )
-        if self.id is not None and not self.revision:
-            raise ConfigError(f"dataset {name!r}: a Hub dataset needs a revision (a commit sha or tag)")
-        if self.path is not None:
-            if self.revision or self.subset:
-                raise ConfigError(
-                    f"dataset {name!r}: revision and subset are for Hub datasets, not a local file"
-                )
-            if not Path(self.path).is_file():
-                raise ConfigError(f"dataset {name!r}: file not found: {self.path}")
-        return DatasetSpec(
-            name,
-            self.id,
-            self.split,
-            self.revision,
-            rows=0,  # 0: whatever the source holds (no expected row count)
-            problem_column=self.problem,
-            answer_column=self.answer,
-            answer_from=self.answer_from,
-            subset=self.subset,
-            solution_column=self.solution,
-            display=self.display or name,
-            mirrors=self.mirrors,
-            local_path=self.path,
-        )
-
-
-def configure_parser(parser) -> None:
-    from cwgrpo.configs import add_config_arguments, describe_options
-
-    parser.add_argument(
-        "--dataset",
-        required=True,
-        help=f"registry name (one of {', '.join(DATASETS)}), or any name with --set id=/path= (OwnDataset)",
-    )
-    parser.add_argument("--out", required=True, type=Path, help="output JSONL (manifest written beside it)")
-    add_config_arguments(parser)
-    parser.epilog = describe_options(OwnDataset)
-
-
-def run(args) -> int:
-    from cwgrpo.configs import build_config, parse_overrides
-
-    overrides = parse_overrides(args.overrides)
-    if args.config is not None or overrides:
-        spec = build_config(OwnDataset, args.config, overrides).spec(args.dataset)
-    else:
-        spec = get_dataset(args.dataset)
-    manifest = prepare(spec, args.out)
-    logger.info("wrote %s (%d rows, sha256 %s)", args.out, manifest["rows"], manifest["sha256"][:12])
-    return 0

@@ -15,7 +15,15 @@ it shares its ports.
 
 Environment: ``CWGRPO_LOCK_DIR`` (the lock folder; default ``<tmp>/cwgrpo-locks-<uid>``),
 ``CWGRPO_PORT_RANGE`` (``FIRST-LAST``, default 29500-30499), ``CWGRPO_GPU_WAIT_S`` (how long to wait for
-busy devices; default: as long as it takes).
+busy devices, a number of seconds >= 0; default: as long as it takes).
+
+Another user on the machine may create the default folder under the shared temp folder first, or plant a
+link in it to a file of yours: a lock folder this user does not own, or that others can write, is refused,
+and a lock file is never opened through a symbolic link. ``CUDA_VISIBLE_DEVICES`` is read as CUDA reads it
+(``-1``, or any negative number, ends the list: ``-1`` means no GPU); a device listed twice, or devices
+given partly as indices and partly as UUIDs (which cannot be told apart as the same device or not), are an
+error naming the variable. Where ``nvidia-smi`` maps indices to UUIDs, a device's lock file is named by its
+UUID, so one job given ``0`` and another given that GPU's UUID never share it.
 """
 
 from __future__ import annotations
@@ -23,10 +31,12 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import logging
+import math
 import os
 import re
 import shutil
 import socket
+import stat
 import subprocess
 import tempfile
 import time
@@ -70,12 +80,81 @@ def lock_dir(env: Mapping[str, str]) -> Path:
     return Path(env.get(LOCK_DIR_ENV) or default)
 
 
+def own_lock_folder(folder: Path) -> Path:
+    """Create ``folder`` (mode 0700) if missing; refuse one another user owns or others can write, where
+    they could plant links to this user's files. Returns ``folder``."""
+    where = f"lock folder {folder} ({LOCK_DIR_ENV})"
+    try:
+        folder.mkdir(parents=True, exist_ok=True, mode=0o700)
+        info = os.stat(folder)
+    except OSError as err:
+        raise ConfigError(f"{where}: cannot create or read it ({err.strerror}); set {LOCK_DIR_ENV}") from err
+    if not stat.S_ISDIR(info.st_mode):
+        raise ConfigError(f"{where} is not a folder; set {LOCK_DIR_ENV} to a folder of your own")
+    if info.st_uid != os.getuid() or info.st_mode & 0o022:
+        raise ConfigError(
+            f"{where} is owned by uid {info.st_uid} with mode {stat.filemode(info.st_mode)}: another user "
+            f"could replace its lock files; set {LOCK_DIR_ENV} to a folder only you own and can write"
+        )
+    return folder
+
+
+def wait_seconds(env: Mapping[str, str]) -> float | None:
+    """``CWGRPO_GPU_WAIT_S`` as seconds (unset or empty: wait as long as it takes)."""
+    text = env.get(WAIT_ENV)
+    if not text:
+        return None
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not (math.isfinite(value) and value >= 0):
+        raise ConfigError(
+            f"{WAIT_ENV}={text!r}: give a number of seconds >= 0, or unset it to wait for as long as it takes"
+        )
+    return value
+
+
+def visible_devices(text: str) -> list[str]:
+    """The devices of a ``CUDA_VISIBLE_DEVICES`` value as CUDA reads them: a negative number ends the list;
+    a repeated device, or indices mixed with UUIDs, are a ``ConfigError`` naming the variable."""
+    devices = []
+    for item in (g.strip() for g in text.split(",")):
+        if re.fullmatch(r"-\d+", item):
+            break
+        if item:
+            devices.append(item)
+    repeated = sorted({d for d in devices if devices.count(d) > 1})
+    if repeated:
+        raise ConfigError(
+            f"CUDA_VISIBLE_DEVICES={text!r} lists {', '.join(repeated)} more than once: list each GPU once"
+        )
+    if len({d.isdigit() for d in devices}) > 1:
+        raise ConfigError(
+            f"CUDA_VISIBLE_DEVICES={text!r} mixes GPU indices and UUIDs, so one GPU could be listed twice: "
+            "give every GPU the same way (all indices or all UUIDs)"
+        )
+    return devices
+
+
+def gpu_uuids(env: Mapping[str, str]) -> dict[str, str]:
+    """GPU index -> UUID as ``nvidia-smi`` lists them (empty without it): the names of the lock files."""
+    smi = shutil.which("nvidia-smi", path=env.get("PATH"))
+    if smi is None:
+        return {}
+    out = subprocess.run(
+        [smi, "--query-gpu=index,uuid", "--format=csv,noheader"], capture_output=True, text=True, check=False
+    )
+    pairs = [line.split(",") for line in out.stdout.splitlines()] if out.returncode == 0 else []
+    return {p[0].strip(): p[1].strip() for p in pairs if len(p) == 2 and p[0].strip() and p[1].strip()}
+
+
 def gpu_pool(env: Mapping[str, str]) -> list[str]:
     """GPU ids this process may use: ``CUDA_VISIBLE_DEVICES`` if set (empty: none), else every GPU that
     ``nvidia-smi`` lists (none without it). Asking torch would initialise CUDA in this process, after which
     a changed ``CUDA_VISIBLE_DEVICES`` no longer applies to it."""
     if "CUDA_VISIBLE_DEVICES" in env:
-        return [g.strip() for g in env["CUDA_VISIBLE_DEVICES"].split(",") if g.strip()]
+        return visible_devices(env["CUDA_VISIBLE_DEVICES"])
     smi = shutil.which("nvidia-smi", path=env.get("PATH"))
     if smi is None:
         return []
@@ -104,7 +183,14 @@ def port_range(env: Mapping[str, str]) -> tuple[int, int]:
 
 
 def _try_lock(path: Path) -> IO | None:
-    handle = path.open("a+", encoding="utf-8")
+    try:  # O_NOFOLLOW: a link planted in the folder is never followed to a file of this user's
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+    except OSError as err:
+        raise ConfigError(f"lock file {path}: {err.strerror}; it must be a plain file: remove it") from err
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise ConfigError(f"lock file {path} is not a plain file: remove it")
+    handle = os.fdopen(fd, "r+", encoding="utf-8")
     try:
         fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
@@ -139,19 +225,22 @@ def claim_gpus(
     wait_s: float | None = None,
     poll_s: float = 5.0,
     sleep: Callable[[float], None] = time.sleep,
+    lock_ids: Mapping[str, str] | None = None,
 ) -> list[tuple[str, IO]]:
-    """Lock ``n`` of the ``pool`` devices, all or none; wait (up to ``wait_s``, None: forever) while they are busy."""
+    """Lock ``n`` of the ``pool`` devices, all or none; wait (up to ``wait_s``, None: forever) while they are
+    busy. A device's lock file is named by ``lock_ids[device]`` where given (its UUID), else by the device."""
+    lock_ids = lock_ids or {}
     if n > len(pool):
         raise ConfigError(
             f"this job needs {n} GPUs, but {len(pool)} are visible ({','.join(pool) or 'none'}): give it a "
             "machine with more, or a preset that needs fewer (docs/hardware.md)"
         )
-    folder.mkdir(parents=True, exist_ok=True, mode=0o700)
+    own_lock_folder(folder)
     start, told = time.monotonic(), False
     while True:
         got = []
         for gpu in pool:
-            handle = _try_lock(folder / _lock_name("gpu", gpu))
+            handle = _try_lock(folder / _lock_name("gpu", lock_ids.get(gpu, gpu)))
             if handle is not None:
                 got.append((gpu, handle))
                 if len(got) == n:
@@ -171,7 +260,7 @@ def claim_gpus(
 
 def claim_ports(n: int, folder: Path, first: int, last: int) -> list[tuple[int, IO]]:
     """Lock ``n`` ports of ``first..last`` that no other cwgrpo job holds and nothing listens on."""
-    folder.mkdir(parents=True, exist_ok=True, mode=0o700)
+    own_lock_folder(folder)
     got = []
     for port in range(first, last + 1):
         handle = _try_lock(folder / _lock_name("port", str(port)))
@@ -197,10 +286,14 @@ def lease(n_gpus: int, n_ports: int, env: Mapping[str, str] | None = None) -> It
     folder = lock_dir(env)
     pool = gpu_pool(env)
     first, last = port_range(env)  # checked before anything is locked
+    wait = wait_seconds(env)
     handles: list[IO] = []
     try:
-        wait = env.get(WAIT_ENV)
-        claimed = claim_gpus(n_gpus, pool, gpu_lock_dir(env), float(wait) if wait else None) if n_gpus else []
+        gpu_folder = gpu_lock_dir(env)
+        if gpu_folder != folder:
+            own_lock_folder(folder)  # the allocation's folder is inside it
+        ids = gpu_uuids(env) if n_gpus else {}
+        claimed = claim_gpus(n_gpus, pool, gpu_folder, wait, lock_ids=ids) if n_gpus else []
         handles += [h for _, h in claimed]
         ports = claim_ports(n_ports, folder, first, last) if n_ports else []
         handles += [h for _, h in ports]

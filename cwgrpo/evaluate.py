@@ -392,6 +392,9 @@ class _InOrder(argparse.Action):
 PER_MODEL = ("model_dir", "tag", "benchmark_file", "out", "summary")
 
 
+OUTPUTS = ("out", "summary")  # every other path argument is read (cwgrpo.cli)
+
+
 def configure_parser(parser: argparse.ArgumentParser) -> None:
     parser.set_defaults(in_order=[], **{dest: [] for dest in PER_MODEL})
     parser.add_argument(

@@ -20,8 +20,8 @@ There the golds are our records' final answers, given to lighteval as ``paper_go
 
 Metrics: ``strict`` is ``cwgrpo.scoring`` (math-verify, in this process); ``paper`` is lighteval
 0.8.1 with the released configuration, run in its own environment (``cwgrpo.paper_metric``). A bad
-line (not a JSON object, no string ``completion``/``gold``, an unknown ``gold_kind``) gets a verdict
-with a reason, as does an answer that runs out of its time budget; neither stops the run.
+line (not a JSON object, text that is not valid Unicode, no string ``completion``/``gold``, an unknown
+``gold_kind``) gets a verdict with a reason, as does an answer that runs out of its time budget; neither stops the run.
 """
 
 from __future__ import annotations
@@ -50,17 +50,39 @@ def paper_gold(answer: str, gold_kind: str) -> str:
     return f"${answer}$" if gold_kind == "latex" and answer.strip() else answer
 
 
+class BadLine(str):
+    """A line that cannot be graded at all, as the reason its verdict gives; ``keep``: its ``id`` and
+    ``sample``, copied to the verdict where they are valid text."""
+
+    keep: dict[str, Any]
+
+
+def _writable(value: Any) -> bool:
+    try:
+        json.dumps(value, ensure_ascii=False).encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
 def read_items(path: Path, gold_kind: str | None) -> list[Any]:
-    """Decoded lines (a line that is not JSON becomes a string, scored as bad input)."""
+    """Decoded lines (a line that is not JSON becomes a string, one with text that is not valid Unicode, a
+    lone surrogate such as ``"\\ud800"``, a ``BadLine``: both scored as bad input)."""
     items: list[Any] = []
     with open(path, encoding="utf-8") as f:
-        for line in f:
+        for lineno, line in enumerate(f, start=1):
             if not line.strip():
                 continue
             try:
                 item = json.loads(line)
             except ValueError:
                 items.append(line.strip()[:200])
+                continue
+            if not _writable(item):
+                bad = BadLine(f"line {lineno} holds text that is not valid Unicode (a lone surrogate)")
+                passed = item.items() if isinstance(item, dict) else ()
+                bad.keep = {k: v for k, v in passed if k in PASS_THROUGH and _writable(v)}
+                items.append(bad)
                 continue
             if isinstance(item, dict) and gold_kind is not None and "gold_kind" not in item:
                 item = {**item, "gold_kind": gold_kind}
@@ -70,6 +92,8 @@ def read_items(path: Path, gold_kind: str | None) -> list[Any]:
 
 def input_problem(item: Any) -> str | None:
     """Why ``item`` cannot be scored at all, or None."""
+    if isinstance(item, BadLine):
+        return str(item)
     if not isinstance(item, dict):
         return f"line is not a JSON object: {str(item)[:80]!r}"
     for key in ("completion", "gold"):
@@ -127,12 +151,20 @@ def grade_items(
         verdicts = grade_strict(items, processes, timeout_s or DEFAULT_TIMEOUT_S)
     else:
         python = paper_metric.find_lighteval_python(lighteval_python)
-        verdicts = paper_metric.score_paper(
-            items, python, processes=processes, timeout_s=timeout_s or paper_metric.DEFAULT_TIMEOUT_S
+        sent = [i for i, it in enumerate(items) if not isinstance(it, BadLine)]  # the rest cannot be sent
+        verdicts = [{"correct": False, "pred": [], "gold": [], "reason": str(it)} for it in items]
+        scored = paper_metric.score_paper(
+            [items[i] for i in sent],
+            python,
+            processes=processes,
+            timeout_s=timeout_s or paper_metric.DEFAULT_TIMEOUT_S,
         )
+        for i, verdict in zip(sent, scored, strict=True):
+            verdicts[i] = verdict
     out = []
     for item, verdict in zip(items, verdicts, strict=True):
-        keep = {k: item[k] for k in PASS_THROUGH if isinstance(item, dict) and k in item}
+        keep = item.keep if isinstance(item, BadLine) else {}
+        keep = keep or {k: item[k] for k in PASS_THROUGH if isinstance(item, dict) and k in item}
         out.append({**keep, "metric": metric, **verdict})
     return out
 
@@ -169,6 +201,9 @@ def merged_summary(summary: dict[str, Any], rows: list[dict[str, Any]], primary:
     if all("correct_paper" in r for r in rows):
         out["n_disagree"] = sum(r["correct_strict"] != r["correct_paper"] for r in rows)
     return out
+
+
+OUTPUTS = ("out", "summary_out")  # every other path argument is read (cwgrpo.cli)
 
 
 def configure_parser(parser: argparse.ArgumentParser) -> None:

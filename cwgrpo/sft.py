@@ -283,6 +283,9 @@ def train_sft(
     return {"steps": step, "dev_accuracy": acc, "reached_target": reached, "evals": evals}
 
 
+OUTPUTS = ("out_dir", "marker")  # every other path argument is read (cwgrpo.cli)
+
+
 def configure_parser(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--model-dir", required=True, type=Path, help="initial tiny model (build-tiny output)"

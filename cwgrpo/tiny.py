@@ -227,6 +227,9 @@ class TinyConfig:
     seed: int = field(default=0, metadata={"help": "seed of the weight initialisation"})
 
 
+OUTPUTS = ("out_dir", "marker")  # every other path argument is read (cwgrpo.cli)
+
+
 def configure_parser(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--size", required=True, help=f"model size, one of {sorted(SIZES)}")
     parser.add_argument(

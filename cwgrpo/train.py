@@ -65,6 +65,9 @@ RESUME_STATE = (
 TIMING_KEYS = re.compile(r"(runtime|_per_second|step_time|total_flos|^epoch$)")
 
 
+OUTPUTS = ("run_dir", "timings")  # every other path argument is read (cwgrpo.cli)
+
+
 def configure_parser(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--model-dir", type=Path, help="base model folder (with tokenizer); a recipe's model_name_or_path"
@@ -88,7 +91,7 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
     )
     add_config_arguments(parser)
     parser.epilog = (
-        "Options (--config/--set): the fields of cwgrpo.train_config.TrainJob (reward_funcs, prompt_set, train_limit, launcher, "
+        "Options (--config/--set): the fields of cwgrpo.train_config.TrainJob (reward_funcs, reward_timeout_s, prompt_set, train_limit, launcher, "
         "num_processes, accelerate_config, vllm_enforce_eager, vllm_server_gpu, num_nodes, vllm_server_node, "
         "deterministic) and every "
         "field of cwgrpo.trainer.CWGRPOConfig (TRL GRPOConfig + cw_method, cw_variant, clip_cov_*, kl_cov_*, "
@@ -164,7 +167,9 @@ def _callbacks(run_dir: Path, provenance_block: dict[str, Any]):
             if control.should_save and state.is_world_process_zero:
                 check_free_space(run_dir, model)
 
-    return [LogToJsonl(), MarkCompleteCheckpoints(), CheckFreeSpace()]
+    from cwgrpo.reward_guard import missing_rewards_callback
+
+    return [LogToJsonl(), MarkCompleteCheckpoints(), CheckFreeSpace(), missing_rewards_callback()]
 
 
 def prune_resume_state(run_dir: Path, keep: Path) -> list[Path]:
@@ -318,7 +323,7 @@ def train(
     from cwgrpo.generation import check_model_dir
     from cwgrpo.identity import run_inputs
     from cwgrpo.provenance import provenance
-    from cwgrpo.rewards import get_reward
+    from cwgrpo.reward_guard import prepared_rewards
     from cwgrpo.seeding import seed_everything
     from cwgrpo.vllm_server import apply_endpoints
 
@@ -340,12 +345,12 @@ def train(
     dataset = build_dataset(records, job)
     check_dataset_fits(dataset, tokenizer, model_dir, config.max_completion_length)
     init_kwargs = model_init_kwargs(config)
-    reward_funcs = [get_reward(name) for name in job.reward_funcs]
+    reward_funcs = prepared_rewards(job.reward_funcs, dataset[0], job.reward_timeout_s)  # no model yet
 
     resolved = cfg.resolved()
     block = {
         "tags": cfg.tags,
-        "config_hash": config_hash(resolved),
+        "config_hash": config_hash(cfg.identity()),
         "inputs": run_inputs(model_dir, train_data),
         "provenance": provenance(seed=config.seed),
     }

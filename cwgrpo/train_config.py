@@ -34,6 +34,10 @@ class TrainJob:
         default_factory=lambda: ["accuracy"],
         metadata={"help": "reward functions by name (cwgrpo.rewards.REWARDS), e.g. [accuracy, format]"},
     )
+    reward_timeout_s: float | None = field(
+        default=None,
+        metadata={"help": "wall-clock budget of one call of each reward, in seconds (default: none)"},
+    )
     prompt_set: str = field(default="tiny", metadata={"help": "prompt set (cwgrpo.prompts.PROMPT_SETS)"})
     system_prompt: str | None = field(
         default=None,
@@ -95,6 +99,11 @@ class TrainJob:
             raise ConfigError("reward_funcs is empty: name at least one reward function")
         for name in self.reward_funcs:
             get_reward(name)  # raises, listing the known rewards
+        budget = self.reward_timeout_s
+        if budget is not None and not (math.isfinite(budget) and budget > 0):
+            raise ConfigError(
+                f"reward_timeout_s={budget}: must be a number of seconds > 0 (or null for none)"
+            )
         for name in ("train_limit",):
             value = getattr(self, name)
             if value is not None and value < 1:
@@ -200,8 +209,21 @@ class TrainConfig:
     tags: dict[str, Any]
 
     def resolved(self) -> dict[str, Any]:
-        """The run's configuration as ``run.json`` stores it and ``config_hash`` hashes it."""
+        """The run's configuration as ``run.json`` stores it."""
         return {"job": dataclasses.asdict(self.job), "trl": self.trl_kwargs, "tags": self.tags}
+
+    def identity(self) -> dict[str, Any]:
+        """What ``config_hash`` hashes: ``resolved()`` with the run folder's own path as ``<run_dir>``, so that
+        a run folder copied elsewhere keeps its identity (as its inputs do, ``cwgrpo.identity``)."""
+        run_dir = str(self.trl_kwargs["output_dir"]).rstrip("/")
+
+        def relative(value: Any) -> Any:
+            if isinstance(value, str) and (value == run_dir or value.startswith(f"{run_dir}/")):
+                return "<run_dir>" + value[len(run_dir) :]
+            return value
+
+        resolved = self.resolved()
+        return {**resolved, "trl": {k: relative(v) for k, v in resolved["trl"].items()}}
 
 
 def build_train_config(

@@ -251,6 +251,9 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
     parser.epilog = describe_options(ClaimsConfig)
 
 
+OUTPUTS = ("out_json", "out_md")  # every other path argument is read (cwgrpo.cli)
+
+
 def run(args: argparse.Namespace) -> int:
     cfg = config_from_args(ClaimsConfig, args)
     inputs = [*args.summaries, *args.runs, *([args.reported] if args.reported else [])]

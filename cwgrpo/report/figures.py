@@ -400,6 +400,9 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
     parser.epilog = describe_options(FigureConfig)
 
 
+OUTPUTS = ("out_pdf", "out_png")  # every other path argument is read (cwgrpo.cli)
+
+
 def run(args: argparse.Namespace) -> int:
     from cwgrpo.report.style import apply_style, save_figure
 

@@ -280,6 +280,9 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
     parser.epilog = describe_options(StudyConfig)
 
 
+OUTPUTS = ("out_json", "out_md", "out_ablation", "out_ablation_png", "out_power", "out_power_png")
+
+
 def run(args: argparse.Namespace) -> int:
     from cwgrpo.report.claim_checks import report_record
     from cwgrpo.report.study_render import ablation_figure, power_figure, study_markdown

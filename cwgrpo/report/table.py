@@ -358,6 +358,9 @@ def write_table(
     return dict(out)
 
 
+OUTPUTS = tuple(f"out_{name}" for name in TABLE_OUTPUTS)  # every other path argument is read (cwgrpo.cli)
+
+
 def run(args: argparse.Namespace) -> int:
     cfg = config_from_args(TableConfig, args)
     outputs = {name: getattr(args, f"out_{name}") for name in TABLE_OUTPUTS}

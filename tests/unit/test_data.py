@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from cwgrpo import cli, data, paper, synthetic
+from cwgrpo import cli, data, paper, prepare_data, synthetic
 from cwgrpo.configs import ConfigError
 from cwgrpo.io import ResultFileError
 
@@ -361,4 +361,4 @@ def test_own_dataset_column_that_does_not_exist_is_named(tmp_path, capsys):
 )
 def test_own_dataset_bad_options(options, message):
     with pytest.raises(ConfigError, match=message):
-        data.OwnDataset(**options).spec("mine")
+        prepare_data.OwnDataset(**options).spec("mine")

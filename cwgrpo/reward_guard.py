@@ -1,0 +1,182 @@
+"""Rewards checked before and while a run trains: a reward that cannot work fails in seconds, not hours.
+
+- Before any model loads, each reward is called once on the first training row, as TRL calls it (prompts,
+  completions, completion ids and every dataset column by keyword), with the row's gold answer as the
+  completion: a reward that raises, or does not return one number or None per completion, is a
+  ``ConfigError`` naming it.
+- ``reward_timeout_s`` (``TrainJob``): a wall-clock budget of one call of each reward; a call over it stops
+  the run naming the reward (without it, a reward that hangs blocks training for ever). The sample call
+  has the same budget, or ``SAMPLE_BUDGET_S`` without one.
+- While training: a logged step where every reward is missing (None or NaN for every completion, so no
+  completion has a reward and the step has no learning signal) is a warning; ``MISSING_STEPS`` such steps
+  in a row, or a run whose every logged step was so, stop the run with an error at that step's log, which
+  comes before its checkpoint is saved: the run never counts as complete, and a rerun stops again.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import logging
+import math
+import signal
+import threading
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from typing import Any
+
+from cwgrpo.configs import ConfigError
+from cwgrpo.rewards import RewardFunc, get_reward
+
+logger = logging.getLogger(__name__)
+
+SAMPLE_BUDGET_S = 60.0
+MISSING_STEPS = 3
+
+
+class RewardTimeout(ConfigError):
+    """A reward call ran past its budget."""
+
+
+@contextlib.contextmanager
+def time_budget(seconds: float | None, what: str) -> Iterator[None]:
+    """Raise ``RewardTimeout`` in this thread once ``seconds`` have passed (the main thread only: a signal
+    timer; elsewhere, and with ``seconds`` None, no budget)."""
+    if seconds is None or threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def expired(signum: int, frame: Any) -> None:
+        raise RewardTimeout(f"{what} took more than {seconds:g} s (reward_timeout_s)")
+
+    previous = signal.signal(signal.SIGALRM, expired)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+
+
+def with_budget(name: str, func: RewardFunc, seconds: float | None) -> RewardFunc:
+    """``func`` with a time budget per call; the same function without one."""
+    if seconds is None:
+        return func
+
+    @functools.wraps(func)
+    def bounded(*args: Any, **kwargs: Any) -> list[float | None]:
+        with time_budget(seconds, f"one call of reward {name!r}"):
+            return func(*args, **kwargs)
+
+    return bounded
+
+
+def sample_call(row: Mapping[str, Any]) -> dict[str, Any]:
+    """The keyword arguments of one TRL reward call on ``row``, its gold answer as the completion."""
+    prompt = row["prompt"]
+    text = f"The answer is \\boxed{{{row.get('answer', '')}}}."
+    completion = [{"role": "assistant", "content": text}] if isinstance(prompt, list) else text
+    columns = {key: [value] for key, value in row.items() if key != "prompt"}
+    return {
+        "prompts": [prompt],
+        "completions": [completion],
+        "completion_ids": [[0]],
+        **columns,
+        "trainer_state": None,
+        "log_extra": lambda *a, **k: None,
+        "log_metric": lambda *a, **k: None,
+    }
+
+
+def check_on_sample(name: str, func: RewardFunc, row: Mapping[str, Any], budget: float | None) -> None:
+    """Call ``func`` once on ``row``; a reward that raises or returns anything but one float (or None) is a
+    ``ConfigError`` naming it."""
+    where = f"reward {name!r}, called on the first training row before training"
+    try:
+        with time_budget(budget or SAMPLE_BUDGET_S, where):
+            out = func(**sample_call(row))
+    except RewardTimeout as err:
+        raise ConfigError(f"{err}: a reward must return within its budget; set reward_timeout_s") from err
+    except Exception as err:  # a user's function may raise anything; it is named, not hidden
+        raise ConfigError(f"{where}, raised {type(err).__name__}: {err}") from err
+    if not isinstance(out, Sequence) or isinstance(out, (str, bytes)):
+        raise ConfigError(
+            f"{where}, returned {type(out).__name__}, not a list of one float or None per completion"
+        )
+    if len(out) != 1:
+        raise ConfigError(f"{where}, returned {len(out)} values for 1 completion: return one per completion")
+    value = out[0]
+    if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))):
+        raise ConfigError(
+            f"{where}, returned {value!r} ({type(value).__name__}): a reward is a float or None"
+        )
+
+
+def prepared_rewards(
+    names: Sequence[str], row: Mapping[str, Any], budget: float | None = None
+) -> list[RewardFunc]:
+    """The reward functions of ``names``, each checked on ``row`` and given the per-call ``budget``."""
+    funcs = []
+    for name in names:
+        func = get_reward(name)
+        check_on_sample(name, func, row, budget)
+        funcs.append(with_budget(name, func, budget))
+    return funcs
+
+
+def every_reward_missing(logs: Mapping[str, Any]) -> bool:
+    """Whether a logged step has reward means (``rewards/NAME/mean``) and every one is NaN (or None, as the
+    trainer logs a NaN)."""
+    means = [v for k, v in logs.items() if k.startswith("rewards/") and k.endswith("/mean")]
+    return bool(means) and all(v is None or (isinstance(v, float) and math.isnan(v)) for v in means)
+
+
+class MissingRewards:
+    """Counts logged steps where every reward is missing; warns on each, and raises at ``MISSING_STEPS``
+    in a row or at the last step of a run whose every logged step was so."""
+
+    def __init__(self, limit: int = MISSING_STEPS, warn: Callable[..., None] = logger.warning) -> None:
+        self.limit, self.warn = limit, warn
+        self.in_a_row = self.logged = self.missing = 0
+
+    def step(self, step: int, logs: Mapping[str, Any], last: bool = False) -> None:
+        """Count the logs of ``step``; ``last``: the run's last step."""
+        if not any(k.startswith("rewards/") for k in logs):
+            return
+        self.logged += 1
+        if not every_reward_missing(logs):
+            self.in_a_row = 0
+            return
+        self.in_a_row += 1
+        self.missing += 1
+        self.warn(
+            "step %d: EVERY REWARD IS MISSING (None or NaN for every completion): this step has no learning "
+            "signal; check the reward functions (%d such steps in a row)",
+            step,
+            self.in_a_row,
+        )
+        if self.in_a_row >= self.limit:
+            raise self.error(f"{self.in_a_row} logged steps in a row")
+        if last and self.missing == self.logged:
+            raise self.error(f"every logged step ({self.logged})")
+
+    @staticmethod
+    def error(which: str) -> ConfigError:
+        return ConfigError(
+            f"{which} had every reward missing (None or NaN for every completion): the run learns nothing, "
+            "so it stops and is not complete; fix the reward functions (or the data they read) and rerun"
+        )
+
+
+def missing_rewards_callback() -> Any:
+    """A ``TrainerCallback`` running ``MissingRewards`` on the main process's logs."""
+    from transformers import TrainerCallback
+
+    class StopOnMissingRewards(TrainerCallback):
+        def __init__(self) -> None:
+            self.count = MissingRewards()
+
+        def on_log(self, args, state, control, logs=None, **kwargs):
+            if state.is_world_process_zero and logs:
+                self.count.step(state.global_step, logs, last=state.global_step >= state.max_steps)
+
+    return StopOnMissingRewards()
