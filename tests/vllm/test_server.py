@@ -3,7 +3,7 @@ trainer's generation through it.
 
 One server for the module (start-up 40-60 s), started as ``cwgrpo.launch`` starts it: the command
 ``launch.plan`` builds from the paper preset's training options, ports claimed through
-``cwgrpo.devices``, ``vllm_server.wait_for_server``. Its context is shrunk from 4096 to
+``cwgrpo.devices`` (in ``SERVER_PORTS``), ``vllm_server.wait_for_server``. Its context is shrunk from 4096 to
 ``SHRUNK_CONTEXT`` (the tiny model has 256 positions; the bug and its fix do not depend on the size), and
 GPU ids are names only (vLLM's CPU build ignores ``CUDA_VISIBLE_DEVICES``).
 """
@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 import yaml
 
-from cwgrpo.devices import lease
+from cwgrpo.devices import PORT_RANGE_ENV, lease
 from cwgrpo.launch import plan, ports_needed
 from cwgrpo.train_config import split_options
 from cwgrpo.vllm_server import wait_for_server
@@ -29,6 +29,7 @@ from tests.vllm.conftest import REPO, run_in_vllm
 
 HERE = Path(__file__).resolve().parent
 SHRUNK_CONTEXT = 128
+SERVER_PORTS = "31500-31999"
 GPUS = ["0", "1", "2", "3"]  # the paper preset's 3 training GPUs + the server's
 # Prompts of different lengths in one call: the three training processes' prompts reach the server together.
 PROMPTS = ["Compute 2+2.", "What is the sum of the first ten odd numbers?", "Solve x^2 = 49 for x > 0."]
@@ -50,7 +51,8 @@ class Server:
 def paper_server(vllm_python, tiny_model_dir, tmp_path_factory):
     job, trl_options = split_options(paper_train_options(vllm_max_model_length=SHRUNK_CONTEXT))
     log = tmp_path_factory.mktemp("vllm-server") / "server.log"
-    with lease(0, ports_needed(job)) as held:
+    # a range of its own: tests that stand in for servers on the default range use lock folders of their own
+    with lease(0, ports_needed(job), {**os.environ, PORT_RANGE_ENV: SERVER_PORTS}) as held:
         command, server_env, _, train_env = plan(
             ["train"], job, GPUS, str(tiny_model_dir), held.ports, trl_options
         )
@@ -104,15 +106,19 @@ def test_training_completions_get_the_rest_of_the_context_not_16_tokens(
 ):
     """The paper preset's generation settings (generation_kwargs {max_tokens: null}, temperature 0.7,
     G = 12, max_completion_length 4096) through the trainer's own generation and TRL's client: each
-    completion ends at EOS or fills the rest of its prompt's context, as the released engine's did;
-    vLLM's completions endpoint turns the null into 16 tokens."""
+    completion gets the rest of its prompt's context, as the released engine gave it; vLLM's completions
+    endpoint turns the null into 16 tokens. ``ignore_eos`` is added so that no completion ends early and
+    every length is known (the tiny model often samples EOS)."""
+    preset = paper_train_options()
     options = paper_train_options(
         vllm_max_model_length=SHRUNK_CONTEXT,
+        generation_kwargs={**preset["generation_kwargs"], "ignore_eos": True},
         max_steps=1,
         bf16=False,  # CPU
         gradient_checkpointing=False,
         model_init_kwargs=None,  # bf16 + flash-attention: the GPU's
     )
+    assert options["generation_kwargs"]["max_tokens"] is None
     spec = tmp_path / "spec.json"
     spec.write_text(json.dumps({
         "options": options, "model_dir": str(tiny_model_dir), "run_dir": str(tmp_path / "run"),
@@ -124,11 +130,24 @@ def test_training_completions_get_the_rest_of_the_context_not_16_tokens(
     rows = json.loads(out.splitlines()[-1])
     assert len(rows) == len(PROMPTS) * options["num_generations"]
     assert len({row["prompt"] for row in rows}) == len(PROMPTS)  # one call, prompts of different lengths
-    budgets = [SHRUNK_CONTEXT - row["prompt"] for row in rows]
     lengths = [row["completion"] for row in rows]
-    short = [(row, budget) for row, budget in zip(rows, budgets, strict=True) if row["completion"] != budget]
-    assert all(row["eos"] and row["completion"] < budget for row, budget in short), (
-        f"completions neither at EOS nor at the context's end (budget = {SHRUNK_CONTEXT} - prompt): "
-        f"lengths {lengths}, budgets {budgets}"
-    )
-    assert sum(length == budget for length, budget in zip(lengths, budgets, strict=True)) >= len(rows) // 2
+    budgets = [SHRUNK_CONTEXT - row["prompt"] for row in rows]  # below max_completion_length (4096)
+    assert lengths == budgets, f"completion lengths {lengths}, budgets (context - prompt) {budgets}"
+
+
+def test_gpu_acceptance_scripts_server_path_runs_on_cpu(paper_server, vllm_python, tiny_model_dir, tmp_path):
+    """benchmarks/gpu_acceptance.py's server path (TRL's client as the trainer uses it, the paper's
+    generation settings, sampling that ignores EOS) against this module's server: every completion gets
+    the rest of its prompt's context. Its colocated path needs a GPU."""
+    out = tmp_path / "acceptance.json"
+    script = REPO / "benchmarks" / "gpu_acceptance.py"
+    url = f"http://localhost:{paper_server.port}"
+    run_in_vllm(
+        vllm_python, script, "--paths", "server", "--model-dir", str(tiny_model_dir), "--server-url", url,
+        "--prompt-tokens", "20", "--completion-tokens", "4096", "--out", str(out), timeout=600,
+    )  # fmt: skip
+    result = json.loads(out.read_text())
+    assert result["server"]["server_context"] == SHRUNK_CONTEXT
+    assert result["server"]["budgets"] == [108, 110, 112]  # 128 - prompts of 20, 18 and 16 tokens
+    assert result["server"]["completion_lengths"] == [108, 110, 112]
+    assert result["passed"] is True
