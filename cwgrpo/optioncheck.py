@@ -120,7 +120,8 @@ def _check_vllm(options: Mapping[str, Any]) -> None:
     try:
         check_vllm_options(options, int(options.get("num_processes", 1)))
     except ConfigError as err:
-        raise OptionError(None, str(err)) from None
+        named = str(err).split("=", 1)[0]  # each message starts with the option it refuses: KEY=VALUE
+        raise OptionError(named if named in options else None, str(err)) from None
 
 
 def _check_one(cls: type, key: str, value: Any) -> None:

@@ -17,6 +17,9 @@ from cwgrpo.vllm_checks import check_context_fits_model, check_vllm_options
 def test_memory_share_outside_zero_one_is_refused_at_parse_time(share):
     with pytest.raises(OptionError, match=rf"vllm_gpu_memory_utilization={share}: .* in \(0, 1\]"):
         check_train_options({"vllm_gpu_memory_utilization": share})
+    with pytest.raises(OptionError) as err:
+        check_train_options({"vllm_gpu_memory_utilization": share})
+    assert err.value.key == "vllm_gpu_memory_utilization"  # the workflow names the preset section with it
     with pytest.raises(ConfigError, match="vllm_gpu_memory_utilization"):
         split_options({"vllm_gpu_memory_utilization": share})
 
