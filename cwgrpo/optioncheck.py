@@ -110,6 +110,18 @@ def check_train_options(options: Mapping[str, Any]) -> None:
                 key, f"unknown training option {key!r}: not a TrainJob nor a CWGRPOConfig field"
             )
     _check_together(TrainJob, {k: v for k, v in options.items() if k in job_fields})
+    _check_vllm(options)
+
+
+def _check_vllm(options: Mapping[str, Any]) -> None:
+    """The vLLM engine settings vLLM would refuse once started (cwgrpo.vllm_checks)."""
+    from cwgrpo.vllm_checks import check_vllm_options
+
+    try:
+        check_vllm_options(options, int(options.get("num_processes", 1)))
+    except ConfigError as err:
+        named = str(err).split("=", 1)[0]  # each message starts with the option it refuses: KEY=VALUE
+        raise OptionError(named if named in options else None, str(err)) from None
 
 
 def _check_one(cls: type, key: str, value: Any) -> None:

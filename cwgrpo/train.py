@@ -270,6 +270,7 @@ def model_init_kwargs(config) -> dict[str, Any]:
 
 def run(args: argparse.Namespace) -> int:
     from cwgrpo.recipe import read_train_options
+    from cwgrpo.vllm_checks import check_context_fits_model
 
     named, options = read_train_options(args.config)  # a recipe may name the three folders
     paths = {}
@@ -287,6 +288,7 @@ def run(args: argparse.Namespace) -> int:
     cfg = build_train_config(
         options, run_dir, parse_tags(args.tag)
     )  # a bad option fails here, in any process
+    check_context_fits_model(cfg.trl_kwargs, model_dir)  # before any vLLM engine or server starts
     if cfg.job.launcher == "accelerate" and "CWGRPO_LAUNCHED" not in os.environ:
         from cwgrpo.launch import relaunch
 

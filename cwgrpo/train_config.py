@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from cwgrpo.configs import ConfigError, build_config, coerce_value
+from cwgrpo.vllm_checks import check_vllm_options
 
 # The run folder's undeclared folder of growing logs (cwgrpo.train); TRL's covariance samples go there too.
 LIVE = "live"
@@ -154,6 +155,7 @@ def split_options(options: dict[str, Any]) -> tuple[TrainJob, dict[str, Any]]:
         check_finite_option(key, checked)
         # An int where TRL wants a float is kept as written: TRL takes it, and run.json stays as configured.
         trl_kwargs[key] = value if isinstance(checked, float) and type(value) is int else checked
+    check_vllm_options(trl_kwargs, job.num_processes)
     return job, trl_kwargs
 
 

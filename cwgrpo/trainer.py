@@ -51,7 +51,7 @@ from typing import Any
 import torch
 from trl import GRPOConfig, GRPOTrainer
 
-from cwgrpo import learning_signal, released_stats, weighting
+from cwgrpo import context_budget, learning_signal, released_stats, weighting
 
 logger = logging.getLogger(__name__)
 
@@ -302,7 +302,9 @@ class CWGRPOTrainer(GRPOTrainer):
 
     Overridden: ``_compute_loss`` and ``_get_per_token_logps_and_entropies`` (the method), ``_generate``
     (the released prompt cut, a no-op unless ``max_prompt_length`` is set), and ``__init__`` (the fused
-    LM head's temperature, unchanged unless ``cw_logprob_temperature`` is set); see the module docstring.
+    LM head's temperature, unchanged unless ``cw_logprob_temperature`` is set; in server mode, each
+    request's ``max_tokens`` cut to the rest of the server's context: ``cwgrpo.context_budget``); see the
+    module docstring.
     """
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
@@ -312,6 +314,9 @@ class CWGRPOTrainer(GRPOTrainer):
         with _fused_head_temperature(config.cw_logprob_temperature):
             super().__init__(*args, **kwargs)
         self.add_callback(learning_signal.monitor(self.args.cw_no_signal_steps))
+        client = getattr(getattr(self, "vllm_generation", None), "vllm_client", None)  # server mode, rank 0
+        if self.use_vllm and self.vllm_mode == "server" and client is not None:
+            context_budget.fit_client_to_context(client)  # each request: the rest of the server's context
         self._cw_method = weighting.get_method(self.args.cw_method)
         if self.args.cw_method == "kl_cov":
             # Cui et al.'s KL-Cov has no PPO ratio clip for any token (spec method.md §3): with infinite

@@ -38,6 +38,7 @@ FIRST = (
     "tests/e2e/test_sft.py",
     "tests/e2e/test_determinism.py",
     "tests/real/test_real_model.py",
+    "tests/vllm/test_server.py",
 )
 LAST = ("tests/e2e/test_smoke_dag.py", "tests/e2e/test_report.py")
 

