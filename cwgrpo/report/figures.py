@@ -16,7 +16,7 @@ Every figure uses :mod:`cwgrpo.report.style` (one colour per method, legend on t
 a provenance footer. Example::
 
     cwgrpo figure --kind entropy --runs results/tiny/runs/*/*/seed* \\
-        --out-pdf figures/entropy.pdf --out-png figures/entropy.png
+        --out-pdf figures/tiny/entropy.pdf --out-png figures/tiny/entropy.png
 """
 
 from __future__ import annotations
@@ -390,10 +390,10 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--kind", required=True, choices=KINDS, help="which figure")
     add_input_arguments(parser, required=False)
     parser.add_argument(
-        "--out-pdf", required=True, type=Path, help="the figure as PDF, e.g. figures/NAME.pdf"
+        "--out-pdf", required=True, type=Path, help="the figure as PDF, e.g. figures/PRESET/NAME.pdf"
     )
     parser.add_argument(
-        "--out-png", required=True, type=Path, help="the figure as PNG, e.g. figures/NAME.png"
+        "--out-png", required=True, type=Path, help="the figure as PNG, e.g. figures/PRESET/NAME.png"
     )
     add_config_arguments(parser)
     parser.epilog = describe_options(FigureConfig)

@@ -22,7 +22,7 @@ Outputs, each its own flag (the command writes no other file)::
 
 Example (``R=results/tiny``)::
 
-    cwgrpo table --summaries $R/eval/*/*/*/step*/*.summary.json --out-pdf figures/table1.pdf \\
+    cwgrpo table --summaries $R/eval/*/*/*/step*/*.summary.json --out-pdf figures/tiny/table1.pdf \\
         --out-csv $R/table1.csv --out-tex $R/table1.tex --out-md $R/table1.md \\
         --out-reported-csv $R/reported_vs_ours.csv --out-reported-md $R/reported_vs_ours.md \\
         --out-sensitivity-csv $R/metric_sensitivity.csv --out-sensitivity-md $R/metric_sensitivity.md \\
@@ -279,7 +279,7 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
 
 # Output name -> help; each is the flag --out-NAME (underscores as dashes) and a key of write_table's `out`.
 TABLE_OUTPUTS = {
-    "pdf": "the typeset table, e.g. figures/table1.pdf",
+    "pdf": "the typeset table, e.g. figures/tiny/table1.pdf",
     "csv": "Table 1 in long format (table1.csv)",
     "tex": "Table 1 in LaTeX (table1.tex)",
     "md": "Table 1 in Markdown (table1.md)",

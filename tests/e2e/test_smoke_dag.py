@@ -20,7 +20,7 @@ FIGURES = ["table1.pdf", *(f"{n}.{ext}" for n in ("entropy", "checkpoints", "cov
 
 def test_smoke_dag_writes_every_table_figure_and_claims(smoke_run):
     for name in FIGURES:
-        data = (smoke_run / "figures" / name).read_bytes()
+        data = (smoke_run / "figures" / "smoke" / name).read_bytes()
         assert data[:4] in (b"%PDF", b"\x89PNG") and len(data) > 1000, name
     results = smoke_run / "results" / "smoke"
     for name in (

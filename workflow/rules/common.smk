@@ -69,6 +69,7 @@ PRESET = config["name"]
 DOWNLOADS_LOCAL = config["kind"] == "paper" and config["data"]["downloads_on_submit_host"]
 KIND = config["kind"]
 RES = f"results/{PRESET}"
+FIG = f"figures/{PRESET}"  # a preset's figures: its own folder, so its report collects only its own
 LOGS = f"logs/{PRESET}"
 SIZES = list(config["sizes"])
 METHODS = list(config["methods"])
@@ -600,7 +601,7 @@ def study_outputs():
     """The study analysis's files (only a preset with a `study` section has them)."""
     if not config.get("study"):
         return []
-    figures = [f"figures/{name}.{ext}" for name in STUDY_FIGURES for ext in ("pdf", "png")]
+    figures = [f"{FIG}/{name}.{ext}" for name in STUDY_FIGURES for ext in ("pdf", "png")]
     return [f"{RES}/study.json", f"{RES}/study.md", *figures]
 
 
@@ -621,9 +622,9 @@ def study_options():
 
 
 def get_final_output():
-    figures = [f"figures/{name}.{ext}" for name in FIGURES for ext in ("pdf", "png")]
+    figures = [f"{FIG}/{name}.{ext}" for name in FIGURES for ext in ("pdf", "png")]
     return [
-        "figures/table1.pdf",
+        f"{FIG}/table1.pdf",
         *figures,
         f"{RES}/claims.json",
         f"{RES}/claims.md",

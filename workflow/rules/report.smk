@@ -7,7 +7,7 @@ rule table:
     input:
         summaries=all_summaries(),
     output:
-        pdf=report("figures/table1.pdf", caption="../report/table1.rst", category="Table 1"),
+        pdf=report(f"{FIG}/table1.pdf", caption="../report/table1.rst", category="Table 1"),
         csv=f"{RES}/table1.csv",
         tex=f"{RES}/table1.tex",
         md=f"{RES}/table1.md",
@@ -49,9 +49,9 @@ for _name, (_kind, _reads) in FIGURES.items():
         input:
             figure_inputs(_name),
         output:
-            pdf=f"figures/{_name}.pdf",
+            pdf=f"{FIG}/{_name}.pdf",
             png=report(
-                f"figures/{_name}.png",
+                f"{FIG}/{_name}.png",
                 caption=f"../report/{_name}.rst",
                 category="Figures",
             ),
@@ -105,15 +105,15 @@ if config.get("study"):
         output:
             json=f"{RES}/study.json",
             md=report(f"{RES}/study.md", caption="../report/study.rst", category="Study"),
-            ablation="figures/study_ablation.pdf",
+            ablation=f"{FIG}/study_ablation.pdf",
             ablation_png=report(
-                "figures/study_ablation.png",
+                f"{FIG}/study_ablation.png",
                 caption="../report/study_ablation.rst",
                 category="Study",
             ),
-            power="figures/study_power.pdf",
+            power=f"{FIG}/study_power.pdf",
             power_png=report(
-                "figures/study_power.png",
+                f"{FIG}/study_power.png",
                 caption="../report/study_power.rst",
                 category="Study",
             ),
