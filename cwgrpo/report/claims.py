@@ -117,8 +117,11 @@ def claim_texts(cfg: ClaimsConfig, reported: Mapping[str, Any]) -> dict[int, dic
 
 
 def _fmt(x: Any, sign: bool = True, d: int = 2) -> str:
+    """``x`` to ``d`` decimals, or to two significant digits where ``d`` decimals would show ±0.00."""
     if x is None or (isinstance(x, float) and not math.isfinite(x)):
         return "—"
+    if x != 0 and abs(x) < 0.5 * 10**-d:
+        d = 1 - math.floor(math.log10(abs(x)))
     return (f"{x:+.{d}f}" if sign else f"{x:.{d}f}").replace("-", "−")
 
 

@@ -24,7 +24,6 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import logging
-import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -46,6 +45,7 @@ from cwgrpo.report.load import (
     run_info,
 )
 from cwgrpo.report.options import PAPER_BENCHMARKS, ReportConfig
+from cwgrpo.report.symlog import linthresh, symlog_edges, symlog_ticks
 from cwgrpo.stats import t_band
 
 log = logging.getLogger(__name__)
@@ -195,7 +195,7 @@ def _mirror_of(cfg: FigureConfig, present: Sequence[str], key: str) -> str:
 
 
 def plot_checkpoints(cfg: FigureConfig, summaries: Sequence[Path]):
-    from cwgrpo.report.style import new_figure
+    from cwgrpo.report.style import integer_steps, new_figure, percent_axis
 
     frame = load_summaries(summaries, cfg)
     sizes = cfg.order_sizes(frame["size"])
@@ -220,7 +220,10 @@ def plot_checkpoints(cfg: FigureConfig, summaries: Sequence[Path]):
                 xlabel="training step",
                 ylabel="accuracy (%)",
             )
-    _legend(fig, axes, "mean over seeds;\n" + BAND_TEXT[cfg.band].replace("band", "bars"))
+            integer_steps(ax)
+            percent_axis(ax)
+    bars = _band_title(cfg, frame).replace("band", "bars")
+    _legend(fig, axes, f"mean over seeds;\n{bars}" if bars else "one seed: no bars")
     return fig
 
 
@@ -269,46 +272,6 @@ def _pooled_cov(runs: Sequence[Path]) -> dict[tuple[str, str], tuple[np.ndarray,
     }
 
 
-def _linthresh(cov: np.ndarray) -> float:
-    """Linear range of the symlog axis: the power of ten at or below the median |cov| (nonzero)."""
-    a = np.abs(cov[np.isfinite(cov) & (cov != 0)])
-    if a.size == 0:
-        return 1.0
-    return float(10 ** math.floor(math.log10(np.median(a))))
-
-
-def _symlog_edges(lt: float, top: float, per_side: int = 28) -> np.ndarray:
-    top = max(top * 1.001, lt * 10)
-    pos = np.geomspace(lt, top, per_side)
-    return np.concatenate([-pos[::-1], np.linspace(-lt, lt, 5)[1:-1], pos])
-
-
-def _symlog_ticks(axis, lt: float, per_side: int) -> None:
-    """Few, readable ticks on a symlog axis: 0 and at most ``per_side`` decades each side, all in view."""
-    from matplotlib.ticker import FixedLocator, FuncFormatter, NullLocator
-
-    lo, hi = axis.get_view_interval()
-    top = max(abs(lo), abs(hi))
-    decades = list(
-        range(round(math.log10(lt)), math.floor(math.log10(max(top, lt * 10))) + 1)
-    )  # within the data
-    step = max(1, math.ceil(len(decades) / per_side))
-    chosen = decades[::-1][::step][::-1]  # keep the outermost decade
-
-    def label(v: float, _pos: int) -> str:
-        if v == 0:
-            return "0"
-        d = round(math.log10(abs(v)))
-        sign = "−" if v < 0 else ""
-        return f"{sign}{10.0**d:g}" if -2 <= d <= 2 else f"{sign}$10^{{{d}}}$"
-
-    axis.set_major_locator(
-        FixedLocator([-(10.0**d) for d in reversed(chosen)] + [0.0] + [10.0**d for d in chosen])
-    )
-    axis.set_major_formatter(FuncFormatter(label))
-    axis.set_minor_locator(NullLocator())
-
-
 def plot_covariance(cfg: FigureConfig, runs: Sequence[Path]):
     from scipy.special import expit, logit
 
@@ -322,8 +285,8 @@ def plot_covariance(cfg: FigureConfig, runs: Sequence[Path]):
     for row, size in enumerate(sizes):
         methods = cfg.order_methods(m for s, m in pooled if s == size)
         all_cov = np.concatenate([pooled[(size, m)][0] for m in methods])
-        lt = _linthresh(all_cov)
-        edges = _symlog_edges(lt, float(np.nanmax(np.abs(all_cov))))
+        lt = linthresh(all_cov)
+        edges = symlog_edges(lt, float(np.nanmax(np.abs(all_cov))))
         ax_h, ax_q, ax_w = axes[row]
         for method in methods:
             cov, weight = pooled[(size, method)]
@@ -343,7 +306,7 @@ def plot_covariance(cfg: FigureConfig, runs: Sequence[Path]):
             q, v = zip(*PAPER_COV_QUANTILES, strict=True)
             ax_q.scatter(q, v, marker="x", color="black", zorder=5, label="paper, 1.5B (approx.)")
         ax_h.set_xscale("symlog", linthresh=lt)
-        _symlog_ticks(ax_h.xaxis, lt, per_side=2)
+        symlog_ticks(ax_h.xaxis, lt, per_side=2)
         ax_h.set_yscale("log")
         ax_h.set(
             title=f"{cfg.size_name(size)} · distribution",
@@ -352,14 +315,14 @@ def plot_covariance(cfg: FigureConfig, runs: Sequence[Path]):
         )
         ax_q.set_xscale("logit")
         ax_q.set_yscale("symlog", linthresh=lt)
-        _symlog_ticks(ax_q.yaxis, lt, per_side=3)
+        symlog_ticks(ax_q.yaxis, lt, per_side=3)
         ax_q.set(
             title=f"{cfg.size_name(size)} · quantiles (both tails)",
             xlabel="quantile level (logit scale)",
             ylabel="covariance quantile c_q (symlog)",
         )
         ax_w.set_xscale("symlog", linthresh=lt)
-        _symlog_ticks(ax_w.xaxis, lt, per_side=2)
+        symlog_ticks(ax_w.xaxis, lt, per_side=2)
         ax_w.set(
             title=f"{cfg.size_name(size)} · kernel weight",
             xlabel="token covariance c (symlog)",
