@@ -29,6 +29,10 @@ onstart:
     check_local_gpus()  # local runs: the GPU cap against the GPUs this machine shows
 
 
+onsuccess:
+    logger.info(finished_run_message())  # the table, figures, claims and report of the run
+
+
 localrules:
     all,
 

@@ -56,6 +56,9 @@ def test_two_presets_in_one_folder_each_report_holds_only_its_own_files(tmp_path
         configfile.write_text(yaml.safe_dump(cheap_preset(name)))
         proc = snakemake(workdir, configfile)
         assert proc.returncode == 0, (proc.stdout + proc.stderr)[-6000:]
+        said = proc.stdout + proc.stderr  # the finished run points to its own outputs and report command
+        assert f"Table 1: results/{name}/table1.md\nfigures: figures/{name}/\n" in said, said[-2000:]
+        assert f"report: snakemake --report report.html --configfile {configfile}" in said, said[-2000:]
         reports[name] = tmp_path / f"{name}.html"
         proc = snakemake(workdir, configfile, "--report", str(reports[name]))
         assert proc.returncode == 0, (proc.stdout + proc.stderr)[-4000:]

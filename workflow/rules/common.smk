@@ -632,6 +632,25 @@ def get_final_output():
     ]
 
 
+def finished_run_message():
+    """Where a finished run's table, figures, claims and report are (logged by the Snakefile's
+    `onsuccess:`): the files that exist, and the report command with this run's --configfile."""
+    shown = [
+        (what, path)
+        for what, path in (
+            ("Table 1", f"{RES}/table1.md"),
+            ("figures", f"{FIG}/"),
+            ("claims", f"{RES}/claims.md"),
+        )
+        if Path(path).exists()
+    ]
+    configfiles = "".join(
+        f" --configfile {shlex.quote(str(f))}" for f in workflow.overwrite_configfiles or []
+    )
+    lines = [f"{what}: {path}" for what, path in shown]
+    return "\n".join(["Results of this run:", *lines, f"report: snakemake --report report.html{configfiles}"])
+
+
 # ---------------------------------------------------------------- input and params functions
 
 
