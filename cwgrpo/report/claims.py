@@ -167,16 +167,10 @@ def claims_markdown(report: Mapping[str, Any], cfg: ClaimsConfig) -> str:
         f"**Verdict rule.** {VERDICT_RULE}",
         "",
     ]
-    if cfg.preset == "tiny":
+    if report.get("stand_in"):
         lines += [
-            "Tiny preset: 1–2.4M-parameter models on synthetic arithmetic. A verdict here says whether the "
-            "*effect* the paper describes appears at this scale, not whether the paper's numbers are reproduced.",
-            "",
-        ]
-    if cfg.preset == "real":
-        lines += [
-            "Real preset: a 135M-parameter pretrained model for a few steps on one seed. It exercises the claims' "
-            "code on a real model; a verdict here is not evidence about the paper.",
+            f"{report['stand_in']} A verdict here says whether the *effect* the paper describes appears in "
+            "these runs, not whether the paper's numbers are reproduced.",
             "",
         ]
     lines += ["| # | Claim | Verdict |", "|---|---|---|"]
@@ -237,7 +231,8 @@ def evaluate_claims(
                 "per_size": per_size,
             }
         )
-    return {"verdict_rule": VERDICT_RULE, "sizes": sizes, "claims": claims}
+    stand_in = cfg.stand_in_note(sorted(set(frame["benchmark"])), sizes)
+    return {"verdict_rule": VERDICT_RULE, "sizes": sizes, "stand_in": stand_in, "claims": claims}
 
 
 # -- command -----------------------------------------------------------------------------------------

@@ -1,9 +1,9 @@
-"""Two presets run in one folder: each one's figures, tables and claims land in its own folders, and each
-one's `snakemake --report` holds only its own files.
+"""Two presets run in one folder: each one's figures, tables and claims land in its own folders, each
+finished run points to its own outputs, and each one's `snakemake --report` holds only its own files.
 
-The presets are the smoke preset cut to the least that runs every report rule (two methods, two RL steps,
-two benchmarks of two problems; the smoke warm-up, so that some groups have a reward spread for the claims),
-so the two DAGs together take a few CPU minutes.
+The first preset is the smoke run (the shared `smoke_run` fixture, copied); the second, `second`, is a
+real-kind preset of another name on the smoke run's warmed-up model (a local model folder, fetched in a
+second), with two methods, two RL steps and two benchmarks of two problems: a few CPU minutes.
 """
 
 from __future__ import annotations
@@ -21,20 +21,26 @@ import yaml
 pytestmark = pytest.mark.slow
 
 REPO = Path(__file__).resolve().parents[2]
-NAMES = ("duo_a", "duo_b")
 
 
-def cheap_preset(name: str) -> dict:
-    """config/smoke.yaml with a new name and the smallest budgets that still reach every report rule."""
-    cfg = yaml.safe_load((REPO / "config" / "smoke.yaml").read_text())
-    cfg["name"] = name
-    cfg["methods"] = {"grpo": {"cw_method": "grpo"}, "cw_grpo": {"cw_method": "cw_grpo"}}
-    cfg["data"]["benchmarks"] = ["syn_math500", "syn_olympiad"]
-    cfg["train"] |= {"max_steps": 2, "save_steps": 1}  # the smoke warm-up: the claims need reward spread
-    cfg["evaluate"] |= {"limit": 2, "max_new_tokens": 8}
-    cfg["report"]["step"] = 1
-    cfg["table"] = {"effect_methods": ["cw_grpo"]}
-    return cfg
+def second_preset(model_dir: Path) -> dict:
+    """The smoke preset's training and evaluation, cut down, on ``model_dir`` under another name."""
+    smoke = yaml.safe_load((REPO / "config" / "smoke.yaml").read_text())
+    return {
+        "name": "second",
+        "kind": "real",
+        "seeds": [0],
+        "sizes": {"small": {"model": str(model_dir)}},
+        "methods": {"grpo": {"cw_method": "grpo"}, "cw_grpo": {"cw_method": "cw_grpo"}},
+        "data": {"train": "syn_train", "benchmarks": ["syn_math500", "syn_olympiad"], "retries": 0},
+        "train": {**smoke["train"], "max_steps": 2, "save_steps": 1},
+        "evaluate": {**smoke["evaluate"], "limit": 2, "max_new_tokens": 8},
+        "report": {"step": 1, "size_display": {"small": "Warmed-up small"}},
+        "table": {"effect_methods": ["cw_grpo"]},
+        "figure": {},
+        "claims": {},
+        "resources": smoke["resources"],
+    }
 
 
 def snakemake(workdir: Path, configfile: Path, *extra: str) -> subprocess.CompletedProcess:
@@ -47,27 +53,33 @@ def snakemake(workdir: Path, configfile: Path, *extra: str) -> subprocess.Comple
     return subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=2400, env=env)
 
 
-def test_two_presets_in_one_folder_each_report_holds_only_its_own_files(tmp_path):
+def test_two_presets_in_one_folder_each_report_holds_only_its_own_files(smoke_run, tmp_path):
     workdir = tmp_path / "run"
-    workdir.mkdir()
-    reports = {}
-    for name in NAMES:
-        configfile = tmp_path / f"{name}.yaml"
-        configfile.write_text(yaml.safe_dump(cheap_preset(name)))
-        proc = snakemake(workdir, configfile)
-        assert proc.returncode == 0, (proc.stdout + proc.stderr)[-6000:]
-        said = proc.stdout + proc.stderr  # the finished run points to its own outputs and report command
-        assert f"Table 1: results/{name}/table1.md\nfigures: figures/{name}/\n" in said, said[-2000:]
-        assert f"report: snakemake --report report.html --configfile {configfile}" in said, said[-2000:]
-        reports[name] = tmp_path / f"{name}.html"
-        proc = snakemake(workdir, configfile, "--report", str(reports[name]))
+    shutil.copytree(smoke_run, workdir, symlinks=True)  # the shared run is read only
+    check_a_second_preset_beside(workdir, "smoke", REPO / "config" / "smoke.yaml", tmp_path)
+
+
+def check_a_second_preset_beside(workdir: Path, first: str, first_config: Path, scratch: Path) -> None:
+    """Run `second` in ``workdir``, where preset ``first`` has run, on ``first``'s warmed-up model; check
+    the outputs' folders, the finished run's message and both presets' reports."""
+    configs = {first: first_config, "second": scratch / "second.yaml"}
+    model = workdir / "results" / first / "models" / "small" / "base"
+    configs["second"].write_text(yaml.safe_dump(second_preset(model)))
+    proc = snakemake(workdir, configs["second"])
+    said = proc.stdout + proc.stderr
+    assert proc.returncode == 0, said[-6000:]
+    # the finished run points to its own outputs and to the report command with its --configfile
+    assert "Table 1: results/second/table1.md\nfigures: figures/second/\n" in said, said[-2000:]
+    assert f"report: snakemake --report report.html --configfile {configs['second']}" in said, said[-2000:]
+    assert sorted(p.name for p in (workdir / "figures").iterdir()) == sorted(configs)
+    for name in configs:
+        figures = {p.name for p in (workdir / "figures" / name).iterdir()}
+        assert {"table1.pdf", "entropy.png", "checkpoints.png"} <= figures, (name, figures)
+    for name, other in ((first, "second"), ("second", first)):
+        report = scratch / f"{name}.html"
+        proc = snakemake(workdir, configs[name], "--report", str(report))
         assert proc.returncode == 0, (proc.stdout + proc.stderr)[-4000:]
-    for name in NAMES:
-        figures = sorted(p.name for p in (workdir / "figures" / name).iterdir())
-        assert "table1.pdf" in figures and "checkpoints.png" in figures, figures
-    assert sorted(p.name for p in (workdir / "figures").iterdir()) == sorted(NAMES)
-    for name, other in (NAMES, NAMES[::-1]):
-        page = reports[name].read_text(encoding="utf-8")
+        page = report.read_text(encoding="utf-8")
         for own in (f"figures/{name}/table1.pdf", f"figures/{name}/entropy.png", f"results/{name}/claims.md"):
             assert own in page, (name, own)
         strays = sorted(set(re.findall(rf"(?:figures|results)/{other}/[\w./-]+", page)))

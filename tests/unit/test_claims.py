@@ -274,3 +274,9 @@ def test_a_small_effect_keeps_two_significant_digits(report):
     md = claims_markdown(small, ClaimsConfig(preset="tiny"))
     assert "−0.00060 nats / token | [−0.0011, −0.000040]" in md
     assert "−0.00 " not in md
+
+
+def test_claims_say_what_is_not_the_papers_from_the_results(report):
+    md = claims_markdown(report, ClaimsConfig(preset="tiny"))
+    assert report["stand_in"].startswith("Not the paper's own benchmarks b1, b2")
+    assert report["stand_in"] in md and "Tiny preset" not in md

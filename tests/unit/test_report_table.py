@@ -411,7 +411,7 @@ def test_reported_vs_ours_tiny_compares_effects_only(tiny_out):
     m500 = cmp[(cmp["method"] == "cw_grpo - grpo") & (cmp["benchmark"] == "syn_math500")].iloc[0]
     assert m500["paper_benchmark"] == "math500" and m500["paper_pct"] == pytest.approx(2.0)
     md = out["reported_md"].read_text()
-    assert "only effects are compared" in md and "not comparable" in md
+    assert "Only effects are compared" in md and "not comparable" in md
 
 
 def test_reported_vs_ours_paper_compares_absolute_numbers(tmp_path):
@@ -499,3 +499,33 @@ def test_metric_sensitivity_of_strict_only_summaries_says_paper_was_not_scored(t
     assert len(frame) == 8  # 4 methods x 2 benchmarks
     assert frame["paper"].isna().all() and frame["strict"].notna().all()
     assert "not scored (evaluate.paper_metric: false)" in sensitivity_markdown(frame, cfg(step=100))
+
+
+def test_notes_and_columns_come_from_the_results_never_a_presets_name(tmp_path):
+    """A benchmark cut to its first N problems says so in its column; the note names what in the results
+    is not the paper's (from the names the results carry), and no text names a preset."""
+    import re
+
+    from cwgrpo.report.render import reported_markdown, table_grid
+    from cwgrpo.report.table import reported_vs_ours
+
+    paths = make_results(tmp_path)
+    for path in paths:
+        if path.name.startswith("syn_olympiad"):
+            summary = json.loads(path.read_text())
+            summary["settings"]["limit"] = summary["n_problems"] = 4
+            path.write_text(json.dumps(summary))
+    config = cfg(preset="real", size_display={"small": "My-Model-20M"})
+    frame = load_summaries(paths, config)
+    cells, per_seed = build_table1(frame, config)
+    grid = table_grid(cells, config)
+    assert "Syn-L3 (≈OlympiadBench) (first 4)" in grid.header and "Syn-L1 (≈MATH-500)" in grid.header
+    note = (
+        "Not the paper's own benchmarks Syn-L1 (≈MATH-500), Syn-L3 (≈OlympiadBench) (first 4) and models "
+        "My-Model-20M (≈1.5B): the numbers are not comparable with the paper's."
+    )
+    assert grid.notes[-1] == note
+    reported = reported_markdown(reported_vs_ours(cells, per_seed, config, load_reported()), config)
+    assert note in reported
+    for text in (*grid.notes, reported):
+        assert not re.search(r"(?i)\b(tiny|real|paper) preset|SmolLM2|CHAMP", text), text

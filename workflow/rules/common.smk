@@ -632,6 +632,30 @@ def get_final_output():
     ]
 
 
+def _listing(names):
+    return ", ".join(str(n) for n in names)
+
+
+def preset_contents():
+    """What this preset runs, in a sentence from its own config (the report captions end with it): the
+    sizes' display names and steps, training data, seeds, methods, benchmarks with their problem limits."""
+    display = config["report"].get("size_display", {})
+    sizes = _listing(f"{display.get(s, s)} ({saved_steps(s)[-1]} RL steps)" for s in SIZES)
+    named = config["report"].get("benchmark_display", {})
+    limits = {evaluate_options(s).get("limit") for s in SIZES}
+    if limits == {None}:
+        cut = ""
+    elif len(limits) == 1:
+        cut = f", the first {next(iter(limits))} problems of each"
+    else:
+        cut = ", some sizes on only the first problems of each (Table 1's columns say how many)"
+    return (
+        f"This run: models {sizes}, trained on {config['data']['train']}; seeds {_listing(SEEDS)}; "
+        f"methods {_listing(METHODS)}; evaluated on {_listing(named.get(b, b) for b in BENCHMARKS)}{cut}; "
+        f"Table 1 at step {config['report']['step']}."
+    )
+
+
 def finished_run_message():
     """Where a finished run's table, figures, claims and report are (logged by the Snakefile's
     `onsuccess:`): the files that exist, and the report command with this run's --configfile."""

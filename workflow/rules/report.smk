@@ -33,6 +33,7 @@ rule table:
         **fixed_resources("report"),
     params:
         options=sets(report_options("table")),
+        about=preset_contents(),  # the captions' last sentence (workflow/report/*.rst)
     shell:
         "cwgrpo table --summaries {input.summaries:q} --out-pdf {output.pdf:q} --out-csv {output.csv:q}"
         " --out-tex {output.tex:q} --out-md {output.md:q} --out-reported-csv {output.reported_csv:q}"
@@ -67,6 +68,7 @@ for _name, (_kind, _reads) in FIGURES.items():
             runs=runs_arg,
             summaries=summaries_arg,
             options=sets(report_options("figure")),
+            about=preset_contents(),
         shell:
             "cwgrpo figure --kind {params.kind:q} {params.runs} {params.summaries} --out-pdf {output.pdf:q}"
             " --out-png {output.png:q} {params.options} > {log:q} 2>&1"
@@ -89,6 +91,7 @@ rule claims:
     params:
         runs=runs_arg,
         options=sets(report_options("claims")),
+        about=preset_contents(),
     shell:
         "cwgrpo claims --summaries {input.summaries:q} {params.runs} --out-json {output.json:q}"
         " --out-md {output.md:q} {params.options} > {log:q} 2>&1"
@@ -128,6 +131,7 @@ if config.get("study"):
             runs=runs_arg,
             power=lambda wildcards, input: (f"--power {shlex.quote(input.power[0])}" if input.power else ""),
             options=sets(study_options()),
+            about=preset_contents(),
         shell:
             "cwgrpo study --summaries {input.summaries:q} {params.runs} --claims {input.claims:q}"
             " {params.power} --out-json {output.json:q} --out-md {output.md:q}"
