@@ -41,7 +41,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from cwgrpo.configs import add_config_arguments, config_from_args, config_hash, describe_options
+from cwgrpo.configs import ConfigError, add_config_arguments, config_from_args, config_hash, describe_options
 from cwgrpo.io import ResultFileError, check_outputs_not_inputs, write_json, write_text
 from cwgrpo.report.load import (
     add_input_arguments,
@@ -263,9 +263,13 @@ def reported_vs_ours(
 # -- command -----------------------------------------------------------------------------------------
 def configure_parser(parser: argparse.ArgumentParser) -> None:
     add_input_arguments(parser, runs=False)
-    for name, help_text in TABLE_OUTPUTS.items():
+    for name, help_text in {**TABLE_OUTPUTS, **PICTURE_OUTPUTS}.items():
         parser.add_argument(
-            f"--out-{name.replace('_', '-')}", dest=f"out_{name}", required=True, type=Path, help=help_text
+            f"--out-{name.replace('_', '-')}",
+            dest=f"out_{name}",
+            required=name in TABLE_OUTPUTS,
+            type=Path,
+            help=help_text,
         )
     parser.add_argument(
         "--reported",
@@ -289,6 +293,11 @@ TABLE_OUTPUTS = {
     "sensitivity_md": "the same in Markdown (metric_sensitivity.md)",
     "provenance": "the run identity of the table and its inputs (table1.provenance.json)",
 }
+# Optional, both or neither: each method's Avg with its interval beside the paper's (cwgrpo.report.table1_avg).
+PICTURE_OUTPUTS = {
+    "avg_pdf": "Table 1's Avg column as a figure, beside the paper's, e.g. figures/tiny/table1_avg.pdf",
+    "avg_png": "the same as PNG",
+}
 
 
 def write_table(
@@ -298,6 +307,8 @@ def write_table(
     missing = sorted(set(TABLE_OUTPUTS) - set(out))
     if missing:
         raise ValueError(f"write_table: no path given for output(s) {missing}")
+    if len(set(PICTURE_OUTPUTS) & set(out)) == 1:
+        raise ConfigError("--out-avg-pdf and --out-avg-png go together: give both or neither")
     from cwgrpo.provenance import provenance
 
     frame = load_summaries(summaries, cfg)
@@ -326,12 +337,22 @@ def write_table(
         },
     )
     grid_pdf(grid, out["pdf"], footer_text(identity, chash))
+    if "avg_png" in out:
+        from cwgrpo.report.style import save_figure
+        from cwgrpo.report.table1_avg import avg_figure
+
+        save_figure(
+            avg_figure(cells, cfg, reported, footer_text(identity, chash)), out["avg_pdf"], out["avg_png"]
+        )
     return dict(out)
 
 
 def run(args: argparse.Namespace) -> int:
     cfg = config_from_args(TableConfig, args)
     outputs = {name: getattr(args, f"out_{name}") for name in TABLE_OUTPUTS}
+    outputs |= {
+        name: getattr(args, f"out_{name}") for name in PICTURE_OUTPUTS if getattr(args, f"out_{name}")
+    }
     check_outputs_not_inputs(
         [*args.summaries, *([args.reported] if args.reported else [])], list(outputs.values())
     )

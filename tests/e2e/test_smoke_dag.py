@@ -15,7 +15,7 @@ from tests.conftest import run_smoke_dag
 pytestmark = pytest.mark.slow
 
 REPO = Path(__file__).resolve().parents[2]
-FIGURES = ["table1.pdf", *(f"{n}.{ext}" for n in ("entropy", "checkpoints", "covariance", "training_curves") for ext in ("pdf", "png"))]  # fmt: skip
+FIGURES = ["table1.pdf", *(f"{n}.{ext}" for n in ("table1_avg", "entropy", "checkpoints", "covariance", "training_curves") for ext in ("pdf", "png"))]  # fmt: skip
 
 
 def test_smoke_dag_writes_every_table_figure_and_claims(smoke_run):

@@ -8,6 +8,8 @@ rule table:
         summaries=all_summaries(),
     output:
         pdf=report(f"{FIG}/table1.pdf", caption="../report/table1.rst", category="Table 1"),
+        avg_pdf=f"{FIG}/table1_avg.pdf",
+        avg_png=report(f"{FIG}/table1_avg.png", caption="../report/table1_avg.rst", category="Table 1"),
         csv=f"{RES}/table1.csv",
         tex=f"{RES}/table1.tex",
         md=f"{RES}/table1.md",
@@ -39,6 +41,7 @@ rule table:
         " --out-tex {output.tex:q} --out-md {output.md:q} --out-reported-csv {output.reported_csv:q}"
         " --out-reported-md {output.reported_md:q} --out-sensitivity-csv {output.sensitivity_csv:q}"
         " --out-sensitivity-md {output.sensitivity_md:q} --out-provenance {output.provenance:q}"
+        " --out-avg-pdf {output.avg_pdf:q} --out-avg-png {output.avg_png:q}"
         " {params.options} > {log:q} 2>&1"
 
 
