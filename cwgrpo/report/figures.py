@@ -6,7 +6,7 @@ Kinds and their inputs:
   (mean over seeds) with a band over seeds (``band``: min–max, or the 95 % t-interval).
 - ``checkpoints`` (``--summaries``): accuracy at every evaluated step for two benchmarks (MATH-500 and
   OlympiadBench, or the tiny splits that mirror them), per method; the base model as a dotted line;
-  the paper's checkpoint study overlaid (dashed, open markers) for the paper preset.
+  the paper's checkpoint study overlaid (dashed, open markers) with ``show_reported``.
 - ``covariance`` (``--runs``): from ``cov_samples.jsonl``, pooled over steps and seeds: the
   distribution of token covariances (histogram on a symmetric-log axis, log counts), its quantiles on
   a logit axis (both tails), and the kernel weight against the covariance (a scatter of samples).
@@ -75,7 +75,7 @@ class FigureConfig(ReportConfig):
     )
     sample_seed: int = field(default=0, metadata={"help": "seed of the scatter's subsample"})
     show_reported: bool | None = field(
-        default=None, metadata={"help": "overlay the paper's numbers (default: only for the paper preset)"}
+        default=None, metadata={"help": "overlay the paper's numbers (default: only for preset kind paper)"}
     )
 
     def __post_init__(self) -> None:

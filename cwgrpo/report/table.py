@@ -4,7 +4,7 @@ Rows per size: the base model (method ``base`` at step 0), then GRPO, Clip-Cov, 
 ``methods`` option) and any other method label present at the configured step. Columns: the benchmarks,
 ``Avg`` (the mean of the benchmark accuracies, per seed, then over seeds) and ``Δ Avg`` (the method's
 Avg minus GRPO's, paired by seed). The metric is the summaries' avg@k (pass@1 when k = 1), graded by
-the summaries' primary metric (``primary_metric``: strict, or paper for the paper preset). A cell is
+the summaries' primary metric (``primary_metric``: strict, or paper for preset kind paper). A cell is
 the mean over seeds; with two or more seeds it shows ``± the 95 % t-interval half-width`` over seeds,
 with one seed and k > 1 the summary's own interval over problems. Bold: best in its column within a
 size, judged on the displayed (rounded) values, so ties are all bold.
@@ -186,7 +186,7 @@ def reported_vs_ours(
     """Rows comparing the paper with us, in percent (points).
 
     ``comparison == "effect"``: (method - reference) per benchmark and Avg, ours paired by seed, for
-    ``cfg.effect_methods`` (both presets). ``comparison == "absolute"``: every cell (paper preset only;
+    ``cfg.effect_methods`` (every kind). ``comparison == "absolute"``: every cell (kind paper only;
     tiny accuracies on synthetic data are not comparable with the paper's).
     """
     paper = reported_table1(reported).set_index(["size", "method", "benchmark"])["value"]
