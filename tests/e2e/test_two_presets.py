@@ -74,7 +74,7 @@ def check_a_second_preset_beside(workdir: Path, first: str, first_config: Path, 
     assert sorted(p.name for p in (workdir / "figures").iterdir()) == sorted(configs)
     for name in configs:
         figures = {p.name for p in (workdir / "figures" / name).iterdir()}
-        assert {"table1.pdf", "entropy.png", "checkpoints.png"} <= figures, (name, figures)
+        assert {"table1.pdf", "table1_avg.png", "entropy.png", "checkpoints.png"} <= figures, (name, figures)
     for name, other in ((first, "second"), ("second", first)):
         report = scratch / f"{name}.html"
         proc = snakemake(workdir, configs[name], "--report", str(report))
