@@ -3,7 +3,8 @@ finished run points to its own outputs, and each one's `snakemake --report` hold
 
 The first preset is the smoke run (the shared `smoke_run` fixture, copied); the second, `second`, is a
 real-kind preset of another name on the smoke run's warmed-up model (a local model folder, fetched in a
-second), with two methods, two RL steps and two benchmarks of two problems: a few CPU minutes.
+second), trained on the level-1 split that model partly solves (so that groups have a reward spread for
+the claims), with two methods, two RL steps and two benchmarks of two problems: a few CPU minutes.
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ def second_preset(model_dir: Path) -> dict:
         "seeds": [0],
         "sizes": {"small": {"model": str(model_dir)}},
         "methods": {"grpo": {"cw_method": "grpo"}, "cw_grpo": {"cw_method": "cw_grpo"}},
-        "data": {"train": "syn_train", "benchmarks": ["syn_math500", "syn_olympiad"], "retries": 0},
+        "data": {"train": "syn_dev", "benchmarks": ["syn_math500", "syn_olympiad"], "retries": 0},
         "train": {**smoke["train"], "max_steps": 2, "save_steps": 1},
         "evaluate": {**smoke["evaluate"], "limit": 2, "max_new_tokens": 8},
         "report": {"step": 1, "size_display": {"small": "Warmed-up small"}},

@@ -297,8 +297,15 @@ def test_checkpoints_of_one_seed_and_one_step_promise_no_bars_and_keep_a_readabl
     assert fig.legends[0].get_title().get_text() == "one seed: no bars"
     ax = fig.axes[0]
     assert ax.get_xlim() == (1.0, 3.0)
-    assert ax.get_ylim()[0] == 0.0 and ax.get_ylim()[1] >= 1.0
-    assert all(tick >= 0 for tick in ax.get_yticks() if ax.get_ylim()[0] <= tick <= ax.get_ylim()[1])
+    lo, hi = ax.get_ylim()
+    assert -0.05 < lo < 0 and hi >= 1.0  # a sliver below 0, so that the markers at 0 show whole
+    assert all(tick >= 0 for tick in ax.get_yticks() if lo <= tick <= hi)
+    paths += [write_summary(tmp_path, "small", m, 0, 1, b, 0.0) for m in ("grpo", "cw_grpo") for b in MIRRORS]
+    fig = make_figure(
+        "checkpoints", FigureConfig(preset="tiny", step=1, benchmark_mirrors=MIRRORS), [], paths
+    )
+    lo, hi = fig.axes[0].get_xlim()
+    assert 0.5 < lo < 1 and 2 < hi < 2.5  # two steps: matplotlib's own margins, both in view
 
 
 def test_checkpoints_of_several_seeds_name_their_bars(summaries):
