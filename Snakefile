@@ -34,6 +34,10 @@ onerror:
     logger.error(failed_job_logs(workflow.scheduler))  # each failed job's cause, from its log
 
 
+onsuccess:
+    logger.info(finished_run_message())  # the table, figures, claims and report of the run
+
+
 localrules:
     all,
 

@@ -53,7 +53,7 @@ from cwgrpo.data import load_records
 from cwgrpo.devices import one_gpu
 from cwgrpo.generation import SamplingSettings, check_backend_name, check_model_dir
 from cwgrpo.io import ResultFileError, check_outputs_not_inputs, read_json, write_json, write_jsonl
-from cwgrpo.prompts import eval_messages, get_prompt_set
+from cwgrpo.prompts import PromptSet, eval_messages, get_prompt_set
 from cwgrpo.scoring import DEFAULT_TIMEOUT_S, GradeResult
 
 logger = logging.getLogger(__name__)
@@ -78,6 +78,10 @@ class EvalConfig:
     )
     prompt_set: str = field(
         default="open_rs", metadata={"help": "prompt set (cwgrpo.prompts): open_rs or tiny"}
+    )
+    system_prompt: str | None = field(
+        default=None,
+        metadata={"help": "system message of the prompts, replacing the prompt set's ('': none)"},
     )
     limit: int | None = field(
         default=None, metadata={"help": "evaluate only the first N problems (smoke runs)"}
@@ -120,8 +124,17 @@ class EvalConfig:
         if not (math.isfinite(self.grading_timeout_s) and self.grading_timeout_s > 0):
             raise ConfigError(f"grading_timeout_s must be a finite number > 0, got {self.grading_timeout_s}")
         check_backend_name(self.backend)
-        get_prompt_set(self.prompt_set)
+        self.prompts()  # checks the prompt set's name
         self.sampling()  # checks temperature, top_p and max_new_tokens
+
+    def prompts(self) -> PromptSet:
+        """The prompt set, its evaluation system message replaced by ``system_prompt`` when one is given."""
+        found = get_prompt_set(self.prompt_set)
+        return (
+            found
+            if self.system_prompt is None
+            else dataclasses.replace(found, eval_system=self.system_prompt or None)
+        )
 
     def sampling(self) -> SamplingSettings:
         return SamplingSettings(self.temperature, self.top_p, self.max_new_tokens, self.seed)
@@ -329,7 +342,7 @@ def check_benchmarks_fit(
         return
     tokenizer = AutoTokenizer.from_pretrained(model_dir)
     for path, records in zip(files, loaded, strict=True):
-        messages = [eval_messages(cfg.prompt_set, rec["problem"]) for rec in records]
+        messages = [eval_messages(cfg.prompts(), rec["problem"]) for rec in records]
         texts = [
             tokenizer.apply_chat_template(m, add_generation_prompt=True, tokenize=False)
             if tokenizer.chat_template
@@ -347,7 +360,8 @@ def _evaluate_one(
 
     identity = benchmark_identity(benchmark_file)
     name = identity["benchmark"]
-    prompts = [eval_messages(cfg.prompt_set, rec["problem"]) for rec in records]
+    prompt_set = cfg.prompts()
+    prompts = [eval_messages(prompt_set, rec["problem"]) for rec in records]
     logger.info("%s: %d problems x %d samples with %s", name, len(records), cfg.k, cfg.backend)
     completions = backend.generate(prompts, cfg.k, cfg.sampling())
     pairs = [(c.text, rec["answer"]) for rec, outs in zip(records, completions, strict=True) for c in outs]
@@ -369,15 +383,14 @@ def _evaluate_one(
     }
     write_jsonl(out, rows)
     write_json(summary_path, summary)
-    logger.info(
-        "%s: pass1 %.3f, avg@%d %.3f [%s, %s]",
-        name,
-        summary["pass1"],
-        cfg.k,
-        summary["avg_k"],
-        *summary["avg_k_ci95"],
-    )
+    logger.info("%s", summary_line(name, summary))
     return summary
+
+
+def summary_line(name: str, summary: dict[str, Any]) -> str:
+    """The log's one line of a benchmark's result, every number to three decimals."""
+    lo, hi = ("none" if x is None else f"{x:.3f}" for x in summary["avg_k_ci95"])
+    return f"{name}: pass1 {summary['pass1']:.3f}, avg@{summary['k']} {summary['avg_k']:.3f} [{lo}, {hi}]"
 
 
 class _InOrder(argparse.Action):

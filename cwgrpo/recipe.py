@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from cwgrpo.configs import ConfigError, read_options
-from cwgrpo.train_config import TrainJob
+from cwgrpo.train_config import TrainJob, current_trl_names
 
 PATH_KEYS = {"model_name_or_path": "model_dir", "dataset_name": "train_data", "output_dir": "run_dir"}
 
@@ -78,7 +78,7 @@ def parse_recipe(path: Path) -> tuple[dict[str, Path], dict[str, Any]]:
     parser = TrlParser((CWGRPOConfig, RecipeArguments))
     try:
         trl_args, recipe = parser.parse_dict(
-            rest, allow_extra_keys=False
+            current_trl_names(rest), allow_extra_keys=False
         )  # builds CWGRPOConfig: its checks run
     except (ValueError, TypeError) as err:  # "Some keys are not used by the HfArgumentParser: [...]"
         raise ConfigError(f"{path}: {err}") from err

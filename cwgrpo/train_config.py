@@ -192,12 +192,35 @@ def trl_config(run_dir: Path, trl_kwargs: dict[str, Any]):
     trl_kwargs.setdefault("logging_steps", 1)
     trl_kwargs.setdefault("cw_samples_path", str(run_dir / LIVE / "cov_samples.jsonl"))
     try:
-        config = CWGRPOConfig(**trl_kwargs)
+        config = CWGRPOConfig(**current_trl_names(trl_kwargs))
     except (TypeError, ValueError) as err:
         raise ConfigError(f"invalid training options: {err}") from err
     if config.max_steps is None or config.max_steps < 1:
         raise ConfigError(f"max_steps={config.max_steps}: must be a positive number of optimiser steps")
     return config, trl_kwargs
+
+
+# transformers renamed these TrainingArguments fields; the old names warn (FutureWarning) whenever they are
+# set, and TRL's GRPOConfig sets `gradient_checkpointing` by default, so every run warned. The options keep
+# the names TRL's and open-r1's recipes use (run.json stores them as written); TRL gets the current ones.
+RENAMED_TRL_FIELDS = (
+    ("gradient_checkpointing", "activation_checkpointing"),
+    ("gradient_checkpointing_kwargs", "activation_checkpointing_kwargs"),
+)
+
+
+def current_trl_names(trl_kwargs: Mapping[str, Any]) -> dict[str, Any]:
+    """``trl_kwargs`` with each renamed field under its current name, its value (or TRL's default of the
+    old name) unchanged; a current name given explicitly wins, as in transformers."""
+    from cwgrpo.trainer import CWGRPOConfig
+
+    defaults = {f.name: f.default for f in dataclasses.fields(CWGRPOConfig)}
+    out = dict(trl_kwargs)
+    for old, new in RENAMED_TRL_FIELDS:
+        value = out.pop(old, defaults[old])
+        if out.get(new) is None and value is not None:
+            out[new] = value
+    return out
 
 
 @dataclass(frozen=True)

@@ -119,8 +119,11 @@ def claim_texts(cfg: ClaimsConfig, reported: Mapping[str, Any]) -> dict[int, dic
 
 
 def _fmt(x: Any, sign: bool = True, d: int = 2) -> str:
+    """``x`` to ``d`` decimals, or to two significant digits where ``d`` decimals would show ±0.00."""
     if x is None or (isinstance(x, float) and not math.isfinite(x)):
         return "—"
+    if x != 0 and abs(x) < 0.5 * 10**-d:
+        d = 1 - math.floor(math.log10(abs(x)))
     return (f"{x:+.{d}f}" if sign else f"{x:.{d}f}").replace("-", "−")
 
 
@@ -166,16 +169,10 @@ def claims_markdown(report: Mapping[str, Any], cfg: ClaimsConfig) -> str:
         f"**Verdict rule.** {VERDICT_RULE}",
         "",
     ]
-    if cfg.preset == "tiny":
+    if report.get("stand_in"):
         lines += [
-            "Tiny preset: 1–2.4M-parameter models on synthetic arithmetic. A verdict here says whether the "
-            "*effect* the paper describes appears at this scale, not whether the paper's numbers are reproduced.",
-            "",
-        ]
-    if cfg.preset == "real":
-        lines += [
-            "Real preset: a 135M-parameter pretrained model for a few steps on one seed. It exercises the claims' "
-            "code on a real model; a verdict here is not evidence about the paper.",
+            f"{report['stand_in']} A verdict here says whether the *effect* the paper describes appears in "
+            "these runs, not whether the paper's numbers are reproduced.",
             "",
         ]
     lines += ["| # | Claim | Verdict |", "|---|---|---|"]
@@ -238,7 +235,8 @@ def evaluate_claims(
                 "per_size": per_size,
             }
         )
-    return {"verdict_rule": VERDICT_RULE, "sizes": sizes, "claims": claims}
+    stand_in = cfg.stand_in_note(sorted(set(frame["benchmark"])), sizes)
+    return {"verdict_rule": VERDICT_RULE, "sizes": sizes, "stand_in": stand_in, "claims": claims}
 
 
 # -- command -----------------------------------------------------------------------------------------

@@ -6,7 +6,7 @@ Kinds and their inputs:
   (mean over seeds) with a band over seeds (``band``: min–max, or the 95 % t-interval).
 - ``checkpoints`` (``--summaries``): accuracy at every evaluated step for two benchmarks (MATH-500 and
   OlympiadBench, or the tiny splits that mirror them), per method; the base model as a dotted line;
-  the paper's checkpoint study overlaid (dashed, open markers) for the paper preset.
+  the paper's checkpoint study overlaid (dashed, open markers) with ``show_reported``.
 - ``covariance`` (``--runs``): from ``cov_samples.jsonl``, pooled over steps and seeds: the
   distribution of token covariances (histogram on a symmetric-log axis, log counts), its quantiles on
   a logit axis (both tails), and the kernel weight against the covariance (a scatter of samples).
@@ -16,7 +16,7 @@ Every figure uses :mod:`cwgrpo.report.style` (one colour per method, legend on t
 a provenance footer. Example::
 
     cwgrpo figure --kind entropy --runs results/tiny/runs/*/*/seed* \\
-        --out-pdf figures/entropy.pdf --out-png figures/entropy.png
+        --out-pdf figures/tiny/entropy.pdf --out-png figures/tiny/entropy.png
 """
 
 from __future__ import annotations
@@ -24,7 +24,6 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import logging
-import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -46,6 +45,7 @@ from cwgrpo.report.load import (
     run_info,
 )
 from cwgrpo.report.options import PAPER_BENCHMARKS, ReportConfig
+from cwgrpo.report.symlog import linthresh, symlog_edges, symlog_ticks
 from cwgrpo.stats import t_band
 
 log = logging.getLogger(__name__)
@@ -75,7 +75,7 @@ class FigureConfig(ReportConfig):
     )
     sample_seed: int = field(default=0, metadata={"help": "seed of the scatter's subsample"})
     show_reported: bool | None = field(
-        default=None, metadata={"help": "overlay the paper's numbers (default: only for the paper preset)"}
+        default=None, metadata={"help": "overlay the paper's numbers (default: only for preset kind paper)"}
     )
 
     def __post_init__(self) -> None:
@@ -196,7 +196,7 @@ def _mirror_of(cfg: FigureConfig, present: Sequence[str], key: str) -> str:
 
 
 def plot_checkpoints(cfg: FigureConfig, summaries: Sequence[Path]):
-    from cwgrpo.report.style import new_figure
+    from cwgrpo.report.style import integer_steps, new_figure, percent_axis
 
     frame = load_summaries(summaries, cfg)
     sizes = cfg.order_sizes(frame["size"])
@@ -221,7 +221,10 @@ def plot_checkpoints(cfg: FigureConfig, summaries: Sequence[Path]):
                 xlabel="training step",
                 ylabel="accuracy (%)",
             )
-    _legend(fig, axes, "mean over seeds;\n" + BAND_TEXT[cfg.band].replace("band", "bars"))
+            integer_steps(ax)
+            percent_axis(ax)
+    bars = _band_title(cfg, frame).replace("band", "bars")
+    _legend(fig, axes, f"mean over seeds;\n{bars}" if bars else "one seed: no bars")
     return fig
 
 
@@ -270,46 +273,6 @@ def _pooled_cov(runs: Sequence[Path]) -> dict[tuple[str, str], tuple[np.ndarray,
     }
 
 
-def _linthresh(cov: np.ndarray) -> float:
-    """Linear range of the symlog axis: the power of ten at or below the median |cov| (nonzero)."""
-    a = np.abs(cov[np.isfinite(cov) & (cov != 0)])
-    if a.size == 0:
-        return 1.0
-    return float(10 ** math.floor(math.log10(np.median(a))))
-
-
-def _symlog_edges(lt: float, top: float, per_side: int = 28) -> np.ndarray:
-    top = max(top * 1.001, lt * 10)
-    pos = np.geomspace(lt, top, per_side)
-    return np.concatenate([-pos[::-1], np.linspace(-lt, lt, 5)[1:-1], pos])
-
-
-def _symlog_ticks(axis, lt: float, per_side: int) -> None:
-    """Few, readable ticks on a symlog axis: 0 and at most ``per_side`` decades each side, all in view."""
-    from matplotlib.ticker import FixedLocator, FuncFormatter, NullLocator
-
-    lo, hi = axis.get_view_interval()
-    top = max(abs(lo), abs(hi))
-    decades = list(
-        range(round(math.log10(lt)), math.floor(math.log10(max(top, lt * 10))) + 1)
-    )  # within the data
-    step = max(1, math.ceil(len(decades) / per_side))
-    chosen = decades[::-1][::step][::-1]  # keep the outermost decade
-
-    def label(v: float, _pos: int) -> str:
-        if v == 0:
-            return "0"
-        d = round(math.log10(abs(v)))
-        sign = "−" if v < 0 else ""
-        return f"{sign}{10.0**d:g}" if -2 <= d <= 2 else f"{sign}$10^{{{d}}}$"
-
-    axis.set_major_locator(
-        FixedLocator([-(10.0**d) for d in reversed(chosen)] + [0.0] + [10.0**d for d in chosen])
-    )
-    axis.set_major_formatter(FuncFormatter(label))
-    axis.set_minor_locator(NullLocator())
-
-
 def plot_covariance(cfg: FigureConfig, runs: Sequence[Path]):
     from scipy.special import expit, logit
 
@@ -323,8 +286,8 @@ def plot_covariance(cfg: FigureConfig, runs: Sequence[Path]):
     for row, size in enumerate(sizes):
         methods = cfg.order_methods(m for s, m in pooled if s == size)
         all_cov = np.concatenate([pooled[(size, m)][0] for m in methods])
-        lt = _linthresh(all_cov)
-        edges = _symlog_edges(lt, float(np.nanmax(np.abs(all_cov))))
+        lt = linthresh(all_cov)
+        edges = symlog_edges(lt, float(np.nanmax(np.abs(all_cov))))
         ax_h, ax_q, ax_w = axes[row]
         for method in methods:
             cov, weight = pooled[(size, method)]
@@ -344,7 +307,7 @@ def plot_covariance(cfg: FigureConfig, runs: Sequence[Path]):
             q, v = zip(*PAPER_COV_QUANTILES, strict=True)
             ax_q.scatter(q, v, marker="x", color="black", zorder=5, label="paper, 1.5B (approx.)")
         ax_h.set_xscale("symlog", linthresh=lt)
-        _symlog_ticks(ax_h.xaxis, lt, per_side=2)
+        symlog_ticks(ax_h.xaxis, lt, per_side=2)
         ax_h.set_yscale("log")
         ax_h.set(
             title=f"{cfg.size_name(size)} · distribution",
@@ -353,14 +316,14 @@ def plot_covariance(cfg: FigureConfig, runs: Sequence[Path]):
         )
         ax_q.set_xscale("logit")
         ax_q.set_yscale("symlog", linthresh=lt)
-        _symlog_ticks(ax_q.yaxis, lt, per_side=3)
+        symlog_ticks(ax_q.yaxis, lt, per_side=3)
         ax_q.set(
             title=f"{cfg.size_name(size)} · quantiles (both tails)",
             xlabel="quantile level (logit scale)",
             ylabel="covariance quantile c_q (symlog)",
         )
         ax_w.set_xscale("symlog", linthresh=lt)
-        _symlog_ticks(ax_w.xaxis, lt, per_side=2)
+        symlog_ticks(ax_w.xaxis, lt, per_side=2)
         ax_w.set(
             title=f"{cfg.size_name(size)} · kernel weight",
             xlabel="token covariance c (symlog)",
@@ -391,10 +354,10 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--kind", required=True, choices=KINDS, help="which figure")
     add_input_arguments(parser, required=False)
     parser.add_argument(
-        "--out-pdf", required=True, type=Path, help="the figure as PDF, e.g. figures/NAME.pdf"
+        "--out-pdf", required=True, type=Path, help="the figure as PDF, e.g. figures/PRESET/NAME.pdf"
     )
     parser.add_argument(
-        "--out-png", required=True, type=Path, help="the figure as PNG, e.g. figures/NAME.png"
+        "--out-png", required=True, type=Path, help="the figure as PNG, e.g. figures/PRESET/NAME.png"
     )
     add_config_arguments(parser)
     parser.epilog = describe_options(FigureConfig)

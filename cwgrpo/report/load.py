@@ -96,7 +96,7 @@ def reported_checkpoints(reported: Mapping[str, Any]) -> pd.DataFrame:
 # -- evaluation summaries ---------------------------------------------------------------------------
 SUMMARY_COLUMNS = [
     "size", "method", "seed", "step", "benchmark", "accuracy", "accuracy_se", "accuracy_ci_lo",
-    "accuracy_ci_hi", "metric", "k", "n_problems", "pass1", "avg_k", "benchmark_display",
+    "accuracy_ci_hi", "metric", "k", "n_problems", "limit", "pass1", "avg_k", "benchmark_display",
     "benchmark_mirror", "path",
 ]  # fmt: skip
 
@@ -160,6 +160,7 @@ def _summary_row(path: Path, s: Mapping[str, Any]) -> dict[str, Any]:
         "metric": f"avg@{k}" if use_avg else "pass@1",
         "k": k,
         "n_problems": int(s.get("n_problems") or 0),
+        "limit": (s.get("settings") or {}).get("limit"),  # evaluate's `limit`: only the first N problems
         "pass1": float(s["pass1"]) if s.get("pass1") is not None else math.nan,
         "avg_k": float(s["avg_k"]) if s.get("avg_k") is not None else math.nan,
         "benchmark_display": _optional_text(s, "benchmark_display", path),
@@ -214,7 +215,19 @@ def load_summaries(paths: Sequence[str | Path], cfg: ReportConfig) -> pd.DataFra
     options name none): the report names and places each benchmark from the files it reads."""
     frame = summaries_frame(paths)
     cfg.adopt_benchmark_names(*carried_benchmark_names(frame))
+    cfg.mark_first_problems(first_problems(frame))
     return frame
+
+
+def first_problems(frame: pd.DataFrame) -> dict[str, int]:
+    """Benchmark -> N for each benchmark evaluated on its first N problems only (evaluate's ``limit`` cut
+    every one of its summaries to N problems), so that its name can say so."""
+    out = {}
+    for benchmark, group in frame.groupby("benchmark", sort=True):
+        limits = set(group["limit"].tolist())
+        if len(limits) == 1 and None not in limits and (group["n_problems"] == next(iter(limits))).all():
+            out[str(benchmark)] = int(next(iter(limits)))
+    return out
 
 
 def require(frame: pd.DataFrame, what: str, **tags: Any) -> pd.DataFrame:

@@ -46,7 +46,7 @@ class ReportConfig:
         metadata=_help(
             "'paper' (real benchmarks: absolute numbers are compared with the paper), 'tiny' "
             "(synthetic stand-ins: only effects, e.g. CW-GRPO minus GRPO, are compared) or 'real' (a small "
-            "pretrained model, a few steps, CHAMP: only effects are compared)"
+            "pretrained model on a benchmark of one's choice: only effects are compared)"
         ),
     )
     step: int = field(
@@ -162,6 +162,28 @@ class ReportConfig:
             )
         self.benchmark_display = {**display, **self.benchmark_display}
         self.benchmark_mirrors = {**mirrors, **self.benchmark_mirrors}
+
+    def mark_first_problems(self, first: Mapping[str, int]) -> None:
+        """Each benchmark evaluated on its first N problems only gets " (first N)" in its display name
+        (unless the name says it already), so every table and figure column shows the cut."""
+        for benchmark, n in first.items():
+            name = self.benchmark_display.get(benchmark) or PAPER_BENCHMARK_DISPLAY.get(benchmark, benchmark)
+            if f"(first {n})" not in name:
+                self.benchmark_display[benchmark] = f"{name} (first {n})"
+
+    def stand_in_note(self, benchmarks: Iterable[str], sizes: Iterable[str]) -> str:
+        """What in these results is not the paper's own (benchmarks, model sizes), named from the results,
+        or "" when everything is: the sentence that says the numbers are not the paper's."""
+        parts = []
+        benches = [self.benchmark_name(b) for b in benchmarks if self.mirror(b) != b]
+        if benches:
+            parts.append(f"benchmarks {', '.join(benches)}")
+        models = [self.size_name(s) for s in sizes if self.size_mirror(s) != s]
+        if models:
+            parts.append(f"models {', '.join(models)}")
+        if not parts:
+            return ""
+        return f"Not the paper's own {' and '.join(parts)}: the numbers are not comparable with the paper's."
 
     # -- names ---------------------------------------------------------------------------------------
     def mirror(self, benchmark: str) -> str | None:

@@ -85,17 +85,9 @@ def table_grid(cells: pd.DataFrame, cfg: TableConfig) -> Grid:
         f"Avg: mean of the benchmark accuracies. Δ Avg: Avg minus {ref_name}'s, paired by seed. "
         "Bold: best in its column within a size.",
     ]
-    if cfg.preset == "tiny":
-        notes.append(
-            "Tiny preset: synthetic benchmarks (named after the paper benchmark each stands in for) and "
-            "1–2.4M-parameter models; the numbers are not comparable with the paper's."
-        )
-    if cfg.preset == "real":
-        notes.append(
-            "Real preset: a small pretrained chat model (SmolLM2-135M-Instruct) trained for a few steps and "
-            "evaluated on a sample of CHAMP; it checks the pipeline on a real model, and its accuracies say "
-            "nothing about the paper's claims."
-        )
+    stand_in = cfg.stand_in_note(benchmarks, dict.fromkeys(cells["size"]))
+    if stand_in:
+        notes.append(stand_in)
     title = f"Table 1: accuracy (%) at step {cfg.step}"
     return Grid(header, sections, notes, title)
 
@@ -244,20 +236,13 @@ def reported_markdown(cmp: pd.DataFrame, cfg: TableConfig) -> str:
         "(effects paired by seed)."
     )
     lines.append("")
-    if cfg.preset == "tiny":
+    if cfg.preset != "paper":
+        benchmarks = [b for b in dict.fromkeys(cmp["benchmark"]) if b != AVG]
+        stand_in = cfg.stand_in_note(benchmarks, dict.fromkeys(cmp["size"]))
         lines.append(
-            "**Tiny preset: only effects are compared.** The tiny preset trains 1–2.4M-parameter models on "
-            "synthetic arithmetic benchmarks that stand in for the paper's; their absolute accuracies are "
-            "not comparable with the paper's, so this table compares *effects* — a method's accuracy "
-            f"minus {cfg.method_name(cfg.reference_method)}'s, in points — and whether each has the same "
-            "sign as the paper's."
-        )
-        lines.append("")
-    elif cfg.preset == "real":
-        lines.append(
-            "**Real preset: only effects are compared.** A 135M-parameter pretrained model trained for a few "
-            "steps and evaluated on a sample of CHAMP problems stands in for the paper's runs; its effects are "
-            "noise-sized, so a matching or opposite sign means nothing."
+            f"**Only effects are compared.** {stand_in} This table compares *effects* — a method's accuracy "
+            f"minus {cfg.method_name(cfg.reference_method)}'s, in points — and whether each has the same sign "
+            "as the paper's."
         )
         lines.append("")
     else:

@@ -35,6 +35,9 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
     parser.epilog = describe_options(SamplesConfig)
 
 
+OUTPUTS = ("out_html",)  # every other path argument is read (cwgrpo.cli)
+
+
 def run(args: argparse.Namespace) -> int:
     cfg = config_from_args(SamplesConfig, args)
     summaries = list(args.summaries)

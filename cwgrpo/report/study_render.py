@@ -36,7 +36,7 @@ def ablation_figure(report: Mapping[str, Any], cfg: Any, pdf: Path, png: Path) -
     """
     apply_style()
     variants = list(report["ablation"])
-    footer = f"study preset; {len(variants)} variants vs {cfg.treatment_method}; paired by seed, t-intervals"
+    footer = f"{len(variants)} variants vs {cfg.treatment_method}; paired by seed, t-intervals"
     fig, axes = new_figure(
         1, len(ABLATION_PANELS), 7.2, 0.45 + 0.3 * max(1, len(variants)), footer, sharey=True
     )
@@ -67,7 +67,7 @@ def power_figure(
 ) -> None:
     """Minimum detectable effect (80 % power, paired two-sided 5 % t-test) over the number of seeds."""
     apply_style()
-    fig, axes = new_figure(1, 1, 4.2, 2.8, "study preset; MDE = (t.975 + t.8) · sd(paired difference) / √n")
+    fig, axes = new_figure(1, 1, 4.2, 2.8, "MDE = (t.975 + t.8) · sd(paired difference) / √n")
     ax = axes[0][0]
     n = np.arange(3, max_seeds + 1)
     observed_n = None

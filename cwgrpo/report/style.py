@@ -93,10 +93,23 @@ def wrap_footer(text: str, width_in: float) -> str:
 
 
 def integer_steps(ax) -> None:
-    """Optimiser steps are whole numbers: no 2.5 or 7.5 ticks on a short run."""
+    """Steps are whole numbers: no 2.5 or 7.5 ticks on a short run, and a lone step gets one step of room
+    each side (matplotlib's default view of a single point is 1.9–2.1). Call after plotting."""
     from matplotlib.ticker import MaxNLocator
 
     ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    lo, hi = ax.get_xlim()
+    if hi - lo < 1:  # a lone step: matplotlib's margins of a span of 0
+        centre = round((lo + hi) / 2)
+        ax.set_xlim(centre - 1, centre + 1)
+
+
+def percent_axis(ax) -> None:
+    """An accuracy axis spans at least one point and stops at 100 %, with a sliver below 0 (markers at 0
+    stay whole) too small for a negative tick: all-zero accuracies read 0–1 %, not −0.04–0.04. Call
+    after plotting."""
+    top = min(100.0, max(ax.get_ylim()[1], 1.0))
+    ax.set_ylim(max(ax.get_ylim()[0], -0.03 * top), top)
 
 
 def new_figure(nrows: int, ncols: int, width: float, row_height: float, footer: str, **kwargs):

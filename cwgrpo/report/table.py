@@ -4,7 +4,7 @@ Rows per size: the base model (method ``base`` at step 0), then GRPO, Clip-Cov, 
 ``methods`` option) and any other method label present at the configured step. Columns: the benchmarks,
 ``Avg`` (the mean of the benchmark accuracies, per seed, then over seeds) and ``Δ Avg`` (the method's
 Avg minus GRPO's, paired by seed). The metric is the summaries' avg@k (pass@1 when k = 1), graded by
-the summaries' primary metric (``primary_metric``: strict, or paper for the paper preset). A cell is
+the summaries' primary metric (``primary_metric``: strict, or paper for preset kind paper). A cell is
 the mean over seeds; with two or more seeds it shows ``± the 95 % t-interval half-width`` over seeds,
 with one seed and k > 1 the summary's own interval over problems. Bold: best in its column within a
 size, judged on the displayed (rounded) values, so ties are all bold.
@@ -22,7 +22,7 @@ Outputs, each its own flag (the command writes no other file)::
 
 Example (``R=results/tiny``)::
 
-    cwgrpo table --summaries $R/eval/*/*/*/step*/*.summary.json --out-pdf figures/table1.pdf \\
+    cwgrpo table --summaries $R/eval/*/*/*/step*/*.summary.json --out-pdf figures/tiny/table1.pdf \\
         --out-csv $R/table1.csv --out-tex $R/table1.tex --out-md $R/table1.md \\
         --out-reported-csv $R/reported_vs_ours.csv --out-reported-md $R/reported_vs_ours.md \\
         --out-sensitivity-csv $R/metric_sensitivity.csv --out-sensitivity-md $R/metric_sensitivity.md \\
@@ -41,7 +41,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from cwgrpo.configs import add_config_arguments, config_from_args, config_hash, describe_options
+from cwgrpo.configs import ConfigError, add_config_arguments, config_from_args, config_hash, describe_options
 from cwgrpo.io import ResultFileError, check_outputs_not_inputs, write_json, write_text
 from cwgrpo.report.load import (
     add_input_arguments,
@@ -186,7 +186,7 @@ def reported_vs_ours(
     """Rows comparing the paper with us, in percent (points).
 
     ``comparison == "effect"``: (method - reference) per benchmark and Avg, ours paired by seed, for
-    ``cfg.effect_methods`` (both presets). ``comparison == "absolute"``: every cell (paper preset only;
+    ``cfg.effect_methods`` (every kind). ``comparison == "absolute"``: every cell (kind paper only;
     tiny accuracies on synthetic data are not comparable with the paper's).
     """
     paper = reported_table1(reported).set_index(["size", "method", "benchmark"])["value"]
@@ -267,9 +267,13 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
         "--runs", nargs="*", action="extend", type=Path, default=[],
         help="run folders; a method whose run.json records no learning signal is marked in the table",
     )  # fmt: skip
-    for name, help_text in TABLE_OUTPUTS.items():
+    for name, help_text in {**TABLE_OUTPUTS, **PICTURE_OUTPUTS}.items():
         parser.add_argument(
-            f"--out-{name.replace('_', '-')}", dest=f"out_{name}", required=True, type=Path, help=help_text
+            f"--out-{name.replace('_', '-')}",
+            dest=f"out_{name}",
+            required=name in TABLE_OUTPUTS,
+            type=Path,
+            help=help_text,
         )
     parser.add_argument(
         "--reported",
@@ -283,7 +287,7 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
 
 # Output name -> help; each is the flag --out-NAME (underscores as dashes) and a key of write_table's `out`.
 TABLE_OUTPUTS = {
-    "pdf": "the typeset table, e.g. figures/table1.pdf",
+    "pdf": "the typeset table, e.g. figures/tiny/table1.pdf",
     "csv": "Table 1 in long format (table1.csv)",
     "tex": "Table 1 in LaTeX (table1.tex)",
     "md": "Table 1 in Markdown (table1.md)",
@@ -292,6 +296,11 @@ TABLE_OUTPUTS = {
     "sensitivity_csv": "each cell under the strict and the paper metric (metric_sensitivity.csv)",
     "sensitivity_md": "the same in Markdown (metric_sensitivity.md)",
     "provenance": "the run identity of the table and its inputs (table1.provenance.json)",
+}
+# Optional, both or neither: each method's Avg with its interval beside the paper's (cwgrpo.report.table1_avg).
+PICTURE_OUTPUTS = {
+    "avg_pdf": "Table 1's Avg column as a figure, beside the paper's, e.g. figures/tiny/table1_avg.pdf",
+    "avg_png": "the same as PNG",
 }
 
 
@@ -327,6 +336,8 @@ def write_table(
     missing = sorted(set(TABLE_OUTPUTS) - set(out))
     if missing:
         raise ValueError(f"write_table: no path given for output(s) {missing}")
+    if len(set(PICTURE_OUTPUTS) & set(out)) == 1:
+        raise ConfigError("--out-avg-pdf and --out-avg-png go together: give both or neither")
     from cwgrpo.provenance import provenance
 
     frame = load_summaries(summaries, cfg)
@@ -355,15 +366,26 @@ def write_table(
         },
     )
     grid_pdf(grid, out["pdf"], footer_text(identity, chash))
+    if "avg_png" in out:
+        from cwgrpo.report.style import save_figure
+        from cwgrpo.report.table1_avg import avg_figure
+
+        save_figure(
+            avg_figure(cells, cfg, reported, footer_text(identity, chash)), out["avg_pdf"], out["avg_png"]
+        )
     return dict(out)
 
 
-OUTPUTS = tuple(f"out_{name}" for name in TABLE_OUTPUTS)  # every other path argument is read (cwgrpo.cli)
+# every other path argument is read (cwgrpo.cli)
+OUTPUTS = tuple(f"out_{name}" for name in {**TABLE_OUTPUTS, **PICTURE_OUTPUTS})
 
 
 def run(args: argparse.Namespace) -> int:
     cfg = config_from_args(TableConfig, args)
     outputs = {name: getattr(args, f"out_{name}") for name in TABLE_OUTPUTS}
+    outputs |= {
+        name: getattr(args, f"out_{name}") for name in PICTURE_OUTPUTS if getattr(args, f"out_{name}")
+    }
     check_outputs_not_inputs(
         [*args.summaries, *([args.reported] if args.reported else [])], list(outputs.values())
     )

@@ -98,6 +98,7 @@ def test_evaluate_cli_writes_samples_and_summary_byte_identically(tiny_model_dir
         (["--set", "prompt_set=r1"], "unknown prompt set 'r1'"),
         (["--set", "top_p=0"], "top_p must be in (0, 1]"),
         (["--set", "kk=2"], "unknown option(s) ['kk']"),
+        (["--set", "system_prompt=[a]"], "system_prompt: expected str, got ['a'] (list)"),
         (["--tag", "seed=zero"], "--tag seed must be an integer"),
     ],
 )

@@ -71,8 +71,8 @@ def test_real_dag_evaluates_champ_and_writes_table_and_figures(real_run):
     for summary in map(json.loads, map(Path.read_text, summaries)):
         assert summary["n_problems"] == 4 and summary["benchmark"] == "champ"
     table = (real_run / "results/real/table1.md").read_text()
-    assert "CHAMP (first 4)" in table and "SmolLM2-135M" in table and "Real preset" in table
+    assert "CHAMP (first 4)" in table and "SmolLM2-135M" in table and "benchmarks CHAMP (first 4)" in table
     for name in ("table1.pdf", "entropy.png", "checkpoints.png", "covariance.png", "training_curves.png"):
-        data = (real_run / "figures" / name).read_bytes()
+        data = (real_run / "figures" / "real" / name).read_bytes()
         assert data[:4] in (b"%PDF", b"\x89PNG") and len(data) > 1000, name
     assert len(json.loads((real_run / "results/real/claims.json").read_text())["claims"]) == 4

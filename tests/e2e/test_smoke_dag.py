@@ -15,12 +15,12 @@ from tests.conftest import run_smoke_dag
 pytestmark = pytest.mark.slow
 
 REPO = Path(__file__).resolve().parents[2]
-FIGURES = ["table1.pdf", *(f"{n}.{ext}" for n in ("entropy", "checkpoints", "covariance", "training_curves") for ext in ("pdf", "png"))]  # fmt: skip
+FIGURES = ["table1.pdf", *(f"{n}.{ext}" for n in ("table1_avg", "entropy", "checkpoints", "covariance", "training_curves") for ext in ("pdf", "png"))]  # fmt: skip
 
 
 def test_smoke_dag_writes_every_table_figure_and_claims(smoke_run):
     for name in FIGURES:
-        data = (smoke_run / "figures" / name).read_bytes()
+        data = (smoke_run / "figures" / "smoke" / name).read_bytes()
         assert data[:4] in (b"%PDF", b"\x89PNG") and len(data) > 1000, name
     results = smoke_run / "results" / "smoke"
     for name in (

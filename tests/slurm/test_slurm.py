@@ -291,7 +291,7 @@ def test_smoke_dag_through_sbatch_equals_local_run(
     )
     assert not differ, f"result files that differ between the local and the Slurm run: {differ}{changed}"
     for name in ("table1.pdf", "entropy.png", "checkpoints.png", "covariance.png", "training_curves.png"):
-        assert (dirs["slurm"] / "figures" / name).stat().st_size > 0, name
+        assert (dirs["slurm"] / "figures" / "smoke" / name).stat().st_size > 0, name
     print(
         f"{len(submitted)} jobs through sbatch; {len(files['local'])} result files equal; the Slurm run {elapsed:.0f} s"
     )

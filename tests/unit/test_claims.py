@@ -316,3 +316,21 @@ def test_claims_cli_missing_file_exits_2(tmp_path, capsys):
     ]
     assert main(args) == 2
     assert "lost.summary.json" in capsys.readouterr().err
+
+
+def test_a_small_effect_keeps_two_significant_digits(report):
+    """An entropy effect of 0.0060 − 0.0066 prints as −0.00060, not −0.00."""
+    import copy
+
+    small = copy.deepcopy(report)
+    effect = by_id(small)[2]["per_size"][0]["effect"]
+    effect.update(mean=-0.0006, ci95=[-0.0011, -0.00004])
+    md = claims_markdown(small, ClaimsConfig(preset="tiny"))
+    assert "−0.00060 nats / token | [−0.0011, −0.000040]" in md
+    assert "−0.00 " not in md
+
+
+def test_claims_say_what_is_not_the_papers_from_the_results(report):
+    md = claims_markdown(report, ClaimsConfig(preset="tiny"))
+    assert report["stand_in"].startswith("Not the paper's own benchmarks b1, b2")
+    assert report["stand_in"] in md and "Tiny preset" not in md

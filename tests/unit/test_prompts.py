@@ -46,3 +46,26 @@ def test_get_prompt_set_unknown_lists_names():
     assert get_prompt_set("tiny").name == "tiny"
     with pytest.raises(ConfigError, match="unknown prompt set 'r1'; known: \\['open_rs', 'tiny'\\]"):
         get_prompt_set("r1")
+
+
+def test_evaluate_system_prompt_replaces_the_prompt_sets_own():
+    from cwgrpo.evaluate import EvalConfig
+
+    given = eval_messages(
+        EvalConfig(prompt_set="tiny", system_prompt="Reply with the number.").prompts(), "1+2"
+    )
+    assert given == [
+        {"role": "system", "content": "Reply with the number."},
+        {"role": "user", "content": "1+2"},
+    ]
+    assert eval_messages(EvalConfig(prompt_set="tiny").prompts(), "1+2") == eval_messages("tiny", "1+2")
+    assert (
+        eval_messages(EvalConfig(prompt_set="open_rs", system_prompt="").prompts(), "x")[0]["role"] == "user"
+    )
+
+
+def test_evaluation_log_line_rounds_every_number():
+    from cwgrpo.evaluate import summary_line
+
+    summary = {"pass1": 0.25, "k": 2, "avg_k": 0.1875, "avg_k_ci95": [0.24024999999999636, None]}
+    assert summary_line("syn", summary) == "syn: pass1 0.250, avg@2 0.188 [0.240, none]"

@@ -285,3 +285,36 @@ def test_configured_method_colours_override_the_hashed_spare_colours_and_bad_one
     assert cfg.method_colour("grpo") == "#0072B2"  # a package label keeps its colour
     with pytest.raises(ConfigError, match="method_colors"):
         ReportConfig(method_colors={"grpo": "blue"})
+
+
+def test_checkpoints_of_one_seed_and_one_step_promise_no_bars_and_keep_a_readable_axis(tmp_path):
+    """A one-step, one-seed run at zero accuracy: no "bars over seeds" in the legend, the x-axis a step
+    each side of the step (not 1.9–2.1), and no negative accuracy ticks."""
+    paths = [write_summary(tmp_path, "small", "base", 0, 0, b, 0.0) for b in MIRRORS]
+    paths += [write_summary(tmp_path, "small", m, 0, 2, b, 0.0) for m in ("grpo", "cw_grpo") for b in MIRRORS]
+    fig = make_figure(
+        "checkpoints", FigureConfig(preset="tiny", step=2, benchmark_mirrors=MIRRORS), [], paths
+    )
+    assert fig.legends[0].get_title().get_text() == "one seed: no bars"
+    ax = fig.axes[0]
+    assert ax.get_xlim() == (1.0, 3.0)
+    lo, hi = ax.get_ylim()
+    assert -0.05 < lo < 0 and hi >= 1.0  # a sliver below 0, so that the markers at 0 show whole
+    assert all(tick >= 0 for tick in ax.get_yticks() if lo <= tick <= hi)
+    paths += [write_summary(tmp_path, "small", m, 0, 1, b, 0.0) for m in ("grpo", "cw_grpo") for b in MIRRORS]
+    fig = make_figure(
+        "checkpoints", FigureConfig(preset="tiny", step=1, benchmark_mirrors=MIRRORS), [], paths
+    )
+    lo, hi = fig.axes[0].get_xlim()
+    assert 0.5 < lo < 1 and 2 < hi < 2.5  # two steps: matplotlib's own margins, both in view
+
+
+def test_checkpoints_of_several_seeds_name_their_bars(summaries):
+    fig = make_figure("checkpoints", FigureConfig(benchmark_mirrors=MIRRORS), [], summaries)
+    assert fig.legends[0].get_title().get_text() == "mean over seeds;\nbars: min–max\nover seeds"
+
+
+def test_training_curves_of_one_step_span_a_step_each_side(tmp_path):
+    run = write_run(tmp_path, "small", "grpo", 0, steps=1)
+    fig = make_figure("entropy", FigureConfig(), [run], [])
+    assert fig.axes[0].get_xlim() == (0.0, 2.0)

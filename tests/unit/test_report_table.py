@@ -411,7 +411,7 @@ def test_reported_vs_ours_tiny_compares_effects_only(tiny_out):
     m500 = cmp[(cmp["method"] == "cw_grpo - grpo") & (cmp["benchmark"] == "syn_math500")].iloc[0]
     assert m500["paper_benchmark"] == "math500" and m500["paper_pct"] == pytest.approx(2.0)
     md = out["reported_md"].read_text()
-    assert "only effects are compared" in md and "not comparable" in md
+    assert "Only effects are compared" in md and "not comparable" in md
 
 
 def test_reported_vs_ours_paper_compares_absolute_numbers(tmp_path):
@@ -525,3 +525,84 @@ def test_table_marks_a_method_whose_run_had_no_learning_signal(tmp_path):
         in md
     )
     assert f"{name('cw_grpo')} $\\dagger$" in out["tex"].read_text().replace("\\_", "_")
+
+
+def test_notes_and_columns_come_from_the_results_never_a_presets_name(tmp_path):
+    """A benchmark cut to its first N problems says so in its column; the note names what in the results
+    is not the paper's (from the names the results carry), and no text names a preset."""
+    import re
+
+    from cwgrpo.report.render import reported_markdown, table_grid
+    from cwgrpo.report.table import reported_vs_ours
+
+    paths = make_results(tmp_path)
+    for path in paths:
+        if path.name.startswith("syn_olympiad"):
+            summary = json.loads(path.read_text())
+            summary["settings"]["limit"] = summary["n_problems"] = 4
+            path.write_text(json.dumps(summary))
+    config = cfg(preset="real", size_display={"small": "My-Model-20M"})
+    frame = load_summaries(paths, config)
+    cells, per_seed = build_table1(frame, config)
+    grid = table_grid(cells, config)
+    assert "Syn-L3 (≈OlympiadBench) (first 4)" in grid.header and "Syn-L1 (≈MATH-500)" in grid.header
+    note = (
+        "Not the paper's own benchmarks Syn-L1 (≈MATH-500), Syn-L3 (≈OlympiadBench) (first 4) and models "
+        "My-Model-20M (≈1.5B): the numbers are not comparable with the paper's."
+    )
+    assert grid.notes[-1] == note
+    reported = reported_markdown(reported_vs_ours(cells, per_seed, config, load_reported()), config)
+    assert note in reported
+    for text in (*grid.notes, reported):
+        assert not re.search(r"(?i)\b(tiny|real|paper) preset|SmolLM2|CHAMP", text), text
+
+
+def test_table1_as_a_figure_draws_each_avg_with_its_interval_beside_the_papers(tmp_path):
+    """The picture's dots are the table's Avg cells (with their intervals), the paper's Avg of the mirrored
+    size an open diamond on the same method's row; ``cwgrpo table`` writes it as PDF and PNG."""
+    from cwgrpo.report.table1_avg import avg_figure
+
+    config = cfg()
+    frame = load_summaries(make_results(tmp_path / "r"), config)
+    cells, _ = build_table1(frame, config)
+    fig = avg_figure(cells, config, load_reported(), "footer")
+    ax = fig.axes[0]
+    assert [t.get_text() for t in ax.get_yticklabels()] == ["Base", "GRPO", "Clip-Cov", "CW-GRPO"]  # top down
+    avg = cells[cells["benchmark"] == "avg"].set_index("method")
+    dots = {
+        round(float(line.get_ydata()[0])): float(line.get_xdata()[0])
+        for line in ax.lines
+        if line.get_marker() == "o"
+    }
+    assert dots[0] == pytest.approx(100 * avg.loc["cw_grpo", "accuracy"])  # the bottom row
+    diamonds = [line for line in ax.lines if line.get_marker() == "D"]
+    paper = {r["method"]: r["avg"] for r in load_reported()["table1"]["rows"] if r["size"] == "1.5b"}
+    assert sorted(float(d.get_xdata()[0]) for d in diamonds) == sorted(paper.values())
+    bars = [c for c in ax.collections if len(c.get_segments()) == 1]
+    (seg,) = bars[0].get_segments()
+    half = 100 * (avg.loc["cw_grpo", "ci95_hi"] - avg.loc["cw_grpo", "ci95_lo"]) / 2
+    assert seg[1][0] - seg[0][0] == pytest.approx(2 * half)
+    out = outputs(tmp_path / "t.pdf", tmp_path / "o")
+    args = [
+        "table",
+        "--summaries",
+        *map(str, make_results(tmp_path / "r2")),
+        *out_flags(tmp_path / "t.pdf", tmp_path / "o"),
+    ]
+    args += ["--out-avg-pdf", str(tmp_path / "a.pdf"), "--out-avg-png", str(tmp_path / "a.png")]
+    assert (
+        main(
+            [
+                *args,
+                "--set",
+                "preset=tiny",
+                "--set",
+                f"benchmark_mirrors={json.dumps(TINY['benchmark_mirrors'])}",
+            ]
+        )
+        == 0
+    )
+    assert (tmp_path / "a.png").read_bytes()[:4] == b"\x89PNG" and (tmp_path / "a.pdf").read_bytes()[
+        :4
+    ] == b"%PDF"
+    assert out["md"].exists()

@@ -120,3 +120,19 @@ def test_finalize_copies_each_live_log_to_its_file_and_the_timings_where_told(tm
         "resumed_from": None,
         "learning_signal": [],  # the log's stretches without learning signal: none in one line with a loss
     }
+
+
+@pytest.mark.parametrize("given, expected", [({}, True), ({"gradient_checkpointing": False}, False)])
+def test_training_config_raises_no_futurewarning_about_gradient_checkpointing(tmp_path, given, expected):
+    """TRL's GRPOConfig sets the deprecated `gradient_checkpointing` by default, which warned on every run:
+    TRL gets the current name, with the same value, and run.json keeps the option as written."""
+    import warnings
+
+    from cwgrpo.train_config import build_train_config
+
+    options = {"max_steps": 1, "use_cpu": True, "bf16": False, **given}
+    with warnings.catch_warnings():
+        warnings.filterwarnings("error", message=".*checkpointing.*", category=FutureWarning)
+        cfg = build_train_config(options, tmp_path / "run")
+    assert cfg.trl.activation_checkpointing is expected and cfg.trl.gradient_checkpointing is expected
+    assert cfg.trl_kwargs.get("gradient_checkpointing") == given.get("gradient_checkpointing")

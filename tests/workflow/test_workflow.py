@@ -281,7 +281,7 @@ def test_outputs_follow_the_architecture_layout(dry_runs):
         r"results/paper/runs/(1\.5b|7b)/[a-z_]+/seed\d+/(run\.json|metrics\.jsonl|cov_samples\.jsonl|steps/step\d+\.json)",
         r"results/paper/eval/(1\.5b|7b)/[a-z_]+/seed\d+/step\d+/[a-z0-9]+\.(jsonl|summary\.json|graded\.jsonl|graded\.summary\.json)",
         r"results/paper/(table1\.(csv|tex|md|provenance\.json)|reported_vs_ours\.(csv|md)|metric_sensitivity\.(csv|md)|claims\.(json|md))",
-        r"figures/(table1\.pdf|(entropy|checkpoints|covariance|training_curves)\.(pdf|png))",
+        r"figures/paper/(table1\.pdf|(table1_avg|entropy|checkpoints|covariance|training_curves)\.(pdf|png))",
         r"figures/paper/samples\.html",
     ]
     outputs = [f for j in jobs(dry_runs["paper"]) for f in j["output"]]

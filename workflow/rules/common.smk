@@ -69,8 +69,9 @@ PRESET = config["name"]
 DOWNLOADS_LOCAL = config["kind"] == "paper" and config["data"]["downloads_on_submit_host"]
 KIND = config["kind"]
 RES = f"results/{PRESET}"
+FIG = f"figures/{PRESET}"  # a preset's figures: its own folder, so its report collects only its own
 LOGS = f"logs/{PRESET}"
-SAMPLES_PAGE = f"figures/{PRESET}/samples.html"  # `cwgrpo samples`: completions to read
+SAMPLES_PAGE = f"{FIG}/samples.html"  # `cwgrpo samples`: completions to read
 SIZES = list(config["sizes"])
 METHODS = list(config["methods"])
 SEEDS = [int(s) for s in config["seeds"]]
@@ -603,7 +604,7 @@ def study_outputs():
     """The study analysis's files (only a preset with a `study` section has them)."""
     if not config.get("study"):
         return []
-    figures = [f"figures/{name}.{ext}" for name in STUDY_FIGURES for ext in ("pdf", "png")]
+    figures = [f"{FIG}/{name}.{ext}" for name in STUDY_FIGURES for ext in ("pdf", "png")]
     return [f"{RES}/study.json", f"{RES}/study.md", *figures]
 
 
@@ -624,15 +625,59 @@ def study_options():
 
 
 def get_final_output():
-    figures = [f"figures/{name}.{ext}" for name in FIGURES for ext in ("pdf", "png")]
+    figures = [f"{FIG}/{name}.{ext}" for name in FIGURES for ext in ("pdf", "png")]
     return [
-        "figures/table1.pdf",
+        f"{FIG}/table1.pdf",
+        *(f"{FIG}/table1_avg.{ext}" for ext in ("pdf", "png")),  # requested, so an older run makes them
         *figures,
         f"{RES}/claims.json",
         f"{RES}/claims.md",
         SAMPLES_PAGE,
         *study_outputs(),
     ]
+
+
+def _listing(names):
+    return ", ".join(str(n) for n in names)
+
+
+def preset_contents():
+    """What this preset runs, in a sentence from its own config (the report captions end with it): the
+    sizes' display names and steps, training data, seeds, methods, benchmarks with their problem limits."""
+    display = config["report"].get("size_display", {})
+    sizes = _listing(f"{display.get(s, s)} ({saved_steps(s)[-1]} RL steps)" for s in SIZES)
+    named = config["report"].get("benchmark_display", {})
+    limits = {evaluate_options(s).get("limit") for s in SIZES}
+    if limits == {None}:
+        cut = ""
+    elif len(limits) == 1:
+        cut = f", the first {next(iter(limits))} problems of each"
+    else:
+        cut = ", some sizes on only the first problems of each (Table 1's columns say how many)"
+    return (
+        f"This run: models {sizes}, trained on {config['data']['train']}; seeds {_listing(SEEDS)}; "
+        f"methods {_listing(METHODS)}; evaluated on {_listing(named.get(b, b) for b in BENCHMARKS)}{cut}; "
+        f"Table 1 at step {config['report']['step']}."
+    )
+
+
+def finished_run_message():
+    """Where a finished run's table, figures, claims and report are (logged by the Snakefile's
+    `onsuccess:`): the files that exist, and the report command with this run's --configfile."""
+    shown = [
+        (what, path)
+        for what, path in (
+            ("Table 1", f"{RES}/table1.md"),
+            ("figures", f"{FIG}/"),
+            ("claims", f"{RES}/claims.md"),
+        )
+        if Path(path).exists()
+    ]
+    configfiles = "".join(
+        f" --configfile {shlex.quote(str(f))}" for f in workflow.overwrite_configfiles or []
+    )
+    lines = [f"{what}: {path}" for what, path in shown]
+    return "\n".join(["Results of this run:", *lines, f"report: snakemake --report report.html{configfiles}"])
 
 
 # ---------------------------------------------------------------- input and params functions

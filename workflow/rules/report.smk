@@ -8,7 +8,9 @@ rule table:
         summaries=all_summaries(),
         runs=all_run_files(),
     output:
-        pdf=report("figures/table1.pdf", caption="../report/table1.rst", category="Table 1"),
+        pdf=report(f"{FIG}/table1.pdf", caption="../report/table1.rst", category="Table 1"),
+        avg_pdf=f"{FIG}/table1_avg.pdf",
+        avg_png=report(f"{FIG}/table1_avg.png", caption="../report/table1_avg.rst", category="Table 1"),
         csv=f"{RES}/table1.csv",
         tex=f"{RES}/table1.tex",
         md=f"{RES}/table1.md",
@@ -35,11 +37,13 @@ rule table:
     params:
         runs=runs_arg,
         options=sets(report_options("table")),
+        about=preset_contents(),  # the captions' last sentence (workflow/report/*.rst)
     shell:
         "cwgrpo table --summaries {input.summaries:q} {params.runs} --out-pdf {output.pdf:q}"
         " --out-csv {output.csv:q} --out-tex {output.tex:q} --out-md {output.md:q} --out-reported-csv {output.reported_csv:q}"
         " --out-reported-md {output.reported_md:q} --out-sensitivity-csv {output.sensitivity_csv:q}"
         " --out-sensitivity-md {output.sensitivity_md:q} --out-provenance {output.provenance:q}"
+        " --out-avg-pdf {output.avg_pdf:q} --out-avg-png {output.avg_png:q}"
         " {params.options} > {log:q} 2>&1"
 
 
@@ -51,9 +55,9 @@ for _name, (_kind, _reads) in FIGURES.items():
         input:
             figure_inputs(_name),
         output:
-            pdf=f"figures/{_name}.pdf",
+            pdf=f"{FIG}/{_name}.pdf",
             png=report(
-                f"figures/{_name}.png",
+                f"{FIG}/{_name}.png",
                 caption=f"../report/{_name}.rst",
                 category="Figures",
             ),
@@ -69,6 +73,7 @@ for _name, (_kind, _reads) in FIGURES.items():
             runs=runs_arg,
             summaries=summaries_arg,
             options=sets(report_options("figure")),
+            about=preset_contents(),
         shell:
             "cwgrpo figure --kind {params.kind:q} {params.runs} {params.summaries} --out-pdf {output.pdf:q}"
             " --out-png {output.png:q} {params.options} > {log:q} 2>&1"
@@ -91,6 +96,7 @@ rule claims:
     params:
         runs=runs_arg,
         options=sets(report_options("claims")),
+        about=preset_contents(),
     shell:
         "cwgrpo claims --summaries {input.summaries:q} {params.runs} --out-json {output.json:q}"
         " --out-md {output.md:q} {params.options} > {log:q} 2>&1"
@@ -126,15 +132,15 @@ if config.get("study"):
         output:
             json=f"{RES}/study.json",
             md=report(f"{RES}/study.md", caption="../report/study.rst", category="Study"),
-            ablation="figures/study_ablation.pdf",
+            ablation=f"{FIG}/study_ablation.pdf",
             ablation_png=report(
-                "figures/study_ablation.png",
+                f"{FIG}/study_ablation.png",
                 caption="../report/study_ablation.rst",
                 category="Study",
             ),
-            power="figures/study_power.pdf",
+            power=f"{FIG}/study_power.pdf",
             power_png=report(
-                "figures/study_power.png",
+                f"{FIG}/study_power.png",
                 caption="../report/study_power.rst",
                 category="Study",
             ),
@@ -149,6 +155,7 @@ if config.get("study"):
             runs=runs_arg,
             power=lambda wildcards, input: (f"--power {shlex.quote(input.power[0])}" if input.power else ""),
             options=sets(study_options()),
+            about=preset_contents(),
         shell:
             "cwgrpo study --summaries {input.summaries:q} {params.runs} --claims {input.claims:q}"
             " {params.power} --out-json {output.json:q} --out-md {output.md:q}"

@@ -1,0 +1,109 @@
+"""The README's tiny-preset tables, generated from the run copied to ``docs/tiny-results``.
+
+The README holds each table between ``<!-- generated: NAME -->`` and ``<!-- /generated: NAME -->``; this
+module renders them from that run's ``table1.md`` and ``claims.md`` (what ``cwgrpo table`` and ``cwgrpo
+claims`` wrote), so that every number there is one of the run's. ``--check`` (the default) says whether
+the README is what the files give; ``--write`` rewrites the blocks in place::
+
+    python -m cwgrpo.report.readme_tables --results docs/tiny-results --readme README.md --write
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import sys
+from pathlib import Path
+
+BLOCK = re.compile(
+    r"(<!-- generated: (?P<name>[\w-]+) -->\n)(?P<body>.*?)(<!-- /generated: (?P=name) -->)", re.S
+)
+
+
+def markdown_rows(text: str) -> list[list[str]]:
+    """The cells of every Markdown table row in ``text`` (separator rows left out), stripped."""
+    rows = []
+    for line in text.splitlines():
+        if line.startswith("|") and not re.fullmatch(r"\|[-:| ]+\|", line):
+            rows.append([cell.strip() for cell in line.strip()[1:-1].split(" | ")])
+    return rows
+
+
+def _plain(cell: str) -> str:
+    return cell.replace("**", "")
+
+
+def _table(header: list[str], rows: list[list[str]], align: str = "---:") -> str:
+    lines = ["| " + " | ".join(header) + " |", "|---|" + f"{align}|" * (len(header) - 1)]
+    return "\n".join([*lines, *("| " + " | ".join(row) + " |" for row in rows)]) + "\n"
+
+
+def table1_blocks(table1_md: str) -> dict[str, str]:
+    """``tiny-base``: each size's base model per benchmark (no interval); ``tiny-rl``: each method's Avg
+    with its interval at the Table 1 step, one row per size."""
+    header, *rows = markdown_rows(table1_md)
+    benchmarks = header[2:-2]
+    sizes: dict[str, list[list[str]]] = {}
+    size = ""
+    for row in rows:
+        size = row[0] or size
+        sizes.setdefault(size, []).append(row)
+    base = [[s, *(_plain(c).split(" ± ")[0] for c in rs[0][2:-1])] for s, rs in sizes.items()]
+    methods = [r[1] for r in next(iter(sizes.values()))[1:]]
+    rl = [[s, *(_plain(r[-2]) for r in rs[1:])] for s, rs in sizes.items()]
+    return {
+        "tiny-base": _table(["size", *benchmarks, "Avg"], base),
+        "tiny-rl": _table(["size", *methods], rl),
+    }
+
+
+def claims_block(claims_md: str) -> str:
+    """``tiny-claims``: per claim, each size's effect with its interval, and the overall verdict."""
+    overview = [r for r in markdown_rows(claims_md) if len(r) == 3 and r[0].isdigit()]
+    sections = re.split(r"^## Claim (\d+):.*$", claims_md, flags=re.M)
+    per_claim = {
+        sections[i]: [r for r in markdown_rows(sections[i + 1])[1:]] for i in range(1, len(sections) - 1, 2)
+    }
+    sizes = [r[0] for r in next(iter(per_claim.values()))]
+    rows = []
+    for number, title, verdict in overview:
+        cells = [f"{r[1]} {r[2]}" if r[2].startswith("[") else r[1] for r in per_claim[number]]
+        rows.append([number, title, *cells, verdict])
+    return _table(["#", "claim", *sizes, "verdict"], rows, align="---")
+
+
+def render_blocks(results: Path) -> dict[str, str]:
+    """Every generated block of the README from the run in ``results`` (its table1.md and claims.md)."""
+    blocks = table1_blocks((results / "table1.md").read_text(encoding="utf-8"))
+    blocks["tiny-claims"] = claims_block((results / "claims.md").read_text(encoding="utf-8"))
+    return blocks
+
+
+def update(text: str, blocks: dict[str, str]) -> str:
+    """``text`` with each generated block replaced; a block the text lacks, or one it names that ``blocks``
+    lacks, is an error (a renamed marker would otherwise leave stale numbers)."""
+    found = {m.group("name") for m in BLOCK.finditer(text)}
+    if found != set(blocks):
+        raise ValueError(f"generated blocks in the README {sorted(found)} != those rendered {sorted(blocks)}")
+    return BLOCK.sub(lambda m: m.group(1) + blocks[m.group("name")] + m.group(4), text)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--results", type=Path, default=Path("docs/tiny-results"))
+    parser.add_argument("--readme", type=Path, default=Path("README.md"))
+    parser.add_argument("--write", action="store_true", help="rewrite the README's blocks in place")
+    args = parser.parse_args(argv)
+    text = args.readme.read_text(encoding="utf-8")
+    new = update(text, render_blocks(args.results))
+    if args.write:
+        args.readme.write_text(new, encoding="utf-8")
+        return 0
+    if new != text:
+        print(f"{args.readme}: its tiny tables differ from {args.results}; run with --write", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

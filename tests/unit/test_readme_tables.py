@@ -1,0 +1,39 @@
+"""The README's tiny tables are what docs/tiny-results gives (cwgrpo.report.readme_tables)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from cwgrpo.report.readme_tables import main, render_blocks, update
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def test_the_readmes_tiny_tables_are_generated_from_docs_tiny_results():
+    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    blocks = render_blocks(REPO / "docs" / "tiny-results")
+    assert update(readme, blocks) == readme, "run: python -m cwgrpo.report.readme_tables --write"
+    base = blocks["tiny-base"].splitlines()
+    assert len(base) == 4 and base[2].startswith("| Small (for 1.5B) |")  # two sizes, a number each split
+    assert "| 1 | CW-GRPO beats GRPO" in blocks["tiny-claims"]
+
+
+def test_a_changed_number_is_found_and_rewritten(tmp_path):
+    readme = tmp_path / "README.md"
+    text = (REPO / "README.md").read_text(encoding="utf-8")
+    first = render_blocks(REPO / "docs" / "tiny-results")["tiny-base"].splitlines()[2]
+    readme.write_text(text.replace(first, first.replace(" |", " 9 |", 1)), encoding="utf-8")
+    results = str(REPO / "docs" / "tiny-results")
+    assert main(["--results", results, "--readme", str(readme)]) == 1
+    assert main(["--results", results, "--readme", str(readme), "--write"]) == 0
+    assert readme.read_text(encoding="utf-8") == text
+
+
+def test_a_missing_block_is_an_error():
+    with pytest.raises(ValueError, match="tiny-rl"):
+        update(
+            "<!-- generated: tiny-base -->\nx\n<!-- /generated: tiny-base -->\n",
+            {"tiny-base": "", "tiny-rl": ""},
+        )
