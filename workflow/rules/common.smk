@@ -28,7 +28,40 @@ def _seeds_from_command_line(cfg):
         cfg["seeds"] = [int(s) if isinstance(s, str) and s.strip().isdigit() else s for s in seeds]
 
 
+def _configcheck():
+    """cwgrpo.configcheck from this checkout (stdlib, PyYAML and jsonschema only)."""
+    repo = str(Path(workflow.basedir))
+    if repo not in sys.path:
+        sys.path.insert(0, repo)
+    import cwgrpo.configcheck
+
+    return cwgrpo.configcheck
+
+
+def _check_preset_file():
+    """Duplicate keys in the config files read, every schema violation and mismatched reward weights, all
+    in one pass, one line each (jsonschema alone stops at the first and quotes the whole schema)."""
+    cc = _configcheck()
+    schema = cc.load_schema(Path(workflow.basedir) / "workflow/schemas/config.schema.yaml")
+    lines = cc.duplicate_keys_in_files(workflow.configfiles)
+    lines += cc.schema_errors(config, schema)
+    lines += cc.reward_weight_errors(_train_sections(config))
+    if lines:
+        raise WorkflowError(str(cc.ConfigErrors(lines)))
+
+
+def _train_sections(cfg):
+    """(where, merged training options) per size and method, read defensively (before validation)."""
+    top = cfg.get("train") if isinstance(cfg.get("train"), dict) else {}
+    sizes = cfg.get("sizes") if isinstance(cfg.get("sizes"), dict) else {}
+    for size, spec in sizes.items():
+        own = spec.get("train") if isinstance(spec, dict) and isinstance(spec.get("train"), dict) else {}
+        where = f"sizes.{size}.train" if "reward_weights" in own or "reward_funcs" in own else "train"
+        yield where, {**top, **own}
+
+
 _seeds_from_command_line(config)
+_check_preset_file()
 # Fills in the schema's defaults.
 validate(config, schema="../schemas/config.schema.yaml")
 
@@ -86,9 +119,35 @@ DATASETS = list(
 )
 
 
+_PARSE_ERRORS = None  # a list while the parse-time checks run: fail() collects instead of stopping
+
+
 def fail(key, message):
-    """Stop at parse time, before any job starts, naming the config key at fault."""
-    raise WorkflowError(f"config error in {key}: {message}")
+    """Stop at parse time, before any job starts, naming the config key at fault (during the parse-time
+    checks: collect the line, so that every error of the preset is shown at once)."""
+    line = f"{key}: {message}"
+    if _PARSE_ERRORS is None:
+        raise WorkflowError(f"config error in {line}")
+    if line not in _PARSE_ERRORS:
+        _PARSE_ERRORS.append(line)
+
+
+def run_checks(*checks):
+    """Run every check, collecting what each fails; a check that crashes after an earlier error was
+    collected is taken as that error's consequence. Then stop, listing them all."""
+    global _PARSE_ERRORS
+    _PARSE_ERRORS = []
+    try:
+        for check in checks:
+            try:
+                check()
+            except Exception:
+                if not _PARSE_ERRORS:
+                    raise
+        if _PARSE_ERRORS:
+            raise WorkflowError(str(_configcheck().ConfigErrors(_PARSE_ERRORS)))
+    finally:
+        _PARSE_ERRORS = None
 
 
 # ---------------------------------------------------------------- conda environments
@@ -963,20 +1022,42 @@ def _check_deployment():
         )
 
 
-_check_deployment()
-_check_sizes()
-_check_resources()
-_check_data()
-_check_names()
-_check_methods()
-_check_steps()
-_check_study()
-_check_report()
-_check_gpu_cap()
-_check_command_options()
-for _size in SIZES:
-    train_resources(_size)  # multi-node layouts checked at parse time
-_check_metrics()
+def _check_layouts():
+    for size in SIZES:
+        train_resources(size)  # multi-node layouts checked at parse time
+
+
+def _check_contexts():
+    """A completion budget the model's context cannot hold, for sizes whose model is a local folder."""
+    cc = _configcheck()
+    for size, spec in config["sizes"].items():
+        context = cc.context_of_folder(spec["model"]) if spec.get("model") else None
+        budgets = [
+            ("train", {"max_completion_length": train_options(size, m).get("max_completion_length")})
+            for m in METHODS
+        ]
+        budgets.append(("evaluate", {"max_new_tokens": evaluate_options(size).get("max_new_tokens")}))
+        for section, values in budgets:
+            for line in cc.context_errors(section, context, values):
+                fail(f"sizes.{size} ({spec['model']})", line)
+
+
+run_checks(
+    _check_deployment,
+    _check_sizes,
+    _check_resources,
+    _check_data,
+    _check_names,
+    _check_methods,
+    _check_steps,
+    _check_study,
+    _check_report,
+    _check_gpu_cap,
+    _check_command_options,
+    _check_layouts,
+    _check_metrics,
+    _check_contexts,
+)
 
 
 wildcard_constraints:
