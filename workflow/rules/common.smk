@@ -13,6 +13,7 @@ import re
 import shlex
 import subprocess
 import sys
+import types
 from pathlib import Path
 
 from snakemake.exceptions import WorkflowError
@@ -1067,3 +1068,96 @@ wildcard_constraints:
     step=r"\d+",
     dataset="|".join(map(re.escape, DATASETS)),
     benchmark="|".join(map(re.escape, BENCHMARKS)),
+
+
+# ---------------------------------------------------------------- the profile (after every rule exists)
+
+
+def _shipped_train_rules():
+    """Per-size rule names of the shipped presets: a profile serves all of them (profiles/slurm names the
+    paper's train_1_5b and train_7b, and is used with the smoke preset too)."""
+    import yaml
+
+    names = set()
+    for path in sorted(Path(workflow.basedir).glob("config/*.yaml")):
+        sizes = (yaml.safe_load(path.read_text(encoding="utf-8")) or {}).get("sizes") or {}
+        for size in sizes:
+            safe = re.sub(r"\W", "_", size)
+            names |= {f"train_{safe}", f"evaluate_run_{safe}"}
+    return names
+
+
+def _preset_resource_keys():
+    keys = {"gpu", "gres", "nodes", "tasks", "tasks_per_gpu", "mpi", "cpus_per_task"}
+    for res in config["resources"].values():
+        keys |= set(res)
+    for spec in config["sizes"].values():
+        for res in spec.get("resources", {}).values():
+            keys |= set(res)
+    return keys
+
+
+def _rule_values(job_rule, key):
+    """The values a rule's jobs get for one resource (a per-size resource: one per size)."""
+    if key not in job_rule.resources:
+        return set()
+    resource = job_rule.resources[key]
+    raw = getattr(resource, "raw", resource)
+    if isinstance(raw, str):  # a profile's or command line's value: Snakemake keeps it as an expression
+        return {raw.strip("'\"")}
+    value = getattr(resource, "_evaluator", None)  # the preset's per-size resources: a function of the size
+    if value is None:
+        return {raw}
+    found = set()
+    for size in SIZES:
+        try:
+            found.add(value(types.SimpleNamespace(size=size)))
+        except Exception:
+            continue
+    return found
+
+
+def check_profile():
+    """Rule names and resource keys of the profile and the command line (set-resources, set-threads,
+    default-resources, resources) against this workflow's rules and the resources anything reads."""
+    pc = _cwgrpo_module("profilecheck")
+    settings = workflow.resource_settings
+    rules = {r.name for r in workflow.rules}
+    elsewhere = _shipped_train_rules()
+    known = _preset_resource_keys()
+    for section, names in (
+        ("set-resources", settings.overwrite_resources),
+        ("set-threads", settings.overwrite_threads),
+    ):
+        for line in pc.rule_name_errors(section, names, rules, elsewhere):
+            fail(*line.split(": ", 1))
+    for name, res in settings.overwrite_resources.items():
+        for line in pc.resource_key_errors(f"set-resources.{name}", res, known):
+            fail(*line.split(": ", 1))
+    for line in pc.resource_key_errors("default-resources", settings.default_resources or {}, known):
+        fail(*line.split(": ", 1))
+    asked = {key for r in workflow.rules for key in r.resources}
+    for line in pc.global_resource_errors(workflow.global_resources, asked):
+        fail(*line.split(": ", 1))
+
+
+def summarise_slurm():
+    """One line for a Slurm run: the account, partitions and GPU model its jobs will use."""
+    pc = _cwgrpo_module("profilecheck")
+    if pc.executor_name(sys.argv[1:], os.environ) != "slurm":  # Snakemake picks its executor after the parse
+        return
+    keys = ("slurm_account", "slurm_partition", "gpu", "gpu_model")
+    local = getattr(workflow, "_localrules", set())  # workflow.is_local() is True for all before the executor is set
+    jobs = {
+        r.name: {key: _rule_values(r, key) for key in keys}
+        for r in workflow.rules
+        if r.name not in local and r.name != "all"
+    }
+    print(pc.slurm_summary(jobs), file=sys.stderr)
+
+
+def _cwgrpo_module(name):
+    _configcheck()  # puts this checkout on sys.path
+    import importlib
+
+    return importlib.import_module(f"cwgrpo.{name}")
