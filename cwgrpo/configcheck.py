@@ -107,9 +107,7 @@ def _schema_line(error: Any) -> list[str]:
     if kind == "additionalProperties" and isinstance(instance, Mapping):
         known = set(schema.get("properties", {}))
         patterns = schema.get("patternProperties", {})
-        extra = [
-            k for k in instance if k not in known and not any(re.search(p, str(k)) for p in patterns)
-        ]
+        extra = [k for k in instance if k not in known and not any(re.search(p, str(k)) for p in patterns)]
         return [unknown_key_line(where, str(k), known) for k in extra]
     if kind == "required":
         missing = [k for k in error.validator_value if isinstance(instance, Mapping) and k not in instance]

@@ -18,7 +18,19 @@ from cwgrpo.configcheck import nearest
 
 # Resources Snakemake itself reads (snakemake.resources: the standard size and time resources).
 SNAKEMAKE_RESOURCES = frozenset(
-    {"_cores", "_nodes", "threads", "mem", "mem_mb", "mem_mib", "disk", "disk_mb", "disk_mib", "runtime", "tmpdir"}
+    {
+        "_cores",
+        "_nodes",
+        "threads",
+        "mem",
+        "mem_mb",
+        "mem_mib",
+        "disk",
+        "disk_mb",
+        "disk_mib",
+        "runtime",
+        "tmpdir",
+    }
 )
 # Resources snakemake-executor-plugin-slurm 2.8 (and its job-step plugin) read from a job.
 SLURM_RESOURCES = frozenset(
@@ -39,7 +51,9 @@ def rule_name_errors(section: str, names: Iterable[str], rules: set[str], elsewh
             continue
         guess = nearest(name, sorted(rules | elsewhere))
         hint = f"did you mean {guess!r}?" if guess else f"rules: {', '.join(sorted(rules))}"
-        lines.append(f"{section}.{name}: no rule of this workflow has that name (Snakemake ignores it); {hint}")
+        lines.append(
+            f"{section}.{name}: no rule of this workflow has that name (Snakemake ignores it); {hint}"
+        )
     return lines
 
 
@@ -78,7 +92,9 @@ def slurm_summary(jobs: Mapping[str, Mapping[str, set[Any]]]) -> str:
 
     ``jobs``: rule name -> {slurm_account, slurm_partition, gpu, gpu_model: set of values its jobs get}.
     """
-    accounts: set[Any] = set().union(*(r.get("slurm_account", set()) for r in jobs.values())) if jobs else set()
+    accounts: set[Any] = (
+        set().union(*(r.get("slurm_account", set()) for r in jobs.values())) if jobs else set()
+    )
     gpu_rules = sorted(r for r, res in jobs.items() if any(_gpus(v) for v in res.get("gpu", set())))
     cpu_rules = sorted(r for r in jobs if r not in gpu_rules)
     parts = [f"account {_shown(accounts, 'none (-A not given)')}"]
@@ -86,7 +102,10 @@ def slurm_summary(jobs: Mapping[str, Mapping[str, set[Any]]]) -> str:
         if not rules:
             continue
         partitions = set().union(*(jobs[r].get("slurm_partition", set()) for r in rules))
-        parts.append(f"{label} ({', '.join(rules)}) on partition {_shown(partitions, 'the default')}")
+        where = _shown(partitions, "")
+        parts.append(
+            f"{label} ({', '.join(rules)}) on {f'partition {where}' if where else 'the default partition'}"
+        )
     if gpu_rules:
         models = set().union(*(jobs[r].get("gpu_model", set()) for r in gpu_rules))
         parts.append(f"GPU model {_shown(models, 'any (gpu_model unset)')}")

@@ -41,7 +41,9 @@ def test_a_changed_run_names_the_mv_that_keeps_it_and_the_mv_works(tmp_path):
     assert shlex.split(command) == ["mv", str(run_dir), str(run_dir.with_name("seed0.old-1"))]
     subprocess.run(command, shell=True, check=True)
     assert not run_dir.exists()
-    assert (run_dir.with_name("seed0.old-1") / "checkpoint-2" / "model.safetensors").read_bytes() == b"weights"
+    assert (
+        run_dir.with_name("seed0.old-1") / "checkpoint-2" / "model.safetensors"
+    ).read_bytes() == b"weights"
     check_same_config(run_dir, {}, "new-hash", INPUTS)  # the folder is free: nothing to refuse
 
 
@@ -61,4 +63,7 @@ def test_a_gap_in_the_logs_names_the_same_way_forward(tmp_path):
     metrics.write_text('{"step": 1}\n')
     with pytest.raises(ConfigError) as err:
         check_logs_cover(metrics, 3, 1, 4)
-    assert shlex.split(_command(str(err.value)))[1:] == [str(tmp_path / "seed0"), str(tmp_path / "seed0.old-1")]
+    assert shlex.split(_command(str(err.value)))[1:] == [
+        str(tmp_path / "seed0"),
+        str(tmp_path / "seed0.old-1"),
+    ]

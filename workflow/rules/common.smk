@@ -1043,7 +1043,24 @@ def _check_contexts():
                 fail(f"sizes.{size} ({spec['model']})", line)
 
 
+def _check_local_files():
+    """A model or data file named by a local path that is not there (the template's /path/to/...): named
+    now, not by a job after the data and models before it were made. Paths are the working folder's."""
+    for size, spec in config["sizes"].items():
+        model = spec.get("model") or ""
+        if model.startswith(("/", "./", "../", "~")) and not Path(model).expanduser().exists():
+            fail(
+                f"sizes.{size}.model",
+                f"{model}: no such folder or file (a model folder, a .gguf file, or owner/name@revision)",
+            )
+    for name, spec in config.get("datasets", {}).items():
+        path = spec.get("path") if isinstance(spec, dict) else None
+        if path and not Path(path).expanduser().is_file():
+            fail(f"datasets.{name}.path", f"{path}: no such file (.jsonl, .json, .csv or .parquet)")
+
+
 run_checks(
+    _check_local_files,
     _check_deployment,
     _check_sizes,
     _check_resources,
@@ -1147,7 +1164,9 @@ def summarise_slurm():
     if pc.executor_name(sys.argv[1:], os.environ) != "slurm":  # Snakemake picks its executor after the parse
         return
     keys = ("slurm_account", "slurm_partition", "gpu", "gpu_model")
-    local = getattr(workflow, "_localrules", set())  # workflow.is_local() is True for all before the executor is set
+    local = getattr(
+        workflow, "_localrules", set()
+    )  # workflow.is_local() is True for all before the executor is set
     jobs = {
         r.name: {key: _rule_values(r, key) for key in keys}
         for r in workflow.rules
