@@ -29,8 +29,10 @@ class ConfigErrors(ConfigError):
 
     def __init__(self, lines: list[str], heading: str = "config error") -> None:
         self.lines = list(lines)
-        count = f"{len(lines)} {heading}s" if len(lines) > 1 else heading
-        super().__init__(f"{count}:\n" + "\n".join(f"  {line}" for line in lines))
+        if len(lines) == 1:
+            super().__init__(f"{heading} in {lines[0]}")
+        else:
+            super().__init__(f"{len(lines)} {heading}s:\n" + "\n".join(f"  {line}" for line in lines))
 
 
 def nearest(key: str, known: Iterable[str]) -> str | None:

@@ -92,3 +92,4 @@ def test_collected_errors_print_as_one_numbered_block():
         assert str(err) == "2 config errors:\n  a: bad\n  b: bad" and err.lines == ["a: bad", "b: bad"]
     else:
         raise AssertionError("no error raised")
+    assert str(cc.ConfigErrors(["kind: is real"])) == "config error in kind: is real"
