@@ -190,6 +190,29 @@ def context_errors(where: str, context: int | None, budgets: Mapping[str, Any]) 
     return lines
 
 
+def missing_local_paths(config: Mapping[str, Any]) -> list[tuple[str, str]]:
+    """(key, message) for each model or data file named by a local path that is not there (a template's
+    ``/path/to/...``): named at parse time, not by a job after the ones before it ran. Relative paths are
+    the working folder's, as for the jobs."""
+    missing = []
+    for size, spec in (config.get("sizes") or {}).items():
+        model = str(spec.get("model") or "")
+        if model.startswith(("/", "./", "../", "~")) and not Path(model).expanduser().exists():
+            missing.append(
+                (
+                    f"sizes.{size}.model",
+                    f"{model}: no such folder or file (a model folder, a .gguf file, or owner/name@revision)",
+                )
+            )
+    for name, spec in (config.get("datasets") or {}).items():
+        path = spec.get("path") if isinstance(spec, Mapping) else None
+        if path and not Path(path).expanduser().is_file():
+            missing.append(
+                (f"datasets.{name}.path", f"{path}: no such file (.jsonl, .json, .csv or .parquet)")
+            )
+    return missing
+
+
 class Collector:
     """Errors gathered over many checks, raised together by ``raise_if_any``."""
 

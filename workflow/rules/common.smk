@@ -1044,19 +1044,9 @@ def _check_contexts():
 
 
 def _check_local_files():
-    """A model or data file named by a local path that is not there (the template's /path/to/...): named
-    now, not by a job after the data and models before it were made. Paths are the working folder's."""
-    for size, spec in config["sizes"].items():
-        model = spec.get("model") or ""
-        if model.startswith(("/", "./", "../", "~")) and not Path(model).expanduser().exists():
-            fail(
-                f"sizes.{size}.model",
-                f"{model}: no such folder or file (a model folder, a .gguf file, or owner/name@revision)",
-            )
-    for name, spec in config.get("datasets", {}).items():
-        path = spec.get("path") if isinstance(spec, dict) else None
-        if path and not Path(path).expanduser().is_file():
-            fail(f"datasets.{name}.path", f"{path}: no such file (.jsonl, .json, .csv or .parquet)")
+    """A model or data file named by a local path that is not there (the template's placeholders)."""
+    for key, message in _configcheck().missing_local_paths(config):
+        fail(key, message)
 
 
 run_checks(
@@ -1091,7 +1081,7 @@ wildcard_constraints:
 
 
 def _shipped_train_rules():
-    """Per-size rule names of the shipped presets: a profile serves all of them (profiles/slurm names the
+    """Per-size job names of the shipped presets: a profile serves all of them (profiles/slurm names the
     paper's train_1_5b and train_7b, and is used with the smoke preset too)."""
     import yaml
 
