@@ -129,21 +129,36 @@ def _profile_dir(name: str, environ: Mapping[str, str]) -> Path | None:
     return next((c for c in candidates if c.is_dir()), None)
 
 
-def executor_name(argv: Sequence[str], environ: Mapping[str, str]) -> str:
-    """The executor a Snakemake command line asks for (`-e/--executor`, else its profile's `executor:`),
-    for the parse, when Snakemake has not yet chosen its executor plugin; "local" when none is named."""
+def _command_line(argv: Sequence[str], environ: Mapping[str, str]) -> tuple[str | None, str | None]:
+    """(the -e/--executor value, the --profile value or SNAKEMAKE_PROFILE) of a Snakemake command line."""
     args = list(argv)
-    profile = environ.get("SNAKEMAKE_PROFILE")
+    executor, profile = None, environ.get("SNAKEMAKE_PROFILE")
     for i, arg in enumerate(args):
         key, _, value = arg.partition("=")
         value = value or (args[i + 1] if i + 1 < len(args) else "")
-        if key in ("-e", "--executor"):
-            return value
-        if key == "--profile":
+        if key in ("-e", "--executor") and executor is None:
+            executor = value
+        elif key == "--profile":
             profile = value
+    return executor, profile
+
+
+def profile_file(argv: Sequence[str], environ: Mapping[str, str]) -> Path | None:
+    """The profile's settings file a Snakemake command line uses (config.yaml or profile.yaml), if any."""
+    _, profile = _command_line(argv, environ)
     folder = _profile_dir(profile, environ) if profile else None
     for name in ("config.yaml", "profile.yaml"):
         if folder is not None and (folder / name).is_file():
-            settings = yaml.safe_load((folder / name).read_text(encoding="utf-8")) or {}
-            return str(settings.get("executor", "local"))
-    return "local"
+            return folder / name
+    return None
+
+
+def executor_name(argv: Sequence[str], environ: Mapping[str, str]) -> str:
+    """The executor a Snakemake command line asks for (`-e/--executor`, else its profile's `executor:`),
+    for the parse, when Snakemake has not yet chosen its executor plugin; "local" when none is named."""
+    executor, _ = _command_line(argv, environ)
+    if executor:
+        return executor
+    path = profile_file(argv, environ)
+    settings = (yaml.safe_load(path.read_text(encoding="utf-8")) or {}) if path else {}
+    return str(settings.get("executor", "local")) if isinstance(settings, dict) else "local"

@@ -93,3 +93,11 @@ def test_executor_from_the_command_line_or_the_profile(tmp_path):
     assert pc.executor_name(["--profile=p", "-e", "local"], env) == "local"
     assert pc.executor_name(["-n"], {**env, "SNAKEMAKE_PROFILE": str(tmp_path / "p")}) == "slurm"
     assert pc.executor_name(["-n"], env) == "local"
+
+
+def test_a_duplicate_key_in_the_profile_is_named(tmp_path):
+    """Snakemake reads a profile with PyYAML's rules: the second `cores:` would replace the first silently."""
+    profile = _copy("gpu-box", tmp_path, ("printshellcmds: true", "printshellcmds: true\ncores: 4"))
+    proc, out = run_snakemake(tmp_path / "w", "-n", "--profile", str(profile), configfile=PRESETS["paper"])
+    assert proc.returncode != 0
+    assert f"{profile / 'config.yaml'}:" in out and ": cores: duplicate key (first at line" in out

@@ -1128,6 +1128,9 @@ def check_profile():
     """Rule names and resource keys of the profile and the command line (set-resources, set-threads,
     default-resources, resources) against this workflow's rules and the resources anything reads."""
     pc = _cwgrpo_module("profilecheck")
+    profile = pc.profile_file(sys.argv[1:], os.environ)
+    for line in _configcheck().duplicate_keys_in_files([profile] if profile else []):
+        fail(*line.split(": ", 1))
     settings = workflow.resource_settings
     rules = {r.name for r in workflow.rules}
     elsewhere = _shipped_train_rules()
