@@ -31,7 +31,8 @@ def warmed_model(e2e_inputs, tmp_path_factory) -> Path:
     cwgrpo("prepare-data", "--dataset", "syn_dev", "--out", "syn_dev.jsonl", cwd=out)
     sets = [arg for key, value in smoke.items() for arg in ("--set", f"{key}={value}")]
     cwgrpo("sft", "--model-dir", str(e2e_inputs / "model"), "--train-data", str(e2e_inputs / "data/syn_train.jsonl"),
-           "--dev-data", "syn_dev.jsonl", "--out-dir", "base", "--marker", "base.json", *sets, cwd=out)  # fmt: skip
+           "--dev-data", "syn_dev.jsonl", "--out-dir", "base", "--marker", "base.json", *sets, cwd=out,
+           timeout=1800)  # fmt: skip
     return out / "base"
 
 
