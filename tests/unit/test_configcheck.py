@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
 import yaml
 
 from cwgrpo import configcheck as cc
@@ -105,3 +106,17 @@ def test_local_paths_that_are_not_there_are_named_and_hub_ids_are_not_paths(tmp_
         ("sizes.a.model", f"{tmp_path / 'gone'}: no such folder or file (a model folder, a .gguf file, or owner/name@revision)"),
         ("datasets.lost.path", "lost.csv: no such file (.jsonl, .json, .csv or .parquet)"),
     ]  # fmt: skip
+
+
+def test_a_misspelt_command_option_gets_the_nearest_name():
+    from cwgrpo.evaluate import EvalConfig
+    from cwgrpo.optioncheck import OptionError, check_options, check_train_options
+
+    with pytest.raises(OptionError, match=r"'learnig_rate'.*; did you mean 'learning_rate'\?"):
+        check_train_options({"learnig_rate": 1e-4})
+    with pytest.raises(
+        OptionError, match=r"unknown option 'tempreature' for EvalConfig; did you mean 'temperature'\?"
+    ):
+        check_options(EvalConfig, {"tempreature": 0.6})
+    with pytest.raises(OptionError, match=r"unknown option 'zzz' for EvalConfig; known: \["):
+        check_options(EvalConfig, {"zzz": 0.6})
