@@ -121,3 +121,13 @@ def test_the_template_runs_end_to_end_on_a_model_folder_and_jsonl_files_of_its_o
         rows = list(csv.DictReader(fh))
     assert {r["method"] for r in rows} == {"base", "grpo", "cw_grpo"}, rows
     print(f"config/byo.yaml end to end (9 jobs, 1 step, 2 problems): {wall:.0f} s")
+
+
+def test_a_top_level_typo_is_one_line_naming_the_nearest_key(tmp_path):
+    """Issue 25: `trian:` printed the whole schema (887 lines on main); now one line."""
+    typo = tmp_path / "typo.yaml"
+    typo.write_text((REPO / "config/real.yaml").read_text().replace("\ntrain:", "\ntrian: {}\ntrain:"))
+    proc, out = run_snakemake(tmp_path / "w", "-n", configfile=typo)
+    assert proc.returncode != 0
+    assert "config error in trian: unknown key; did you mean 'train'?" in out
+    assert len(out.splitlines()) < 20, out[-3000:]
