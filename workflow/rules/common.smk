@@ -57,7 +57,7 @@ def _train_sections(cfg):
     sizes = cfg.get("sizes") if isinstance(cfg.get("sizes"), dict) else {}
     for size, spec in sizes.items():
         own = spec.get("train") if isinstance(spec, dict) and isinstance(spec.get("train"), dict) else {}
-        where = f"sizes.{size}.train" if "reward_weights" in own or "reward_funcs" in own else "train"
+        where = f"sizes.{size}.train" if "reward_weights" in own else "train"  # where the weights are
         yield where, {**top, **own}
 
 
