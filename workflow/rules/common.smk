@@ -40,13 +40,15 @@ def _configcheck():
 
 
 def _check_preset_file():
-    """Duplicate keys in the config files read, every schema violation and mismatched reward weights, all
-    in one pass, one line each (jsonschema alone stops at the first and quotes the whole schema)."""
+    """Duplicate keys in the config files read, every schema violation, mismatched reward weights and
+    local paths that are not there, all in one pass, one line each (jsonschema alone stops at the first
+    and quotes the whole schema). The cross-field checks (run_checks below) need a valid file."""
     cc = _configcheck()
     schema = cc.load_schema(Path(workflow.basedir) / "workflow/schemas/config.schema.yaml")
     lines = cc.duplicate_keys_in_files(workflow.configfiles)
     lines += cc.schema_errors(config, schema)
     lines += cc.reward_weight_errors(_train_sections(config))
+    lines += [f"{key}: {message}" for key, message in cc.missing_local_paths(config)]
     if lines:
         raise WorkflowError(str(cc.ConfigErrors(lines)))
 
@@ -1043,14 +1045,7 @@ def _check_contexts():
                 fail(f"sizes.{size} ({spec['model']})", line)
 
 
-def _check_local_files():
-    """A model or data file named by a local path that is not there (the template's placeholders)."""
-    for key, message in _configcheck().missing_local_paths(config):
-        fail(key, message)
-
-
 run_checks(
-    _check_local_files,
     _check_deployment,
     _check_sizes,
     _check_resources,
