@@ -120,3 +120,19 @@ def test_a_misspelt_command_option_gets_the_nearest_name():
         check_options(EvalConfig, {"tempreature": 0.6})
     with pytest.raises(OptionError, match=r"unknown option 'zzz' for EvalConfig; known: \["):
         check_options(EvalConfig, {"zzz": 0.6})
+
+
+def test_own_datasets_unknown_keys_and_missing_columns(tmp_path):
+    (tmp_path / "a.jsonl").write_text('{"question": "1+1", "gold": "2"}\n')
+    (tmp_path / "b.csv").write_text("problem,answer\n1+1,2\n")
+    datasets = {
+        "a": {"path": str(tmp_path / "a.jsonl"), "probelm": "question", "answer": "gold"},
+        "b": {"path": str(tmp_path / "b.csv"), "solution": "steps"},
+        "hub": {"id": "owner/name", "problem": "anything"},
+    }
+    fields = ["id", "path", "problem", "answer", "solution"]
+    assert cc.dataset_errors(datasets, fields) == [
+        "datasets.a.probelm: unknown key; did you mean 'problem'?",
+        "datasets.a.problem: column 'problem' is not in a.jsonl (its columns: question, gold); set problem: to one of them",
+        "datasets.b.solution: column 'steps' is not in b.csv (its columns: problem, answer); set solution: to one of them",
+    ]  # fmt: skip

@@ -5,6 +5,7 @@ results/<preset name>/"); every option of a `cwgrpo` call is built by `sets()` f
 sections and passed as `--set key=value`, the value in YAML flow syntax and shell-quoted.
 """
 
+import dataclasses
 import functools
 import json
 import math
@@ -49,6 +50,10 @@ def _check_preset_file():
     lines += cc.schema_errors(config, schema)
     lines += cc.reward_weight_errors(_train_sections(config))
     lines += [f"{key}: {message}" for key, message in cc.missing_local_paths(config)]
+    import cwgrpo.data  # on sys.path since _configcheck()
+
+    own = {f.name for f in dataclasses.fields(cwgrpo.data.OwnDataset)}
+    lines += cc.dataset_errors(config.get("datasets") or {}, own)
     if lines:
         raise WorkflowError(str(cc.ConfigErrors(lines)))
 
