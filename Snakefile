@@ -46,3 +46,7 @@ rule all:
     default_target: True
     input:
         get_final_output(),
+
+
+run_checks(check_profile)  # the profile's rule names and resource keys, now that every rule exists
+summarise_slurm()

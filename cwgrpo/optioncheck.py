@@ -22,6 +22,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from cwgrpo.configcheck import nearest
 from cwgrpo.configs import ConfigError, build_config, coerce_value
 
 FIELDS_PATH = Path(__file__).resolve().parent / "resources" / "grpo_config_fields.json"
@@ -106,8 +107,10 @@ def check_train_options(options: Mapping[str, Any]) -> None:
         if key in spec["fields"] and key not in job_fields:
             check_trl_option(key, value, spec)
         elif key not in job_fields:
+            guess = nearest(key, [*spec["fields"], *job_fields])
+            hint = f"; did you mean {guess!r}?" if guess else ""
             raise OptionError(
-                key, f"unknown training option {key!r}: not a TrainJob nor a CWGRPOConfig field"
+                key, f"unknown training option {key!r}: not a TrainJob nor a CWGRPOConfig field{hint}"
             )
     _check_together(TrainJob, {k: v for k, v in options.items() if k in job_fields})
     _check_vllm(options)
@@ -155,7 +158,9 @@ def check_options(cls: type, options: Mapping[str, Any]) -> None:
     known = {f.name for f in dataclasses.fields(cls)}
     for key in options:
         if key not in known:
-            raise OptionError(key, f"unknown option {key!r} for {cls.__name__}; known: {sorted(known)}")
+            guess = nearest(key, known)
+            hint = f"did you mean {guess!r}?" if guess else f"known: {sorted(known)}"
+            raise OptionError(key, f"unknown option {key!r} for {cls.__name__}; {hint}")
     _check_together(cls, options)
 
 

@@ -19,6 +19,7 @@ import fcntl
 import json
 import os
 import re
+import shlex
 import shutil
 import socket
 import struct
@@ -73,6 +74,25 @@ class RunLock:
         if self._fd is not None:
             os.close(self._fd)  # closing drops the lock; the file stays (removing it would race)
             self._fd = None
+
+
+def aside_path(run_dir: Path) -> Path:
+    """A free sibling name for a run folder moved out of the way: ``<name>.old-1``, ``.old-2``, ..."""
+    run_dir = Path(run_dir)
+    n = 1
+    while run_dir.with_name(f"{run_dir.name}.old-{n}").exists():
+        n += 1
+    return run_dir.with_name(f"{run_dir.name}.old-{n}")
+
+
+def move_aside_hint(run_dir: Path) -> str:
+    """The one command that keeps a refused run (renamed, never deleted) and lets the same command train
+    afresh: a run folder that the workflow or the user refers to by its path is simply free again."""
+    aside = aside_path(run_dir)
+    return (
+        f"to keep it and train afresh, move it aside and run the same command again: "
+        f"mv {shlex.quote(str(run_dir))} {shlex.quote(str(aside))}"
+    )
 
 
 def incomplete_checkpoints(run_dir: Path, flag: str = FLAG_NAME) -> list[Path]:
@@ -166,8 +186,8 @@ def check_logs_cover(metrics: Path, last_step: int, logging_steps: float, max_st
     if missing:
         raise ConfigError(
             f"{metrics} lacks the logs of step(s) {_ranges(missing)} before the resume point {last_step} "
-            "(the live logs were lost or cut): resuming would leave a gap in metrics.jsonl. Delete the run "
-            "folder to train afresh"
+            "(the live logs were lost or cut): resuming would leave a gap in metrics.jsonl; "
+            f"{move_aside_hint(metrics.parent.parent)}"
         )
 
 

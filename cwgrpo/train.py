@@ -39,6 +39,7 @@ from cwgrpo.runguard import (
     check_logs_cover,
     flag_record,
     incomplete_checkpoints,
+    move_aside_hint,
     verify_checkpoint,
 )
 from cwgrpo.train_config import LIVE, TrainConfig, TrainJob, build_train_config
@@ -213,7 +214,7 @@ def check_resumable(ckpt: Path) -> None:
     if (ckpt / PRUNED_FLAG).is_file():
         raise ConfigError(
             f"{ckpt} is the newest complete checkpoint but holds no optimiser state (pruned once a newer one "
-            "was complete; that one is gone): delete the run folder to retrain, or restore the newer checkpoint"
+            f"was complete; that one is gone): restore the newer checkpoint, or {move_aside_hint(ckpt.parent)}"
         )
 
 
@@ -483,7 +484,7 @@ def _verified(done: dict[int, Path]) -> dict[int, Path]:
         if older and (older[max(older)] / PRUNED_FLAG).is_file():
             raise ConfigError(
                 f"{problem}; the previous complete checkpoint {older[max(older)].name} holds no optimiser state "
-                "(only the newest keeps it): restore the damaged checkpoint, or delete the run folder to retrain"
+                f"(only the newest keeps it): restore the damaged checkpoint, or {move_aside_hint(older[max(older)].parent)}"
             )
         logger.warning("%s; resuming from the previous complete checkpoint instead", problem)
         done = older
@@ -507,8 +508,8 @@ def check_same_config(run_dir: Path, done: dict[int, Path], expected: str, input
         changes = sorted({c for cs in foreign.values() for c in cs})
         raise ConfigError(
             f"{run_dir} holds checkpoints {sorted(foreign)} of another configuration: changed "
-            f"{'; '.join(changes)}. Delete that folder to train with the new options and inputs, or "
-            "restore the ones that produced it"
+            f"{'; '.join(changes)}. Restore the options and inputs that produced it, or "
+            f"{move_aside_hint(run_dir)}"
         )
 
 

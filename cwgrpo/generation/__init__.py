@@ -149,6 +149,12 @@ def model_context(model_dir: str | Path) -> int | None:
     return int(value) if isinstance(value, int) and value > 0 else None
 
 
+PROMPT_FIX = (
+    "shorten or remove that problem in the data (records count from 0), shorten the system prompt "
+    "(system_prompt), or use a model with a longer context"
+)
+
+
 def check_prompts_fit(
     prompts: list[str], tokenizer, context: int | None, completion_budget: int, what: str = "prompt"
 ) -> None:
@@ -169,13 +175,13 @@ def check_prompts_fit(
         if len(text) > context * MAX_CHARS_PER_TOKEN:
             raise ConfigError(
                 f"{what} {i} has {len(text)} characters: far more than the model's context of {context} "
-                "tokens can hold"
+                f"tokens can hold; {PROMPT_FIX}"
             )
         n = len(tokenizer(text, add_special_tokens=False)["input_ids"])
         if n > context:
             raise ConfigError(
                 f"{what} {i} has {n} tokens, more than the model's context of {context} tokens "
-                "(max_position_embeddings of its config.json)"
+                f"(max_position_embeddings of its config.json); {PROMPT_FIX}"
             )
         longest = max(longest, n)
     if longest + completion_budget > context:

@@ -1,5 +1,6 @@
 """The shipped open-r1-style recipe through `python -m cwgrpo train --config`, in one process and under
-`accelerate launch -m cwgrpo` with 2 CPU processes (two tiny steps each)."""
+`accelerate launch -m cwgrpo` with 2 CPU processes (two tiny steps each), on a tiny model given the smoke
+preset's warm-up, so that the recipe's rewards and gradients can be nonzero: the recipe must train."""
 
 from __future__ import annotations
 
@@ -13,18 +14,34 @@ from pathlib import Path
 import pytest
 import yaml
 
+from tests.e2e.conftest import cwgrpo
+
 pytestmark = pytest.mark.slow
 
 REPO = Path(__file__).resolve().parents[2]
 RECIPE = REPO / "config/recipes/tiny_open_r1.yaml"
 
 
-def _recipe(e2e_inputs: Path, tmp_path: Path, name: str) -> tuple[Path, Path]:
+@pytest.fixture(scope="module")
+def warmed_model(e2e_inputs, tmp_path_factory) -> Path:
+    """The tiny model after the smoke preset's warm-up (125 steps on level 1, config/smoke.yaml: some
+    completions right and well formed, some not); a random model's rewards are all 0."""
+    smoke = yaml.safe_load((REPO / "config/smoke.yaml").read_text())["sft"]
+    out = tmp_path_factory.mktemp("warmed")
+    cwgrpo("prepare-data", "--dataset", "syn_dev", "--out", "syn_dev.jsonl", cwd=out)
+    sets = [arg for key, value in smoke.items() for arg in ("--set", f"{key}={value}")]
+    cwgrpo("sft", "--model-dir", str(e2e_inputs / "model"), "--train-data", str(e2e_inputs / "data/syn_train.jsonl"),
+           "--dev-data", "syn_dev.jsonl", "--out-dir", "base", "--marker", "base.json", *sets, cwd=out,
+           timeout=1800)  # fmt: skip
+    return out / "base"
+
+
+def _recipe(model: Path, tmp_path: Path, name: str) -> tuple[Path, Path]:
     recipe = yaml.safe_load(RECIPE.read_text())
     run_dir = tmp_path / name
     recipe |= {
-        "model_name_or_path": str(e2e_inputs / "model"),
-        "dataset_name": str(e2e_inputs / "data/syn_train.jsonl"),
+        "model_name_or_path": str(model),
+        "dataset_name": str(model.parent / "syn_dev.jsonl"),  # level 1, which the warm-up taught
         "output_dir": str(run_dir),
     }
     path = tmp_path / f"{name}.yaml"
@@ -39,6 +56,10 @@ def _check_run(run_dir: Path) -> None:
     steps = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
     assert [s["step"] for s in steps if "loss" in s] == [1, 2]
     assert (run_dir / "steps/step2.json").is_file()
+    # The recipe trains: some completions end within the budget, earn a reward and move the weights.
+    assert min(s["completions/clipped_ratio"] for s in steps if "loss" in s) < 1, steps
+    assert max(s["reward"] for s in steps if "loss" in s) > 0, steps
+    assert max(s["grad_norm"] for s in steps if "loss" in s) > 0, steps
 
 
 def _timings(path: Path) -> list[dict]:
@@ -48,8 +69,8 @@ def _timings(path: Path) -> list[dict]:
     return lines
 
 
-def test_recipe_runs_with_python_m_cwgrpo(e2e_inputs, tmp_path):
-    path, run_dir = _recipe(e2e_inputs, tmp_path, "one")
+def test_recipe_runs_with_python_m_cwgrpo(warmed_model, tmp_path):
+    path, run_dir = _recipe(warmed_model, tmp_path, "one")
     timings = tmp_path / "logs" / "one.timings.jsonl"  # --timings: the wall-clock log goes where it is told
     cmd = [sys.executable, "-m", "cwgrpo", "train", "--config", str(path), "--timings", str(timings)]
     proc = subprocess.run(
@@ -61,10 +82,10 @@ def test_recipe_runs_with_python_m_cwgrpo(e2e_inputs, tmp_path):
     assert not (run_dir / "timings.jsonl").exists()
 
 
-def test_recipe_runs_under_accelerate_launch_with_two_cpu_processes(e2e_inputs, tmp_path):
+def test_recipe_runs_under_accelerate_launch_with_two_cpu_processes(warmed_model, tmp_path):
     accelerate = shutil.which("accelerate", path=str(Path(sys.executable).parent))
     assert accelerate, "accelerate's launcher is installed with the package"
-    path, run_dir = _recipe(e2e_inputs, tmp_path, "two")
+    path, run_dir = _recipe(warmed_model, tmp_path, "two")
     # `--cpu` would take accelerate's single-process launcher (multi-CPU there needs mpirun); `--multi_gpu` is
     # its torchrun launcher, and with the recipe's use_cpu: true the two processes train on CPU over gloo.
     cmd = [accelerate, "launch", "--multi_gpu", "--num_processes", "2", "--num_machines", "1", "--mixed_precision", "no",

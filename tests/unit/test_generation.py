@@ -147,3 +147,14 @@ def test_vllm_backend_passes_the_engine_settings_to_vllm(monkeypatch, tmp_path):
     assert seen["gpu_memory_utilization"] == 0.7
     assert seen["tensor_parallel_size"] == 2
     assert seen["seed"] == 3
+
+
+def test_a_prompt_longer_than_the_context_names_the_fix():
+    from cwgrpo.generation import check_prompts_fit
+
+    def tokenizer(text, add_special_tokens=False):
+        return {"input_ids": list(text)}  # one token per character
+
+    with pytest.raises(ConfigError, match=r"prompt 1 has 12 tokens, more than the model's context of 10 .*; "
+                       r"shorten or remove that problem in the data .*system_prompt.*longer context"):  # fmt: skip
+        check_prompts_fit(["short", "x" * 12], tokenizer, 10, 0, "prompt")

@@ -64,3 +64,14 @@ def test_shipped_recipe_parses_and_is_a_recipe():
     assert set(paths) == {"model_dir", "train_data", "run_dir"}
     assert options["model_init_kwargs"] == {"dtype": "float32", "attn_implementation": "eager"}
     assert not is_recipe({"learning_rate": 1.0})  # a plain options file is not a recipe
+
+
+def test_shipped_recipe_has_room_for_a_worked_solution_and_several_groups():
+    """With 16 completion tokens every completion was clipped: reward 0 and grad norm 0 at every step. The
+    budget is the tiny preset's (a worked level-5 solution is 54 tokens with EOS), and each step has
+    several groups, so that one of them is likely to have a reward spread (tests/e2e/test_recipe.py
+    checks that the rewards and the gradient are nonzero)."""
+    recipe = yaml.safe_load((REPO / "config/recipes/tiny_open_r1.yaml").read_text())
+    tiny = yaml.safe_load((REPO / "config/config.yaml").read_text())["train"]
+    assert recipe["max_completion_length"] >= tiny["max_completion_length"]
+    assert recipe["per_device_train_batch_size"] // recipe["num_generations"] >= 4

@@ -5,6 +5,7 @@ results/<preset name>/"); every option of a `cwgrpo` call is built by `sets()` f
 sections and passed as `--set key=value`, the value in YAML flow syntax and shell-quoted.
 """
 
+import dataclasses
 import functools
 import json
 import math
@@ -13,6 +14,7 @@ import re
 import shlex
 import subprocess
 import sys
+import types
 from pathlib import Path
 
 from snakemake.exceptions import WorkflowError
@@ -28,7 +30,46 @@ def _seeds_from_command_line(cfg):
         cfg["seeds"] = [int(s) if isinstance(s, str) and s.strip().isdigit() else s for s in seeds]
 
 
+def _configcheck():
+    """cwgrpo.configcheck from this checkout (stdlib, PyYAML and jsonschema only)."""
+    repo = str(Path(workflow.basedir))
+    if repo not in sys.path:
+        sys.path.insert(0, repo)
+    import cwgrpo.configcheck
+
+    return cwgrpo.configcheck
+
+
+def _check_preset_file():
+    """Duplicate keys in the config files read, every schema violation, mismatched reward weights and
+    local paths that are not there, all in one pass, one line each (jsonschema alone stops at the first
+    and quotes the whole schema). The cross-field checks (run_checks below) need a valid file."""
+    cc = _configcheck()
+    schema = cc.load_schema(Path(workflow.basedir) / "workflow/schemas/config.schema.yaml")
+    lines = cc.duplicate_keys_in_files(workflow.configfiles)
+    lines += cc.schema_errors(config, schema)
+    lines += cc.reward_weight_errors(_train_sections(config))
+    lines += [f"{key}: {message}" for key, message in cc.missing_local_paths(config)]
+    import cwgrpo.data  # on sys.path since _configcheck()
+
+    own = {f.name for f in dataclasses.fields(cwgrpo.data.OwnDataset)}
+    lines += cc.dataset_errors(config.get("datasets") or {}, own)
+    if lines:
+        raise WorkflowError(str(cc.ConfigErrors(lines)))
+
+
+def _train_sections(cfg):
+    """(where, merged training options) per size and method, read defensively (before validation)."""
+    top = cfg.get("train") if isinstance(cfg.get("train"), dict) else {}
+    sizes = cfg.get("sizes") if isinstance(cfg.get("sizes"), dict) else {}
+    for size, spec in sizes.items():
+        own = spec.get("train") if isinstance(spec, dict) and isinstance(spec.get("train"), dict) else {}
+        where = f"sizes.{size}.train" if "reward_weights" in own else "train"  # where the weights are
+        yield where, {**top, **own}
+
+
 _seeds_from_command_line(config)
+_check_preset_file()
 # Fills in the schema's defaults.
 validate(config, schema="../schemas/config.schema.yaml")
 
@@ -88,9 +129,35 @@ DATASETS = list(
 )
 
 
+_PARSE_ERRORS = None  # a list while the parse-time checks run: fail() collects instead of stopping
+
+
 def fail(key, message):
-    """Stop at parse time, before any job starts, naming the config key at fault."""
-    raise WorkflowError(f"config error in {key}: {message}")
+    """Stop at parse time, before any job starts, naming the config key at fault (during the parse-time
+    checks: collect the line, so that every error of the preset is shown at once)."""
+    line = f"{key}: {message}"
+    if _PARSE_ERRORS is None:
+        raise WorkflowError(f"config error in {line}")
+    if line not in _PARSE_ERRORS:
+        _PARSE_ERRORS.append(line)
+
+
+def run_checks(*checks):
+    """Run every check, collecting what each fails; a check that crashes after an earlier error was
+    collected is taken as that error's consequence. Then stop, listing them all."""
+    global _PARSE_ERRORS
+    _PARSE_ERRORS = []
+    try:
+        for check in checks:
+            try:
+                check()
+            except Exception:
+                if not _PARSE_ERRORS:
+                    raise
+        if _PARSE_ERRORS:
+            raise WorkflowError(str(_configcheck().ConfigErrors(_PARSE_ERRORS)))
+    finally:
+        _PARSE_ERRORS = None
 
 
 # ---------------------------------------------------------------- conda environments
@@ -1012,20 +1079,42 @@ def _check_deployment():
         )
 
 
-_check_deployment()
-_check_sizes()
-_check_resources()
-_check_data()
-_check_names()
-_check_methods()
-_check_steps()
-_check_study()
-_check_report()
-_check_gpu_cap()
-_check_command_options()
-for _size in SIZES:
-    train_resources(_size)  # multi-node layouts checked at parse time
-_check_metrics()
+def _check_layouts():
+    for size in SIZES:
+        train_resources(size)  # multi-node layouts checked at parse time
+
+
+def _check_contexts():
+    """A completion budget the model's context cannot hold, for sizes whose model is a local folder."""
+    cc = _configcheck()
+    for size, spec in config["sizes"].items():
+        context = cc.context_of_folder(spec["model"]) if spec.get("model") else None
+        budgets = [
+            ("train", {"max_completion_length": train_options(size, m).get("max_completion_length")})
+            for m in METHODS
+        ]
+        budgets.append(("evaluate", {"max_new_tokens": evaluate_options(size).get("max_new_tokens")}))
+        for section, values in budgets:
+            for line in cc.context_errors(section, context, values):
+                fail(f"sizes.{size} ({spec['model']})", line)
+
+
+run_checks(
+    _check_deployment,
+    _check_sizes,
+    _check_resources,
+    _check_data,
+    _check_names,
+    _check_methods,
+    _check_steps,
+    _check_study,
+    _check_report,
+    _check_gpu_cap,
+    _check_command_options,
+    _check_layouts,
+    _check_metrics,
+    _check_contexts,
+)
 
 
 wildcard_constraints:
@@ -1035,3 +1124,101 @@ wildcard_constraints:
     step=r"\d+",
     dataset="|".join(map(re.escape, DATASETS)),
     benchmark="|".join(map(re.escape, BENCHMARKS)),
+
+
+# ---------------------------------------------------------------- the profile (after every rule exists)
+
+
+def _shipped_train_rules():
+    """Per-size job names of the shipped presets: a profile serves all of them (profiles/slurm names the
+    paper's train_1_5b and train_7b, and is used with the smoke preset too)."""
+    import yaml
+
+    names = set()
+    for path in sorted(Path(workflow.basedir).glob("config/*.yaml")):
+        sizes = (yaml.safe_load(path.read_text(encoding="utf-8")) or {}).get("sizes") or {}
+        for size in sizes:
+            safe = re.sub(r"\W", "_", size)
+            names |= {f"train_{safe}", f"evaluate_run_{safe}"}
+    return names
+
+
+def _preset_resource_keys():
+    keys = {"gpu", "gres", "nodes", "tasks", "tasks_per_gpu", "mpi", "cpus_per_task"}
+    for res in config["resources"].values():
+        keys |= set(res)
+    for spec in config["sizes"].values():
+        for res in spec.get("resources", {}).values():
+            keys |= set(res)
+    return keys
+
+
+def _rule_values(job_rule, key):
+    """The values a rule's jobs get for one resource (a per-size resource: one per size)."""
+    if key not in job_rule.resources:
+        return set()
+    resource = job_rule.resources[key]
+    raw = getattr(resource, "raw", resource)
+    if isinstance(raw, str):  # a profile's or command line's value: Snakemake keeps it as an expression
+        return {raw.strip("'\"")}
+    value = getattr(resource, "_evaluator", None)  # the preset's per-size resources: a function of the size
+    if value is None:
+        return {raw}
+    found = set()
+    for size in SIZES:
+        try:
+            found.add(value(types.SimpleNamespace(size=size)))
+        except Exception:
+            continue
+    return found
+
+
+def check_profile():
+    """Rule names and resource keys of the profile and the command line (set-resources, set-threads,
+    default-resources, resources) against this workflow's rules and the resources anything reads."""
+    pc = _cwgrpo_module("profilecheck")
+    profile = pc.profile_file(sys.argv[1:], os.environ)
+    for line in _configcheck().duplicate_keys_in_files([profile] if profile else []):
+        fail(*line.split(": ", 1))
+    settings = workflow.resource_settings
+    rules = {r.name for r in workflow.rules}
+    elsewhere = _shipped_train_rules()
+    known = _preset_resource_keys()
+    for section, names in (
+        ("set-resources", settings.overwrite_resources),
+        ("set-threads", settings.overwrite_threads),
+    ):
+        for line in pc.rule_name_errors(section, names, rules, elsewhere):
+            fail(*line.split(": ", 1))
+    for name, res in settings.overwrite_resources.items():
+        for line in pc.resource_key_errors(f"set-resources.{name}", res, known):
+            fail(*line.split(": ", 1))
+    for line in pc.resource_key_errors("default-resources", settings.default_resources or {}, known):
+        fail(*line.split(": ", 1))
+    asked = {key for r in workflow.rules for key in r.resources}
+    for line in pc.global_resource_errors(workflow.global_resources, asked):
+        fail(*line.split(": ", 1))
+
+
+def summarise_slurm():
+    """One line for a Slurm run: the account, partitions and GPU model its jobs will use."""
+    pc = _cwgrpo_module("profilecheck")
+    if pc.executor_name(sys.argv[1:], os.environ) != "slurm":  # Snakemake picks its executor after the parse
+        return
+    keys = ("slurm_account", "slurm_partition", "gpu", "gpu_model")
+    local = getattr(
+        workflow, "_localrules", set()
+    )  # workflow.is_local() is True for all before the executor is set
+    jobs = {
+        r.name: {key: _rule_values(r, key) for key in keys}
+        for r in workflow.rules
+        if r.name not in local and r.name != "all"
+    }
+    print(pc.slurm_summary(jobs), file=sys.stderr)
+
+
+def _cwgrpo_module(name):
+    _configcheck()  # puts this checkout on sys.path
+    import importlib
+
+    return importlib.import_module(f"cwgrpo.{name}")

@@ -1,0 +1,69 @@
+"""A run refused because its options or inputs changed says the one command that keeps it and frees its
+folder (renamed, never deleted), and that command works."""
+
+from __future__ import annotations
+
+import json
+import re
+import shlex
+import subprocess
+
+import pytest
+
+from cwgrpo.configs import ConfigError
+from cwgrpo.runguard import aside_path, check_logs_cover
+from cwgrpo.train import COMPLETE_FLAG, check_same_config
+
+INPUTS = {"model": {"files_sha256": "m", "files": 1, "marker": {}}, "train_data_sha256": "d"}
+
+
+def _run_with_checkpoint(run_dir, config_hash):
+    ckpt = run_dir / "checkpoint-2"
+    ckpt.mkdir(parents=True)
+    (ckpt / "model.safetensors").write_bytes(b"weights")
+    (ckpt / COMPLETE_FLAG).write_text(json.dumps({"step": 2, "config_hash": config_hash, "inputs": INPUTS}))
+    return ckpt
+
+
+def _command(message):
+    (command,) = re.findall(r"run the same command again: (mv .+)$", message)
+    return command
+
+
+def test_a_changed_run_names_the_mv_that_keeps_it_and_the_mv_works(tmp_path):
+    run_dir = tmp_path / "runs" / "my model" / "seed0"  # a space: the command is shell-quoted
+    ckpt = _run_with_checkpoint(run_dir, "old-hash")
+    with pytest.raises(ConfigError) as err:
+        check_same_config(run_dir, {2: ckpt}, "new-hash", INPUTS)
+    message = str(err.value)
+    assert "the options (config hash old-hash, now new-hash)" in message
+    command = _command(message)
+    assert shlex.split(command) == ["mv", str(run_dir), str(run_dir.with_name("seed0.old-1"))]
+    subprocess.run(command, shell=True, check=True)
+    assert not run_dir.exists()
+    assert (
+        run_dir.with_name("seed0.old-1") / "checkpoint-2" / "model.safetensors"
+    ).read_bytes() == b"weights"
+    check_same_config(run_dir, {}, "new-hash", INPUTS)  # the folder is free: nothing to refuse
+
+
+def test_a_second_move_never_lands_on_the_first(tmp_path):
+    run_dir = tmp_path / "seed0"
+    run_dir.with_name("seed0.old-1").mkdir()
+    ckpt = _run_with_checkpoint(run_dir, "old-hash")
+    with pytest.raises(ConfigError) as err:
+        check_same_config(run_dir, {2: ckpt}, "new-hash", INPUTS)
+    assert aside_path(run_dir).name == "seed0.old-2"
+    assert _command(str(err.value)).endswith("seed0.old-2")
+
+
+def test_a_gap_in_the_logs_names_the_same_way_forward(tmp_path):
+    metrics = tmp_path / "seed0" / "live" / "metrics.jsonl"
+    metrics.parent.mkdir(parents=True)
+    metrics.write_text('{"step": 1}\n')
+    with pytest.raises(ConfigError) as err:
+        check_logs_cover(metrics, 3, 1, 4)
+    assert shlex.split(_command(str(err.value)))[1:] == [
+        str(tmp_path / "seed0"),
+        str(tmp_path / "seed0.old-1"),
+    ]
