@@ -50,9 +50,9 @@ def _check_preset_file():
     lines += cc.schema_errors(config, schema)
     lines += cc.reward_weight_errors(_train_sections(config))
     lines += [f"{key}: {message}" for key, message in cc.missing_local_paths(config)]
-    import cwgrpo.data  # on sys.path since _configcheck()
+    import cwgrpo.prepare_data  # on sys.path since _configcheck()
 
-    own = {f.name for f in dataclasses.fields(cwgrpo.data.OwnDataset)}
+    own = {f.name for f in dataclasses.fields(cwgrpo.prepare_data.OwnDataset)}
     lines += cc.dataset_errors(config.get("datasets") or {}, own)
     if lines:
         raise WorkflowError(str(cc.ConfigErrors(lines)))
