@@ -10,7 +10,14 @@ from __future__ import annotations
 import logging
 from pathlib import Path
 
-from cwgrpo.generation import Completion, Messages, SamplingSettings, messages_to_text, repeat_greedy
+from cwgrpo.generation import (
+    Completion,
+    Messages,
+    SamplingSettings,
+    messages_to_text,
+    repeat_greedy,
+    sample_seed,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -20,7 +27,7 @@ class VLLMBackend:
 
     Args:
         model_dir: local model folder.
-        seed: engine seed (each call's ``SamplingSettings.seed`` also seeds its requests).
+        seed: engine seed (each call's ``SamplingSettings.seed`` seeds its requests, one seed per prompt).
         dtype: weights dtype (the paper evaluates in bfloat16; vLLM would also cast a float32 model to it).
         batch_size: unused (vLLM schedules its own batches); accepted so every backend takes it.
         progress: show vLLM's progress bar.
@@ -75,13 +82,18 @@ class VLLMBackend:
         repeated = repeat_greedy(self.generate, prompts, n, settings)
         if repeated is not None:
             return repeated
-        params = self._vllm.SamplingParams(
-            n=n,
-            temperature=settings.temperature,
-            top_p=settings.top_p if settings.temperature > 0 else 1.0,
-            max_tokens=settings.max_new_tokens,
-            seed=settings.seed,
-        )
+        # One seed per prompt: vLLM seeds a request's own generator with it, so one seed for all requests
+        # would draw the same random numbers for every prompt (identical prompts, identical samples).
+        params = [
+            self._vllm.SamplingParams(
+                n=n,
+                temperature=settings.temperature,
+                top_p=settings.top_p if settings.temperature > 0 else 1.0,
+                max_tokens=settings.max_new_tokens,
+                seed=sample_seed(settings.seed, i, 0),
+            )
+            for i in range(len(prompts))
+        ]
         requests = [{"prompt_token_ids": self.encode(m)} for m in prompts]
         outputs = self.llm.generate(requests, params, use_tqdm=self.progress)
         return [

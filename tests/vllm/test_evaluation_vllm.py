@@ -61,6 +61,7 @@ def _tiny_tasks() -> list[dict]:
         _task("past_the_context", _prompts("tiny", 4), max_new_tokens=4 * TINY_CONTEXT),
         _task("sampled", prompts, **sampled),
         _task("sampled_hotter", prompts, **(sampled | {"temperature": 1.0, "top_p": 1.0})),
+        _task("one_prompt_8_times", prompts[:1] * 8, **(sampled | {"n": 1})),
     ]
 
 
@@ -211,3 +212,10 @@ def test_engine_options_reach_vllm_and_the_context_caps_completions(vllm_runs, t
         else:  # ended at EOS within the context
             assert len(encode(messages)) + completion["n_tokens"] < TINY_CONTEXT
     assert any(c["truncated"] for (c,) in run["tasks"]["past_the_context"])
+
+
+def test_sampled_prompts_draw_independent_samples(vllm_runs):
+    """Eight copies of one prompt get eight different samples: each request has its own seed (with one
+    seed for all requests, vLLM draws the same random numbers for each: eight identical completions)."""
+    rows = vllm_runs["tiny"]["tasks"]["one_prompt_8_times"]
+    assert len({tuple(row[0]["token_ids"]) for row in rows}) == 8, rows
