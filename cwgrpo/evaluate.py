@@ -58,6 +58,9 @@ from cwgrpo.scoring import DEFAULT_TIMEOUT_S, GradeResult
 
 logger = logging.getLogger(__name__)
 
+# Weight dtypes both backends accept by these names (torch's attribute names, vLLM's `dtype` strings).
+DTYPES = ("float32", "bfloat16", "float16")
+
 
 @dataclasses.dataclass
 class EvalConfig:
@@ -75,6 +78,13 @@ class EvalConfig:
     seed: int = field(default=0, metadata={"help": "seed of sampling and of the bootstrap interval"})
     batch_size: int = field(
         default=32, metadata={"help": "sequences per generate call (transformers backend)"}
+    )
+    dtype: str | None = field(
+        default=None,
+        metadata={
+            "help": "weights dtype: float32, bfloat16 or float16 (paper: bfloat16); "
+            "null: the backend's default (vllm: bfloat16; transformers: bfloat16 on CUDA, float32 on CPU)"
+        },
     )
     prompt_set: str = field(
         default="open_rs", metadata={"help": "prompt set (cwgrpo.prompts): open_rs or tiny"}
@@ -111,6 +121,8 @@ class EvalConfig:
             raise ConfigError(f"batch_size must be >= 1, got {self.batch_size}")
         if self.limit is not None and self.limit < 1:
             raise ConfigError(f"limit must be >= 1 or null, got {self.limit}")
+        if self.dtype is not None and self.dtype not in DTYPES:
+            raise ConfigError(f"dtype must be one of {list(DTYPES)} or null, got {self.dtype!r}")
         if self.cpu_threads is not None and self.cpu_threads < 1:
             raise ConfigError(f"cpu_threads must be >= 1 or null, got {self.cpu_threads}")
         if self.max_model_len is not None and self.max_model_len < 1:
@@ -146,6 +158,8 @@ class EvalConfig:
             "seed": self.seed,
             "cpu_threads": self.cpu_threads,
         }
+        if self.dtype is not None:
+            options["dtype"] = self.dtype
         if self.backend == "vllm":
             options |= {
                 "max_model_len": self.max_model_len,

@@ -8,9 +8,11 @@ One interface::
 
 ``prompts`` are chat messages (``[{"role": "user", "content": ...}]``); each backend applies the
 model's chat template (or, for a tokenizer without one, joins the message contents). Temperature 0 is
-greedy decoding. Sample ``j`` of prompt ``i`` draws from its own random stream, seeded by
-``sample_seed(settings.seed, i, j)``, so with the transformers backend it does not depend on which
-other rows shared its batch (up to floating-point differences between batch shapes).
+greedy decoding, and its ``n`` samples of a prompt are one completion repeated (vLLM refuses ``n > 1``
+without sampling; every backend generates once and repeats, so all accept any ``n``). Sample ``j`` of
+prompt ``i`` draws from its own random stream, seeded by ``sample_seed(settings.seed, i, j)``, so with
+the transformers backend it does not depend on which other rows shared its batch (up to floating-point
+differences between batch shapes).
 """
 
 from __future__ import annotations
@@ -60,11 +62,22 @@ class Completion:
         text: decoded text, special tokens removed.
         n_tokens: number of generated tokens (the end-of-sequence token included when there is one).
         truncated: generation stopped at ``max_new_tokens`` without an end-of-sequence token.
+        token_ids: the generated token ids (the end-of-sequence token included), so that backends can be
+            compared token for token.
     """
 
     text: str
     n_tokens: int
     truncated: bool
+    token_ids: tuple[int, ...] = ()
+
+
+def repeat_greedy(generate, prompts: list[Messages], n: int, settings: SamplingSettings):
+    """For ``n > 1`` at temperature 0: ``generate(prompts, 1, settings)`` with each completion repeated ``n``
+    times, else None (the backend samples as usual). Greedy samples are identical by definition."""
+    if settings.temperature > 0 or n == 1:
+        return None
+    return [row * n for row in generate(prompts, 1, settings)]
 
 
 class Backend(Protocol):

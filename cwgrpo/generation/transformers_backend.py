@@ -12,7 +12,14 @@ import logging
 from pathlib import Path
 from typing import Any
 
-from cwgrpo.generation import Completion, Messages, SamplingSettings, messages_to_text, sample_seed
+from cwgrpo.generation import (
+    Completion,
+    Messages,
+    SamplingSettings,
+    messages_to_text,
+    repeat_greedy,
+    sample_seed,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -123,8 +130,10 @@ class TransformersBackend:
         to ``max_new_tokens`` (generate only stops early once every row has ended), so it is truncated."""
         end = next((k for k, t in enumerate(tokens) if t in self.eos_ids), None)
         if end is None:
-            return Completion(self.tokenizer.decode(tokens, skip_special_tokens=True), len(tokens), True)
-        return Completion(self.tokenizer.decode(tokens[:end], skip_special_tokens=True), end + 1, False)
+            text = self.tokenizer.decode(tokens, skip_special_tokens=True)
+            return Completion(text, len(tokens), True, tuple(tokens))
+        text = self.tokenizer.decode(tokens[:end], skip_special_tokens=True)
+        return Completion(text, end + 1, False, tuple(tokens[: end + 1]))
 
     def generate(self, prompts: list[Messages], n: int, settings: SamplingSettings) -> list[list[Completion]]:
         import torch
@@ -133,6 +142,9 @@ class TransformersBackend:
 
         if n < 1:
             raise ValueError(f"n must be >= 1, got {n}")
+        repeated = repeat_greedy(self.generate, prompts, n, settings)
+        if repeated is not None:
+            return repeated
         encoded = [self.encode(m) for m in prompts]
         rows = [(i, j) for i in range(len(prompts)) for j in range(n)]
         config = GenerationConfig(

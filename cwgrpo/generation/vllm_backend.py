@@ -1,6 +1,6 @@
-"""Generation with vLLM (GPU): the backend of the paper's evaluation (bf16, chat template, seeded).
+"""Generation with vLLM: the backend of the paper's evaluation (bf16, chat template, seeded).
 
-Not exercised by the CPU tests (vLLM needs a GPU); kept small and close to vLLM's documented API:
+Tested on vLLM's CPU build (tests/vllm); kept small and close to vLLM's documented API:
 ``LLM(model, dtype, seed)``, ``SamplingParams(n, temperature, top_p, max_tokens, seed)``, and prompts
 given as token ids so that the chat template's BOS is not doubled by vLLM's own tokenisation.
 """
@@ -10,7 +10,14 @@ from __future__ import annotations
 import logging
 from pathlib import Path
 
-from cwgrpo.generation import Completion, Messages, SamplingSettings, messages_to_text
+from cwgrpo.generation import (
+    Completion,
+    Messages,
+    SamplingSettings,
+    messages_to_text,
+    repeat_greedy,
+    sample_seed,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -20,8 +27,8 @@ class VLLMBackend:
 
     Args:
         model_dir: local model folder.
-        seed: engine seed (each call's ``SamplingSettings.seed`` also seeds its requests).
-        dtype: weights dtype (the paper evaluates in bfloat16).
+        seed: engine seed (each call's ``SamplingSettings.seed`` seeds its requests, one seed per prompt).
+        dtype: weights dtype (the paper evaluates in bfloat16; vLLM would also cast a float32 model to it).
         batch_size: unused (vLLM schedules its own batches); accepted so every backend takes it.
         progress: show vLLM's progress bar.
         cpu_threads: unused (GPU backend); accepted so every backend takes it.
@@ -72,16 +79,27 @@ class VLLMBackend:
     def generate(self, prompts: list[Messages], n: int, settings: SamplingSettings) -> list[list[Completion]]:
         if n < 1:
             raise ValueError(f"n must be >= 1, got {n}")
-        params = self._vllm.SamplingParams(
-            n=n,
-            temperature=settings.temperature,
-            top_p=settings.top_p if settings.temperature > 0 else 1.0,
-            max_tokens=settings.max_new_tokens,
-            seed=settings.seed,
-        )
+        repeated = repeat_greedy(self.generate, prompts, n, settings)
+        if repeated is not None:
+            return repeated
+        # One seed per prompt: vLLM seeds a request's own generator with it, so one seed for all requests
+        # would draw the same random numbers for every prompt (identical prompts, identical samples).
+        params = [
+            self._vllm.SamplingParams(
+                n=n,
+                temperature=settings.temperature,
+                top_p=settings.top_p if settings.temperature > 0 else 1.0,
+                max_tokens=settings.max_new_tokens,
+                seed=sample_seed(settings.seed, i, 0),
+            )
+            for i in range(len(prompts))
+        ]
         requests = [{"prompt_token_ids": self.encode(m)} for m in prompts]
         outputs = self.llm.generate(requests, params, use_tqdm=self.progress)
         return [
-            [Completion(o.text, len(o.token_ids), o.finish_reason == "length") for o in request.outputs]
+            [
+                Completion(o.text, len(o.token_ids), o.finish_reason == "length", tuple(o.token_ids))
+                for o in request.outputs
+            ]
             for request in outputs
         ]

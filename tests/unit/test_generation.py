@@ -100,6 +100,15 @@ def test_greedy_samples_are_identical(backend):
         assert row[0] == row[1] == row[2]
 
 
+def test_greedy_k_samples_are_the_one_greedy_completion_repeated(backend):
+    """k > 1 at temperature 0 generates once and repeats, as the vLLM backend does (vLLM refuses n > 1
+    greedy; tests/vllm/test_evaluation_vllm.py runs the same call there)."""
+    greedy = SamplingSettings(0.0, 1.0, MAX_NEW, 0)
+    once = backend.generate(PROMPTS, 1, greedy)
+    assert backend.generate(PROMPTS, 3, greedy) == [row * 3 for row in once]
+    assert all(len(c.token_ids) == c.n_tokens > 0 for row in once for c in row)
+
+
 def test_truncated_flag_at_max_new_tokens(backend):
     out = backend.generate(PROMPTS[:1], 4, SamplingSettings(1.5, 1.0, 2, 0))
     for c in out[0]:
@@ -124,6 +133,16 @@ def test_vllm_engine_settings_reach_the_vllm_backend_only():
     for bad in ({"max_model_len": 0}, {"gpu_memory_utilization": 1.5}, {"tensor_parallel_size": 0}):
         with pytest.raises(ConfigError, match=next(iter(bad))):
             EvalConfig(**bad)
+
+
+def test_dtype_is_an_evaluation_option_for_both_backends():
+    from cwgrpo.evaluate import EvalConfig
+
+    assert EvalConfig(backend="vllm", dtype="float32").backend_options()["dtype"] == "float32"
+    assert EvalConfig(dtype="bfloat16").backend_options()["dtype"] == "bfloat16"
+    assert "dtype" not in EvalConfig().backend_options()  # each backend's own default
+    with pytest.raises(ConfigError, match=r"dtype must be one of \['float32', 'bfloat16', 'float16'\]"):
+        EvalConfig(dtype="fp32")
 
 
 def test_vllm_backend_passes_the_engine_settings_to_vllm(monkeypatch, tmp_path):
