@@ -109,6 +109,10 @@ class EvalConfig:
         default=0.9, metadata={"help": "vllm: share of GPU memory the engine may take, in (0, 1]"}
     )
     tensor_parallel_size: int = field(default=1, metadata={"help": "vllm: GPUs per model"})
+    enforce_eager: bool = field(
+        default=False,
+        metadata={"help": "vllm: no compilation or CUDA graphs (starts in seconds, not minutes; slower on GPU)"},
+    )
     grading_processes: int = field(default=2, metadata={"help": "worker processes for grading"})
     grading_timeout_s: float = field(
         default=DEFAULT_TIMEOUT_S, metadata={"help": "wall-clock budget for grading one answer, seconds"}
@@ -165,6 +169,7 @@ class EvalConfig:
                 "max_model_len": self.max_model_len,
                 "gpu_memory_utilization": self.gpu_memory_utilization,
                 "tensor_parallel_size": self.tensor_parallel_size,
+                "enforce_eager": self.enforce_eager,
             }
         return options
 

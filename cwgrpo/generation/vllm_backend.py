@@ -50,6 +50,7 @@ class VLLMBackend:
         max_model_len: int | None = None,
         gpu_memory_utilization: float = 0.9,
         tensor_parallel_size: int = 1,
+        enforce_eager: bool = False,
     ) -> None:
         try:
             import vllm
@@ -67,6 +68,7 @@ class VLLMBackend:
             max_model_len=max_model_len,
             gpu_memory_utilization=gpu_memory_utilization,
             tensor_parallel_size=tensor_parallel_size,
+            enforce_eager=enforce_eager,
         )
         self.tokenizer = self.llm.get_tokenizer()
 

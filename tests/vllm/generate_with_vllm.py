@@ -31,6 +31,7 @@ def main(jobs_path: str, out_path: str) -> None:
             job["model_dir"],
             dtype=job["dtype"],
             max_model_len=job.get("max_model_len"),
+            enforce_eager=True,  # no compilation: a start of seconds instead of minutes on a CPU
             progress=False,
         )
         engine = backend.llm.llm_engine.model_config
