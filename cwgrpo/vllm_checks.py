@@ -27,6 +27,13 @@ def check_vllm_options(options: Mapping[str, Any], num_processes: int = 1) -> No
     context = options.get("vllm_max_model_length")
     if isinstance(context, int) and not isinstance(context, bool) and context < 1:
         raise ConfigError(f"vllm_max_model_length={context}: a context length must be >= 1 token")
+    extra = options.get("generation_kwargs")
+    wanted = extra.get("max_tokens") if isinstance(extra, Mapping) else None
+    if wanted is not None and (isinstance(wanted, bool) or not isinstance(wanted, int) or wanted < 1):
+        raise ConfigError(
+            f"generation_kwargs.max_tokens={wanted!r}: vLLM generates at least one token; give an integer "
+            ">= 1, or null for the rest of the context"
+        )
     size = options.get("vllm_tensor_parallel_size")
     if not isinstance(size, int) or isinstance(size, bool):
         return
