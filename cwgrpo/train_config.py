@@ -91,8 +91,10 @@ class TrainJob:
 
     def __post_init__(self) -> None:
         """Check names and counts here, so a typo fails before TRL, the data or the model load."""
-        from cwgrpo.prompts import get_prompt_set
+        from cwgrpo.prompts import check_system_prompt, get_prompt_set
         from cwgrpo.rewards import get_reward
+
+        check_system_prompt(self.system_prompt)
 
         if self.launcher not in ("none", "accelerate"):
             raise ConfigError(f"launcher={self.launcher!r}; valid: ['none', 'accelerate']")

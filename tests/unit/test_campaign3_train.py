@@ -41,6 +41,18 @@ def test_a_completion_budget_below_one_token_is_refused_before_a_request():
     assert completion_budget(10, 100, None) == 90
 
 
+def test_a_system_prompt_with_a_lone_surrogate_is_refused_before_the_model_loads():
+    from cwgrpo.configs import build_config
+    from cwgrpo.evaluate import EvalConfig
+
+    bad = "Think step by step \ud800"  # YAML's "\ud800" escape; the tokenizer fails on it with a TypeError
+    with pytest.raises(ConfigError, match="system_prompt: character 19 is a lone surrogate"):
+        build_config(EvalConfig, None, {"system_prompt": bad})
+    with pytest.raises(OptionError, match="system_prompt: character 19 is a lone surrogate"):
+        check_train_options({"system_prompt": bad})
+    assert build_config(EvalConfig, None, {"system_prompt": "Réfléchis, 答"}).system_prompt == "Réfléchis, 答"
+
+
 # -- run folders the claims and the table read -----------------------------------------------------------
 @pytest.mark.parametrize(
     "recorded", ["yes", {"cause": "zero_reward_spread"}, [{"foo": 1}], ["a"], [{"cause": 5, "from_step": 1}]]
