@@ -252,7 +252,7 @@ def choose(rows: list[Sample], n: int, seed: int, key: str) -> list[Sample]:
 def load_cells(summaries: list[Path], cfg: SamplesConfig) -> tuple[list[Cell], list[Issue]]:
     """Every usable cell with its samples read and its shown ones chosen; what could not be used."""
     cells, issues, problem_cache = [], [], {}
-    for path in summaries:
+    for path in _once(summaries):
         try:
             cell, source = read_cell(path)
         except ValueError as err:
@@ -271,6 +271,14 @@ def load_cells(summaries: list[Path], cfg: SamplesConfig) -> tuple[list[Cell], l
     display = {c.benchmark: c.benchmark_display for c in cells}
     cfg.adopt_benchmark_names(display, {c.benchmark: c.mirror for c in cells if c.mirror})
     return order_cells(cells, cfg), issues
+
+
+def _once(paths: list[Path]) -> list[Path]:
+    """Each file once, in the order first named (a glob and a path may name one file twice)."""
+    first: dict[Path, Path] = {}
+    for path in paths:
+        first.setdefault(path.resolve(), path)
+    return list(first.values())
 
 
 def order_cells(cells: list[Cell], cfg: SamplesConfig) -> list[Cell]:

@@ -72,6 +72,13 @@ def test_samples_a_missing_summary_is_an_error_before_anything_is_written(tmp_pa
     assert err[-1].endswith(f"missing file: {tmp_path / 'typo.summary.json'}")
 
 
+def test_samples_a_summary_named_twice_is_one_cell(tmp_path):
+    summary = write_cell(tmp_path / "cell", [row(0, strict=True, paper=False)])
+    out = tmp_path / "page.html"
+    assert _samples(summary, out, tmp_path / "cell" / ".." / "cell" / summary.name) == 0
+    assert out.read_text(encoding="utf-8").count('<section class="cell"') == 1
+
+
 # -- cwgrpo table's outputs (and every command's) --------------------------------------------------------
 def _table_args(tmp_path):
     paths = make_results(tmp_path / "r")
