@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -109,3 +110,17 @@ def test_gpu_acceptance_bad_arguments_are_one_line_before_anything_runs(args, ex
     assert done.returncode == 2, done.stderr[-2000:]
     assert expected in done.stderr.strip().splitlines()[-1]
     assert "Traceback" not in done.stderr
+
+
+# -- make vllm (and the other environments) --------------------------------------------------------------
+@pytest.mark.parametrize("variable", ["VLLM_VENV", "LIGHTEVAL_VENV", "VENV"])
+def test_make_refuses_an_environment_folder_with_a_space_before_any_recipe(tmp_path, variable):
+    if shutil.which("make") is None:
+        pytest.skip("no make here")
+    folder = tmp_path / "my envs" / "vllm"
+    done = subprocess.run(
+        ["make", "-C", str(REPO), "-n", "vllm", f"{variable}={folder}"], capture_output=True, text=True
+    )
+    assert done.returncode != 0
+    assert f"{variable}='{folder}': give one folder path without spaces" in done.stderr
+    assert "venv" not in done.stdout  # no recipe line printed: `python -m venv` would make two folders
