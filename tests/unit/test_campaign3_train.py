@@ -54,6 +54,15 @@ def test_a_system_prompt_with_a_lone_surrogate_is_refused_before_the_model_loads
     assert build_config(EvalConfig, None, {"system_prompt": "Réfléchis, 答"}).system_prompt == "Réfléchis, 答"
 
 
+def test_an_unknown_vllm_mode_is_refused_at_parse_time():
+    with pytest.raises(OptionError, match=r"vllm_mode='colocated': 'colocate' .* or 'server'") as err:
+        check_train_options({"use_vllm": True, "vllm_mode": "colocated"})
+    assert err.value.key == "vllm_mode"
+    with pytest.raises(ConfigError, match=r"vllm_mode='colocated'"):
+        split_options({"use_vllm": True, "vllm_mode": "colocated"})
+    check_train_options({"use_vllm": True, "vllm_mode": "server"})
+
+
 # -- run folders the claims and the table read -----------------------------------------------------------
 @pytest.mark.parametrize(
     "recorded", ["yes", {"cause": "zero_reward_spread"}, [{"foo": 1}], ["a"], [{"cause": 5, "from_step": 1}]]
