@@ -76,6 +76,20 @@ def test_a_foreign_learning_signal_record_is_named_not_a_traceback(tmp_path, rec
         silent_runs([run])
 
 
+@pytest.mark.parametrize(
+    "line",
+    [{"step": 1, "cov": {"a": 1}}, {"step": 1, "cov": [[1.0], [2.0, 3.0]]}, {"step": "x", "cov": [1.0]}],
+)
+def test_a_foreign_covariance_sample_line_is_named_not_a_traceback(tmp_path, line):
+    from cwgrpo.report.load import cov_samples
+
+    (tmp_path / "cov_samples.jsonl").write_text(
+        json.dumps({"step": 0, "cov": [0.5]}) + "\n" + json.dumps(line)
+    )
+    with pytest.raises(ResultFileError, match=rf"{re.escape(str(tmp_path / 'cov_samples.jsonl'))}:2: 'step'"):
+        cov_samples(tmp_path)
+
+
 # -- a failed job's log tail (workflow/rules/failures.smk) -----------------------------------------------
 def _failed_job_logs():
     namespace = {"re": re, "Path": Path}
