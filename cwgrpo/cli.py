@@ -100,7 +100,7 @@ def refuse_overwriting_inputs(module: Any, parser: argparse.ArgumentParser, args
     elsewhere (a ``--set path=``). Checked before the command starts, so nothing is written."""
     from pathlib import Path
 
-    from cwgrpo.io import check_outputs_not_inputs
+    from cwgrpo.io import check_outputs_distinct, check_outputs_not_inputs
 
     outputs_dests = getattr(module, "OUTPUTS", ())
     inputs: list[Path] = []
@@ -109,9 +109,12 @@ def refuse_overwriting_inputs(module: Any, parser: argparse.ArgumentParser, args
         value = getattr(args, action.dest, None)
         if action.type is not Path or value is None:
             continue
-        (outputs if action.dest in outputs_dests else inputs).extend(
-            value if isinstance(value, list) else [value]
-        )
+        values = value if isinstance(value, list) else [value]
+        (outputs if action.dest in outputs_dests else inputs).extend(values)
+        for path in values if action.dest in outputs_dests and not action.dest.endswith("dir") else []:
+            if Path(path).is_dir():
+                raise ValueError(f"{action.option_strings[0]} {path}: a folder; name the file to write")
+    check_outputs_distinct(outputs)
     check_outputs_not_inputs(inputs, outputs)  # first: file_arguments may read an input (a --config)
     if hasattr(module, "file_arguments"):
         more_inputs, more_outputs = module.file_arguments(args)

@@ -23,6 +23,8 @@ MAX_CONCURRENT_REQUESTS = 32
 def completion_budget(prompt_tokens: int, max_model_len: int, max_tokens: int | None) -> int:
     """Tokens the released engine let a request of ``prompt_tokens`` generate: the rest of the context,
     capped by ``max_tokens`` (None: no cap)."""
+    if max_tokens is not None and max_tokens < 1:
+        raise ValueError(f"max_tokens={max_tokens}: vLLM's server refuses a request for fewer than 1 token")
     room = max_model_len - prompt_tokens
     if room < 1:
         raise ValueError(

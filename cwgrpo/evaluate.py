@@ -53,7 +53,7 @@ from cwgrpo.data import load_records
 from cwgrpo.devices import one_gpu
 from cwgrpo.generation import SamplingSettings, check_backend_name, check_model_dir
 from cwgrpo.io import ResultFileError, check_outputs_not_inputs, read_json, write_json, write_jsonl
-from cwgrpo.prompts import PromptSet, eval_messages, get_prompt_set
+from cwgrpo.prompts import PromptSet, check_system_prompt, eval_messages, get_prompt_set
 from cwgrpo.scoring import DEFAULT_TIMEOUT_S, GradeResult
 
 logger = logging.getLogger(__name__)
@@ -140,6 +140,7 @@ class EvalConfig:
         if not (math.isfinite(self.grading_timeout_s) and self.grading_timeout_s > 0):
             raise ConfigError(f"grading_timeout_s must be a finite number > 0, got {self.grading_timeout_s}")
         check_backend_name(self.backend)
+        check_system_prompt(self.system_prompt)
         self.prompts()  # checks the prompt set's name
         self.sampling()  # checks temperature, top_p and max_new_tokens
 

@@ -136,6 +136,17 @@ def read_yaml(path: str | os.PathLike) -> Any:
         raise ResultFileError(f"{p} is not valid YAML: {err}") from err
 
 
+def check_outputs_distinct(outputs: Iterable[str | os.PathLike]) -> None:
+    """Refuse two outputs that name one file (the later would replace the earlier): ``ValueError`` naming
+    both. Checked with the inputs, before anything is written."""
+    seen: dict[Path, Path] = {}
+    for out in map(Path, outputs):
+        key = out.resolve()
+        if key in seen:
+            raise ValueError(f"outputs {seen[key]} and {out} are one file: give each output its own path")
+        seen[key] = out
+
+
 def check_outputs_not_inputs(
     inputs: Iterable[str | os.PathLike], outputs: Iterable[str | os.PathLike]
 ) -> None:

@@ -37,9 +37,14 @@ class SignalOptions:
     )
 
     def check_signal_options(self) -> None:
-        steps = self.cw_no_signal_steps
-        if isinstance(steps, bool) or not isinstance(steps, int) or steps < 0:
-            raise ValueError(f"cw_no_signal_steps={steps!r}: must be an integer >= 0 (0: no check)")
+        check_no_signal_steps(self.cw_no_signal_steps)
+
+
+def check_no_signal_steps(steps: Any) -> None:
+    """Raise ``ValueError`` (a ``ConfigError`` where options are parsed) on a stretch that is not an integer
+    >= 0: checked where the options are parsed too, so a bad value stops no job after its model loaded."""
+    if isinstance(steps, bool) or not isinstance(steps, int) or steps < 0:
+        raise ValueError(f"cw_no_signal_steps={steps!r}: must be an integer >= 0 (0: no check)")
 
 
 def stretch(no_signal_steps: int, max_steps: int | None) -> int:

@@ -118,12 +118,15 @@ def check_train_options(options: Mapping[str, Any]) -> None:
 
 def _check_vllm(options: Mapping[str, Any]) -> None:
     """The vLLM engine settings vLLM would refuse once started (cwgrpo.vllm_checks)."""
+    from cwgrpo.learning_signal import check_no_signal_steps
     from cwgrpo.vllm_checks import check_vllm_options
 
     try:
         check_vllm_options(options, int(options.get("num_processes", 1)))
-    except ConfigError as err:
-        named = str(err).split("=", 1)[0]  # each message starts with the option it refuses: KEY=VALUE
+        if "cw_no_signal_steps" in options:
+            check_no_signal_steps(options["cw_no_signal_steps"])
+    except (ConfigError, ValueError) as err:
+        named = str(err).split("=", 1)[0].split(".")[0]  # each message starts with its option: KEY=VALUE
         raise OptionError(named if named in options else None, str(err)) from None
 
 

@@ -27,6 +27,7 @@ from cwgrpo.configs import ConfigError
 
 BUDGETS = Path(__file__).resolve().parent / "resources" / "budgets.yaml"
 _RULE = re.compile(r"^(?:local)?rule (\w+):$")
+_ERROR_LINE = re.compile(r"^\w*(Error|Exception)\b")
 
 
 @dataclass(frozen=True)
@@ -72,6 +73,8 @@ def dry_run_jobs(configfile: Path, snakefile: Path) -> list[Job]:
     if exe is None:
         raise ConfigError("cwgrpo plan needs snakemake (pip install 'cwgrpo[workflow]')")
     for path, flag in ((configfile, "--configfile"), (snakefile, "--snakefile")):
+        if path.is_dir():
+            raise ConfigError(f"{flag} {path}: a folder, not a file; name the file itself")
         if not path.is_file():
             raise ConfigError(f"{flag} {path}: no such file")
     with tempfile.TemporaryDirectory(prefix="cwgrpo-plan-") as work:
@@ -87,9 +90,19 @@ def dry_run_jobs(configfile: Path, snakefile: Path) -> list[Job]:
         ]
         proc = subprocess.run(cmd, capture_output=True, text=True, cwd=snakefile.resolve().parent)
     if proc.returncode != 0:
-        tail = "\n".join((proc.stdout + proc.stderr).strip().splitlines()[-5:])
-        raise ConfigError(f"the dry run of {configfile} failed:\n{tail}")
+        raise ConfigError(f"the dry run of {configfile} failed: {dry_run_error(proc.stdout + proc.stderr)}")
     return parse_dry_run(proc.stdout + proc.stderr)
+
+
+def dry_run_error(output: str) -> str:
+    """The lines of a failed dry run that say what is wrong (Snakemake's ``...Error: ...`` lines: a schema
+    error's own line comes before its long dump of the schema), else its last lines."""
+    lines = [line.strip() for line in output.strip().splitlines() if line.strip()]
+    named: dict[int, str] = {}
+    for i, line in enumerate(lines):
+        if _ERROR_LINE.match(line):  # with the line after one that ends in ':' (its message)
+            named |= {j: lines[j] for j in range(i, min(i + 2 if line.endswith(":") else i + 1, len(lines)))}
+    return " ".join(list(named.values())[:4] or lines[-5:])
 
 
 def load_budgets(path: Path = BUDGETS) -> dict[str, dict[str, dict[str, float]]]:

@@ -82,6 +82,20 @@ def get_prompt_set(name: str) -> PromptSet:
         raise ConfigError(f"unknown prompt set {name!r}; known: {sorted(PROMPT_SETS)}") from None
 
 
+def check_system_prompt(text: str | None) -> None:
+    """Raise ``ConfigError`` on a system prompt the tokenizer cannot encode: a YAML ``"\\ud800"`` escape
+    parses to a lone surrogate, and the tokenizer would fail on it only after the model has loaded."""
+    if text is None or text.isascii():
+        return
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as err:
+        raise ConfigError(
+            f"system_prompt: character {err.start} is a lone surrogate ({text[err.start]!r}), not text; "
+            "write the character itself"
+        ) from None
+
+
 def _messages(system: str | None, template: str, problem: str) -> list[dict[str, str]]:
     messages = [{"role": "system", "content": system}] if system else []
     # str.replace, not str.format: problems contain LaTeX braces

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from cwgrpo.configs import ConfigError, build_config, coerce_value
+from cwgrpo.learning_signal import check_no_signal_steps
 from cwgrpo.vllm_checks import check_vllm_options
 
 # The run folder's undeclared folder of growing logs (cwgrpo.train); TRL's covariance samples go there too.
@@ -90,8 +91,10 @@ class TrainJob:
 
     def __post_init__(self) -> None:
         """Check names and counts here, so a typo fails before TRL, the data or the model load."""
-        from cwgrpo.prompts import get_prompt_set
+        from cwgrpo.prompts import check_system_prompt, get_prompt_set
         from cwgrpo.rewards import get_reward
+
+        check_system_prompt(self.system_prompt)
 
         if self.launcher not in ("none", "accelerate"):
             raise ConfigError(f"launcher={self.launcher!r}; valid: ['none', 'accelerate']")
@@ -156,6 +159,11 @@ def split_options(options: dict[str, Any]) -> tuple[TrainJob, dict[str, Any]]:
         # An int where TRL wants a float is kept as written: TRL takes it, and run.json stays as configured.
         trl_kwargs[key] = value if isinstance(checked, float) and type(value) is int else checked
     check_vllm_options(trl_kwargs, job.num_processes)
+    if "cw_no_signal_steps" in trl_kwargs:
+        try:
+            check_no_signal_steps(trl_kwargs["cw_no_signal_steps"])
+        except ValueError as err:
+            raise ConfigError(str(err)) from None
     return job, trl_kwargs
 
 

@@ -1,8 +1,9 @@
 """vLLM engine settings of ``cwgrpo train`` that vLLM would refuse, refused first, in one line each.
 
 vLLM rejects them only once its engine starts (minutes into a job, with a traceback from inside the
-engine): a memory share outside (0, 1], a tensor-parallel size that does not divide the training
-processes (TRL's colocated engines), a context longer than the model's. The first two are checked where
+engine): a memory share outside (0, 1], a mode other than colocate or server, a completion budget
+(``generation_kwargs.max_tokens``) under one token, a tensor-parallel size that does not divide the training
+processes (TRL's colocated engines), a context longer than the model's. All but the last are checked where
 the options are parsed (``snakemake -n`` through ``cwgrpo.optioncheck``, and ``cwgrpo train``); the
 context needs the model's config.json, so ``cwgrpo train`` checks it before it starts any engine or
 server.
@@ -27,6 +28,16 @@ def check_vllm_options(options: Mapping[str, Any], num_processes: int = 1) -> No
     context = options.get("vllm_max_model_length")
     if isinstance(context, int) and not isinstance(context, bool) and context < 1:
         raise ConfigError(f"vllm_max_model_length={context}: a context length must be >= 1 token")
+    mode = options.get("vllm_mode", "colocate")
+    if mode not in ("colocate", "server"):  # TRL says so only once its trainer is built, the model loaded
+        raise ConfigError(f"vllm_mode={mode!r}: 'colocate' (an engine in each training process) or 'server'")
+    extra = options.get("generation_kwargs")
+    wanted = extra.get("max_tokens") if isinstance(extra, Mapping) else None
+    if wanted is not None and (isinstance(wanted, bool) or not isinstance(wanted, int) or wanted < 1):
+        raise ConfigError(
+            f"generation_kwargs.max_tokens={wanted!r}: vLLM generates at least one token; give an integer "
+            ">= 1, or null for the rest of the context"
+        )
     size = options.get("vllm_tensor_parallel_size")
     if not isinstance(size, int) or isinstance(size, bool):
         return

@@ -118,7 +118,18 @@ def silent_runs(runs: Sequence[Path]) -> dict[tuple[str, str], list[str]]:
     silent: dict[tuple[str, str], list[str]] = {}
     for run_dir in runs:
         info = run_info(run_dir)
-        for found in read_json(Path(run_dir) / "run.json").get("learning_signal") or []:
+        path = Path(run_dir) / "run.json"
+        recorded = read_json(path).get("learning_signal") or []
+        keys = ("cause", "from_step", "to_step")
+        if not isinstance(recorded, list) or not all(
+            isinstance(f, dict) and all(k in f for k in keys) and isinstance(f["cause"], str)
+            for f in recorded
+        ):
+            raise ResultFileError(
+                f"{path}: 'learning_signal' must be a list of {{cause, from_step, to_step}} records "
+                "(cwgrpo train writes them); restore the run's own run.json"
+            )
+        for found in recorded:
             what = f"seed {info['seed']}: {found['cause'].replace('_', ' ')}"
             silent.setdefault((info["size"], info["method"]), []).append(
                 f"{what}, steps {found['from_step']}-{found['to_step']}"

@@ -362,11 +362,17 @@ def cov_samples(run_dir: str | Path) -> list[dict[str, Any]]:
     for i, r in enumerate(read_jsonl(path), start=1):
         if "cov" not in r or "step" not in r:
             raise ResultFileError(f"{path}:{i}: needs 'step' and 'cov'")
-        cov = np.asarray(r["cov"], dtype=float)
-        weight = np.asarray(r.get("weight", [math.nan] * cov.size), dtype=float)
+        try:  # a foreign line ({"cov": {...}}, a ragged list, "step": "x"): named, not a traceback
+            cov = np.asarray(r["cov"], dtype=float)
+            weight = np.asarray(r.get("weight", [math.nan] * cov.size), dtype=float)
+            step = int(r["step"])
+        except (TypeError, ValueError):
+            raise ResultFileError(
+                f"{path}:{i}: 'step' must be an integer, 'cov' and 'weight' lists of numbers"
+            ) from None
         if weight.shape != cov.shape:
             raise ResultFileError(f"{path}:{i}: 'cov' and 'weight' differ in length")
-        out.append({"step": int(r["step"]), "cov": cov, "weight": weight})
+        out.append({"step": step, "cov": cov, "weight": weight})
     return out
 
 

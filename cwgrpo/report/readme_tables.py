@@ -15,6 +15,8 @@ import re
 import sys
 from pathlib import Path
 
+from cwgrpo.io import write_text
+
 BLOCK = re.compile(
     r"(<!-- generated: (?P<name>[\w-]+) -->\n)(?P<body>.*?)(<!-- /generated: (?P=name) -->)", re.S
 )
@@ -74,8 +76,16 @@ def claims_block(claims_md: str) -> str:
 
 def render_blocks(results: Path) -> dict[str, str]:
     """Every generated block of the README from the run in ``results`` (its table1.md and claims.md)."""
-    blocks = table1_blocks((results / "table1.md").read_text(encoding="utf-8"))
-    blocks["tiny-claims"] = claims_block((results / "claims.md").read_text(encoding="utf-8"))
+    blocks = {}
+    for name, render in (("table1.md", table1_blocks), ("claims.md", claims_block)):
+        text = (results / name).read_text(encoding="utf-8")
+        try:
+            rendered = render(text)
+        except (ValueError, IndexError, KeyError, StopIteration) as err:  # not the file the report wrote
+            raise ValueError(
+                f"{results / name}: not a {name} that cwgrpo wrote ({type(err).__name__})"
+            ) from None
+        blocks |= rendered if isinstance(rendered, dict) else {"tiny-claims": rendered}
     return blocks
 
 
@@ -94,11 +104,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--readme", type=Path, default=Path("README.md"))
     parser.add_argument("--write", action="store_true", help="rewrite the README's blocks in place")
     args = parser.parse_args(argv)
-    text = args.readme.read_text(encoding="utf-8")
-    new = update(text, render_blocks(args.results))
-    if args.write:
-        args.readme.write_text(new, encoding="utf-8")
-        return 0
+    try:
+        text = args.readme.read_text(encoding="utf-8")
+        new = update(text, render_blocks(args.results))
+        if args.write:
+            write_text(args.readme, new)
+            return 0
+    except (OSError, ValueError) as err:  # a missing or foreign file: one line, the README untouched
+        print(f"readme_tables: error: {err}", file=sys.stderr)
+        return 2
     if new != text:
         print(f"{args.readme}: its tiny tables differ from {args.results}; run with --write", file=sys.stderr)
         return 1

@@ -19,9 +19,9 @@ import logging
 from pathlib import Path
 
 from cwgrpo.configs import add_config_arguments, config_from_args, describe_options
-from cwgrpo.io import check_outputs_not_inputs, write_text
+from cwgrpo.io import ResultFileError, check_outputs_not_inputs, write_text
 from cwgrpo.report.load import add_input_arguments
-from cwgrpo.report.samples_load import SamplesConfig, load_cells, samples_path_of
+from cwgrpo.report.samples_load import SamplesConfig, benchmark_files, load_cells, samples_path_of
 from cwgrpo.report.samples_page import render_page
 
 log = logging.getLogger(__name__)
@@ -41,8 +41,13 @@ OUTPUTS = ("out_html",)  # every other path argument is read (cwgrpo.cli)
 def run(args: argparse.Namespace) -> int:
     cfg = config_from_args(SamplesConfig, args)
     summaries = list(args.summaries)
+    missing = [p for p in summaries if not p.exists()]
+    if missing:  # a mistyped path: named, not a page without it
+        raise ResultFileError(
+            f"missing file: {missing[0]}" + (f" (and {len(missing) - 1} more)" * (len(missing) > 1))
+        )
     samples = [samples_path_of(p) for p in summaries if p.name.endswith(".summary.json")]
-    check_outputs_not_inputs([*summaries, *samples], [args.out_html])
+    check_outputs_not_inputs([*summaries, *samples, *benchmark_files(summaries)], [args.out_html])
     cells, issues = load_cells(summaries, cfg)
     for issue in issues:
         log.warning("%s: %s", issue.where, issue.why)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import json
 import random
+import re
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -126,6 +127,16 @@ def parse_sample(obj: Any, metrics: tuple[str, ...], primary: str) -> Sample:
     )
 
 
+def _valid_unicode(obj: Any) -> Any:
+    """``obj`` if its text can be written as UTF-8; a JSON escape of a lone surrogate (``"\\ud800"``) parses
+    but cannot be written, so the page would fail whole: a ValueError names the line instead."""
+    try:
+        json.dumps(obj, ensure_ascii=False).encode("utf-8")
+    except UnicodeEncodeError:
+        raise ValueError("text that is not valid Unicode (a lone surrogate)") from None
+    return obj
+
+
 def _answer_text(value: Any) -> str | None:
     if isinstance(value, list):  # the paper metric: every prediction lighteval extracted
         return ", ".join(map(str, value)) or None
@@ -140,7 +151,7 @@ def read_samples(path: Path, metrics: tuple[str, ...], primary: str) -> tuple[li
             if not text.strip():
                 continue
             try:
-                row = parse_sample(json.loads(text), metrics, primary)
+                row = parse_sample(_valid_unicode(json.loads(text)), metrics, primary)
             except json.JSONDecodeError as err:
                 issues.append(Issue(f"{path}:{number}", f"not JSON ({err.msg})"))
                 continue
@@ -155,7 +166,7 @@ def read_cell(summary_path: Path) -> tuple[Cell, tuple[str, str] | None]:
     """The cell a summary describes (its samples not yet read) and the benchmark file it names (path,
     SHA-256); a ValueError says why the summary cannot be used."""
     try:
-        summary = json.loads(summary_path.read_text(encoding="utf-8"))
+        summary = _valid_unicode(json.loads(summary_path.read_text(encoding="utf-8")))
     except (OSError, UnicodeDecodeError) as err:
         raise ValueError(f"cannot be read ({err})") from err
     except json.JSONDecodeError as err:
@@ -190,6 +201,19 @@ def _benchmark_file(summary: dict[str, Any]) -> tuple[str, str] | None:
     return None
 
 
+def benchmark_files(summaries: list[Path]) -> list[Path]:
+    """The benchmark files the readable summaries name: read for the problems, so never an output."""
+    found = []
+    for path in summaries:
+        try:
+            source = read_cell(path)[1]
+        except ValueError:
+            continue
+        if source is not None:
+            found.append(Path(source[0]))
+    return found
+
+
 def problem_texts(source: tuple[str, str] | None, cache: dict, issues: list[Issue]) -> dict[str, str]:
     """id -> problem of the benchmark file a summary names, if it is there unchanged (else one Issue)."""
     if source is None:
@@ -204,7 +228,9 @@ def problem_texts(source: tuple[str, str] | None, cache: dict, issues: list[Issu
         else:
             try:
                 records = [
-                    json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()
+                    _valid_unicode(json.loads(line))
+                    for line in path.read_text(encoding="utf-8").splitlines()
+                    if line.strip()
                 ]
             except ValueError as err:  # not UTF-8 or not JSON lines: not a file `cwgrpo evaluate` read
                 issues.append(Issue(str(path), f"benchmark file unreadable ({err}): problems not shown"))
@@ -226,7 +252,7 @@ def choose(rows: list[Sample], n: int, seed: int, key: str) -> list[Sample]:
 def load_cells(summaries: list[Path], cfg: SamplesConfig) -> tuple[list[Cell], list[Issue]]:
     """Every usable cell with its samples read and its shown ones chosen; what could not be used."""
     cells, issues, problem_cache = [], [], {}
-    for path in summaries:
+    for path in _once(summaries):
         try:
             cell, source = read_cell(path)
         except ValueError as err:
@@ -245,6 +271,14 @@ def load_cells(summaries: list[Path], cfg: SamplesConfig) -> tuple[list[Cell], l
     display = {c.benchmark: c.benchmark_display for c in cells}
     cfg.adopt_benchmark_names(display, {c.benchmark: c.mirror for c in cells if c.mirror})
     return order_cells(cells, cfg), issues
+
+
+def _once(paths: list[Path]) -> list[Path]:
+    """Each file once, in the order first named (a glob and a path may name one file twice)."""
+    first: dict[Path, Path] = {}
+    for path in paths:
+        first.setdefault(path.resolve(), path)
+    return list(first.values())
 
 
 def order_cells(cells: list[Cell], cfg: SamplesConfig) -> list[Cell]:
@@ -271,4 +305,4 @@ def _index(order: list[str], value: str) -> int:
 
 
 def _number(text: str) -> tuple[int, str]:
-    return (int(text), "") if text.lstrip("-").isdigit() else (1 << 62, text)
+    return (int(text), "") if re.fullmatch(r"-?[0-9]+", text) else (1 << 62, text)  # not '--5', '²'

@@ -194,7 +194,9 @@ def render_page(title: str, cells: list[Cell], issues: list[Issue], cfg: Samples
     )
     page = TEMPLATE.read_text(encoding="utf-8")
     page = page.replace("<!--SCRIPT_SHA256-->", script_sha256(page))
-    return page.replace("<!--TITLE-->", escape(title)).replace("<!--BODY-->", body)
+    page = page.replace("<!--TITLE-->", escape(title)).replace("<!--BODY-->", body)
+    # a file name that is not UTF-8 reaches Python as lone surrogates: shown as escapes, not a failed page
+    return page.encode("utf-8", "backslashreplace").decode("utf-8")
 
 
 def script_sha256(page: str) -> str:

@@ -3,6 +3,25 @@
 # to its log, so without this the cause is only in that file.
 
 FAILED_LOG_LINES = 20
+FAILED_LOG_BYTES = 64 * 1024  # read from the end only: a log of gigabytes, or without newlines, stays cheap
+FAILED_LOG_LINE_CHARS = 400  # a longer line keeps its head and tail
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")  # terminal escapes of a binary log: shown, not sent
+
+
+def log_tail(path, lines=FAILED_LOG_LINES):
+    """The last ``lines`` lines of a log as safe text: no terminal control characters, none too long."""
+    with open(path, "rb") as f:
+        f.seek(0, 2)
+        f.seek(max(0, f.tell() - FAILED_LOG_BYTES))
+        text = f.read().decode("utf-8", errors="replace")
+    tail = []
+    for line in text.splitlines()[-lines:]:
+        line = _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", line.expandtabs())
+        if len(line) > FAILED_LOG_LINE_CHARS:
+            cut = len(line) - FAILED_LOG_LINE_CHARS
+            line = f"{line[:100]} [… {cut:,} characters …] {line[-(FAILED_LOG_LINE_CHARS - 100):]}"
+        tail.append(line)
+    return tail
 
 
 def failed_job_logs(scheduler, lines=FAILED_LOG_LINES):
@@ -14,7 +33,7 @@ def failed_job_logs(scheduler, lines=FAILED_LOG_LINES):
                 if path.endswith(".jsonl"):
                     continue
                 try:
-                    tail = Path(path).read_text(errors="replace").splitlines()[-lines:]
+                    tail = log_tail(path, lines)
                 except OSError as err:
                     tail = [f"(cannot read it: {err.strerror})"]
                 header = f"{job.rule.name} failed; the last {lines} lines of {path}:"
