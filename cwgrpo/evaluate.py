@@ -111,7 +111,9 @@ class EvalConfig:
     tensor_parallel_size: int = field(default=1, metadata={"help": "vllm: GPUs per model"})
     enforce_eager: bool = field(
         default=False,
-        metadata={"help": "vllm: no compilation or CUDA graphs (starts in seconds, not minutes; slower on GPU)"},
+        metadata={
+            "help": "vllm: no compilation or CUDA graphs (starts in seconds, not minutes; slower on GPU)"
+        },
     )
     grading_processes: int = field(default=2, metadata={"help": "worker processes for grading"})
     grading_timeout_s: float = field(
