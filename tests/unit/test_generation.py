@@ -119,7 +119,13 @@ def test_truncated_flag_at_max_new_tokens(backend):
 def test_vllm_engine_settings_reach_the_vllm_backend_only():
     from cwgrpo.evaluate import EvalConfig
 
-    vllm = EvalConfig(backend="vllm", max_model_len=4096, gpu_memory_utilization=0.8, tensor_parallel_size=2)
+    vllm = EvalConfig(
+        backend="vllm",
+        max_model_len=4096,
+        gpu_memory_utilization=0.8,
+        tensor_parallel_size=2,
+        enforce_eager=True,
+    )
     assert vllm.backend_options() == {
         "batch_size": 32,
         "seed": 0,
@@ -127,6 +133,7 @@ def test_vllm_engine_settings_reach_the_vllm_backend_only():
         "max_model_len": 4096,
         "gpu_memory_utilization": 0.8,
         "tensor_parallel_size": 2,
+        "enforce_eager": True,
     }
     # The transformers backend takes no engine settings: they are not passed to it.
     assert set(EvalConfig(max_model_len=4096).backend_options()) == {"batch_size", "seed", "cpu_threads"}
@@ -161,8 +168,16 @@ def test_vllm_backend_passes_the_engine_settings_to_vllm(monkeypatch, tmp_path):
             return None
 
     monkeypatch.setitem(sys.modules, "vllm", types.SimpleNamespace(LLM=FakeLLM))
-    VLLMBackend(tmp_path, seed=3, max_model_len=32768, gpu_memory_utilization=0.7, tensor_parallel_size=2)
+    VLLMBackend(
+        tmp_path,
+        seed=3,
+        max_model_len=32768,
+        gpu_memory_utilization=0.7,
+        tensor_parallel_size=2,
+        enforce_eager=True,
+    )
     assert seen["max_model_len"] == 32768
+    assert seen["enforce_eager"] is True
     assert seen["gpu_memory_utilization"] == 0.7
     assert seen["tensor_parallel_size"] == 2
     assert seen["seed"] == 3
