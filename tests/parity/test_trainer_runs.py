@@ -45,43 +45,53 @@ def _length_reward(completions, **kwargs):
     return [float(len(c[0]["content"]) % 5) for c in completions]
 
 
-@pytest.mark.parametrize(("options", "extra_metrics"), METHODS, ids=lambda o: str(o))
-def test_few_steps_change_parameters_and_log_diagnostics(tiny_model_dir, tmp_path, options, extra_metrics):
+def _tiny_trainer(model_dir, out_dir, prompts: int, **options) -> tuple[CWGRPOTrainer, list[dict]]:
+    """A CWGRPOTrainer on the tiny model (2 steps, lr 1e-2, a log line per step) and the list its log
+    lines go to; ``options`` override or add ``CWGRPOConfig`` fields."""
     from datasets import Dataset
 
     torch.manual_seed(0)
-    model = AutoModelForCausalLM.from_pretrained(tiny_model_dir)
-    tokenizer = AutoTokenizer.from_pretrained(tiny_model_dir)
-    before = {n: p.detach().clone() for n, p in model.named_parameters()}
-    data = Dataset.from_list([{"prompt": [{"role": "user", "content": f"{i}+{i}"}]} for i in range(16)])
-    config = CWGRPOConfig(
-        output_dir=str(tmp_path),
+    model = AutoModelForCausalLM.from_pretrained(model_dir)
+    tokenizer = AutoTokenizer.from_pretrained(model_dir)
+    data = Dataset.from_list([{"prompt": [{"role": "user", "content": f"{i}+{i}"}]} for i in range(prompts)])
+    fields = dict(
+        output_dir=str(out_dir),
         use_cpu=True,
         bf16=False,
         report_to="none",
         loss_type="grpo",
         num_generations=4,
-        per_device_train_batch_size=8,
         max_completion_length=8,
         learning_rate=1e-2,
         max_steps=2,
         logging_steps=1,
         save_strategy="no",
         seed=0,
-        cw_sample_every=1,
-        **options,
+    )
+    trainer = CWGRPOTrainer(
+        model=model,
+        args=CWGRPOConfig(**{**fields, **options}),
+        train_dataset=data,
+        reward_funcs=_length_reward,
+        processing_class=tokenizer,
     )
     logged: list[dict] = []
-    trainer = CWGRPOTrainer(
-        model=model, args=config, train_dataset=data, reward_funcs=_length_reward, processing_class=tokenizer
-    )
     original_log = trainer.log
 
-    def capture(logs, *args, **kwargs):
+    def capture(logs, *args, **kwargs):  # TRL adds its metrics to ``logs`` in place
         original_log(logs, *args, **kwargs)
         logged.append(dict(logs))
 
     trainer.log = capture
+    return trainer, logged
+
+
+@pytest.mark.parametrize(("options", "extra_metrics"), METHODS, ids=lambda o: str(o))
+def test_few_steps_change_parameters_and_log_diagnostics(tiny_model_dir, tmp_path, options, extra_metrics):
+    trainer, logged = _tiny_trainer(
+        tiny_model_dir, tmp_path, 16, per_device_train_batch_size=8, cw_sample_every=1, **options
+    )
+    before = {n: p.detach().clone() for n, p in trainer.model.named_parameters()}
     trainer.train()
 
     changed = [n for n, p in trainer.model.named_parameters() if not torch.equal(p.detach(), before[n])]
@@ -99,36 +109,18 @@ def test_few_steps_change_parameters_and_log_diagnostics(tiny_model_dir, tmp_pat
 def test_released_entropy_and_kl_are_means_of_completion_means(tiny_model_dir, tmp_path):
     """The logged ``entropy_per_completion`` and ``kl_per_completion`` are the released run's statistics
     of the loss's own tensors: each completion's mean over its tokens, then the mean over completions."""
-    from datasets import Dataset
-
     from cwgrpo.released_stats import k3_kl, per_completion_means
 
-    torch.manual_seed(0)
-    model = AutoModelForCausalLM.from_pretrained(tiny_model_dir)
-    tokenizer = AutoTokenizer.from_pretrained(tiny_model_dir)
-    data = Dataset.from_list([{"prompt": [{"role": "user", "content": f"{i}+{i}"}]} for i in range(8)])
-    config = CWGRPOConfig(
-        output_dir=str(tmp_path),
-        use_cpu=True,
-        bf16=False,
-        report_to="none",
-        loss_type="grpo",
+    trainer, logged = _tiny_trainer(
+        tiny_model_dir,
+        tmp_path,
+        8,
         beta=0.04,
-        num_generations=4,
         per_device_train_batch_size=4,
         gradient_accumulation_steps=2,
         steps_per_generation=1,
-        max_completion_length=8,
-        learning_rate=1e-2,
-        max_steps=2,
-        logging_steps=1,
-        save_strategy="no",
-        seed=0,
         cw_method="cw_grpo",
         cw_one_group_per_micro_batch=True,
-    )
-    trainer = CWGRPOTrainer(
-        model=model, args=config, train_dataset=data, reward_funcs=_length_reward, processing_class=tokenizer
     )
     seen: list[tuple[float, float, bool]] = []  # per loss call: expected entropy, KL; lengths differ
     hook = trainer._get_per_token_logps_and_entropies
@@ -150,14 +142,6 @@ def test_released_entropy_and_kl_are_means_of_completion_means(tiny_model_dir, t
         return logps, entropies, aux
 
     trainer._get_per_token_logps_and_entropies = record
-    logged: list[dict] = []
-    original_log = trainer.log
-
-    def capture(logs, *args, **kwargs):  # TRL adds its metrics to ``logs`` in place
-        original_log(logs, *args, **kwargs)
-        logged.append(dict(logs))
-
-    trainer.log = capture
     trainer.train()
 
     steps = [entry for entry in logged if "entropy_per_completion" in entry]
