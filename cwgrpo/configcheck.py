@@ -28,7 +28,8 @@ class ConfigErrors(ConfigError):
     """Several config errors, each one line; ``str()`` is a numbered list under one heading."""
 
     def __init__(self, lines: list[str], heading: str = "config error") -> None:
-        self.lines = list(lines)
+        lines = list(dict.fromkeys(lines))  # one line per error, however many checks found it
+        self.lines = lines
         if len(lines) == 1:
             super().__init__(f"{heading} in {lines[0]}")
         else:

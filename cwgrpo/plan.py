@@ -97,12 +97,23 @@ def dry_run_jobs(configfile: Path, snakefile: Path) -> list[Job]:
 def dry_run_error(output: str) -> str:
     """The lines of a failed dry run that say what is wrong (Snakemake's ``...Error: ...`` lines: a schema
     error's own line comes before its long dump of the schema), else its last lines."""
-    lines = [line.strip() for line in output.strip().splitlines() if line.strip()]
+    raw = [line.rstrip() for line in output.strip().splitlines() if line.strip()]
+    lines = [line.strip() for line in raw]
     named: dict[int, str] = {}
     for i, line in enumerate(lines):
-        if _ERROR_LINE.match(line):  # with the line after one that ends in ':' (its message)
-            named |= {j: lines[j] for j in range(i, min(i + 2 if line.endswith(":") else i + 1, len(lines)))}
-    return " ".join(list(named.values())[:4] or lines[-5:])
+        if not _ERROR_LINE.match(line):
+            continue
+        named[i] = line
+        j = i + 1
+        if line.endswith(":") and j < len(lines):  # its message on the next line
+            named[j] = lines[j]
+            j += 1
+            # a message ending in ':' ("4 config errors:") lists its items indented below it
+            listed = lines[j - 1].endswith(":")
+            while listed and j < len(lines) and raw[j].startswith("  ") and not lines[j].startswith("File "):
+                named[j] = lines[j]
+                j += 1
+    return " ".join(list(named.values())[:24] or lines[-5:])
 
 
 def load_budgets(path: Path = BUDGETS) -> dict[str, dict[str, dict[str, float]]]:

@@ -210,7 +210,8 @@ def trl_config(run_dir: Path, trl_kwargs: dict[str, Any]):
 
 # transformers renamed these TrainingArguments fields; the old names warn (FutureWarning) whenever they are
 # set, and TRL's GRPOConfig sets `gradient_checkpointing` by default, so every run warned. The options keep
-# the names TRL's and open-r1's recipes use (run.json stores them as written); TRL gets the current ones.
+# the names TRL's and open-r1's recipes use (run.json stores them as written); TRL gets the current ones
+# where its transformers has them (tests/vllm runs the 5.17 that the GPU envs pin).
 RENAMED_TRL_FIELDS = (
     ("gradient_checkpointing", "activation_checkpointing"),
     ("gradient_checkpointing_kwargs", "activation_checkpointing_kwargs"),
@@ -225,6 +226,8 @@ def current_trl_names(trl_kwargs: Mapping[str, Any]) -> dict[str, Any]:
     defaults = {f.name: f.default for f in dataclasses.fields(CWGRPOConfig)}
     out = dict(trl_kwargs)
     for old, new in RENAMED_TRL_FIELDS:
+        if new not in defaults:  # a transformers before the rename (the GPU envs pin 5.17): the old name
+            continue
         value = out.pop(old, defaults[old])
         if out.get(new) is None and value is not None:
             out[new] = value

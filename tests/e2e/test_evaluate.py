@@ -103,8 +103,9 @@ def test_evaluate_cli_writes_samples_and_summary_byte_identically(tiny_model_dir
     ],
 )
 def test_evaluate_bad_options_exit_2_and_write_nothing(tmp_path, capsys, benchmark_file, extra, message):
-    out_dir = tmp_path / "out"
-    assert cli.main(evaluate_args(tmp_path, benchmark_file, out_dir, *extra)) == 2
+    model_dir, out_dir = tmp_path / "model", tmp_path / "out"  # an output inside an input is refused first
+    model_dir.mkdir()
+    assert cli.main(evaluate_args(model_dir, benchmark_file, out_dir, *extra)) == 2
     assert message in capsys.readouterr().err
     assert not out_dir.exists()
 

@@ -111,7 +111,7 @@ def test_plan_names_what_the_schema_refuses_in_a_preset(tmp_path, capsys):
     preset.write_text("name: p1\nkind: paper\nsizes: {1.5b: {}}\n")  # no methods
     assert cli.main(["plan", "--configfile", str(preset)]) == 2
     err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and "'methods' is a required property" in err[0]
+    assert len(err) == 1 and "methods: missing (required)" in err[0] and "data: missing (required)" in err[0]
 
 
 def test_plan_a_folder_as_configfile_is_called_a_folder(tmp_path, capsys):
