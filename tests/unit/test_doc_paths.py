@@ -1,6 +1,6 @@
 """Docs and configs cite only files that exist: a path of this repository named in the README, docs/,
 a preset's comments, an env file, a profile or a report caption must be in the tree (a renamed or removed
-file leaves a stale pointer, which this finds), and every relative Markdown link resolves, heading included."""
+file leaves a stale pointer, which this finds); every relative Markdown link resolves, heading included."""
 
 from __future__ import annotations
 
