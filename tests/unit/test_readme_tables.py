@@ -1,4 +1,4 @@
-"""The README's tiny tables are what docs/tiny-results gives (cwgrpo.report.readme_tables)."""
+"""docs/tiny-results/README.md's tiny tables are what docs/tiny-results gives (cwgrpo.report.readme_tables)."""
 
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ from cwgrpo.report.readme_tables import main, render_blocks, update
 REPO = Path(__file__).resolve().parents[2]
 
 
-def test_the_readmes_tiny_tables_are_generated_from_docs_tiny_results():
-    readme = (REPO / "README.md").read_text(encoding="utf-8")
+def test_the_tiny_results_pages_tables_are_generated_from_its_files():
+    readme = (REPO / "docs" / "tiny-results" / "README.md").read_text(encoding="utf-8")
     blocks = render_blocks(REPO / "docs" / "tiny-results")
     assert update(readme, blocks) == readme, "run: python -m cwgrpo.report.readme_tables --write"
     base = blocks["tiny-base"].splitlines()
@@ -22,7 +22,7 @@ def test_the_readmes_tiny_tables_are_generated_from_docs_tiny_results():
 
 def test_a_changed_number_is_found_and_rewritten(tmp_path):
     readme = tmp_path / "README.md"
-    text = (REPO / "README.md").read_text(encoding="utf-8")
+    text = (REPO / "docs" / "tiny-results" / "README.md").read_text(encoding="utf-8")
     first = render_blocks(REPO / "docs" / "tiny-results")["tiny-base"].splitlines()[2]
     readme.write_text(text.replace(first, first.replace(" |", " 9 |", 1)), encoding="utf-8")
     results = str(REPO / "docs" / "tiny-results")

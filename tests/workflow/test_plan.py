@@ -1,5 +1,5 @@
 """`cwgrpo plan`: a preset's jobs from Snakemake's dry run, priced with cwgrpo/resources/budgets.yaml;
-the README's table is its output for the paper preset, and docs/hardware.md agrees with the budgets."""
+docs/hardware.md holds its output for the paper preset and agrees with the budgets."""
 
 from __future__ import annotations
 
@@ -85,12 +85,12 @@ def test_paper_1gpu_plan_trains_on_one_gpu():
     assert "on 1 GPU, " in out  # the preset's own widest job sets the first count
 
 
-def test_readme_table_is_the_plan_of_the_paper_preset(paper_plan):
-    readme = (REPO / "README.md").read_text()
+def test_hardware_page_table_is_the_plan_of_the_paper_preset(paper_plan):
+    page = (REPO / "docs" / "hardware.md").read_text()
     block = re.search(
-        r"<!-- cwgrpo plan --configfile config/paper.yaml -->\n(.*?)<!-- end of cwgrpo plan -->", readme, re.S
+        r"<!-- cwgrpo plan --configfile config/paper.yaml -->\n(.*?)<!-- end of cwgrpo plan -->", page, re.S
     )
-    assert block, "README.md has no block of `cwgrpo plan --configfile config/paper.yaml`"
+    assert block, "docs/hardware.md has no block of `cwgrpo plan --configfile config/paper.yaml`"
     assert block.group(1) == paper_plan, "regenerate it: cwgrpo plan --configfile config/paper.yaml"
 
 

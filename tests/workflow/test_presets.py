@@ -178,7 +178,7 @@ def test_real_preset_fetches_its_gguf_source_and_trains_on_its_own_template(tmp_
 
 
 def test_own_model_and_dataset_run_through_the_real_kind_dag(tiny_model_dir, tmp_path):
-    """README, "Bring your own": a model folder and a data file of the user's, under names of the user's."""
+    """docs/usage.md, "Your own model, data, ...": a model folder and a data file of the user's."""
     own = tmp_path / "my_problems.jsonl"
     own.write_text('{"question": "1+1?", "gold": "2"}\n')
     config = _real()

@@ -203,7 +203,7 @@ def test_tiny_and_smoke_dry_runs(preset, dry_runs):
 
 
 def test_seeds_from_the_command_line(tmp_path):
-    """The README's multi-seed command: Snakemake reads `--config` lists as strings; they must still work."""
+    """The multi-seed command (config/config.yaml): Snakemake reads `--config` lists as strings."""
     proc, out = run_snakemake(tmp_path, "-n", "--config", "seeds=[0,1,2]", configfile=PRESETS["tiny"])
     assert proc.returncode == 0, out[-3000:]
     config = yaml.safe_load(PRESETS["tiny"].read_text())
