@@ -1062,7 +1062,8 @@ def _bf16(variant: str) -> None:
 
 
 def _partial_checkpoint(ctx: Ctx) -> None:
-    from cwgrpo.train import COMPLETE_FLAG, _remove_incomplete_checkpoints, complete_checkpoints
+    from cwgrpo.checkpoints import complete_checkpoints, remove_incomplete_checkpoints
+    from cwgrpo.runguard import COMPLETE_FLAG
 
     run = ctx.tmp / "run"
     for step in (10, 20):
@@ -1071,12 +1072,12 @@ def _partial_checkpoint(ctx: Ctx) -> None:
     (run / "checkpoint-10" / COMPLETE_FLAG).write_text('{"step": 10}')
     (run / "checkpoint-30").mkdir()  # an empty folder, cut before anything was written
     assert list(complete_checkpoints(run)) == [10]
-    _remove_incomplete_checkpoints(run)
+    remove_incomplete_checkpoints(run)
     assert sorted(p.name for p in run.iterdir()) == ["checkpoint-10"]
 
 
 def _cut_log_line(ctx: Ctx) -> None:
-    from cwgrpo.train import truncate_log
+    from cwgrpo.checkpoints import truncate_log
 
     log = ctx.write("metrics.jsonl", '{"step": 1}\n{"step": 2}\n{"step": 3, "lo')
     truncate_log(log, 5)
@@ -1126,7 +1127,8 @@ DEFINED = [
 
 
 def _user_checkpoint_copies_kept(ctx: Ctx) -> None:
-    from cwgrpo.train import COMPLETE_FLAG, _remove_incomplete_checkpoints
+    from cwgrpo.checkpoints import remove_incomplete_checkpoints
+    from cwgrpo.runguard import COMPLETE_FLAG
 
     run = ctx.tmp / "run"
     for name in ("checkpoint-8", "checkpoint-8.bak", "checkpoint-final", "checkpoint-9"):
@@ -1134,7 +1136,7 @@ def _user_checkpoint_copies_kept(ctx: Ctx) -> None:
         (run / name / "model.safetensors").write_bytes(b"\0" * 16)
     for name in ("checkpoint-8", "checkpoint-8.bak"):
         (run / name / COMPLETE_FLAG).write_text('{"step": 8}')
-    _remove_incomplete_checkpoints(run)  # only checkpoint-9 was cut by a kill
+    remove_incomplete_checkpoints(run)  # only checkpoint-9 was cut by a kill
     assert sorted(p.name for p in run.iterdir()) == ["checkpoint-8", "checkpoint-8.bak", "checkpoint-final"]
 
 
