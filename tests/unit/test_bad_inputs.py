@@ -37,7 +37,7 @@ from cwgrpo import rewards as rewards_mod
 from cwgrpo import weighting as W
 from cwgrpo.configs import ConfigError, build_config, parse_overrides
 from cwgrpo.data import DATASETS, get_dataset, load_records, normalise, prepare
-from cwgrpo.evaluate import EvalConfig, evaluate
+from cwgrpo.evaluate import EvalConfig, ModelJobs, evaluate_models
 from cwgrpo.generation import check_model_dir
 from cwgrpo.io import ResultFileError
 from cwgrpo.report import claims as claims_mod
@@ -128,7 +128,8 @@ def _eval_cfg(**kw: Any):
 
 def _evaluate(ctx: Ctx, model_dir: Path, benchmark: Path | None = None):
     bench = benchmark or ctx.records("bench.jsonl")
-    return evaluate(model_dir, bench, ctx.tmp / "out.jsonl", ctx.tmp / "out.summary.json", EvalConfig(), {})
+    jobs = [(bench, ctx.tmp / "out.jsonl", ctx.tmp / "out.summary.json")]
+    return evaluate_models([ModelJobs(model_dir, {}, jobs)], EvalConfig())
 
 
 def _cw(logps, adv, mask, variant="released"):
@@ -821,7 +822,10 @@ def _evaluate_onto(ctx: Ctx, which: str):
     before = bench.read_bytes()
     out, summary = (bench, ctx.tmp / "s.json") if which == "out" else (ctx.tmp / "o.jsonl", bench)
     try:
-        evaluate(ctx.model, bench, out, summary, EvalConfig(prompt_set="tiny", max_new_tokens=4), {})
+        evaluate_models(
+            [ModelJobs(ctx.model, {}, [(bench, out, summary)])],
+            EvalConfig(prompt_set="tiny", max_new_tokens=4),
+        )
     finally:
         assert bench.read_bytes() == before, "the benchmark was overwritten"
 
@@ -871,10 +875,8 @@ def _huge_problem_file(ctx: Ctx, chars: int = 10_000_000) -> Path:
 def _evaluate_huge_problem(ctx: Ctx):
     start = time.perf_counter()
     try:
-        evaluate(
-            ctx.model, _huge_problem_file(ctx), ctx.tmp / "out.jsonl", ctx.tmp / "out.summary.json",
-            EvalConfig(prompt_set="tiny", max_new_tokens=4), {},
-        )  # fmt: skip
+        jobs = [(_huge_problem_file(ctx), ctx.tmp / "out.jsonl", ctx.tmp / "out.summary.json")]
+        evaluate_models([ModelJobs(ctx.model, {}, jobs)], EvalConfig(prompt_set="tiny", max_new_tokens=4))
     finally:
         assert time.perf_counter() - start < 30, "the check itself took too long"
 
