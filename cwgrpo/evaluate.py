@@ -51,10 +51,12 @@ from cwgrpo.configs import (
 )
 from cwgrpo.data import load_records
 from cwgrpo.devices import one_gpu
+from cwgrpo.eval_summary import benchmark_identity, sample_rows, summarise, summary_line
 from cwgrpo.generation import SamplingSettings, check_backend_name, check_model_dir
-from cwgrpo.io import ResultFileError, check_outputs_not_inputs, read_json, write_json, write_jsonl
+from cwgrpo.io import ResultFileError, check_outputs_not_inputs, write_json, write_jsonl
 from cwgrpo.prompts import PromptSet, check_system_prompt, eval_messages, get_prompt_set
-from cwgrpo.scoring import DEFAULT_TIMEOUT_S, GradeResult
+from cwgrpo.scoring import DEFAULT_TIMEOUT_S
+from cwgrpo.vllm_checks import check_memory_share
 
 logger = logging.getLogger(__name__)
 
@@ -133,8 +135,7 @@ class EvalConfig:
             raise ConfigError(f"cpu_threads must be >= 1 or null, got {self.cpu_threads}")
         if self.max_model_len is not None and self.max_model_len < 1:
             raise ConfigError(f"max_model_len must be >= 1 or null, got {self.max_model_len}")
-        if not (math.isfinite(self.gpu_memory_utilization) and 0 < self.gpu_memory_utilization <= 1):
-            raise ConfigError(f"gpu_memory_utilization must be in (0, 1], got {self.gpu_memory_utilization}")
+        check_memory_share("gpu_memory_utilization", self.gpu_memory_utilization)
         if self.tensor_parallel_size < 1:
             raise ConfigError(f"tensor_parallel_size must be >= 1, got {self.tensor_parallel_size}")
         if self.grading_processes < 1:
@@ -177,114 +178,6 @@ class EvalConfig:
         return options
 
 
-def benchmark_identity(path: Path) -> dict[str, str | None]:
-    """A benchmark file's registry name, display name and the paper benchmark it mirrors, from its manifest
-    (``prepare-data`` writes them from the dataset registry); without a manifest, the file stem and no mirror.
-
-    The summary carries them, so the report names and places each benchmark from the files alone.
-    """
-    from cwgrpo.data import manifest_path
-
-    stem = path.name.removesuffix(".jsonl")
-    manifest = manifest_path(path)
-    found = read_json(manifest) if manifest.is_file() else {}
-    name = _text(found, "name") or stem
-    return {
-        "benchmark": name,
-        "benchmark_display": _text(found, "display") or name,
-        "benchmark_mirror": _text(found, "mirrors"),
-    }
-
-
-def _text(mapping: dict[str, Any], key: str) -> str | None:
-    value = mapping.get(key)
-    return value if isinstance(value, str) and value else None
-
-
-def _finite_or_none(x: float) -> float | None:
-    return x if math.isfinite(x) else None
-
-
-def sample_rows(records: list[dict], completions: list[list], grades: list[GradeResult]) -> list[dict]:
-    """Per-sample lines, problem-major (grades are in the same order as the flattened completions)."""
-    rows = []
-    flat = iter(grades)
-    for rec, outs in zip(records, completions, strict=True):
-        for j, completion in enumerate(outs):
-            g = next(flat)
-            rows.append(
-                {
-                    "id": rec["id"],
-                    "sample": j,
-                    "completion": completion.text,
-                    "extracted": g.extracted,
-                    "gold": rec["answer"],
-                    "correct": g.correct,
-                    "correct_strict": g.correct,
-                    "unscorable": g.unscorable,
-                    "truncated": completion.truncated,
-                    "tokens": completion.n_tokens,
-                }
-            )
-    return rows
-
-
-def accuracy_fields(rows: list[dict], k: int, seed: int, key: str = "correct") -> dict[str, Any]:
-    """``pass1``, ``avg_k`` and its SE and interval from the rows' verdicts ``key`` (k rows a problem)."""
-    from cwgrpo.stats import accuracy_summary
-
-    table = [[bool(r[key]) for r in rows[i : i + k]] for i in range(0, len(rows), k)]
-    acc = accuracy_summary(table, seed=seed)
-    return {
-        "pass1": acc["pass1"],
-        "avg_k": acc["avg_k"],
-        "avg_k_se": _finite_or_none(acc["avg_k_se"]),
-        "avg_k_ci95": [_finite_or_none(x) for x in acc["avg_k_ci95"]],
-    }
-
-
-def summarise(rows: list[dict], k: int, seed: int, metric: str = "strict") -> dict[str, Any]:
-    """Accuracy fields of the summary from the per-sample rows (k rows per problem, in order): those of
-    ``correct`` (the primary ``metric``) at the top level, and per metric scored under ``by_metric``."""
-    acc = accuracy_fields(rows, k, seed)
-    scored = [m for m in ("strict", "paper") if rows and f"correct_{m}" in rows[0]]
-    return {
-        "n_problems": -(-len(rows) // k),
-        "k": k,
-        "primary_metric": metric,
-        **acc,
-        "by_metric": {m: accuracy_fields(rows, k, seed, f"correct_{m}") for m in scored},
-        "n_samples": len(rows),
-        "n_truncated": sum(bool(r["truncated"]) for r in rows),
-        "n_unscorable": sum(bool(r["unscorable"]) for r in rows),
-    }
-
-
-def evaluate(
-    model_dir: Path,
-    benchmark_file: Path,
-    out: Path,
-    summary_path: Path,
-    cfg: EvalConfig,
-    tags: dict[str, Any],
-) -> dict[str, Any]:
-    """Generate, grade and write one benchmark; returns the summary."""
-    return evaluate_many(model_dir, [(benchmark_file, out, summary_path)], cfg, tags)[0]
-
-
-def evaluate_many(
-    model_dir: Path,
-    jobs: list[tuple[Path, Path, Path]],
-    cfg: EvalConfig,
-    tags: dict[str, Any],
-) -> list[dict[str, Any]]:
-    """Evaluate one model on several (benchmark file, samples out, summary out) with one model load.
-
-    Every input is checked before the model loads, so a bad file fails fast and writes nothing.
-    """
-    return evaluate_models([ModelJobs(Path(model_dir), tags, list(jobs))], cfg)[0]
-
-
 @dataclasses.dataclass
 class ModelJobs:
     """One model to evaluate: its folder, the tags stored in its summaries, and its
@@ -299,8 +192,8 @@ def evaluate_models(models: list[ModelJobs], cfg: EvalConfig) -> list[list[dict[
     """Evaluate several models in one process, one after the other (one model in memory at a time).
 
     Every input of every model is checked before the first model loads, so a bad file fails fast and
-    writes nothing. Each model's files are what ``evaluate_many`` alone writes for it (byte for byte):
-    the seed is reset before each benchmark, and sampling draws from per-sample generators.
+    writes nothing. Each model's files are what it alone would write (byte for byte): the seed is reset
+    before each benchmark, and sampling draws from per-sample generators.
     """
     import gc
 
@@ -407,12 +300,6 @@ def _evaluate_one(
     write_json(summary_path, summary)
     logger.info("%s", summary_line(name, summary))
     return summary
-
-
-def summary_line(name: str, summary: dict[str, Any]) -> str:
-    """The log's one line of a benchmark's result, every number to three decimals."""
-    lo, hi = ("none" if x is None else f"{x:.3f}" for x in summary["avg_k_ci95"])
-    return f"{name}: pass1 {summary['pass1']:.3f}, avg@{summary['k']} {summary['avg_k']:.3f} [{lo}, {hi}]"
 
 
 class _InOrder(argparse.Action):

@@ -191,7 +191,7 @@ def merge_verdicts(
 
 def merged_summary(summary: dict[str, Any], rows: list[dict[str, Any]], primary: str) -> dict[str, Any]:
     """The evaluation summary recomputed from merged rows: primary metric on top, each under ``by_metric``."""
-    from cwgrpo.evaluate import summarise
+    from cwgrpo.eval_summary import summarise
 
     k = int(summary.get("k") or 1)
     seed = int((summary.get("settings") or {}).get("seed", 0))

@@ -30,7 +30,7 @@ from typing import Any
 from cwgrpo.configs import ConfigError
 
 LOCK_NAME = ".cwgrpo.lock"
-FLAG_NAME = "cwgrpo_complete.json"  # same as cwgrpo.train.COMPLETE_FLAG
+COMPLETE_FLAG = "cwgrpo_complete.json"  # written inside a checkpoint folder once TRL finished saving it
 SPACE_MARGIN = 1.1  # free space wanted: this times the size of the newest checkpoint
 CHECKPOINT = re.compile(r"checkpoint-(\d+)")
 
@@ -95,13 +95,13 @@ def move_aside_hint(run_dir: Path) -> str:
     )
 
 
-def incomplete_checkpoints(run_dir: Path, flag: str = FLAG_NAME) -> list[Path]:
+def incomplete_checkpoints(run_dir: Path) -> list[Path]:
     """``checkpoint-<int>`` folders without the completion flag: saves cut by a kill. Other names are
     never this code's (``checkpoint-8.bak``, ``checkpoint-final``) and are not listed."""
     return sorted(
         p
         for p in Path(run_dir).glob("checkpoint-*")
-        if p.is_dir() and CHECKPOINT.fullmatch(p.name) and not (p / flag).is_file()
+        if p.is_dir() and CHECKPOINT.fullmatch(p.name) and not (p / COMPLETE_FLAG).is_file()
     )
 
 
@@ -109,7 +109,7 @@ def _file_sizes(ckpt: Path) -> dict[str, int]:
     return {
         p.relative_to(ckpt).as_posix(): p.stat().st_size
         for p in sorted(ckpt.rglob("*"))
-        if p.is_file() and p.name != FLAG_NAME
+        if p.is_file() and p.name != COMPLETE_FLAG
     }
 
 
@@ -151,7 +151,7 @@ def verify_checkpoint(ckpt: Path) -> str | None:
     its recorded size. A flag without sizes (older cwgrpo) is checked by the safetensors headers only.
     """
     ckpt = Path(ckpt)
-    flag_path = ckpt / FLAG_NAME
+    flag_path = ckpt / COMPLETE_FLAG
     try:
         flag = json.loads(flag_path.read_text(encoding="utf-8")) if flag_path.is_file() else {}
     except (ValueError, UnicodeDecodeError):

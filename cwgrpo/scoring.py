@@ -2,7 +2,7 @@
 
 Built on math-verify (``parse`` + ``verify``); model output is never ``eval``-ed or ``exec``-ed.
 
-Extraction (``extract_answer``):
+Extraction (``GradeResult.extracted``):
 
 1. Only the text after the last ``</think>`` is considered (the whole completion if there is none),
    and of that only the last ``MAX_TAIL_CHARS`` characters, so 1 MB of output costs nothing. A
@@ -21,8 +21,8 @@ parse into a mathematical object (``\\frac{``, ``???``: it then keeps only the r
 compare strings) is *unscorable*: such samples are never counted correct and are reported separately.
 
 Time budget: math-verify's own timeouts use ``signal.alarm`` with whole seconds per call, so one
-answer could take several budgets. Here they are switched off and one ``signal.setitimer`` budget
-(``timeout_s``, default ``DEFAULT_TIMEOUT_S``) covers the whole grading of one answer (gold parse,
+answer could take several budgets. Here they are switched off and one budget (``cwgrpo.time_budget``;
+``timeout_s``, default ``DEFAULT_TIMEOUT_S``) covers the whole grading of one answer (gold parse,
 extraction, parse, verify); when it fires the answer is graded incorrect. Signals only reach a
 process's main thread, so ``grade_detailed`` called from another thread hands the work to a helper
 process, and ``grade_many`` grades in a pool of processes (each worker grades in its main thread).
@@ -31,7 +31,6 @@ process, and ``grade_many`` grades in a pool of processes (each worker grades in
 from __future__ import annotations
 
 import concurrent.futures
-import contextlib
 import dataclasses
 import functools
 import logging
@@ -39,17 +38,17 @@ import math
 import multiprocessing
 import os
 import re
-import signal
 import sys
 import threading
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Sequence
+
+from cwgrpo.time_budget import OutOfTime, time_budget
 
 logger = logging.getLogger(__name__)
 
 MAX_TAIL_CHARS = 8000  # characters of the completion (after the last </think>) that are searched
 MAX_ANSWER_CHARS = 400  # a boxed answer longer than this is not an answer
 MAX_BOXED_CANDIDATES = 16  # how many \boxed occurrences (from the end) are tried before giving up
-_REFIRE_S = 0.2  # after the budget, the timeout is raised again this often until the block ends
 DEFAULT_TIMEOUT_S = 3.0  # wall-clock budget for grading one answer (normal answers take milliseconds)
 _BOXED_COMMANDS = ("\\boxed", "\\fbox")
 _INTEGER = re.compile(r"[+-]?\d{1,40}")
@@ -68,10 +67,6 @@ class GradeResult:
     correct: bool
     extracted: str | None
     unscorable: bool
-
-
-class GradingTimeout(BaseException):
-    """Raised by the budget timer; a BaseException so math-verify's ``except Exception`` cannot eat it."""
 
 
 # --------------------------------------------------------------------------------------------------
@@ -152,38 +147,6 @@ def last_boxed(text: str) -> str | None:
 # math-verify with one time budget
 
 
-@contextlib.contextmanager
-def _time_budget(seconds: float) -> Iterator[None]:
-    """Raise ``GradingTimeout`` in the block after ``seconds``, and again every ``_REFIRE_S`` until the
-    block ends (main thread only).
-
-    One raise is not enough: parsing code that catches ``BaseException`` (or a signal landing in a
-    ``__del__``, where Python prints and drops the exception) swallows it, and the work then runs to its
-    end: 3000 nested parentheses took 40-60 s instead of 0.5 s in some runs of the test suite. The
-    handler raises only while the budget is armed, and the cleanup retries if a last one lands in it, so
-    no alarm outlives the block.
-    """
-    armed = [True]
-
-    def _fire(signum, frame):
-        if armed[0]:
-            raise GradingTimeout()
-
-    previous = signal.signal(signal.SIGALRM, _fire)
-    signal.setitimer(signal.ITIMER_REAL, seconds, _REFIRE_S)
-    try:
-        yield
-    finally:
-        while True:
-            try:
-                armed[0] = False
-                signal.setitimer(signal.ITIMER_REAL, 0)
-                signal.signal(signal.SIGALRM, previous)
-                break
-            except GradingTimeout:  # fired between the block's end and the disarming: clean up again
-                continue
-
-
 class _DropTimeoutDisabledWarning(logging.Filter):
     """math-verify warns once that its own timeout is off; here the budget timer replaces it."""
 
@@ -246,9 +209,9 @@ def _parse_gold(gold: str, timeout_s: float) -> tuple:
     if gold in _gold_timeouts:
         return ()
     try:
-        with _time_budget(timeout_s):
+        with time_budget(timeout_s):
             return _parse_gold_cached(gold)
-    except GradingTimeout:
+    except OutOfTime:
         _gold_timeouts.add(gold)
         return ()
 
@@ -286,11 +249,11 @@ def _grade_here(completion: str, gold: str, timeout_s: float) -> GradeResult:
     gold_parsed = _parse_gold(gold, timeout_s)
     correct = False
     try:
-        with _time_budget(timeout_s):
+        with time_budget(timeout_s):
             extracted, pred = _extract(tail, boxed)
             if gold_parsed and pred:
                 correct = bool(mv.verify(list(gold_parsed), pred, timeout_seconds=None))
-    except GradingTimeout:
+    except OutOfTime:
         logger.debug("grading budget of %.1f s ran out (completion of %d chars)", timeout_s, len(completion))
         correct = False
     return GradeResult(correct=correct, extracted=extracted, unscorable=not gold_parsed)
@@ -331,37 +294,6 @@ def grade_detailed(completion: str, gold: str, timeout_s: float = DEFAULT_TIMEOU
 def grade(completion: str, gold: str, timeout_s: float = DEFAULT_TIMEOUT_S) -> bool:
     """True iff the completion's final answer is equivalent to ``gold``."""
     return grade_detailed(completion, gold, timeout_s).correct
-
-
-def _extract_here(completion: str, timeout_s: float) -> str | None:
-    if _unfinished_reasoning(completion):
-        return None
-    tail = _completion_tail(completion)
-    boxed = last_boxed(tail)
-    if boxed is not None:
-        return boxed
-    _mv()  # import and warm-up are not the answer's time
-    try:
-        with _time_budget(timeout_s):
-            return _extract(tail, None)[0]
-    except GradingTimeout:
-        return None
-
-
-def extract_answer(completion: str, timeout_s: float = DEFAULT_TIMEOUT_S) -> str | None:
-    """The final answer of a completion as a string (boxed first, then math-verify), or None."""
-    _check_args(completion, "", timeout_s)
-    if _on_main_thread():
-        return _extract_here(completion, timeout_s)
-    return _helper_pool().submit(_extract_here, completion, timeout_s).result()
-
-
-def gold_is_scorable(gold: str, timeout_s: float = DEFAULT_TIMEOUT_S) -> bool:
-    """Can math-verify parse this gold answer?"""
-    _check_args("", gold, timeout_s)
-    if _on_main_thread():
-        return bool(_parse_gold(gold, timeout_s))
-    return bool(_helper_pool().submit(_parse_gold, gold, timeout_s).result())
 
 
 # --------------------------------------------------------------------------------------------------

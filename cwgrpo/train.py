@@ -2,8 +2,8 @@
 
 Reads top to bottom: options to a checked config (``cwgrpo.train_config``; a recipe through
 ``cwgrpo.recipe``) -> (maybe) relaunch under accelerate (``cwgrpo.launch``, given plain values) -> seed
-(``cwgrpo.seeding``) -> data -> model -> trainer -> resume from the newest complete checkpoint -> train ->
-markers and ``run.json``.
+(``cwgrpo.seeding``) -> data -> model -> trainer -> resume from the newest complete checkpoint
+(``cwgrpo.checkpoints``) -> train -> markers and ``run.json``.
 
 Outputs in ``--run-dir`` (docs/architecture.md): ``checkpoint-N/`` (TRL; never a Snakemake output),
 ``steps/stepN.json`` (written only once checkpoint N is complete), ``metrics.jsonl`` (one line per
@@ -22,51 +22,57 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import json
 import logging
 import os
 import re
 import shutil
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from cwgrpo import learning_signal
-from cwgrpo.configs import ConfigError, add_config_arguments, config_hash, parse_overrides, parse_tags
-from cwgrpo.io import read_json, write_json, write_text
-from cwgrpo.runguard import (
-    RunLock,
-    check_free_space,
-    check_logs_cover,
-    flag_record,
-    incomplete_checkpoints,
-    move_aside_hint,
-    verify_checkpoint,
+from cwgrpo.checkpoints import (
+    check_logs,
+    check_resumable,
+    finalize,
+    log_files,
+    prune_resume_state,
+    reset_logs,
+    resumable_checkpoints,
+    write_marker,
 )
+from cwgrpo.configs import ConfigError, add_config_arguments, config_hash, parse_overrides, parse_tags
+from cwgrpo.io import write_json
+from cwgrpo.runguard import COMPLETE_FLAG, RunLock, check_free_space, flag_record
 from cwgrpo.train_config import LIVE, TrainConfig, TrainJob, build_train_config
+
+if TYPE_CHECKING:
+    from datasets import Dataset
+    from transformers import PreTrainedTokenizerBase
+
+    from cwgrpo.trainer import CWGRPOConfig
 
 logger = logging.getLogger(__name__)
 
-COMPLETE_FLAG = "cwgrpo_complete.json"  # written inside a checkpoint folder once TRL finished saving it
-PRUNED_FLAG = "cwgrpo_pruned.json"  # written inside a checkpoint folder before its resume state is deleted
-# What only a resume reads (transformers' Trainer and DeepSpeed): optimiser (also FSDP's optimizer_N/),
-# scheduler, grad scaler, RNG states, DeepSpeed's global_stepN/ (optimiser shards and a second copy of the
-# weights), its `latest` pointer and converter script. Evaluation reads the weights and tokenizer only.
-RESUME_STATE = (
-    "optimizer*",
-    "scheduler.pt",
-    "scaler.pt",
-    "rng_state*.pth",
-    "global_step*",
-    "latest",
-    "zero_to_fp32.py",
-)
-# The growing logs live in an undeclared folder, LIVE (Snakemake deletes the declared outputs of a failed
-# job, which would lose the history before a resume point); they are copied to their files at the end
-# (``log_files``): metrics and covariance samples into the run folder, the wall-clock fields to --timings.
+# Wall-clock fields of a log line: to --timings, never to metrics.jsonl (identical runs, identical metrics).
 TIMING_KEYS = re.compile(r"(runtime|_per_second|step_time|total_flos|^epoch$)")
 
 
 OUTPUTS = ("run_dir", "timings")  # every other path argument is read (cwgrpo.cli)
+
+
+@dataclasses.dataclass(frozen=True)
+class TrainPlan:
+    """What one training process trains with, every part checked before the run folder is made."""
+
+    run_dir: Path
+    model_dir: Path
+    config: CWGRPOConfig  # TRL's options, with the launcher's ports
+    dataset: Dataset
+    tokenizer: PreTrainedTokenizerBase
+    init_kwargs: dict[str, Any]  # from_pretrained options of the policy (``model_init_kwargs``)
+    reward_funcs: list  # TRL reward functions, checked on a sample row
+    block: dict[str, Any]  # the run's identity and provenance, in every marker, flag and run.json
+    resolved: dict[str, Any]  # the options as run, for run.json
+    logs: dict[str, Path]  # each live log and its final file (``log_files``)
 
 
 def configure_parser(parser: argparse.ArgumentParser) -> None:
@@ -100,32 +106,6 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
         "(model_name_or_path, dataset_name, output_dir, system_prompt, torch_dtype, attn_implementation plus "
         "GRPOConfig fields) is accepted as --config and parsed by TRL's TrlParser (cwgrpo.recipe)."
     )
-
-
-def complete_checkpoints(run_dir: Path) -> dict[int, Path]:
-    """Checkpoints whose save finished (flag file present), by step."""
-    found = {}
-    for path in run_dir.glob("checkpoint-*"):
-        match = re.fullmatch(r"checkpoint-(\d+)", path.name)
-        if match and (path / COMPLETE_FLAG).is_file():
-            found[int(match.group(1))] = path
-    return dict(sorted(found.items()))
-
-
-def truncate_log(path: Path, last_step: int) -> None:
-    """Drop log lines after ``last_step`` (they are re-logged when training resumes from there)."""
-    if not path.is_file():
-        return
-    kept = []
-    for line in path.read_text(encoding="utf-8").splitlines():
-        try:
-            record = json.loads(line)
-        except json.JSONDecodeError:  # a line cut by a kill
-            continue
-        if record.get("step", 0) <= last_step:
-            kept.append(line)
-
-    write_text(path, "".join(f"{line}\n" for line in kept))
 
 
 def _callbacks(run_dir: Path, provenance_block: dict[str, Any]):
@@ -171,57 +151,6 @@ def _callbacks(run_dir: Path, provenance_block: dict[str, Any]):
     from cwgrpo.reward_guard import missing_rewards_callback
 
     return [LogToJsonl(), MarkCompleteCheckpoints(), CheckFreeSpace(), missing_rewards_callback()]
-
-
-def prune_resume_state(run_dir: Path, keep: Path) -> list[Path]:
-    """Delete the resume-only state (``RESUME_STATE``) of every complete checkpoint older than ``keep``.
-
-    Called once ``keep`` is complete (flag written), so a resume, which takes the newest complete
-    checkpoint, never needs what is deleted: not the checkpoint the run resumed from (older than ``keep``
-    by then), nor any before the next is complete. Each pruned folder is flagged first, so one cut by a
-    kill mid-way is known to be unresumable. Returns the checkpoints pruned now.
-    """
-    done = complete_checkpoints(run_dir)
-    keep_step = next((step for step, path in done.items() if path == keep), None)
-    if keep_step is None:
-        raise ValueError(f"{keep} is not a complete checkpoint of {run_dir}: nothing is pruned before it is")
-    pruned = []
-    for step, ckpt in done.items():
-        state = sorted({p for pattern in RESUME_STATE for p in ckpt.glob(pattern)})
-        if step >= keep_step or not state:
-            continue
-        write_json(
-            ckpt / PRUNED_FLAG, {"step": step, "newest": keep_step, "removed": [p.name for p in state]}
-        )
-        for path in state:
-            _remove(path)
-        pruned.append(ckpt)
-    if pruned:
-        logger.info("kept the optimiser state of %s only; pruned %s", keep.name, [p.name for p in pruned])
-    return pruned
-
-
-def _remove(path: Path) -> None:
-    if path.is_dir():
-        shutil.rmtree(path)
-    else:
-        path.unlink()
-
-
-def check_resumable(ckpt: Path) -> None:
-    """A pruned checkpoint has weights but no optimiser state: transformers would resume from it with a
-    fresh optimiser and say nothing, so refuse (it is the newest only if newer ones were deleted)."""
-    if (ckpt / PRUNED_FLAG).is_file():
-        raise ConfigError(
-            f"{ckpt} is the newest complete checkpoint but holds no optimiser state (pruned once a newer one "
-            f"was complete; that one is gone): restore the newer checkpoint, or {move_aside_hint(ckpt.parent)}"
-        )
-
-
-def write_marker(run_dir: Path, step: int, ckpt: Path, provenance_block: dict[str, Any]) -> None:
-    write_json(
-        run_dir / "steps" / f"step{step}.json", {"step": step, "checkpoint": str(ckpt), **provenance_block}
-    )
 
 
 def build_dataset(records: list[dict], job: TrainJob):
@@ -347,36 +276,30 @@ def train(
         )
     dataset = build_dataset(records, job)
     check_dataset_fits(dataset, tokenizer, model_dir, config.max_completion_length)
-    init_kwargs = model_init_kwargs(config)
-    reward_funcs = prepared_rewards(job.reward_funcs, dataset[0], job.reward_timeout_s)  # no model yet
-
-    resolved = cfg.resolved()
-    block = {
-        "tags": cfg.tags,
-        "config_hash": config_hash(cfg.identity()),
-        "inputs": run_inputs(model_dir, train_data),
-        "provenance": provenance(seed=config.seed),
-    }
-    logs = log_files(run_dir, timings or run_dir / "timings.jsonl")
+    plan = TrainPlan(  # evaluated in this order: the last checks, then the run's identity
+        run_dir=run_dir,
+        model_dir=model_dir,
+        config=config,
+        dataset=dataset,
+        tokenizer=tokenizer,
+        init_kwargs=model_init_kwargs(config),
+        reward_funcs=prepared_rewards(job.reward_funcs, dataset[0], job.reward_timeout_s),  # no model yet
+        resolved=cfg.resolved(),
+        block={
+            "tags": cfg.tags,
+            "config_hash": config_hash(cfg.identity()),
+            "inputs": run_inputs(model_dir, train_data),
+            "provenance": provenance(seed=config.seed),
+        },
+        logs=log_files(run_dir, timings or run_dir / "timings.jsonl"),
+    )
     created = not run_dir.exists()
     run_dir.mkdir(parents=True, exist_ok=True)
     lock = RunLock(run_dir) if _is_rank_zero() else None
     try:
         if lock is not None:
             lock.acquire()  # raises, naming the holder, if another `cwgrpo train` trains into run_dir
-        return _train_locked(
-            run_dir,
-            job,
-            config,
-            dataset,
-            tokenizer,
-            model_dir,
-            init_kwargs,
-            reward_funcs,
-            block,
-            resolved,
-            logs,
-        )
+        return _train_locked(plan)
     except BaseException:
         if created and not any(run_dir.glob("checkpoint-*")):
             shutil.rmtree(run_dir, ignore_errors=True)  # a failed start leaves no run folder behind
@@ -384,15 +307,6 @@ def train(
     finally:
         if lock is not None:
             lock.release()
-
-
-def log_files(run_dir: Path, timings: Path) -> dict[str, Path]:
-    """Each growing log (``LIVE/NAME``) and the file it is copied to once training ends."""
-    return {
-        "metrics.jsonl": run_dir / "metrics.jsonl",
-        "timings.jsonl": timings,
-        "cov_samples.jsonl": run_dir / "cov_samples.jsonl",
-    }
 
 
 def _is_rank_zero() -> bool:
@@ -413,41 +327,33 @@ def check_dataset_fits(dataset, tokenizer, model_dir: Path, completion_budget: i
     check_prompts_fit(prompts, tokenizer, model_context(model_dir), completion_budget or 0, "training prompt")
 
 
-def _train_locked(
-    run_dir, job, config, dataset, tokenizer, model_dir, init_kwargs, reward_funcs, block, resolved, logs
-) -> int:
+def _train_locked(plan: TrainPlan) -> int:
     from transformers import AutoModelForCausalLM
 
     from cwgrpo.trainer import CWGRPOTrainer
 
-    _remove_incomplete_checkpoints(run_dir)
-    done = complete_checkpoints(run_dir)
-    check_same_config(run_dir, done, block["config_hash"], block["inputs"])
-    done = _verified(done)
+    run_dir, config = plan.run_dir, plan.config
+    done = resumable_checkpoints(run_dir, plan.block)
     resume = str(done[max(done)]) if done else None
     if done and max(done) >= config.max_steps:  # a finished run: resuming would train one step more
         logger.info("%s is complete (step %d): writing its outputs only", run_dir, max(done))
-        _check_logs(run_dir, max(done), config)
-        finalize(run_dir, block, resolved, resume, logs)
+        check_logs(run_dir, max(done), config)
+        finalize(run_dir, plan.block, plan.resolved, resume, plan.logs)
         return 0
     if resume is not None:  # the logs before the resume point must all be there, or figures hide a gap
-        _check_logs(run_dir, max(done), config)
+        check_logs(run_dir, max(done), config)
         check_resumable(Path(resume))
-    for name in logs:  # logs after the resume point are re-logged by the resumed run
-        if resume is None:
-            (run_dir / LIVE / name).unlink(missing_ok=True)
-        else:
-            truncate_log(run_dir / LIVE / name, max(done))
+    reset_logs(run_dir, plan.logs, max(done) if done else None)
     if resume is not None:
         logger.info("resuming from %s", resume)
 
     trainer = CWGRPOTrainer(
-        model=AutoModelForCausalLM.from_pretrained(model_dir, **init_kwargs),
+        model=AutoModelForCausalLM.from_pretrained(plan.model_dir, **plan.init_kwargs),
         args=config,
-        train_dataset=dataset,
-        reward_funcs=reward_funcs,
-        processing_class=tokenizer,
-        callbacks=_callbacks(run_dir, block),
+        train_dataset=plan.dataset,
+        reward_funcs=plan.reward_funcs,
+        processing_class=plan.tokenizer,
+        callbacks=_callbacks(run_dir, plan.block),
     )
     logger.info(
         "training process %d of %d", trainer.accelerator.process_index, trainer.accelerator.num_processes
@@ -459,81 +365,5 @@ def _train_locked(
             raise OSError(err.errno, f"writing under {run_dir} failed: {err.strerror or err}") from err
         raise
     if trainer.accelerator.is_main_process:
-        finalize(run_dir, block, resolved, resume, logs)
+        finalize(run_dir, plan.block, plan.resolved, resume, plan.logs)
     return 0
-
-
-def _check_logs(run_dir: Path, last_step: int, config) -> None:
-    if str(getattr(config.logging_strategy, "value", config.logging_strategy)) == "steps":
-        check_logs_cover(run_dir / LIVE / "metrics.jsonl", last_step, config.logging_steps, config.max_steps)
-
-
-def _verified(done: dict[int, Path]) -> dict[int, Path]:
-    """Complete checkpoints whose files still match their flag; a damaged newest one is skipped, saying so.
-
-    The previous checkpoint can take over only if it still holds its optimiser state: once the newest is
-    complete, the older ones are pruned (``prune_resume_state``), and resuming from weights alone would
-    silently restart the optimiser. Then the damage is an error that names both checkpoints.
-    """
-    while done:
-        step = max(done)
-        problem = verify_checkpoint(done[step])
-        if problem is None:
-            return done
-        older = {s: p for s, p in done.items() if s != step}
-        if older and (older[max(older)] / PRUNED_FLAG).is_file():
-            raise ConfigError(
-                f"{problem}; the previous complete checkpoint {older[max(older)].name} holds no optimiser state "
-                f"(only the newest keeps it): restore the damaged checkpoint, or {move_aside_hint(older[max(older)].parent)}"
-            )
-        logger.warning("%s; resuming from the previous complete checkpoint instead", problem)
-        done = older
-    return done
-
-
-def check_same_config(run_dir: Path, done: dict[int, Path], expected: str, inputs: dict[str, Any]) -> None:
-    """Never resume from checkpoints that other options, another base model or other data produced."""
-    from cwgrpo.identity import changed_inputs
-
-    foreign: dict[int, list[str]] = {}
-    for step, ckpt in done.items():
-        flag = read_json(ckpt / COMPLETE_FLAG)
-        found = flag.get("config_hash")
-        changes = changed_inputs(flag.get("inputs"), inputs)
-        if found != expected:
-            changes.insert(0, f"the options (config hash {found}, now {expected})")
-        if changes:
-            foreign[step] = changes
-    if foreign:
-        changes = sorted({c for cs in foreign.values() for c in cs})
-        raise ConfigError(
-            f"{run_dir} holds checkpoints {sorted(foreign)} of another configuration: changed "
-            f"{'; '.join(changes)}. Restore the options and inputs that produced it, or "
-            f"{move_aside_hint(run_dir)}"
-        )
-
-
-def finalize(
-    run_dir: Path, block: dict[str, Any], resolved: dict[str, Any], resume: str | None, logs: dict[str, Path]
-) -> None:
-    """Write the declared outputs: a marker per complete checkpoint, the logs (``log_files``), then
-    ``run.json`` last (with the run's stretches without learning signal, ``learning_signal``)."""
-    for step, ckpt in complete_checkpoints(run_dir).items():
-        write_marker(run_dir, step, ckpt, block)
-    for name, path in logs.items():
-        live = run_dir / LIVE / name
-        write_text(path, live.read_text(encoding="utf-8") if live.is_file() else "")
-    signal = learning_signal.findings_of_log(logs["metrics.jsonl"], resolved.get("trl") or {})
-    record = {**block, "config": resolved, "resumed_from": resume, "learning_signal": signal}
-    write_json(run_dir / "run.json", record)
-
-
-def _remove_incomplete_checkpoints(run_dir: Path) -> None:
-    """A ``checkpoint-<step>`` folder without the completion flag was cut by a kill: never resume from it.
-
-    Only folders TRL itself names (``checkpoint-<int>``) are removed; a user's ``checkpoint-8.bak`` or
-    ``checkpoint-final`` is no checkpoint of this run and is left alone.
-    """
-    for path in incomplete_checkpoints(run_dir, COMPLETE_FLAG):
-        logger.warning("removing incomplete checkpoint %s", path)
-        shutil.rmtree(path)

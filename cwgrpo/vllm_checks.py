@@ -6,7 +6,7 @@ engine): a memory share outside (0, 1], a mode other than colocate or server, a 
 processes (TRL's colocated engines), a context longer than the model's. All but the last are checked where
 the options are parsed (``snakemake -n`` through ``cwgrpo.optioncheck``, and ``cwgrpo train``); the
 context needs the model's config.json, so ``cwgrpo train`` checks it before it starts any engine or
-server.
+server. ``cwgrpo evaluate``'s engine takes its memory share through the same check.
 """
 
 from __future__ import annotations
@@ -21,10 +21,8 @@ from cwgrpo.configs import ConfigError
 def check_vllm_options(options: Mapping[str, Any], num_processes: int = 1) -> None:
     """Raise ``ConfigError`` on a vLLM setting of TRL's options that vLLM would refuse."""
     share = options.get("vllm_gpu_memory_utilization")
-    if isinstance(share, (int, float)) and not isinstance(share, bool) and not 0 < share <= 1:
-        raise ConfigError(
-            f"vllm_gpu_memory_utilization={share}: the share of GPU memory vLLM may use must be in (0, 1]"
-        )
+    if isinstance(share, (int, float)) and not isinstance(share, bool):
+        check_memory_share("vllm_gpu_memory_utilization", share)
     context = options.get("vllm_max_model_length")
     if isinstance(context, int) and not isinstance(context, bool) and context < 1:
         raise ConfigError(f"vllm_max_model_length={context}: a context length must be >= 1 token")
@@ -49,6 +47,13 @@ def check_vllm_options(options: Mapping[str, Any], num_processes: int = 1) -> No
             f"vllm_tensor_parallel_size={size} does not divide num_processes={num_processes}: each colocated "
             "vLLM engine spans that many training processes; choose a divisor"
         )
+
+
+def check_memory_share(name: str, share: float) -> None:
+    """Raise ``ConfigError`` unless ``share`` (option ``name``: training's or evaluation's engine) is a
+    share of GPU memory vLLM accepts, in (0, 1] (NaN is not)."""
+    if not 0 < share <= 1:
+        raise ConfigError(f"{name}={share}: the share of GPU memory vLLM may use must be in (0, 1]")
 
 
 def check_context_fits_model(options: Mapping[str, Any], model_dir: str | Path) -> None:

@@ -37,7 +37,7 @@ from cwgrpo import rewards as rewards_mod
 from cwgrpo import weighting as W
 from cwgrpo.configs import ConfigError, build_config, parse_overrides
 from cwgrpo.data import DATASETS, get_dataset, load_records, normalise, prepare
-from cwgrpo.evaluate import EvalConfig, evaluate
+from cwgrpo.evaluate import EvalConfig, ModelJobs, evaluate_models
 from cwgrpo.generation import check_model_dir
 from cwgrpo.io import ResultFileError
 from cwgrpo.report import claims as claims_mod
@@ -128,7 +128,8 @@ def _eval_cfg(**kw: Any):
 
 def _evaluate(ctx: Ctx, model_dir: Path, benchmark: Path | None = None):
     bench = benchmark or ctx.records("bench.jsonl")
-    return evaluate(model_dir, bench, ctx.tmp / "out.jsonl", ctx.tmp / "out.summary.json", EvalConfig(), {})
+    jobs = [(bench, ctx.tmp / "out.jsonl", ctx.tmp / "out.summary.json")]
+    return evaluate_models([ModelJobs(model_dir, {}, jobs)], EvalConfig())
 
 
 def _cw(logps, adv, mask, variant="released"):
@@ -821,7 +822,10 @@ def _evaluate_onto(ctx: Ctx, which: str):
     before = bench.read_bytes()
     out, summary = (bench, ctx.tmp / "s.json") if which == "out" else (ctx.tmp / "o.jsonl", bench)
     try:
-        evaluate(ctx.model, bench, out, summary, EvalConfig(prompt_set="tiny", max_new_tokens=4), {})
+        evaluate_models(
+            [ModelJobs(ctx.model, {}, [(bench, out, summary)])],
+            EvalConfig(prompt_set="tiny", max_new_tokens=4),
+        )
     finally:
         assert bench.read_bytes() == before, "the benchmark was overwritten"
 
@@ -871,10 +875,8 @@ def _huge_problem_file(ctx: Ctx, chars: int = 10_000_000) -> Path:
 def _evaluate_huge_problem(ctx: Ctx):
     start = time.perf_counter()
     try:
-        evaluate(
-            ctx.model, _huge_problem_file(ctx), ctx.tmp / "out.jsonl", ctx.tmp / "out.summary.json",
-            EvalConfig(prompt_set="tiny", max_new_tokens=4), {},
-        )  # fmt: skip
+        jobs = [(_huge_problem_file(ctx), ctx.tmp / "out.jsonl", ctx.tmp / "out.summary.json")]
+        evaluate_models([ModelJobs(ctx.model, {}, jobs)], EvalConfig(prompt_set="tiny", max_new_tokens=4))
     finally:
         assert time.perf_counter() - start < 30, "the check itself took too long"
 
@@ -1062,7 +1064,8 @@ def _bf16(variant: str) -> None:
 
 
 def _partial_checkpoint(ctx: Ctx) -> None:
-    from cwgrpo.train import COMPLETE_FLAG, _remove_incomplete_checkpoints, complete_checkpoints
+    from cwgrpo.checkpoints import complete_checkpoints, remove_incomplete_checkpoints
+    from cwgrpo.runguard import COMPLETE_FLAG
 
     run = ctx.tmp / "run"
     for step in (10, 20):
@@ -1071,12 +1074,12 @@ def _partial_checkpoint(ctx: Ctx) -> None:
     (run / "checkpoint-10" / COMPLETE_FLAG).write_text('{"step": 10}')
     (run / "checkpoint-30").mkdir()  # an empty folder, cut before anything was written
     assert list(complete_checkpoints(run)) == [10]
-    _remove_incomplete_checkpoints(run)
+    remove_incomplete_checkpoints(run)
     assert sorted(p.name for p in run.iterdir()) == ["checkpoint-10"]
 
 
 def _cut_log_line(ctx: Ctx) -> None:
-    from cwgrpo.train import truncate_log
+    from cwgrpo.checkpoints import truncate_log
 
     log = ctx.write("metrics.jsonl", '{"step": 1}\n{"step": 2}\n{"step": 3, "lo')
     truncate_log(log, 5)
@@ -1126,7 +1129,8 @@ DEFINED = [
 
 
 def _user_checkpoint_copies_kept(ctx: Ctx) -> None:
-    from cwgrpo.train import COMPLETE_FLAG, _remove_incomplete_checkpoints
+    from cwgrpo.checkpoints import remove_incomplete_checkpoints
+    from cwgrpo.runguard import COMPLETE_FLAG
 
     run = ctx.tmp / "run"
     for name in ("checkpoint-8", "checkpoint-8.bak", "checkpoint-final", "checkpoint-9"):
@@ -1134,7 +1138,7 @@ def _user_checkpoint_copies_kept(ctx: Ctx) -> None:
         (run / name / "model.safetensors").write_bytes(b"\0" * 16)
     for name in ("checkpoint-8", "checkpoint-8.bak"):
         (run / name / COMPLETE_FLAG).write_text('{"step": 8}')
-    _remove_incomplete_checkpoints(run)  # only checkpoint-9 was cut by a kill
+    remove_incomplete_checkpoints(run)  # only checkpoint-9 was cut by a kill
     assert sorted(p.name for p in run.iterdir()) == ["checkpoint-8", "checkpoint-8.bak", "checkpoint-final"]
 
 
@@ -1243,22 +1247,22 @@ def _repeated_list_flags_extend(ctx: Ctx) -> None:
 
 
 def _unparseable_gold_is_unscorable(ctx: Ctx) -> None:
-    from cwgrpo.scoring import gold_is_scorable, grade_detailed
+    from cwgrpo.scoring import grade_detailed
 
     for gold in ("\\frac{", "???"):
-        assert not gold_is_scorable(gold), gold
         result = grade_detailed("\\boxed{" + gold + "}", gold)  # the same string: no longer "correct"
         assert result.unscorable and not result.correct, (gold, result)
     for gold in ("\\text{Evelyn}", "(A)", "\\frac{1}{2}", "2,3"):
-        assert gold_is_scorable(gold), gold
+        assert not grade_detailed("", gold).unscorable, gold
 
 
 def _unfinished_reasoning_has_no_answer(ctx: Ctx) -> None:
-    from cwgrpo.scoring import extract_answer, grade_detailed
+    from cwgrpo.scoring import grade_detailed
 
     result = grade_detailed("<think>\n88-52=", "88")
     assert result.extracted is None and not result.correct
-    assert extract_answer("<think>\n88-52=36\n\\boxed{36}") is None  # boxed, but inside unfinished reasoning
+    inside = grade_detailed("<think>\n88-52=36\n\\boxed{36}", "36")  # boxed, but inside unfinished reasoning
+    assert inside.extracted is None and not inside.correct
     assert grade_detailed("<think>\n88-52=36\n</think>\n\\boxed{36}", "36").correct  # finished: graded
     assert grade_detailed("The answer is \\boxed{36}", "36").correct  # no think block at all: graded
 

@@ -10,9 +10,9 @@ import subprocess
 
 import pytest
 
+from cwgrpo.checkpoints import check_same_config
 from cwgrpo.configs import ConfigError
-from cwgrpo.runguard import aside_path, check_logs_cover
-from cwgrpo.train import COMPLETE_FLAG, check_same_config
+from cwgrpo.runguard import COMPLETE_FLAG, aside_path, check_logs_cover
 
 INPUTS = {"model": {"files_sha256": "m", "files": 1, "marker": {}}, "train_data_sha256": "d"}
 

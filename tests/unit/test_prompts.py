@@ -65,7 +65,7 @@ def test_evaluate_system_prompt_replaces_the_prompt_sets_own():
 
 
 def test_evaluation_log_line_rounds_every_number():
-    from cwgrpo.evaluate import summary_line
+    from cwgrpo.eval_summary import summary_line
 
     summary = {"pass1": 0.25, "k": 2, "avg_k": 0.1875, "avg_k_ci95": [0.24024999999999636, None]}
     assert summary_line("syn", summary) == "syn: pass1 0.250, avg@2 0.188 [0.240, none]"

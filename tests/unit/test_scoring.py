@@ -9,8 +9,6 @@ import pytest
 
 from cwgrpo.scoring import (
     GradeResult,
-    extract_answer,
-    gold_is_scorable,
     grade,
     grade_detailed,
     grade_many,
@@ -65,7 +63,7 @@ def test_multiple_boxed_answers_last_wins():
     completion = "First try \\boxed{3}, but that is wrong; the answer is \\boxed{4}."
     assert grade(completion, "4")
     assert not grade(completion, "3")
-    assert extract_answer(completion) == "4"
+    assert grade_detailed(completion, "3").extracted == "4"
 
 
 def test_only_the_text_after_the_last_think_close_counts():
@@ -93,16 +91,15 @@ def test_unbalanced_braces_do_not_crash():
 
 def test_unscorable_gold_is_never_correct():
     for gold in ["", "   ", "}", "\\text{}"]:
-        assert not gold_is_scorable(gold)
         result = grade_detailed("\\boxed{}", gold)
         assert result.unscorable and not result.correct
-    assert gold_is_scorable("\\frac{1}{2}") and gold_is_scorable("27")
+    assert not grade_detailed("", "\\frac{1}{2}").unscorable and not grade_detailed("", "27").unscorable
 
 
-def test_extract_answer_forms():
-    assert extract_answer("so \\boxed{\\frac{1}{2}}.") == "\\frac{1}{2}"
-    assert extract_answer("The final answer is $\\frac{3}{4}$.") == "\\frac{3}{4}"
-    assert extract_answer("no digits at all") is None
+def test_extracted_answer_forms():
+    assert grade_detailed("so \\boxed{\\frac{1}{2}}.", "0").extracted == "\\frac{1}{2}"
+    assert grade_detailed("The final answer is $\\frac{3}{4}$.", "0").extracted == "\\frac{3}{4}"
+    assert grade_detailed("no digits at all", "0").extracted is None
 
 
 PATHOLOGICAL = {
@@ -139,6 +136,13 @@ def test_unboxed_power_tower_is_not_read_as_its_first_term():
 
 
 def test_grade_from_a_thread_uses_a_helper_process():
+    from cwgrpo.scoring import _helper_pool
+
+    def pool_calls() -> int:
+        info = _helper_pool.cache_info()
+        return info.hits + info.misses
+
+    before = pool_calls()
     out = {}
 
     def work():
@@ -149,6 +153,7 @@ def test_grade_from_a_thread_uses_a_helper_process():
     t.start()
     t.join(60)
     assert out == {"ok": True, "bad": False}
+    assert pool_calls() == before + 2, "a grade from another thread must go to the helper process"
 
 
 def test_grade_many_matches_sequential_and_keeps_order():
@@ -178,11 +183,11 @@ def test_first_answer_of_a_fresh_process_is_not_charged_for_the_import():
     import sys
 
     code = (
-        "from cwgrpo.scoring import gold_is_scorable, grade_detailed\n"
-        "print(gold_is_scorable('1/3', timeout_s=0.5))\n"
+        "from cwgrpo.scoring import grade_detailed\n"
+        "print(not grade_detailed('', '1/3', timeout_s=0.5).unscorable)\n"
         "print(grade_detailed('\\\\boxed{\\\\frac{1}{3}}', '2/6', timeout_s=0.5).correct)\n"
     )
-    for probe in (code, code.replace("print(gold_is_scorable('1/3', timeout_s=0.5))\n", "")):
+    for probe in (code, code.replace("print(not grade_detailed('', '1/3', timeout_s=0.5).unscorable)\n", "")):
         out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120)
         assert out.returncode == 0, out.stderr
         assert set(out.stdout.split()) == {"True"}, out.stdout

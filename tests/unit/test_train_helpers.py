@@ -1,11 +1,8 @@
-"""Pure helpers of `cwgrpo train`: option splitting, resume bookkeeping."""
-
-import json
+"""Pure helpers of `cwgrpo train`: option splitting and checking, tags, monitoring names."""
 
 import pytest
 
-from cwgrpo.configs import ConfigError
-from cwgrpo.train import COMPLETE_FLAG, complete_checkpoints, parse_tags, truncate_log
+from cwgrpo.configs import ConfigError, parse_tags
 from cwgrpo.train_config import split_options
 
 
@@ -47,23 +44,6 @@ def test_parse_tags_keeps_integers_as_integers():
         parse_tags(["oops"])
 
 
-def test_complete_checkpoints_ignores_folders_without_the_flag(tmp_path):
-    for step in (2, 4, 6):
-        (tmp_path / f"checkpoint-{step}").mkdir()
-    for step in (2, 4):
-        (tmp_path / f"checkpoint-{step}" / COMPLETE_FLAG).write_text("{}")
-    (tmp_path / "checkpoint-x").mkdir()
-    assert list(complete_checkpoints(tmp_path)) == [2, 4]
-
-
-def test_truncate_log_drops_steps_after_the_resume_point_and_cut_lines(tmp_path):
-    path = tmp_path / "metrics.jsonl"
-    lines = [json.dumps({"step": s, "loss": s / 10}) for s in (1, 2, 3, 4)]
-    path.write_text("\n".join(lines) + '\n{"step": 5, "lo')
-    truncate_log(path, 2)
-    assert [json.loads(line)["step"] for line in path.read_text().splitlines()] == [1, 2]
-
-
 def test_shipped_grpo_config_fields_equal_the_live_class():
     """The workflow checks `train` options against cwgrpo/resources/grpo_config_fields.json (no TRL import
     at parse time); after a TRL upgrade, `python -m cwgrpo.optioncheck` rewrites it."""
@@ -99,27 +79,6 @@ def test_monitoring_names_from_tags_only_when_a_logger_is_on(monkeypatch):
     import os
 
     assert os.environ["WANDB_RUN_GROUP"] == "135m/cw_grpo"
-
-
-def test_finalize_copies_each_live_log_to_its_file_and_the_timings_where_told(tmp_path):
-    from cwgrpo.train import finalize, log_files
-
-    run = tmp_path / "run"
-    (run / "live").mkdir(parents=True)
-    (run / "live" / "metrics.jsonl").write_text('{"step": 1, "loss": 0.5}\n')
-    (run / "live" / "timings.jsonl").write_text('{"step": 1, "step_time": 2.0}\n')
-    timings = tmp_path / "logs" / "t.jsonl"
-    finalize(run, {"tags": {}}, {"job": {}}, None, log_files(run, timings))
-    assert (run / "metrics.jsonl").read_text() == '{"step": 1, "loss": 0.5}\n'
-    assert timings.read_text() == '{"step": 1, "step_time": 2.0}\n'
-    assert not (run / "timings.jsonl").exists()
-    assert (run / "cov_samples.jsonl").read_text() == ""  # no samples logged: an empty file, still written
-    assert json.loads((run / "run.json").read_text()) == {
-        "tags": {},
-        "config": {"job": {}},
-        "resumed_from": None,
-        "learning_signal": [],  # the log's stretches without learning signal: none in one line with a loss
-    }
 
 
 @pytest.mark.parametrize("given, expected", [({}, True), ({"gradient_checkpointing": False}, False)])

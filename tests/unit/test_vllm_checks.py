@@ -29,6 +29,16 @@ def test_memory_shares_vllm_accepts_pass():
         check_vllm_options({"vllm_gpu_memory_utilization": share})
 
 
+@pytest.mark.parametrize("share", [0, 1.5, float("nan"), float("inf")])
+def test_evaluation_refuses_the_memory_shares_training_refuses(share):
+    from cwgrpo.evaluate import EvalConfig
+
+    with pytest.raises(ConfigError, match=rf"^gpu_memory_utilization={share}: .* in \(0, 1\]$"):
+        EvalConfig(backend="vllm", gpu_memory_utilization=share)
+    with pytest.raises(ConfigError, match=rf"^vllm_gpu_memory_utilization={share}: .* in \(0, 1\]$"):
+        check_vllm_options({"vllm_gpu_memory_utilization": share})
+
+
 def test_tensor_parallel_size_must_divide_the_colocated_processes():
     colocated = {"use_vllm": True, "vllm_mode": "colocate", "vllm_tensor_parallel_size": 2}
     with pytest.raises(OptionError, match="vllm_tensor_parallel_size=2 does not divide num_processes=3"):

@@ -1,4 +1,5 @@
-"""Pruning of resume-only state from older checkpoints (cwgrpo.train.prune_resume_state), on fake folders."""
+"""A run folder's checkpoint bookkeeping (cwgrpo.checkpoints) on fake folders: complete checkpoints, pruned
+resume state, cut logs, the outputs written at the end."""
 
 from __future__ import annotations
 
@@ -6,8 +7,17 @@ import json
 
 import pytest
 
+from cwgrpo.checkpoints import (
+    PRUNED_FLAG,
+    check_resumable,
+    complete_checkpoints,
+    finalize,
+    log_files,
+    prune_resume_state,
+    truncate_log,
+)
 from cwgrpo.configs import ConfigError
-from cwgrpo.train import COMPLETE_FLAG, PRUNED_FLAG, check_resumable, prune_resume_state
+from cwgrpo.runguard import COMPLETE_FLAG
 
 WEIGHTS = ("model.safetensors", "config.json", "tokenizer.json", "trainer_state.json")
 STATE = ("optimizer.pt", "scheduler.pt", "rng_state_0.pth", "latest", "zero_to_fp32.py")
@@ -52,3 +62,39 @@ def test_a_pruned_checkpoint_is_never_resumed_from(tmp_path):
     check_resumable(new)
     with pytest.raises(ConfigError, match="holds no optimiser state"):
         check_resumable(old)
+
+
+def test_complete_checkpoints_ignores_folders_without_the_flag(tmp_path):
+    for step in (2, 4, 6):
+        (tmp_path / f"checkpoint-{step}").mkdir()
+    for step in (2, 4):
+        (tmp_path / f"checkpoint-{step}" / COMPLETE_FLAG).write_text("{}")
+    (tmp_path / "checkpoint-x").mkdir()
+    assert list(complete_checkpoints(tmp_path)) == [2, 4]
+
+
+def test_truncate_log_drops_steps_after_the_resume_point_and_cut_lines(tmp_path):
+    path = tmp_path / "metrics.jsonl"
+    lines = [json.dumps({"step": s, "loss": s / 10}) for s in (1, 2, 3, 4)]
+    path.write_text("\n".join(lines) + '\n{"step": 5, "lo')
+    truncate_log(path, 2)
+    assert [json.loads(line)["step"] for line in path.read_text().splitlines()] == [1, 2]
+
+
+def test_finalize_copies_each_live_log_to_its_file_and_the_timings_where_told(tmp_path):
+    run = tmp_path / "run"
+    (run / "live").mkdir(parents=True)
+    (run / "live" / "metrics.jsonl").write_text('{"step": 1, "loss": 0.5}\n')
+    (run / "live" / "timings.jsonl").write_text('{"step": 1, "step_time": 2.0}\n')
+    timings = tmp_path / "logs" / "t.jsonl"
+    finalize(run, {"tags": {}}, {"job": {}}, None, log_files(run, timings))
+    assert (run / "metrics.jsonl").read_text() == '{"step": 1, "loss": 0.5}\n'
+    assert timings.read_text() == '{"step": 1, "step_time": 2.0}\n'
+    assert not (run / "timings.jsonl").exists()
+    assert (run / "cov_samples.jsonl").read_text() == ""  # no samples logged: an empty file, still written
+    assert json.loads((run / "run.json").read_text()) == {
+        "tags": {},
+        "config": {"job": {}},
+        "resumed_from": None,
+        "learning_signal": [],  # the log's stretches without learning signal: none in one line with a loss
+    }
