@@ -15,8 +15,11 @@ import pytest
 import torch
 
 from cwgrpo import weighting as W
+from cwgrpo.weighting.kernel import _normalised_kernel
+from cwgrpo.weighting.masks import valid_tokens
 from cwgrpo.weighting import (
     METHODS,
+    MethodInputs,
     MethodOptions,
     MethodOutput,
     clip_cov_select,
@@ -166,7 +169,7 @@ def test_cw_weights_released_sums_to_padded_size(seed):
 @pytest.mark.parametrize("variant", VARIANTS)
 def test_cw_weights_symmetric_in_sign_of_covariance(variant):
     logps, adv, mask = _batch(seed=3)
-    centring = W.VARIANT_CENTRING[variant]
+    centring = W.VARIANT_KNOBS[variant].centring
     # A -> -A flips mean_A too, so every c flips sign
     cov, cov_flip = (token_covariance(logps, a, mask, centring=centring) for a in (adv, -adv))
     torch.testing.assert_close(cov_flip, -cov, rtol=0, atol=1e-12)
@@ -177,7 +180,7 @@ def test_cw_weights_symmetric_in_sign_of_covariance(variant):
 @pytest.mark.parametrize("variant", VARIANTS)
 def test_cw_weights_decreasing_in_abs_covariance(variant):
     logps, adv, mask = _batch(b=8, t=16, seed=4)
-    centring = W.VARIANT_CENTRING[variant]
+    centring = W.VARIANT_KNOBS[variant].centring
     m = mask.bool()
     cov = token_covariance(logps, adv, mask, centring=centring)[m]
     w = cw_weights(logps, adv, mask, variant=variant)[m]
@@ -223,8 +226,8 @@ def test_cw_weights_constant_advantages_reproduce_grpo():
 def test_kernel_tends_to_one_as_sigma_grows():
     logps, adv, mask = _batch(seed=8)
     cov = token_covariance(logps, adv, mask, centring="batch")
-    mk = W._prepare_mask(mask, logps, adv, torch.float64)
-    w = W._normalised_kernel(cov, mk, torch.tensor(1e12, dtype=torch.float64), mk.n)
+    tokens = valid_tokens(mask, logps, adv, torch.float64)
+    w = _normalised_kernel(cov, tokens, torch.tensor(1e12, dtype=torch.float64), tokens.total)
     torch.testing.assert_close(w, mask.double(), rtol=0, atol=1e-12)
 
 
@@ -412,7 +415,7 @@ def _spread_batch():
 def test_clip_cov_method_on_policy_zeroes_only_band_tokens():
     logps, adv, mask = _spread_batch()
     opts = _opts(clip_cov_ratio=0.02)
-    out = get_method("clip_cov")(logps, None, adv, mask, opts, torch.Generator().manual_seed(0))
+    out = get_method("clip_cov")(MethodInputs(logps, None, adv, mask, torch.Generator().manual_seed(0)), opts)
     cov = token_covariance(logps, adv, mask, centring="batch")
     band = mask.bool() & (cov > 1) & (cov < 5)
     zeroed = out.multipliers == 0
@@ -432,7 +435,7 @@ def test_clip_cov_method_skips_ppo_clipped_tokens():
     old[adv < 0, :10] += 1.0  # ratio 1/e < 1 - eps_low for A < 0: clipped too
     clipped = mask.bool() & ((adv[:, None] > 0) | ((adv[:, None] < 0) & (torch.arange(64) < 10)))
     out = get_method("clip_cov")(
-        logps, old, adv, mask, _opts(clip_cov_ratio=1.0), torch.Generator().manual_seed(0)
+        MethodInputs(logps, old, adv, mask, torch.Generator().manual_seed(0)), _opts(clip_cov_ratio=1.0)
     )
     cov = token_covariance(logps, adv, mask, centring="batch")
     band = mask.bool() & (cov > 1) & (cov < 5)
@@ -470,7 +473,7 @@ def test_kl_cov_method_penalises_top_k():
     logps, adv, mask = _spread_batch()
     old = logps - 0.1 * torch.arange(64, dtype=logps.dtype)
     opts = _opts(kl_cov_ratio=0.05, kl_cov_coef=0.5)
-    out = get_method("kl_cov")(logps, old, adv, mask, opts, None)
+    out = get_method("kl_cov")(MethodInputs(logps, old, adv, mask), opts)
     sel = kl_cov_select(token_covariance(logps, adv, mask, centring="batch"), mask, ratio=0.05)
     assert torch.equal(out.multipliers, torch.ones_like(out.multipliers))
     torch.testing.assert_close(out.penalty, torch.where(sel, 0.5 * (logps - old).abs(), torch.zeros(())))
@@ -484,7 +487,7 @@ def test_kl_cov_penalty_on_policy_has_zero_gradient(on_policy):
     logps, adv, mask = _spread_batch()
     logps.requires_grad_(True)
     old = None if on_policy == "none" else logps.detach()
-    out = get_method("kl_cov")(logps, old, adv, mask, _opts(kl_cov_ratio=0.1), None)
+    out = get_method("kl_cov")(MethodInputs(logps, old, adv, mask), _opts(kl_cov_ratio=0.1))
     assert bool((out.penalty == 0).all())
     out.penalty.sum().backward()
     assert torch.equal(logps.grad, torch.zeros_like(logps))
@@ -560,7 +563,7 @@ def test_registry_names_resolve_and_run(device):
         assert fn is METHODS[name]
         for variant in VARIANTS:
             gen = torch.Generator().manual_seed(0)  # a CPU generator, as the trainer passes
-            out = fn(logps, logps.detach() - 0.1, adv, mask, _opts(cw_variant=variant), gen)
+            out = fn(MethodInputs(logps, logps.detach() - 0.1, adv, mask, gen), _opts(cw_variant=variant))
             assert isinstance(out, MethodOutput)
             assert out.multipliers.shape == logps.shape and out.multipliers.dtype == torch.float32
             assert all(not v.requires_grad and v.ndim == 0 for v in out.metrics.values())
@@ -568,14 +571,14 @@ def test_registry_names_resolve_and_run(device):
 
 def test_registry_grpo_multipliers_exactly_one():
     logps, adv, mask = _spread_batch()
-    out = get_method("grpo")(logps, None, adv, mask, _opts(), None)
+    out = get_method("grpo")(MethodInputs(logps, None, adv, mask), _opts())
     assert torch.equal(out.multipliers, torch.ones_like(logps)) and out.penalty is None
 
 
 @pytest.mark.parametrize("variant", VARIANTS)
 def test_registry_cw_grpo_uses_variant(variant):
     logps, adv, mask = _spread_batch()
-    out = get_method("cw_grpo")(logps, None, adv, mask, _opts(cw_variant=variant), None)
+    out = get_method("cw_grpo")(MethodInputs(logps, None, adv, mask), _opts(cw_variant=variant))
     assert torch.equal(out.multipliers, cw_weights(logps, adv, mask, variant=variant))
     assert out.penalty is None and out.metrics == {}
 
@@ -599,9 +602,12 @@ def test_registry_unknown_name_lists_known():
         get_method("nope")
 
 
-def test_variant_centring_matches_spec_table():
-    assert W.VARIANT_CENTRING == {"released": "sequence", "described": "batch"}
-    assert set(W.VARIANT_CENTRING) == set(W.CW_VARIANTS)
+def test_variant_knobs_match_spec_table():
+    assert W.VARIANT_KNOBS == {
+        "released": W.CWKnobs(centring="sequence", normaliser="padded", gradient=True),
+        "described": W.CWKnobs(centring="batch", normaliser="valid", gradient=False),
+    }
+    assert set(W.VARIANT_KNOBS) == set(W.CW_VARIANTS)
 
 
 def test_method_options_have_no_defaults():
@@ -634,7 +640,7 @@ def test_bad_inputs_raise_value_error():
     with pytest.raises(ValueError, match="logps must be a floating-point tensor"):
         cw_weights(mask, adv, mask, variant="released")
     with pytest.raises(ValueError, match=r"old_logps shape \(2, 2\) must equal logps shape \(2, 3\)"):
-        get_method("kl_cov")(lp, lp[:, :2], adv, mask, _opts(), None)
+        MethodInputs(lp, lp[:, :2], adv, mask)
     with pytest.raises(ValueError, match=r"ratio must be in \[0, 1\]"):
         kl_cov_select(lp, mask, ratio=1.5)
 
@@ -652,12 +658,18 @@ def test_import_does_not_pull_trl_or_transformers():
 
 
 def test_source_has_no_host_sync_calls():
-    tree = ast.parse(Path(W.__file__).read_text())
-    attrs = {node.attr for node in ast.walk(tree) if isinstance(node, ast.Attribute)}
-    assert not attrs & {"item", "nonzero", "tolist", "cpu", "numpy"}
-    imports = {a.name.split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
-    imports |= {n.module.split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module}
-    assert imports <= {"torch", "math", "dataclasses", "typing", "collections", "__future__"}
+    sources = sorted(Path(W.__file__).parent.glob("*.py"))
+    assert len(sources) > 1
+    for source in sources:
+        tree = ast.parse(source.read_text())
+        attrs = {node.attr for node in ast.walk(tree) if isinstance(node, ast.Attribute)}
+        assert not attrs & {"item", "nonzero", "tolist", "cpu", "numpy"}, source.name
+        imports = {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
+        imports |= {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module}
+        ours = {name for name in imports if name.startswith("cwgrpo.")}
+        assert all(name.startswith("cwgrpo.weighting.") for name in ours), source.name
+        outside = {name.split(".")[0] for name in imports - ours}
+        assert outside <= {"torch", "math", "dataclasses", "typing", "collections", "__future__"}, source.name
 
 
 # ------------------------------------------------------------------ one-knob overrides (the study's ablation)
@@ -734,14 +746,13 @@ def test_bad_knob_values_are_refused_by_name(kw, message):
     with pytest.raises(ValueError, match=re.escape(message)):
         cw_weights(lp, adv, mask, variant="released", **kw)
     names = {"centring": "cw_centring", "normaliser": "cw_normaliser", "gradient": "cw_weight_gradient"}
-    opts = _opts(cw_variant="released", **{names[k]: v for k, v in kw.items()})
     with pytest.raises(ValueError, match=re.escape(message)):
-        _ = opts.cw_knobs
+        _opts(cw_variant="released", **{names[k]: v for k, v in kw.items()})
 
 
 def test_cw_grpo_method_applies_the_knobs_of_its_options():
     lp, adv, mask = _batch(seed=11)
     opts = _opts(cw_variant="released", cw_centring="batch", cw_normaliser="valid", cw_weight_gradient=False)
-    out = get_method("cw_grpo")(lp, None, adv, mask, opts, None)
+    out = get_method("cw_grpo")(MethodInputs(lp, None, adv, mask), opts)
     want = cw_weights(lp, adv, mask, variant="released", centring="batch", normaliser="valid", gradient=False)
     assert torch.equal(out.multipliers, want.float())
