@@ -226,8 +226,8 @@ class CWGRPOTrainer(GRPOTrainer):
         if self.use_vllm and self.vllm_mode == "server" and client is not None:
             context_budget.fit_client_to_context(client)  # each request: the rest of the server's context
         self._cw_method = weighting.get_method(self.args.cw_method)
-        if self.args.cw_method == "kl_cov":
-            # Cui et al.'s KL-Cov has no PPO ratio clip for any token (spec method.md §3): with infinite
+        if self.args.cw_method in weighting.UNCLIPPED:
+            # e.g. Cui et al.'s KL-Cov: no PPO ratio clip for any token (spec method.md §3); with infinite
             # bounds TRL's clamp is the identity. Clip-Cov keeps the clip (and skips the tokens it caught).
             self.epsilon_low = self.epsilon_high = math.inf
         self._cw_options = self.args.method_options(self.epsilon_low, self.epsilon_high)

@@ -51,6 +51,7 @@ from cwgrpo.weighting.masks import masked_mean
 from cwgrpo.weighting.methods import method_diagnostics
 from cwgrpo.weighting.registry import (
     METHODS,
+    UNCLIPPED,
     MethodFn,
     MethodInputs,
     MethodOptions,
@@ -64,6 +65,7 @@ __all__ = [
     "CW_VARIANTS",
     "METHODS",
     "RELEASED_SIGMA_EPS",
+    "UNCLIPPED",
     "VARIANT_KNOBS",
     "CWKnobs",
     "MethodFn",

@@ -122,11 +122,11 @@ def clip_cov(batch: MethodInputs, opts: MethodOptions) -> MethodOutput:
     return MethodOutput(multipliers, None, {"cw/frac_tokens_clipped": _frac(selected, m)})
 
 
-@register_method("kl_cov")
+@register_method("kl_cov", ppo_clip=False)
 def kl_cov(batch: MethodInputs, opts: MethodOptions) -> MethodOutput:
     """KL-Cov: multipliers 1, penalty ``kl_cov_coef * |logp - old|`` on the top-k covariance tokens.
 
-    Differs from verl: verl also turns PPO clipping off for every token; that is the caller's job here
+    Registered with ``ppo_clip=False``: as in verl, the trainer turns PPO clipping off for every token
     (this function cannot change how the caller clips). With ``old_logps`` None the penalty and its
     gradient are exactly 0 (spec method.md §3). Metrics: ``cw/frac_tokens_penalised`` (selected / valid
     tokens).

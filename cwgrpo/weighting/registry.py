@@ -108,10 +108,12 @@ class MethodOutput:
 MethodFn = Callable[[MethodInputs, MethodOptions], MethodOutput]
 
 METHODS: dict[str, MethodFn] = {}
+UNCLIPPED: set[str] = set()  # methods under which the trainer turns TRL's PPO ratio clip off
 
 
-def register_method(name: str) -> Callable[[MethodFn], MethodFn]:
-    """Decorator registering ``fn`` under ``name`` (and returning it unchanged).
+def register_method(name: str, *, ppo_clip: bool = True) -> Callable[[MethodFn], MethodFn]:
+    """Decorator registering ``fn`` under ``name`` (and returning it unchanged); ``ppo_clip=False``: the
+    trainer applies no PPO ratio clip to any token while this method runs (KL-Cov's rule).
 
     Raises:
         ValueError: if the name is taken.
@@ -121,6 +123,8 @@ def register_method(name: str) -> Callable[[MethodFn], MethodFn]:
         if name in METHODS:
             raise ValueError(f"method {name!r} is already registered; known: {sorted(METHODS)}")
         METHODS[name] = fn
+        if not ppo_clip:
+            UNCLIPPED.add(name)
         return fn
 
     return decorator

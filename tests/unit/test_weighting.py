@@ -598,6 +598,18 @@ def test_registry_duplicate_raises():
         METHODS.pop("_test_tmp", None)
 
 
+def test_registration_says_which_methods_run_without_the_ppo_clip():
+    assert {"kl_cov"} == W.UNCLIPPED  # KL-Cov (spec method.md §3); Clip-Cov keeps the clip
+    try:
+        register_method("_test_unclipped", ppo_clip=False)(lambda *a: None)
+        register_method("_test_clipped")(lambda *a: None)
+        assert {"kl_cov", "_test_unclipped"} == W.UNCLIPPED
+    finally:
+        for name in ("_test_unclipped", "_test_clipped"):
+            METHODS.pop(name, None)
+        W.UNCLIPPED.discard("_test_unclipped")
+
+
 def test_registry_unknown_name_lists_known():
     with pytest.raises(
         ValueError, match=re.escape("unknown method 'nope'; known: ['clip_cov', 'cw_grpo', 'grpo', 'kl_cov']")
