@@ -56,7 +56,7 @@ def kind_of(annotation: Any) -> str:
 def describe_config(cls: type) -> dict[str, Any]:
     """``{fields: {name: kind}, choices: {name: [values]}}`` of ``CWGRPOConfig`` (imports TRL)."""
     from cwgrpo import weighting
-    from cwgrpo.trainer import TRL_LOSS_TYPES
+    from cwgrpo.trl_loss import TRL_LOSS_TYPES
 
     hints = typing.get_type_hints(cls)
     return {

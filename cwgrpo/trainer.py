@@ -27,7 +27,7 @@ behaviour:
   temperature inside ``GRPOTrainer.__init__``; we build it with this one instead.
 - ``cw_one_group_per_micro_batch``: every loss micro-batch is exactly one prompt's G completions, as in
   the released run (so ``mean_A`` is 0 and sigma is per group). Checked in ``__post_init__`` (batch
-  geometry) and at every micro-batch (all rows share one prompt).
+  geometry) and at every micro-batch (all rows share one prompt): :mod:`cwgrpo.one_group`.
 - ``max_prompt_length``: prompt ids cut from the left after generation, for the loss and the reference
   log-probs (TRL 0.15.2's ``prompt_ids[:, -max_prompt_length:]``; generation saw the whole prompt, as the
   released vLLM path did). TRL 1.16 has no such option; no prompt is dropped.
@@ -39,12 +39,11 @@ At a few steps a random sample of (covariance, weight) pairs is written to ``cov
 
 from __future__ import annotations
 
-import contextlib
+import dataclasses
 import json
 import logging
 import math
 import os
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -52,12 +51,11 @@ import torch
 from trl import GRPOConfig, GRPOTrainer
 
 from cwgrpo import context_budget, learning_signal, released_stats, weighting
+from cwgrpo.fused_head import fused_head_temperature
+from cwgrpo.one_group import check_one_group, check_one_group_geometry
+from cwgrpo.trl_loss import TRL_LOSS_TYPES, aggregate_like_trl
 
 logger = logging.getLogger(__name__)
-
-# Every loss TRL 1.16's `_compute_loss` knows; `aggregate_like_trl` mirrors each one's normaliser, and
-# tests/parity checks both the `grpo` method's bit-identity with stock TRL and that reduction for each.
-TRL_LOSS_TYPES = ("grpo", "sapo", "bnpo", "dr_grpo", "dapo", "cispo", "vespo", "luspo")
 
 
 @dataclass
@@ -67,10 +65,8 @@ class CWGRPOConfig(GRPOConfig, learning_signal.SignalOptions):
     cw_method: str = field(
         default="cw_grpo",
         metadata={
-            "help": "Per-token advantage method (registry in cwgrpo.weighting): 'grpo' (all weights 1, "
-            "identical to TRL's GRPO), 'cw_grpo' (Gaussian-kernel reweighting, spec method.md §2), "
-            "'clip_cov' (Cui et al. 2025 Clip-Cov, §3), 'kl_cov' (Cui et al. 2025 KL-Cov, §3; acts only "
-            "with num_iterations > 1)."
+            "help": "Per-token advantage method, a name registered in cwgrpo.weighting.METHODS "
+            f"({', '.join(sorted(weighting.METHODS))}; spec method.md §2-§3)."
         },
     )
     cw_variant: str = field(
@@ -197,104 +193,16 @@ class CWGRPOConfig(GRPOConfig, learning_signal.SignalOptions):
         if self.max_prompt_length is not None and self.max_prompt_length < 1:
             raise ValueError(f"max_prompt_length={self.max_prompt_length}: must be >= 1, or None for no cut")
         if self.cw_one_group_per_micro_batch:
-            self._check_one_group_geometry()
-
-    def _check_one_group_geometry(self) -> None:
-        """The batch geometry under which TRL 1.16 hands the loss one whole group per micro-batch.
-
-        TRL's sampler yields each prompt ``num_generations`` times in a row, and each process takes
-        ``per_device_train_batch_size`` consecutive rows per micro-step, so a micro-batch is one group when
-        the two are equal. With ``steps_per_generation > 1`` TRL generates that many micro-batches at once
-        and shuffles the rows before splitting them (``_prepare_inputs``), which mixes groups.
-        """
-        if self.per_device_train_batch_size != self.num_generations:
-            raise ValueError(
-                f"cw_one_group_per_micro_batch: per_device_train_batch_size ({self.per_device_train_batch_size}) "
-                f"must equal num_generations ({self.num_generations}), so that each loss micro-batch is one "
-                "group; raise gradient_accumulation_steps to keep the prompts per optimiser step"
-            )
-        if self.steps_per_generation != 1:
-            raise ValueError(
-                f"cw_one_group_per_micro_batch: steps_per_generation must be 1, got {self.steps_per_generation} "
-                "(TRL 1.16 defaults it to gradient_accumulation_steps, then shuffles the generated rows across "
-                "that many micro-batches); set steps_per_generation: 1"
+            check_one_group_geometry(
+                self.per_device_train_batch_size, self.num_generations, self.steps_per_generation
             )
 
-
-def aggregate_like_trl(
-    per_token: torch.Tensor,
-    mask: torch.Tensor,
-    *,
-    loss_type: str,
-    training: bool,
-    gradient_accumulation_steps: int,
-    max_completion_length: int | None,
-    num_items_in_batch: torch.Tensor | None,
-    num_processes: int,
-    steps_per_generation: int,
-) -> torch.Tensor:
-    """Reduce a (B, T) per-token loss to a scalar exactly as TRL 1.16's ``_compute_loss`` reduces its own.
-
-    Used for the KL-Cov penalty, which is not an advantage multiplier and so is added after the parent's
-    loss; ``tests/parity`` checks this function against TRL's own reduction for every loss type.
-    """
-    mask = mask.to(per_token.dtype)
-    accumulation = gradient_accumulation_steps if training else 1.0
-    if loss_type in ("grpo", "sapo"):
-        return ((per_token * mask).sum(-1) / mask.sum(-1).clamp(min=1.0)).mean() / accumulation
-    if loss_type == "bnpo":
-        return (per_token * mask).sum() / mask.sum().clamp(min=1.0) / accumulation
-    if loss_type == "dr_grpo":
-        return (per_token * mask).sum() / (per_token.size(0) * max_completion_length) / accumulation
-    if loss_type in ("dapo", "cispo", "vespo"):
-        normaliser = num_items_in_batch.clamp(min=1.0) / num_processes
-        if training:
-            normaliser = normaliser * gradient_accumulation_steps / steps_per_generation
-        return (per_token * mask).sum() / normaliser
-    if loss_type == "luspo":
-        return (per_token * mask).sum(-1).mean() / accumulation
-    raise ValueError(f"no aggregation for loss_type={loss_type!r}; supported: {list(TRL_LOSS_TYPES)}")
-
-
-@contextlib.contextmanager
-def _fused_head_temperature(temperature: float | None) -> Iterator[None]:
-    """While TRL's ``__init__`` runs, build its fused LM heads with ``temperature`` (None: TRL's own).
-
-    TRL 1.16 computes every log-prob and entropy of the loss through a fused LM head whose temperature is
-    fixed when ``GRPOTrainer.__init__`` calls ``add_fused_lm_head(model, temperature=args.temperature)``
-    (policy and reference model alike); generation is unaffected. Swapping the function TRL's module
-    looks up, only for the duration of ``__init__``, changes that one argument and nothing else.
-    """
-    if temperature is None:
-        yield
-        return
-    from trl.trainer import grpo_trainer
-
-    original = grpo_trainer.add_fused_lm_head
-
-    def with_temperature(model, **kwargs: Any):  # TRL passes every option by keyword
-        return original(model, **{**kwargs, "temperature": float(temperature)})
-
-    grpo_trainer.add_fused_lm_head = with_temperature
-    try:
-        yield
-    finally:
-        grpo_trainer.add_fused_lm_head = original
-
-
-def _check_one_group(inputs: dict[str, Any], group_size: int) -> None:
-    """Raise unless the micro-batch holds exactly one prompt's ``group_size`` completions."""
-    prompt_ids, prompt_mask = inputs["prompt_ids"], inputs["prompt_mask"]
-    rows = prompt_ids.size(0)
-    same = bool(((prompt_ids == prompt_ids[:1]) | (prompt_mask == 0)).all()) and bool(
-        (prompt_mask == prompt_mask[:1]).all()
-    )
-    if rows != group_size or not same:
-        raise RuntimeError(
-            f"cw_one_group_per_micro_batch: a loss micro-batch holds {rows} completions "
-            f"{'of one prompt' if same else 'of several prompts'}, expected one prompt's {group_size}; "
-            "the batch geometry or TRL's sampler no longer gives one group per micro-batch"
-        )
+    def method_options(self, epsilon_low: float, epsilon_high: float) -> weighting.MethodOptions:
+        """The options every method receives: this config's fields of the same names, and the PPO clip
+        range the trainer applies (TRL's ``epsilon``/``epsilon_high``, after a method's override)."""
+        clip = {"epsilon_low": epsilon_low, "epsilon_high": epsilon_high}
+        names = [f.name for f in dataclasses.fields(weighting.MethodOptions) if f.init]
+        return weighting.MethodOptions(**{n: clip[n] if n in clip else getattr(self, n) for n in names})
 
 
 class CWGRPOTrainer(GRPOTrainer):
@@ -311,30 +219,18 @@ class CWGRPOTrainer(GRPOTrainer):
         config = kwargs.get("args", args[2] if len(args) > 2 else None)  # (model, reward_funcs, args, ...)
         if not isinstance(config, CWGRPOConfig):
             raise TypeError(f"CWGRPOTrainer needs a CWGRPOConfig, got {type(config).__name__}")
-        with _fused_head_temperature(config.cw_logprob_temperature):
+        with fused_head_temperature(config.cw_logprob_temperature):
             super().__init__(*args, **kwargs)
         self.add_callback(learning_signal.monitor(self.args.cw_no_signal_steps))
         client = getattr(getattr(self, "vllm_generation", None), "vllm_client", None)  # server mode, rank 0
         if self.use_vllm and self.vllm_mode == "server" and client is not None:
             context_budget.fit_client_to_context(client)  # each request: the rest of the server's context
         self._cw_method = weighting.get_method(self.args.cw_method)
-        if self.args.cw_method == "kl_cov":
-            # Cui et al.'s KL-Cov has no PPO ratio clip for any token (spec method.md §3): with infinite
+        if self.args.cw_method in weighting.UNCLIPPED:
+            # e.g. Cui et al.'s KL-Cov: no PPO ratio clip for any token (spec method.md §3); with infinite
             # bounds TRL's clamp is the identity. Clip-Cov keeps the clip (and skips the tokens it caught).
             self.epsilon_low = self.epsilon_high = math.inf
-        self._cw_options = weighting.MethodOptions(
-            cw_variant=self.args.cw_variant,
-            clip_cov_ratio=self.args.clip_cov_ratio,
-            clip_cov_lb=self.args.clip_cov_lb,
-            clip_cov_ub=self.args.clip_cov_ub,
-            kl_cov_ratio=self.args.kl_cov_ratio,
-            kl_cov_coef=self.args.kl_cov_coef,
-            epsilon_low=self.epsilon_low,
-            epsilon_high=self.epsilon_high,
-            cw_centring=self.args.cw_centring,
-            cw_normaliser=self.args.cw_normaliser,
-            cw_weight_gradient=self.args.cw_weight_gradient,
-        )
+        self._cw_options = self.args.method_options(self.epsilon_low, self.epsilon_high)
         self._cw_pending: dict[str, Any] | None = None  # the micro-batch whose loss is being computed
         self._cw_penalty: torch.Tensor | None = None
         self._cw_micro_step = 0  # micro-batches seen in this optimiser step (seeds Clip-Cov picks)
@@ -410,13 +306,14 @@ class CWGRPOTrainer(GRPOTrainer):
                 f"{tuple(advantages.shape)}: another subclass already made them per-token"
             )
         if self.args.cw_one_group_per_micro_batch:
-            _check_one_group(inputs, self.args.num_generations)
+            check_one_group(inputs, self.args.num_generations)
         old_logps = inputs.get("old_per_token_logps")
-        out = self._cw_method(logps, old_logps, advantages, mask, self._cw_options, self._cw_generator())
+        batch = weighting.MethodInputs(logps, old_logps, advantages, mask, self._cw_generator())
+        out = self._cw_method(batch, self._cw_options)
         inputs["advantages"] = advantages.unsqueeze(1) * out.multipliers.to(advantages.dtype)
         self._cw_penalty = out.penalty
         if self.args.cw_diagnostics:
-            self._cw_log(logps, advantages, mask, out)
+            self._cw_log(batch, out)
 
     @torch.no_grad()
     def _log_released_stats(self, inputs: dict[str, Any], logps: torch.Tensor, entropies) -> None:
@@ -435,9 +332,10 @@ class CWGRPOTrainer(GRPOTrainer):
             self._metrics[mode][name].append(self.accelerator.gather_for_metrics(rows.float()).mean().item())
 
     @torch.no_grad()
-    def _cw_log(self, logps, advantages, mask, out: weighting.MethodOutput) -> None:
+    def _cw_log(self, batch: weighting.MethodInputs, out: weighting.MethodOutput) -> None:
         """Append diagnostics to TRL's metrics (one host sync per micro-batch) and maybe save a sample."""
-        metrics, cov, weights = weighting.method_diagnostics(logps, advantages, mask, self._cw_options, out)
+        metrics, cov, weights = weighting.method_diagnostics(batch, self._cw_options, out)
+        mask = batch.mask
         names = list(metrics)
         values = torch.stack([metrics[n].detach().float().reshape(()) for n in names]).cpu().tolist()
         mode = "train" if self.model.training else "eval"

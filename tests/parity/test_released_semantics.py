@@ -119,13 +119,13 @@ def test_one_group_geometry_is_checked_before_any_model_loads(tmp_path, override
 
 
 def test_runtime_check_refuses_a_mixed_micro_batch(tiny_model_dir, tmp_path):
-    from cwgrpo.trainer import _check_one_group
+    from cwgrpo.one_group import check_one_group
 
     ids = torch.tensor([[5, 6, 7]] * 3 + [[5, 6, 8]])
     mask = torch.ones_like(ids)
     with pytest.raises(RuntimeError, match="several prompts"):
-        _check_one_group({"prompt_ids": ids, "prompt_mask": mask}, 4)
-    _check_one_group({"prompt_ids": ids[:3], "prompt_mask": mask[:3]}, 3)  # one prompt: fine
+        check_one_group({"prompt_ids": ids, "prompt_mask": mask}, 4)
+    check_one_group({"prompt_ids": ids[:3], "prompt_mask": mask[:3]}, 3)  # one prompt: fine
 
 
 def _sampled_ids(trainer, length: int = 10) -> tuple[torch.Tensor, torch.Tensor]:

@@ -16,7 +16,8 @@ pytest.importorskip("trl")
 from transformers import AutoModelForCausalLM, AutoTokenizer
 from trl import GRPOConfig, GRPOTrainer
 
-from cwgrpo.trainer import CWGRPOConfig, CWGRPOTrainer, aggregate_like_trl
+from cwgrpo.trainer import CWGRPOConfig, CWGRPOTrainer
+from cwgrpo.trl_loss import aggregate_like_trl
 
 LOSS_TYPES = ["grpo", "sapo", "bnpo", "dr_grpo", "dapo", "cispo", "vespo", "luspo"]
 B, P, T = 4, 5, 7
@@ -101,20 +102,47 @@ def test_grpo_method_matches_stock_trainer(tiny_model_dir, tmp_path, loss_type, 
         torch.testing.assert_close(grads_b[name], grads_a[name], rtol=0, atol=0, msg=name)
 
 
+def _loss_and_logp_grads(trainer, batch):
+    """Loss, parameter gradients and the gradient of the loss with respect to each token's log-prob."""
+    seen = []
+    hook = trainer._get_per_token_logps_and_entropies
+
+    def record(*args, **kwargs):
+        logps, entropies, aux = hook(*args, **kwargs)
+        logps.retain_grad()
+        seen.append(logps)
+        return logps, entropies, aux
+
+    trainer._get_per_token_logps_and_entropies = record
+    try:
+        loss, grads = _loss_and_grads(trainer, batch)
+    finally:
+        del trainer._get_per_token_logps_and_entropies
+    (logps,) = seen  # the loss's own forward pass, once
+    return loss, grads, logps.grad
+
+
 @pytest.mark.parametrize("loss_type", LOSS_TYPES)
 def test_cw_grpo_changes_the_gradient_but_not_its_sign_structure(tiny_model_dir, tmp_path, loss_type):
-    """CW-GRPO reweights tokens: the loss differs from GRPO's on a batch with spread-out covariances."""
+    """The ``described`` weights w > 0 carry no gradient and scale each token's advantage, so the loss's
+    gradient with respect to a token's log-prob is GRPO's times w: the same sign on every valid token,
+    a different size, and so a different gradient of the parameters."""
     stock = _trainer(GRPOTrainer, GRPOConfig(**_common(tmp_path / "a", loss_type, 0.0)), tiny_model_dir)
     ours = _trainer(
         CWGRPOTrainer,
-        CWGRPOConfig(**_common(tmp_path / "b", loss_type, 0.0), cw_method="cw_grpo"),
+        CWGRPOConfig(**_common(tmp_path / "b", loss_type, 0.0), cw_method="cw_grpo", cw_variant="described"),
         tiny_model_dir,
     )
     batch = _batch(stock.model.config.vocab_size, 0.0)
-    loss_a, _ = _loss_and_grads(stock, batch)
-    loss_b, _ = _loss_and_grads(ours, batch)
-    assert torch.isfinite(loss_b)
-    assert not torch.equal(loss_a, loss_b)
+    loss_a, grads_a, token_grad_a = _loss_and_logp_grads(stock, batch)
+    loss_b, grads_b, token_grad_b = _loss_and_logp_grads(ours, batch)
+    assert torch.isfinite(loss_b) and not torch.equal(loss_a, loss_b)
+    valid = batch["completion_mask"].bool()
+    assert bool((token_grad_a[valid] != 0).all())  # every advantage is nonzero: no sign is vacuous
+    assert torch.equal(token_grad_b[valid].sign(), token_grad_a[valid].sign())
+    assert bool((token_grad_b[~valid] == 0).all()) and bool((token_grad_a[~valid] == 0).all())
+    assert not torch.allclose(token_grad_b[valid], token_grad_a[valid])
+    assert any(not torch.equal(grads_a[name], grads_b[name]) for name in grads_a)
     assert any(k.startswith("cw/weight_mean") for k in ours._metrics["train"])
 
 

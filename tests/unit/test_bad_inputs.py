@@ -1013,7 +1013,7 @@ def _finite_and_like_masked(variant: str, value: float) -> None:
     assert bool(torch.isfinite(w).all())
     assert w[0, 2] == 0
     torch.testing.assert_close(w, _cw(logps, adv, _with(mask, (0, 2), 0), variant), rtol=0, atol=0)
-    cov = W.token_covariance(bad, adv, mask, centring=W.VARIANT_CENTRING[variant])
+    cov = W.token_covariance(bad, adv, mask, centring=W.VARIANT_KNOBS[variant].centring)
     assert bool(torch.isfinite(cov).all()) and cov[0, 2] == 0
 
 
@@ -1037,7 +1037,7 @@ def _methods_finite_on_nan() -> None:
     logps, adv, mask = _batch()
     bad = _with(logps, (0, 0), math.nan)
     for name, method in W.METHODS.items():
-        out = method(bad, None, adv, mask, _OPTS, torch.Generator().manual_seed(0))
+        out = method(W.MethodInputs(bad, None, adv, mask, torch.Generator().manual_seed(0)), _OPTS)
         assert bool(torch.isfinite(out.multipliers).all()), name
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ast
 import dataclasses
+import itertools
 import math
 import os
 import re
@@ -17,6 +18,7 @@ import torch
 from cwgrpo import weighting as W
 from cwgrpo.weighting import (
     METHODS,
+    MethodInputs,
     MethodOptions,
     MethodOutput,
     clip_cov_select,
@@ -29,6 +31,8 @@ from cwgrpo.weighting import (
     register_method,
     token_covariance,
 )
+from cwgrpo.weighting.kernel import _normalised_kernel
+from cwgrpo.weighting.masks import valid_tokens
 
 REPO = Path(__file__).resolve().parents[2]
 VARIANTS = ("released", "described")
@@ -113,7 +117,7 @@ def test_token_covariance_hand_computed_2x3():
 
 @pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("variant", VARIANTS)
-def test_cw_weights_hand_computed_2x3(variant, device):
+def test_cw_weights_2x3_match_the_python_reference(variant, device):
     expected, _ = _ref_weights(LP, ADV, MASK, variant)
     got = cw_weights(
         _t(LP).to(device), _t(ADV).to(device), torch.tensor(MASK, device=device), variant=variant
@@ -166,7 +170,7 @@ def test_cw_weights_released_sums_to_padded_size(seed):
 @pytest.mark.parametrize("variant", VARIANTS)
 def test_cw_weights_symmetric_in_sign_of_covariance(variant):
     logps, adv, mask = _batch(seed=3)
-    centring = W.VARIANT_CENTRING[variant]
+    centring = W.VARIANT_KNOBS[variant].centring
     # A -> -A flips mean_A too, so every c flips sign
     cov, cov_flip = (token_covariance(logps, a, mask, centring=centring) for a in (adv, -adv))
     torch.testing.assert_close(cov_flip, -cov, rtol=0, atol=1e-12)
@@ -177,7 +181,7 @@ def test_cw_weights_symmetric_in_sign_of_covariance(variant):
 @pytest.mark.parametrize("variant", VARIANTS)
 def test_cw_weights_decreasing_in_abs_covariance(variant):
     logps, adv, mask = _batch(b=8, t=16, seed=4)
-    centring = W.VARIANT_CENTRING[variant]
+    centring = W.VARIANT_KNOBS[variant].centring
     m = mask.bool()
     cov = token_covariance(logps, adv, mask, centring=centring)[m]
     w = cw_weights(logps, adv, mask, variant=variant)[m]
@@ -223,9 +227,11 @@ def test_cw_weights_constant_advantages_reproduce_grpo():
 def test_kernel_tends_to_one_as_sigma_grows():
     logps, adv, mask = _batch(seed=8)
     cov = token_covariance(logps, adv, mask, centring="batch")
-    mk = W._prepare_mask(mask, logps, adv, torch.float64)
-    w = W._normalised_kernel(cov, mk, torch.tensor(1e12, dtype=torch.float64), mk.n)
-    torch.testing.assert_close(w, mask.double(), rtol=0, atol=1e-12)
+    tokens = valid_tokens(mask, logps, adv, torch.float64)
+    sigmas = torch.tensor([0.1, 1.0, 10.0, 1e3, 1e12], dtype=torch.float64) * cov[mask.bool()].std()
+    gaps = [(_normalised_kernel(cov, tokens, s, tokens.total) - mask).abs().max() for s in sigmas]
+    assert all(a > b for a, b in itertools.pairwise(gaps)), gaps  # closer to 1 at every step
+    assert gaps[-1] <= 1e-12
 
 
 def test_cw_weights_mask_dtypes_agree():
@@ -412,7 +418,7 @@ def _spread_batch():
 def test_clip_cov_method_on_policy_zeroes_only_band_tokens():
     logps, adv, mask = _spread_batch()
     opts = _opts(clip_cov_ratio=0.02)
-    out = get_method("clip_cov")(logps, None, adv, mask, opts, torch.Generator().manual_seed(0))
+    out = get_method("clip_cov")(MethodInputs(logps, None, adv, mask, torch.Generator().manual_seed(0)), opts)
     cov = token_covariance(logps, adv, mask, centring="batch")
     band = mask.bool() & (cov > 1) & (cov < 5)
     zeroed = out.multipliers == 0
@@ -432,7 +438,7 @@ def test_clip_cov_method_skips_ppo_clipped_tokens():
     old[adv < 0, :10] += 1.0  # ratio 1/e < 1 - eps_low for A < 0: clipped too
     clipped = mask.bool() & ((adv[:, None] > 0) | ((adv[:, None] < 0) & (torch.arange(64) < 10)))
     out = get_method("clip_cov")(
-        logps, old, adv, mask, _opts(clip_cov_ratio=1.0), torch.Generator().manual_seed(0)
+        MethodInputs(logps, old, adv, mask, torch.Generator().manual_seed(0)), _opts(clip_cov_ratio=1.0)
     )
     cov = token_covariance(logps, adv, mask, centring="batch")
     band = mask.bool() & (cov > 1) & (cov < 5)
@@ -470,7 +476,7 @@ def test_kl_cov_method_penalises_top_k():
     logps, adv, mask = _spread_batch()
     old = logps - 0.1 * torch.arange(64, dtype=logps.dtype)
     opts = _opts(kl_cov_ratio=0.05, kl_cov_coef=0.5)
-    out = get_method("kl_cov")(logps, old, adv, mask, opts, None)
+    out = get_method("kl_cov")(MethodInputs(logps, old, adv, mask), opts)
     sel = kl_cov_select(token_covariance(logps, adv, mask, centring="batch"), mask, ratio=0.05)
     assert torch.equal(out.multipliers, torch.ones_like(out.multipliers))
     torch.testing.assert_close(out.penalty, torch.where(sel, 0.5 * (logps - old).abs(), torch.zeros(())))
@@ -484,7 +490,7 @@ def test_kl_cov_penalty_on_policy_has_zero_gradient(on_policy):
     logps, adv, mask = _spread_batch()
     logps.requires_grad_(True)
     old = None if on_policy == "none" else logps.detach()
-    out = get_method("kl_cov")(logps, old, adv, mask, _opts(kl_cov_ratio=0.1), None)
+    out = get_method("kl_cov")(MethodInputs(logps, old, adv, mask), _opts(kl_cov_ratio=0.1))
     assert bool((out.penalty == 0).all())
     out.penalty.sum().backward()
     assert torch.equal(logps.grad, torch.zeros_like(logps))
@@ -560,7 +566,7 @@ def test_registry_names_resolve_and_run(device):
         assert fn is METHODS[name]
         for variant in VARIANTS:
             gen = torch.Generator().manual_seed(0)  # a CPU generator, as the trainer passes
-            out = fn(logps, logps.detach() - 0.1, adv, mask, _opts(cw_variant=variant), gen)
+            out = fn(MethodInputs(logps, logps.detach() - 0.1, adv, mask, gen), _opts(cw_variant=variant))
             assert isinstance(out, MethodOutput)
             assert out.multipliers.shape == logps.shape and out.multipliers.dtype == torch.float32
             assert all(not v.requires_grad and v.ndim == 0 for v in out.metrics.values())
@@ -568,14 +574,14 @@ def test_registry_names_resolve_and_run(device):
 
 def test_registry_grpo_multipliers_exactly_one():
     logps, adv, mask = _spread_batch()
-    out = get_method("grpo")(logps, None, adv, mask, _opts(), None)
+    out = get_method("grpo")(MethodInputs(logps, None, adv, mask), _opts())
     assert torch.equal(out.multipliers, torch.ones_like(logps)) and out.penalty is None
 
 
 @pytest.mark.parametrize("variant", VARIANTS)
 def test_registry_cw_grpo_uses_variant(variant):
     logps, adv, mask = _spread_batch()
-    out = get_method("cw_grpo")(logps, None, adv, mask, _opts(cw_variant=variant), None)
+    out = get_method("cw_grpo")(MethodInputs(logps, None, adv, mask), _opts(cw_variant=variant))
     assert torch.equal(out.multipliers, cw_weights(logps, adv, mask, variant=variant))
     assert out.penalty is None and out.metrics == {}
 
@@ -592,6 +598,18 @@ def test_registry_duplicate_raises():
         METHODS.pop("_test_tmp", None)
 
 
+def test_registration_says_which_methods_run_without_the_ppo_clip():
+    assert {"kl_cov"} == W.UNCLIPPED  # KL-Cov (spec method.md §3); Clip-Cov keeps the clip
+    try:
+        register_method("_test_unclipped", ppo_clip=False)(lambda *a: None)
+        register_method("_test_clipped")(lambda *a: None)
+        assert {"kl_cov", "_test_unclipped"} == W.UNCLIPPED
+    finally:
+        for name in ("_test_unclipped", "_test_clipped"):
+            METHODS.pop(name, None)
+        W.UNCLIPPED.discard("_test_unclipped")
+
+
 def test_registry_unknown_name_lists_known():
     with pytest.raises(
         ValueError, match=re.escape("unknown method 'nope'; known: ['clip_cov', 'cw_grpo', 'grpo', 'kl_cov']")
@@ -599,9 +617,13 @@ def test_registry_unknown_name_lists_known():
         get_method("nope")
 
 
-def test_variant_centring_matches_spec_table():
-    assert W.VARIANT_CENTRING == {"released": "sequence", "described": "batch"}
-    assert set(W.VARIANT_CENTRING) == set(W.CW_VARIANTS)
+def test_variant_knobs_match_spec_table():
+    spec_table = {
+        "released": W.CWKnobs(centring="sequence", normaliser="padded", gradient=True),
+        "described": W.CWKnobs(centring="batch", normaliser="valid", gradient=False),
+    }
+    assert spec_table == W.VARIANT_KNOBS
+    assert set(W.VARIANT_KNOBS) == set(W.CW_VARIANTS)
 
 
 def test_method_options_have_no_defaults():
@@ -634,7 +656,7 @@ def test_bad_inputs_raise_value_error():
     with pytest.raises(ValueError, match="logps must be a floating-point tensor"):
         cw_weights(mask, adv, mask, variant="released")
     with pytest.raises(ValueError, match=r"old_logps shape \(2, 2\) must equal logps shape \(2, 3\)"):
-        get_method("kl_cov")(lp, lp[:, :2], adv, mask, _opts(), None)
+        MethodInputs(lp, lp[:, :2], adv, mask)
     with pytest.raises(ValueError, match=r"ratio must be in \[0, 1\]"):
         kl_cov_select(lp, mask, ratio=1.5)
 
@@ -652,12 +674,18 @@ def test_import_does_not_pull_trl_or_transformers():
 
 
 def test_source_has_no_host_sync_calls():
-    tree = ast.parse(Path(W.__file__).read_text())
-    attrs = {node.attr for node in ast.walk(tree) if isinstance(node, ast.Attribute)}
-    assert not attrs & {"item", "nonzero", "tolist", "cpu", "numpy"}
-    imports = {a.name.split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
-    imports |= {n.module.split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module}
-    assert imports <= {"torch", "math", "dataclasses", "typing", "collections", "__future__"}
+    sources = sorted(Path(W.__file__).parent.glob("*.py"))
+    assert len(sources) > 1
+    for source in sources:
+        tree = ast.parse(source.read_text())
+        attrs = {node.attr for node in ast.walk(tree) if isinstance(node, ast.Attribute)}
+        assert not attrs & {"item", "nonzero", "tolist", "cpu", "numpy"}, source.name
+        imports = {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
+        imports |= {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module}
+        ours = {name for name in imports if name.startswith("cwgrpo.")}
+        assert all(name.startswith("cwgrpo.weighting.") for name in ours), source.name
+        outside = {name.split(".")[0] for name in imports - ours}
+        assert outside <= {"torch", "math", "dataclasses", "typing", "collections", "__future__"}, source.name
 
 
 # ------------------------------------------------------------------ one-knob overrides (the study's ablation)
@@ -734,14 +762,13 @@ def test_bad_knob_values_are_refused_by_name(kw, message):
     with pytest.raises(ValueError, match=re.escape(message)):
         cw_weights(lp, adv, mask, variant="released", **kw)
     names = {"centring": "cw_centring", "normaliser": "cw_normaliser", "gradient": "cw_weight_gradient"}
-    opts = _opts(cw_variant="released", **{names[k]: v for k, v in kw.items()})
     with pytest.raises(ValueError, match=re.escape(message)):
-        _ = opts.cw_knobs
+        _opts(cw_variant="released", **{names[k]: v for k, v in kw.items()})
 
 
 def test_cw_grpo_method_applies_the_knobs_of_its_options():
     lp, adv, mask = _batch(seed=11)
     opts = _opts(cw_variant="released", cw_centring="batch", cw_normaliser="valid", cw_weight_gradient=False)
-    out = get_method("cw_grpo")(lp, None, adv, mask, opts, None)
+    out = get_method("cw_grpo")(MethodInputs(lp, None, adv, mask), opts)
     want = cw_weights(lp, adv, mask, variant="released", centring="batch", normaliser="valid", gradient=False)
     assert torch.equal(out.multipliers, want.float())

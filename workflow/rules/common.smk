@@ -77,7 +77,10 @@ validate(config, schema="../schemas/config.schema.yaml")
 # ---------------------------------------------------------------- constants
 
 SIZE_NAMES = {"tiny": ("small", "large"), "paper": ("1.5b", "7b")}
-CW_METHODS = ("grpo", "cw_grpo", "clip_cov", "kl_cov")
+import cwgrpo.optioncheck  # on sys.path since _configcheck()
+
+# cwgrpo.weighting.METHODS, as shipped beside TRL's fields (read without importing torch)
+CW_METHODS = tuple(cwgrpo.optioncheck.shipped_fields()["choices"]["cw_method"])
 BASE = "base"  # method label of the untrained model, evaluated at step 0
 # Options that fix the step markers or the seed wildcard: never set per method.
 RUN_FIXED = ("max_steps", "save_steps", "seed")

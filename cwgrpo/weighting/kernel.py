@@ -1,0 +1,203 @@
+"""Covariance-aware Gaussian-kernel advantage weights, CW-GRPO's ``w~`` (spec method.md §2).
+
+The two CW variants (spec method.md §2, table):
+
+==========  ======================================  ==========================================
+choice      ``described`` (paper text)              ``released`` (authors' code)
+==========  ======================================  ==========================================
+mean_logp   over all valid tokens of the batch      over the valid tokens of completion i
+mean_A      token-weighted over valid tokens        plain mean of A over the B completions
+sigma       population std of c over valid tokens   same, + 1e-8
+Z           N (mean of w~ over valid tokens = 1)    B*T = mask.numel() (padding counted)
+gradient    none (logps detached)                   flows through w~
+==========  ======================================  ==========================================
+"""
+
+from __future__ import annotations
+
+import math
+from typing import NamedTuple
+
+import torch
+from torch import Tensor
+
+from cwgrpo.weighting.covariance import CENTRINGS, covariance_on
+from cwgrpo.weighting.masks import (
+    ValidTokens,
+    check_choice,
+    check_inputs,
+    compute_dtype,
+    nonzero_or_one,
+    safe_sqrt,
+    valid_tokens,
+)
+
+CW_VARIANTS = ("released", "described")
+NORMALISERS = ("valid", "padded")  # Z = N (valid tokens) or Z = B*T (padding counted)
+RELEASED_SIGMA_EPS = 1e-8  # the authors' code adds this to sigma (spec method.md §2, `released`)
+
+
+class CWKnobs(NamedTuple):
+    """The choices in which ``released`` and ``described`` differ, one by one (the study's ablation).
+
+    ``centring`` in :data:`~cwgrpo.weighting.covariance.CENTRINGS`, ``normaliser`` in
+    :data:`NORMALISERS`, ``gradient``: whether gradient flows through the weight. (sigma's ``+ 1e-8``
+    follows the variant; the fourth knob, the micro-batch scope, is the trainer's batch geometry, not a
+    weighting choice.)
+    """
+
+    centring: str
+    normaliser: str
+    gradient: bool
+
+
+VARIANT_KNOBS = {
+    "released": CWKnobs("sequence", "padded", True),
+    "described": CWKnobs("batch", "valid", False),
+}
+
+
+def resolve_knobs(
+    variant: str, centring: str | None = None, normaliser: str | None = None, gradient: bool | None = None
+) -> CWKnobs:
+    """``variant``'s knobs with any given one overridden (None keeps the variant's choice).
+
+    Raises:
+        ValueError: on an unknown variant, centring or normaliser, or a non-bool ``gradient``.
+    """
+    check_choice(variant, CW_VARIANTS, "variant")
+    knobs = VARIANT_KNOBS[variant]
+    if centring is not None:
+        check_choice(centring, CENTRINGS, "centring")
+        knobs = knobs._replace(centring=centring)
+    if normaliser is not None:
+        check_choice(normaliser, NORMALISERS, "normaliser")
+        knobs = knobs._replace(normaliser=normaliser)
+    if gradient is not None:
+        if not isinstance(gradient, bool):
+            raise ValueError(f"gradient must be True, False or None, got {gradient!r}")
+        knobs = knobs._replace(gradient=gradient)
+    return knobs
+
+
+def _normalised_kernel(cov: Tensor, tokens: ValidTokens, sigma: Tensor, z: Tensor | float) -> Tensor:
+    """``w~ = Z * w / sum(w)`` with ``w = exp(-c^2 / (2 sigma^2)) * m``; 1 before normalising if sigma = 0.
+
+    Computed as a masked softmax of ``-q = -c^2 / (2 sigma^2)``: subtracting the (detached) minimum of
+    ``q`` over valid tokens changes nothing mathematically but guarantees ``sum(w) >= 1`` whenever a
+    token is valid, so ``w~`` stays finite even where every raw ``w`` would underflow to 0/0. The
+    exponent is floored at ``log(finfo.tiny) + 1`` (about -86 in float32): a token that far out gets
+    ``w ~ 3e-38`` instead of underflowing, which keeps every valid weight > 0 and keeps ``exp`` off its
+    ~10x slower underflow path. ``cov`` must be 0 on padding.
+    """
+    pos = sigma > 0
+    k = torch.where(pos, 1 / (2 * torch.where(pos, sigma, torch.ones_like(sigma)).square()), 0.0)
+    floor = math.log(torch.finfo(cov.dtype).tiny) + 1
+    c2 = cov * cov  # (B, T), 0 on padding
+    # min of c^2 over valid tokens, inf if none
+    c2_min = torch.where(tokens.valid, c2.detach(), math.inf).amin()
+    c2_min = torch.where(torch.isfinite(c2_min), c2_min, 0.0)
+    # (B, T), c^2 - min c^2: >= 0, exactly 0 at the min
+    excess = torch.addcmul(c2, tokens.valid_float, c2_min, value=-1)
+    # (B, T), in (0, 1] on valid tokens, 0 on padding
+    w = (excess * -k).clamp_min_(floor).exp_() * tokens.valid_float
+    # sum(w) >= 1 if a token is valid (w = exp(0) at the min), else 0
+    return w * (z / nonzero_or_one(w.sum()))
+
+
+def _masked_var(cov: Tensor, tokens: ValidTokens) -> Tensor:
+    """Population variance of ``cov`` over valid tokens (``cov`` is 0 on padding; 0 if none)."""
+    n = tokens.total.clamp_min(1)
+    dev = torch.addcmul(cov, tokens.valid_float, -cov.sum() / n)  # (B, T), c - mean(c), 0 on padding
+    return torch.dot(dev.flatten(), dev.flatten()) / n
+
+
+def _overflow_scale(cov: Tensor, tokens: ValidTokens) -> Tensor:
+    """0-dim, detached: ``max |c|`` over valid tokens when squaring ``c`` (or summing N squares) could
+    overflow, else exactly 1. The kernel depends only on ``c / sigma``, so dividing ``c`` by it (and the
+    released variant's ``sigma`` epsilon with it) changes no weight, but keeps ``c^2`` finite where a
+    finite log-prob of -1e20 or an advantage of 1e30 would otherwise make every weight NaN."""
+    lo, hi = torch.aminmax(cov.detach())  # cov is 0 on padding: no mask needed, no (B, T) temporary
+    amax = torch.maximum(-lo, hi)
+    limit = math.sqrt(torch.finfo(cov.dtype).max / max(tokens.valid.numel(), 1)) / 4
+    return torch.where(amax > limit, amax, torch.ones_like(amax))
+
+
+def cw_weights_and_covariance(
+    logps: Tensor, advantages: Tensor, mask: Tensor, *, variant: str, knobs: CWKnobs
+) -> tuple[Tensor, Tensor]:
+    """:func:`cw_weights` for resolved ``knobs``, and the covariance the weights were computed from.
+
+    Raises:
+        ValueError: on bad shapes or mask values.
+    """
+    check_inputs(logps, advantages, mask)
+    dtype = compute_dtype(logps)
+    if mask.numel() == 0:
+        empty = torch.zeros(mask.shape, dtype=dtype, device=logps.device)
+        return empty, empty
+    tokens = valid_tokens(mask, logps, advantages, dtype)
+    if not knobs.gradient:
+        logps, advantages = logps.detach(), advantages.detach()
+    cov = covariance_on(logps, advantages, tokens, knobs.centring)
+    scale = _overflow_scale(cov, tokens)
+    cs = cov / scale  # exactly cov where nothing can overflow
+    eps = RELEASED_SIGMA_EPS / scale if variant == "released" else 0.0
+    sigma = safe_sqrt(_masked_var(cs, tokens)) + eps
+    z = tokens.total if knobs.normaliser == "valid" else float(mask.numel())
+    return _normalised_kernel(cs, tokens, sigma, z), cov
+
+
+def cw_weights(
+    logps: Tensor,
+    advantages: Tensor,
+    mask: Tensor,
+    *,
+    variant: str,
+    centring: str | None = None,
+    normaliser: str | None = None,
+    gradient: bool | None = None,
+) -> Tensor:
+    """Covariance-aware Gaussian-kernel advantage weights ``w~`` (spec method.md §2).
+
+    ::
+
+        c[i,t]  = (logp[i,t] - mean_logp) * (A[i] - mean_A)           # token_covariance
+        sigma   = population std of {c[i,t] : m[i,t] = 1}            (+ 1e-8 for "released")
+        w[i,t]  = exp(-c[i,t]^2 / (2 sigma^2)) * m[i,t]               (1 * m if sigma = 0)
+        w~[i,t] = w[i,t] * Z / sum(w)
+
+    The token's advantage becomes ``w~[i,t] * A[i]``.
+
+    ``variant="described"``: ``centring="batch"`` (both means over all valid tokens of the micro-batch,
+    ``mean_A`` token-weighted), ``Z = N`` so ``w~`` averages exactly 1 over valid tokens, and no
+    gradient (``logps`` is detached first). If sigma = 0 every valid token gets ``w = 1``.
+
+    ``variant="released"``: ``centring="sequence"`` (``mean_logp`` per completion over its valid tokens,
+    ``mean_A`` the plain mean over completions), sigma + 1e-8, ``Z = B*T = mask.numel()`` (padding is
+    counted, so the valid-token mean of ``w~`` is ``B*T/N >= 1``), and gradient flows through
+    ``mean_logp``, ``c``, ``sigma`` and ``sum(w)``.
+
+    Both: sigma is over valid tokens only; padding gets 0; a micro-batch with no valid token gets all
+    zeros; a token whose log-prob or advantage is NaN or +-inf counts as padding (package docstring).
+    The normalisation is done as a min-shifted softmax (identical where the direct formula is finite,
+    finite where it would underflow to 0/0), and ``exp`` is floored at about ``e * finfo.tiny``, so a
+    token more than ~13 sigma (float32) further out than the least extreme one gets a weight of ~1e-38
+    instead of exactly 0.
+
+    Args:
+        logps: ``(B, T)`` float log-probabilities of the sampled tokens under the current policy.
+        advantages: ``(B,)`` group-normalised advantages.
+        mask: ``(B, T)`` bool or 0/1 completion mask.
+        variant: ``"released"`` or ``"described"``.
+        centring, normaliser, gradient: override one of the variant's choices (:func:`resolve_knobs`;
+            None keeps it): the study's one-knob ablation between the two variants.
+
+    Returns:
+        ``(B, T)`` weights ``w~`` in float32 (float64 for float64 ``logps``), 0 on padding.
+
+    Raises:
+        ValueError: on bad shapes, mask values or an unknown ``variant`` or knob value.
+    """
+    knobs = resolve_knobs(variant, centring, normaliser, gradient)
+    return cw_weights_and_covariance(logps, advantages, mask, variant=variant, knobs=knobs)[0]
