@@ -7,7 +7,6 @@ numbers, the presets, the workflow and the plotting style must agree with them.
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 
 import pytest
@@ -65,10 +64,7 @@ def test_presets_do_not_restate_what_the_data_carries(preset):
                 assert getattr(data.DATASETS[name], field) != value, (preset, key, name)
 
 
-def test_workflow_and_style_know_every_registered_method():
-    smk = (REPO / "workflow" / "rules" / "common.smk").read_text()
-    declared = re.search(r"^CW_METHODS = \(([^)]*)\)", smk, re.M)
-    assert declared, "common.smk no longer declares CW_METHODS"
-    assert set(re.findall(r'"(\w+)"', declared.group(1))) == set(weighting.METHODS)
+def test_style_knows_every_registered_method():
+    """(The workflow's check of cw_method: tests/unit/test_dag_checks.py.)"""
     for method in weighting.METHODS:
         assert method in style.METHOD_LABELS and method in style.METHOD_COLORS
