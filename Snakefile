@@ -48,5 +48,4 @@ rule all:
         get_final_output(),
 
 
-run_checks(check_profile)  # the profile's rule names and resource keys, now that every rule exists
-summarise_slurm()
+check_profile()  # the profile's rule names and resource keys, now that every rule exists

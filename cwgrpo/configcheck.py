@@ -251,22 +251,3 @@ def dataset_errors(datasets: Mapping[str, Any], fields: Iterable[str]) -> list[s
                     f"(its columns: {', '.join(columns)}); set {key}: to one of them"
                 )
     return lines
-
-
-class Collector:
-    """Errors gathered over many checks, raised together by ``raise_if_any``."""
-
-    def __init__(self) -> None:
-        self.lines: list[str] = []
-
-    def add(self, line: str) -> None:
-        if line not in self.lines:
-            self.lines.append(line)
-
-    def extend(self, lines: Iterable[str]) -> None:
-        for line in lines:
-            self.add(line)
-
-    def raise_if_any(self, heading: str = "config error") -> None:
-        if self.lines:
-            raise ConfigErrors(self.lines, heading)

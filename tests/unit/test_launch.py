@@ -142,3 +142,27 @@ def test_train_gives_relaunch_plain_values_with_the_folders_a_recipe_names(tmp_p
     assert seen["model_dir"] == Path("other")  # a flag on the command line wins over the recipe
     assert seen["command"][:4] == ["train", "--model-dir", "other", "--train-data"]
     assert seen["command"][seen["command"].index("--timings") + 1] == "t.jsonl"
+
+
+def test_a_workflow_jobs_options_file_reaches_every_launched_process_unchanged(tmp_path, monkeypatch):
+    """The workflow gives `cwgrpo train` one options file (cwgrpo.dag.options) and no --set: the accelerate
+    and multi-node launchers pass that file on as it is, with no --set round trip."""
+    from cwgrpo import cli, launch, multinode
+    from cwgrpo.dag.options import write_options
+
+    seen = {}
+    monkeypatch.setattr(
+        launch, "relaunch", lambda command, job, *a, **k: seen.update(command=command, job=job)
+    )
+    monkeypatch.delenv("CWGRPO_LAUNCHED", raising=False)
+    monkeypatch.chdir(tmp_path)
+    options = tmp_path / "options" / "train" / "small" / "grpo" / "seed0.yaml"
+    write_options(options, {"use_cpu": True, "bf16": False, "max_steps": 2, "learning_rate": 1e-06,
+                            "launcher": "accelerate", "num_processes": 6, "num_nodes": 2, "seed": 0})  # fmt: skip
+    argv = ["train", "--model-dir", "m", "--train-data", "d.jsonl", "--run-dir", "o", "--timings", "t.jsonl",
+            "--tag", "size=small", "--tag", "method=grpo", "--tag", "seed=0", "--config", str(options)]  # fmt: skip
+    cli.main(argv)
+    assert seen["command"] == argv and "--set" not in seen["command"]
+    assert seen["job"].num_nodes == 2
+    _, steps = multinode.plan(seen["command"], seen["job"], ["a", "b"], (29500,), "m", "z.yaml")
+    assert all(step.argv[-len(argv) :] == argv for step in steps)

@@ -24,7 +24,7 @@ HOLD_S = {"train": 1.0, "evaluate": 0.3}
 
 
 def _flags(argv: list[str]) -> tuple[dict[str, list[str]], dict]:
-    """`--flag value` lists by flag, and the `--set key=value` options (values read as YAML)."""
+    """`--flag value` lists by flag, and the options of the `--config` file and `--set key=value`."""
     flags: dict[str, list[str]] = {}
     key = None
     for arg in argv:
@@ -33,7 +33,7 @@ def _flags(argv: list[str]) -> tuple[dict[str, list[str]], dict]:
             flags.setdefault(key, [])
         elif key is not None:
             flags[key].append(arg)
-    options = {}
+    options = (yaml.safe_load(Path(flags["--config"][0]).read_text()) or {}) if "--config" in flags else {}
     for item in flags.get("--set", []):
         name, _, value = item.partition("=")
         options[name] = yaml.safe_load(value)

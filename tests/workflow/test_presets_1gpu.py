@@ -55,8 +55,8 @@ def test_one_gpu_preset_dry_run_on_one_gpu(tmp_path):
     assert "results/paper-1gpu/runs/1.5b/grpo/seed2025/run.json" in out
     command = next(line for line in out.splitlines() if line.startswith("Shell command: cwgrpo train"))
     words = shlex.split(command.removeprefix("Shell command: "))
-    sets = dict(words[i + 1].split("=", 1) for i, w in enumerate(words) if w == "--set")
-    got = {k: yaml.safe_load(sets[k]) for k in [*DEVIATIONS, *ONE_GROUP]}
+    options = yaml.safe_load((tmp_path / words[words.index("--config") + 1]).read_text())
+    got = {k: options[k] for k in [*DEVIATIONS, *ONE_GROUP]}
     assert got == DEVIATIONS | ONE_GROUP
 
 

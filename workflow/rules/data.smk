@@ -2,6 +2,8 @@
 
 
 rule prepare_data:
+    input:
+        own=own_dataset_options,
     output:
         data=f"{RES}/data/{{dataset}}.jsonl",
         manifest=f"{RES}/data/{{dataset}}.manifest.json",
@@ -15,6 +17,6 @@ rule prepare_data:
     resources:
         **fixed_resources("prepare_data"),
     params:
-        own=lambda wildcards: sets(config["datasets"].get(wildcards.dataset, {})),
+        own=lambda wildcards, input: commands.file_args(("--config", input.own)),
     shell:
         "cwgrpo prepare-data --dataset {wildcards.dataset:q} --out {output.data:q} {params.own} > {log:q} 2>&1"

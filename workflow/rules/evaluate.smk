@@ -12,6 +12,7 @@ if config["evaluate"]["one_job_per_benchmark"]:
         input:
             model=eval_model_marker,
             benchmark=lambda wildcards: data_file(wildcards.benchmark),
+            options=options_file("evaluate", "{size}"),
         output:
             samples=f"{EVAL_DIR}/{{benchmark}}.jsonl",
             summary=f"{EVAL_DIR}/{{benchmark}}.summary.json",
@@ -24,10 +25,10 @@ if config["evaluate"]["one_job_per_benchmark"]:
             **size_resources("evaluate"),
         params:
             model_dir=eval_model_dir,
-            options=eval_args,
+            tags=job_tags,
         shell:
             "cwgrpo evaluate --model-dir {params.model_dir:q} --benchmark-file {input.benchmark:q}"
-            " --out {output.samples:q} --summary {output.summary:q} {params.options} > {log:q} 2>&1"
+            " --out {output.samples:q} --summary {output.summary:q} {params.tags} --config {input.options:q} > {log:q} 2>&1"
 
 else:
 
@@ -35,6 +36,7 @@ else:
         input:
             model=eval_model_marker,
             benchmarks=[data_file(b) for b in BENCHMARKS],
+            options=options_file("evaluate", "{size}"),
         output:
             samples=[f"{EVAL_DIR}/{b}.jsonl" for b in BENCHMARKS],
             summaries=[f"{EVAL_DIR}/{b}.summary.json" for b in BENCHMARKS],
@@ -54,9 +56,9 @@ else:
         params:
             model_dir=eval_model_dir,
             files=eval_files,
-            options=eval_args,
+            tags=job_tags,
         shell:
-            "cwgrpo evaluate --model-dir {params.model_dir:q} {params.files} {params.options} > {log:q} 2>&1"
+            "cwgrpo evaluate --model-dir {params.model_dir:q} {params.files} {params.tags} --config {input.options:q} > {log:q} 2>&1"
 
 
 if config["evaluate"]["one_job_per_run"]:
@@ -68,6 +70,7 @@ if config["evaluate"]["one_job_per_run"]:
             input:
                 markers=eval_run_markers,
                 benchmarks=[data_file(b) for b in BENCHMARKS],
+                options=options_file("evaluate", "{size}"),
             output:
                 samples=eval_run_outputs(_size, "samples"),
                 summaries=eval_run_outputs(_size, "summary"),
@@ -83,9 +86,8 @@ if config["evaluate"]["one_job_per_run"]:
                 **size_resources("evaluate"),
             params:
                 models=eval_run_models,
-                options=eval_file_options,
             shell:
-                "cwgrpo evaluate {params.models} {params.options} > {log:q} 2>&1"
+                "cwgrpo evaluate {params.models} --config {input.options:q} > {log:q} 2>&1"
 
 
 # The paper's metric (lighteval 0.8.1, in its own environment) beside ours, for every evaluation output:

@@ -4,6 +4,8 @@
 if KIND == "tiny":
 
     rule build_tiny:
+        input:
+            options=options_file("build", "{size}"),
         output:
             marker=model_marker("{size}", "init"),
         log:
@@ -15,16 +17,16 @@ if KIND == "tiny":
             **fixed_resources("build_tiny"),
         params:
             out_dir=model_dir_of("init"),
-            options=lambda wildcards: sets(stage_options("build", wildcards.size)),
         shell:
             "cwgrpo build-tiny --size {wildcards.size:q} --out-dir {params.out_dir:q}"
-            " --marker {output.marker:q} {params.options} > {log:q} 2>&1"
+            " --marker {output.marker:q} --config {input.options:q} > {log:q} 2>&1"
 
     rule sft:
         input:
             init=rules.build_tiny.output.marker,
             train_data=data_file(config["data"]["train"]),
             dev_data=data_file(config["data"]["dev"]),
+            options=options_file("sft", "{size}"),
         output:
             marker=model_marker("{size}", "base"),
         log:
@@ -38,11 +40,10 @@ if KIND == "tiny":
         params:
             model_dir=model_dir_of("init"),
             out_dir=model_dir_of("base"),
-            options=lambda wildcards: sets(stage_options("sft", wildcards.size)),
         shell:
             "cwgrpo sft --model-dir {params.model_dir:q} --train-data {input.train_data:q}"
             " --dev-data {input.dev_data:q} --out-dir {params.out_dir:q} --marker {output.marker:q}"
-            " {params.options} > {log:q} 2>&1"
+            " --config {input.options:q} > {log:q} 2>&1"
 
 else:
 
@@ -58,7 +59,7 @@ else:
         resources:
             **fixed_resources("fetch_model"),
         params:
-            source=lambda wildcards: fetch_args(wildcards.size),
+            source=fetch_args,
             out_dir=model_dir_of("base"),
         shell:
             "cwgrpo fetch-model {params.source}"

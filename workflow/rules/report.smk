@@ -7,6 +7,7 @@ rule table:
     input:
         summaries=all_summaries(),
         runs=all_run_files(),
+        options=options_file("table"),
     output:
         pdf=report(f"{FIG}/table1.pdf", caption="../report/table1.rst", category="Table 1"),
         avg_pdf=f"{FIG}/table1_avg.pdf",
@@ -36,7 +37,6 @@ rule table:
         **fixed_resources("report"),
     params:
         runs=runs_arg,
-        options=sets(report_options("table")),
         about=preset_contents(),  # the captions' last sentence (workflow/report/*.rst)
     shell:
         "cwgrpo table --summaries {input.summaries:q} {params.runs} --out-pdf {output.pdf:q}"
@@ -44,7 +44,7 @@ rule table:
         " --out-reported-md {output.reported_md:q} --out-sensitivity-csv {output.sensitivity_csv:q}"
         " --out-sensitivity-md {output.sensitivity_md:q} --out-provenance {output.provenance:q}"
         " --out-avg-pdf {output.avg_pdf:q} --out-avg-png {output.avg_png:q}"
-        " {params.options} > {log:q} 2>&1"
+        " --config {input.options:q} > {log:q} 2>&1"
 
 
 for _name, (_kind, _reads) in FIGURES.items():
@@ -54,6 +54,7 @@ for _name, (_kind, _reads) in FIGURES.items():
             f"figure_{_name}"
         input:
             figure_inputs(_name),
+            options=options_file("figure"),
         output:
             pdf=f"{FIG}/{_name}.pdf",
             png=report(
@@ -72,17 +73,17 @@ for _name, (_kind, _reads) in FIGURES.items():
             kind=_kind,
             runs=runs_arg,
             summaries=summaries_arg,
-            options=sets(report_options("figure")),
             about=preset_contents(),
         shell:
             "cwgrpo figure --kind {params.kind:q} {params.runs} {params.summaries} --out-pdf {output.pdf:q}"
-            " --out-png {output.png:q} {params.options} > {log:q} 2>&1"
+            " --out-png {output.png:q} --config {input.options:q} > {log:q} 2>&1"
 
 
 rule claims:
     input:
         runs=all_run_files(),
         summaries=all_summaries(),
+        options=options_file("claims"),
     output:
         json=f"{RES}/claims.json",
         md=report(f"{RES}/claims.md", caption="../report/claims.rst", category="Claims"),
@@ -95,17 +96,17 @@ rule claims:
         **fixed_resources("report"),
     params:
         runs=runs_arg,
-        options=sets(report_options("claims")),
         about=preset_contents(),
     shell:
         "cwgrpo claims --summaries {input.summaries:q} {params.runs} --out-json {output.json:q}"
-        " --out-md {output.md:q} {params.options} > {log:q} 2>&1"
+        " --out-md {output.md:q} --config {input.options:q} > {log:q} 2>&1"
 
 
 rule samples:
     input:
         summaries=all_summaries(),
         samples=[s.removesuffix(".summary.json") + ".jsonl" for s in all_summaries()],
+        options=options_file("samples"),
     output:
         html=report(SAMPLES_PAGE, caption="../report/samples.rst", category="Samples"),
     log:
@@ -115,10 +116,8 @@ rule samples:
     threads: rule_threads("report")
     resources:
         **fixed_resources("report"),
-    params:
-        options=sets(report_options("samples")),
     shell:
-        "cwgrpo samples --summaries {input.summaries:q} --out-html {output.html:q} {params.options} > {log:q} 2>&1"
+        "cwgrpo samples --summaries {input.summaries:q} --out-html {output.html:q} --config {input.options:q} > {log:q} 2>&1"
 
 
 if config.get("study"):
@@ -129,6 +128,7 @@ if config.get("study"):
             summaries=all_summaries(),
             claims=f"{RES}/claims.json",
             power=study_power_file(),
+            options=options_file("study"),
         output:
             json=f"{RES}/study.json",
             md=report(f"{RES}/study.md", caption="../report/study.rst", category="Study"),
@@ -154,11 +154,10 @@ if config.get("study"):
         params:
             runs=runs_arg,
             power=lambda wildcards, input: (f"--power {shlex.quote(input.power[0])}" if input.power else ""),
-            options=sets(study_options()),
             about=preset_contents(),
         shell:
             "cwgrpo study --summaries {input.summaries:q} {params.runs} --claims {input.claims:q}"
             " {params.power} --out-json {output.json:q} --out-md {output.md:q}"
             " --out-ablation {output.ablation:q} --out-ablation-png {output.ablation_png:q}"
             " --out-power {output.power:q} --out-power-png {output.power_png:q}"
-            " {params.options} > {log:q} 2>&1"
+            " --config {input.options:q} > {log:q} 2>&1"

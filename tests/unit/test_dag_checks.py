@@ -1,0 +1,102 @@
+"""cwgrpo.dag.checks and option_checks: the parse-time checks, called on config dicts (the bad-config
+cases that run snakemake are in tests/workflow and test_bad_*)."""
+
+from __future__ import annotations
+
+import pytest
+from dag_presets import SCHEMA, preset
+
+from cwgrpo import weighting
+from cwgrpo.dag import checks, option_checks
+
+
+def lines(config: dict, **settings) -> list[str]:
+    run = {"uses_conda": False, "gpu_cap": None, "gpu_models": {}} | settings
+    return checks.collect(checks.preset_checks(config, **run))
+
+
+@pytest.mark.parametrize(
+    "names",
+    [
+        ("config.yaml",),
+        ("paper.yaml",),
+        ("paper.yaml", "paper-7b-2nodes.yaml"),
+        ("study.yaml",),
+        ("real.yaml",),
+    ],
+)
+def test_shipped_presets_pass_every_check(names):
+    assert lines(preset(*names)) == []
+
+
+def test_size_names_are_the_packages_own():
+    from cwgrpo import paper, tiny
+
+    assert checks.size_names("tiny") == tuple(tiny.SIZES) and checks.size_names("paper") == paper.SIZES
+    assert checks.size_names("real") is None
+    config = preset("paper.yaml")
+    config["sizes"]["13b"] = config["sizes"].pop("7b")
+    assert "sizes.13b: '13b' is not a size of a paper preset; known: 1.5b, 7b" in lines(config)
+
+
+def test_every_registered_method_is_a_known_cw_method():
+    config = preset("config.yaml")
+    first = next(iter(config["methods"]))
+    for method in weighting.METHODS:
+        config["methods"][first]["cw_method"] = method
+        assert list(checks.method_errors(config)) == [], method
+    config["methods"][first]["cw_method"] = "cw_grop"
+    ((key, message),) = checks.method_errors(config)
+    assert key == f"methods.{first}.cw_method" and "unknown or missing method 'cw_grop'" in message
+
+
+def test_a_typo_in_a_train_option_names_its_section():
+    config = preset("paper.yaml")
+    config["sizes"]["7b"]["train"]["learnig_rate"] = 1e-6
+    found = lines(config)
+    assert any(line.startswith("sizes.7b.train.learnig_rate: unknown training option") for line in found)
+    assert "did you mean 'learning_rate'?" in "\n".join(found)
+
+
+def test_every_error_of_a_preset_is_listed_at_once():
+    config = preset("config.yaml")
+    config["train"]["save_steps"] = config["train"]["max_steps"] + 1
+    config["evaluate"] |= {"one_job_per_run": True, "one_job_per_benchmark": True}
+    config["resources"]["train"] = {"threads": "four"}
+    found = lines(config)
+    assert any(line.startswith("train.save_steps: save interval") for line in found)
+    assert any(line.startswith("evaluate.one_job_per_run: is true") for line in found)
+    assert "resources.train.threads: must be a positive integer, got 'four'" in found
+
+
+def test_a_check_crashing_after_an_error_is_that_errors_consequence():
+    def bad():
+        yield "a", "first"
+        raise KeyError("consequence")
+
+    assert checks.collect([bad, lambda: [("b", "second")]]) == ["a: first", "b: second"]
+    with pytest.raises(KeyError):
+        checks.collect([lambda: iter([]), lambda: {}["crash"]])
+
+
+def test_real_preset_refused_under_conda():
+    (line,) = lines(preset("real.yaml"), uses_conda=True)
+    assert line.startswith("kind: is real, which has no conda env")
+
+
+def test_study_floor():
+    config = preset("study.yaml")
+    config["seeds"] = [0]
+    assert any(line.startswith("seeds: 1 seed(s) [0], but the study needs >=") for line in lines(config))
+
+
+def test_preset_file_errors_are_all_shown_before_validation(tmp_path):
+    config = {"name": "x", "kind": "tiny", "sizes": {}, "methods": {}, "data": {}, "tarin": {}, "sedes": [0]}
+    found = option_checks.preset_file_errors(config, SCHEMA, [])
+    assert len([line for line in found if "tarin" in line or "sedes" in line]) == 2
+
+
+def test_seeds_from_the_command_line_become_ints():
+    config = {"seeds": ["0", "1", "x"]}
+    option_checks.seeds_from_command_line(config)
+    assert config["seeds"] == [0, 1, "x"]

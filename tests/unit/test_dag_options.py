@@ -1,0 +1,83 @@
+"""cwgrpo.dag.options: each job's merged options, and the one file per job that carries them."""
+
+from __future__ import annotations
+
+import copy
+import os
+
+from dag_presets import preset
+
+from cwgrpo.configs import read_options
+from cwgrpo.dag import options
+
+
+def test_train_options_merge_train_then_size_then_method_then_seed():
+    config = preset("paper.yaml")
+    size, method = "7b", "cw_grpo"
+    opts = options.train_options(config, size, method, "3")
+    assert opts["seed"] == 3
+    for key, value in config["methods"][method].items():
+        assert opts[key] == value
+    for key, value in config["sizes"][size]["train"].items():
+        if key not in config["methods"][method]:
+            assert opts[key] == value
+
+
+def test_every_train_job_of_a_preset_has_its_own_file():
+    config = preset("paper.yaml")
+    names = [name for name, _ in options.job_options(config)]
+    trains = [n for n in names if n[0] == "train"]
+    assert len(trains) == len(config["sizes"]) * len(config["methods"]) * len(config["seeds"])
+    assert len(set(names)) == len(names)
+    assert ("table",) in names and ("evaluate", "7b") in names and ("build", "7b") not in names
+    assert ("build", "small") in [n for n, _ in options.job_options(preset("config.yaml"))]
+
+
+def test_options_file_reads_back_what_was_written_with_its_types(tmp_path):
+    """The command reads the file with cwgrpo.configs.read_options: a float stays a float (1e-06 too,
+    which YAML 1.1 reads as a string when written plainly), a bool a bool, a list a list."""
+    opts = {"learning_rate": 1e-06, "beta": 0.0, "max_steps": 2, "bf16": True, "reward_funcs": ["a", "b"],
+            "model_init_kwargs": {"dtype": "bfloat16"}, "text": "≈ 1.5B", "none": None, "big": 1e300}  # fmt: skip
+    path = tmp_path / "options" / "train.yaml"
+    assert options.write_options(path, opts)
+    back = read_options(path)
+    assert back == opts
+    assert {k: type(v) for k, v in back.items()} == {k: type(v) for k, v in opts.items()}
+
+
+def test_options_file_is_rewritten_only_when_its_options_change(tmp_path):
+    path = tmp_path / "job.yaml"
+    assert options.write_options(path, {"a": 1})
+    os.utime(path, (1, 1))
+    assert not options.write_options(path, {"a": 1})
+    assert path.stat().st_mtime == 1  # same options: Snakemake sees no change
+    assert options.write_options(path, {"a": 2})
+    assert path.stat().st_mtime > 1 and read_options(path) == {"a": 2}
+    assert [p.name for p in tmp_path.iterdir()] == ["job.yaml"]  # no temporary file left behind
+
+
+def test_saved_steps_end_at_max_steps():
+    config = preset("config.yaml")
+    config = copy.deepcopy(config)
+    config["train"] |= {"max_steps": 10, "save_steps": 4}
+    for spec in config["sizes"].values():
+        spec.get("train", {}).pop("max_steps", None)
+        spec.get("train", {}).pop("save_steps", None)
+    assert options.saved_steps(config, next(iter(config["sizes"]))) == [4, 8, 10]
+
+
+def test_table_defaults_cut_to_the_trained_methods():
+    config = preset("paper.yaml")
+    assert "methods" not in options.report_options(config, "table")  # trains all of the paper's
+    dropped = sorted(config["methods"])[0]
+    del config["methods"][dropped]
+    opts = options.report_options(config, "table")
+    assert opts["preset"] == "paper" and "base" in opts["methods"] and dropped not in opts["methods"]
+    assert set(opts["methods"]) - {"base"} <= set(config["methods"])
+
+
+def test_preset_contents_names_sizes_seeds_and_methods():
+    config = preset("config.yaml")
+    text = options.preset_contents(config)
+    assert text.startswith("This run: models ") and all(m in text for m in config["methods"])
+    assert f"Table 1 at step {config['report']['step']}." in text
