@@ -24,7 +24,7 @@ Example::
 
     cwgrpo claims --summaries results/tiny/eval/*/*/*/step*/*.summary.json \\
         --runs results/tiny/runs/*/*/seed* --out-json results/tiny/claims.json \\
-        --out-md results/tiny/claims.md --set preset=tiny
+        --out-md results/tiny/claims.md --set kind=tiny
 """
 
 from __future__ import annotations
@@ -162,7 +162,7 @@ def claims_markdown(report: Mapping[str, Any], cfg: ClaimsConfig) -> str:
     lines = [
         "# The paper's four claims, measured",
         "",
-        f"Preset `{cfg.preset}`; treatment {cfg.method_name(cfg.treatment_method)}, reference "
+        f"Preset `{cfg.kind}`; treatment {cfg.method_name(cfg.treatment_method)}, reference "
         f"{cfg.method_name(cfg.reference_method)}; step {cfg.step}. Effects are means over seeds with 95 % "
         "t-intervals over seeds (paired by seed where the seeds match).",
         "",

@@ -88,7 +88,7 @@ class FigureConfig(ReportConfig):
         if bad:
             raise ConfigError(f"checkpoint_benchmarks: {bad} not among {list(PAPER_BENCHMARKS)}")
         if self.show_reported is None:
-            self.show_reported = self.preset == "paper"
+            self.show_reported = self.kind == "paper"
 
 
 # -- helpers -----------------------------------------------------------------------------------------

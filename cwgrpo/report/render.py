@@ -236,7 +236,7 @@ def reported_markdown(cmp: pd.DataFrame, cfg: TableConfig) -> str:
         "(effects paired by seed)."
     )
     lines.append("")
-    if cfg.preset != "paper":
+    if cfg.kind != "paper":
         benchmarks = [b for b in dict.fromkeys(cmp["benchmark"]) if b != AVG]
         stand_in = cfg.stand_in_note(benchmarks, dict.fromkeys(cmp["size"]))
         lines.append(

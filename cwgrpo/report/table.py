@@ -26,7 +26,7 @@ Example (``R=results/tiny``)::
         --out-csv $R/table1.csv --out-tex $R/table1.tex --out-md $R/table1.md \\
         --out-reported-csv $R/reported_vs_ours.csv --out-reported-md $R/reported_vs_ours.md \\
         --out-sensitivity-csv $R/metric_sensitivity.csv --out-sensitivity-md $R/metric_sensitivity.md \\
-        --out-provenance $R/table1.provenance.json --set preset=tiny --set step=100
+        --out-provenance $R/table1.provenance.json --set kind=tiny --set step=100
 """
 
 from __future__ import annotations
@@ -204,7 +204,7 @@ def reported_vs_ours(
         avg_note = "" if len(benchmarks) == 5 else f"ours: mean of our {len(benchmarks)} benchmarks"
         base = {"size": size, "size_display": cfg.size_name(size), "paper_size": psize}
 
-        if cfg.preset == "paper":  # tiny and real: effects only
+        if cfg.kind == "paper":  # tiny and real: effects only
             for method in dict.fromkeys(cells.loc[cells["size"] == size, "method"]):
                 if method not in paper_methods:
                     continue

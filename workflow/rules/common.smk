@@ -214,7 +214,7 @@ def report_options(command):
     Table 1's default rows and effects (the paper's methods) are cut to the methods this preset trains,
     so that a preset without, say, Clip-Cov gets a table without its row instead of a failed table job;
     methods listed explicitly are kept as they are (and checked at parse time)."""
-    opts = {**config["report"], "preset": KIND, **config[command]}
+    opts = {**config["report"], "kind": KIND, **config[command]}
     if command == "table":
         opts.update(_trained_table_defaults(opts))
     return opts
@@ -226,7 +226,7 @@ def _trained_table_defaults(opts):
         from cwgrpo.report.options import TableConfig
     except ImportError:  # a bare Snakemake environment: the table command applies its own defaults
         return {}
-    defaults = TableConfig(preset=KIND)
+    defaults = TableConfig(kind=KIND)
     cut = {}
     for key in ("methods", "effect_methods"):
         if key in opts:
@@ -459,7 +459,7 @@ def _check_command_options():
                 where,
                 f"{missing} not trained by this preset (methods: {', '.join(METHODS)}); "
                 f"Table 1 needs each: list only this preset's methods (default {key}: "
-                f"{getattr(TableConfig(preset=KIND), key)})",
+                f"{getattr(TableConfig(kind=KIND), key)})",
             )
     if config.get("study"):
         from cwgrpo.report.study import StudyConfig
@@ -688,7 +688,7 @@ def study_options():
     treatment = config["study"]["treatment"]
     reference = config["report"].get("reference_method", "grpo")
     variants = [m for m in METHODS if m not in (treatment, reference)]
-    return {**config["report"], "preset": KIND, "treatment_method": treatment, "variants": variants}
+    return {**config["report"], "kind": KIND, "treatment_method": treatment, "variants": variants}
 
 
 def get_final_output():
