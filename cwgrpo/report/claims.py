@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import argparse
 import logging
-import math
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -55,6 +54,7 @@ from cwgrpo.report.claim_checks import (
 )
 from cwgrpo.report.claim_tail import claim_heavy_tail
 from cwgrpo.report.load import add_input_arguments, load_reported, load_summaries, metrics_frame
+from cwgrpo.report.numbers import number
 from cwgrpo.report.options import ENTROPY_MEANS
 
 log = logging.getLogger(__name__)
@@ -118,15 +118,6 @@ def claim_texts(cfg: ClaimsConfig, reported: Mapping[str, Any]) -> dict[int, dic
     }
 
 
-def _fmt(x: Any, sign: bool = True, d: int = 2) -> str:
-    """``x`` to ``d`` decimals, or to two significant digits where ``d`` decimals would show ±0.00."""
-    if x is None or (isinstance(x, float) and not math.isfinite(x)):
-        return "—"
-    if x != 0 and abs(x) < 0.5 * 10**-d:
-        d = 1 - math.floor(math.log10(abs(x)))
-    return (f"{x:+.{d}f}" if sign else f"{x:.{d}f}").replace("-", "−")
-
-
 def _detail_text(claim: int, r: Mapping[str, Any], cfg: ClaimsConfig) -> str:
     d = r["details"]
     t, ref = cfg.method_name(cfg.treatment_method), cfg.method_name(cfg.reference_method)
@@ -135,8 +126,10 @@ def _detail_text(claim: int, r: Mapping[str, Any], cfg: ClaimsConfig) -> str:
         if not block:
             return "—"
         c = block.get("ci95")
-        return _fmt(block["mean"], sign, digits) + (
-            f" [{_fmt(c[0], sign, digits)}, {_fmt(c[1], sign, digits)}]" if c else ""
+        return number(block["mean"], digits, sign, small=True) + (
+            f" [{number(c[0], digits, sign, small=True)}, {number(c[1], digits, sign, small=True)}]"
+            if c
+            else ""
         )
 
     if claim == 1:
@@ -193,12 +186,12 @@ def claims_markdown(report: Mapping[str, Any], cfg: ClaimsConfig) -> str:
         for r in c["per_size"]:
             e = r["effect"]
             ci = (
-                f"[{_fmt(e['ci95'][0])}, {_fmt(e['ci95'][1])}]"
+                f"[{number(e['ci95'][0], 2, True, small=True)}, {number(e['ci95'][1], 2, True, small=True)}]"
                 if e.get("ci95")
                 else "unavailable (< 2 seeds)"
             )
             cells = [
-                r["size_display"], f"{_fmt(e['mean'])} {r['unit']}", ci, str(e["n"]), r["verdict"], r["reason"],
+                r["size_display"], f"{number(e['mean'], 2, True, small=True)} {r['unit']}", ci, str(e["n"]), r["verdict"], r["reason"],
                 _detail_text(c["id"], r, cfg),
             ]  # fmt: skip
             lines.append("| " + " | ".join(x.replace("|", "\\|") for x in cells) + " |")

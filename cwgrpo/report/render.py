@@ -16,20 +16,14 @@ import pandas as pd
 from cwgrpo.io import (
     atomic_path,
 )
+from cwgrpo.report.numbers import number
 from cwgrpo.report.options import AVG, TableConfig
 
 
 # -- formatting --------------------------------------------------------------------------------------
-def _pct(x: float, d: int, sign: bool = False) -> str:
-    if not np.isfinite(x):
-        return "—"
-    s = f"{100 * x:+.{d}f}" if sign else f"{100 * x:.{d}f}"
-    return s.replace("-", "−")
-
-
 def format_cell(mean: float, lo: float, hi: float, d: int, sign: bool = False) -> str:
     """``84.0 ± 9.9`` (percent; the half-width of the interval) or ``84.0`` without an interval."""
-    text = _pct(mean, d, sign)
+    text = number(mean, d, sign, percent=True)
     if np.isfinite(lo) and np.isfinite(hi):
         text += f" ± {100 * (hi - lo) / 2:.{d}f}"
     return text
@@ -222,12 +216,6 @@ def grid_pdf(grid: Grid, path: str | Path, footer: str) -> None:
         plt.close(fig)
 
 
-def _fmt_pp(x: Any, sign: bool = False) -> str:
-    if x is None or (isinstance(x, float) and not np.isfinite(x)):
-        return "—"
-    return (f"{x:+.1f}" if sign else f"{x:.1f}").replace("-", "−")
-
-
 def reported_markdown(cmp: pd.DataFrame, cfg: TableConfig) -> str:
     lines = ["# The paper's reported numbers and ours", ""]
     lines.append(
@@ -261,7 +249,7 @@ def reported_markdown(cmp: pd.DataFrame, cfg: TableConfig) -> str:
         ]
         for _, r in eff.iterrows():
             ci = (
-                f" [{_fmt_pp(r['ours_ci95_lo_pct'], True)}, {_fmt_pp(r['ours_ci95_hi_pct'], True)}]"
+                f" [{number(r['ours_ci95_lo_pct'], 1, True)}, {number(r['ours_ci95_hi_pct'], 1, True)}]"
                 if np.isfinite(r["ours_ci95_lo_pct"])
                 else " (CI unavailable)"
             )
@@ -271,8 +259,8 @@ def reported_markdown(cmp: pd.DataFrame, cfg: TableConfig) -> str:
                 f" ≙ {r['paper_benchmark']}" if r["benchmark"] != r["paper_benchmark"] else ""
             )
             lines.append(
-                f"| {size} | {r['method_display']} | {bench} | {_fmt_pp(r['paper_pct'], True)} | "
-                f"{_fmt_pp(r['ours_pct'], True)}{ci} | {_fmt_pp(r['difference_pct'], True)} | {same} |"
+                f"| {size} | {r['method_display']} | {bench} | {number(r['paper_pct'], 1, True)} | "
+                f"{number(r['ours_pct'], 1, True)}{ci} | {number(r['difference_pct'], 1, True)} | {same} |"
             )
         lines.append("")
     absolute = cmp[cmp["comparison"] == "absolute"]
@@ -285,13 +273,13 @@ def reported_markdown(cmp: pd.DataFrame, cfg: TableConfig) -> str:
         ]
         for _, r in absolute.iterrows():
             ci = (
-                f" [{_fmt_pp(r['ours_ci95_lo_pct'])}, {_fmt_pp(r['ours_ci95_hi_pct'])}]"
+                f" [{number(r['ours_ci95_lo_pct'])}, {number(r['ours_ci95_hi_pct'])}]"
                 if np.isfinite(r["ours_ci95_lo_pct"])
                 else ""
             )
             lines.append(
                 f"| {r['size_display']} | {r['method_display']} | {r['benchmark_display']} | "
-                f"{_fmt_pp(r['paper_pct'])} | {_fmt_pp(r['ours_pct'])}{ci} | {_fmt_pp(r['difference_pct'], True)} |"
+                f"{number(r['paper_pct'])} | {number(r['ours_pct'])}{ci} | {number(r['difference_pct'], 1, True)} |"
             )
         lines.append("")
     notes = sorted({n for n in cmp["note"] if n})

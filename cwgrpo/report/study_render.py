@@ -15,6 +15,7 @@ from typing import Any
 
 import numpy as np
 
+from cwgrpo.report.numbers import number
 from cwgrpo.report.study_design import MEASURES, PRIMARY, StudyConfig
 from cwgrpo.report.style import apply_style, method_color, new_figure, save_figure
 from cwgrpo.stats import paired_mde
@@ -114,9 +115,7 @@ def _registered_points(points: Mapping[str, float]) -> Sequence[tuple[int, float
 
 # -- rendering ---------------------------------------------------------------------------------------
 def _num(x: float | None, d: int = 2, sign: bool = True) -> str:
-    if x is None or not math.isfinite(x):
-        return "n/a"
-    return f"{x:+.{d}f}" if sign else f"{x:.{d}f}"
+    return number(x, d, sign, missing="n/a", minus="-")
 
 
 def _ci(e: Mapping[str, Any], d: int = 2) -> str:
