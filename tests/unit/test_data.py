@@ -362,3 +362,17 @@ def test_own_dataset_column_that_does_not_exist_is_named(tmp_path, capsys):
 def test_own_dataset_bad_options(options, message):
     with pytest.raises(ConfigError, match=message):
         prepare_data.OwnDataset(**options).spec("mine")
+
+
+def test_gold_kinds_follow_the_released_configuration():
+    """Each paper benchmark's spec carries the released gold kind; a stand-in takes its mirror's."""
+    paper_kinds = [data.gold_kind_for(b) for b in ("aime24", "amc23", "math500", "minerva", "olympiadbench")]
+    assert paper_kinds == ["expr", "expr", "latex", "latex", "latex"]
+    assert data.gold_kind_for("own", "math500") == "latex"  # a user's stand-in, by its manifest's mirror
+    assert [data.gold_kind_for(s.name) for s in synthetic.SPLITS.values() if s.mirrors] == [
+        data.gold_kind_for(s.mirrors) for s in synthetic.SPLITS.values() if s.mirrors
+    ]
+    with pytest.raises(ConfigError, match="no gold kind"):
+        data.gold_kind_for("gsm8k")
+    with pytest.raises(ConfigError, match="no gold kind"):
+        data.gold_kind_for("champ")  # registered, but no paper benchmark
