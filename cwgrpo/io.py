@@ -158,3 +158,18 @@ def check_outputs_not_inputs(
             same = out.resolve() == inp.resolve() or (out.exists() and inp.exists() and out.samefile(inp))
             if same or (inp.is_dir() and out.resolve().is_relative_to(inp.resolve())):
                 raise ValueError(f"output {out} would overwrite the input {inp}: choose another output path")
+
+
+def check_arguments_not_overwritten(
+    args: Any, output_dests: Iterable[str], more_inputs: Iterable[str | os.PathLike] = ()
+) -> None:
+    """``check_outputs_not_inputs`` over a command's parsed arguments: each ``Path`` value (or list of them)
+    is an input unless its ``dest`` is one of ``output_dests`` (the command module's ``OUTPUTS``). A
+    command's ``run()`` calls it, so that a caller that skips ``cwgrpo.cli`` gets the same refusal."""
+    dests = set(output_dests)
+    inputs: list[Path] = list(map(Path, more_inputs))
+    outputs: list[Path] = []
+    for dest, value in vars(args).items():
+        values = value if isinstance(value, list) else [value]
+        (outputs if dest in dests else inputs).extend(v for v in values if isinstance(v, Path))
+    check_outputs_not_inputs(inputs, outputs)

@@ -37,7 +37,7 @@ from typing import Any
 
 from cwgrpo.configs import add_config_arguments, config_from_args, describe_options
 from cwgrpo.io import (
-    check_outputs_not_inputs,
+    check_arguments_not_overwritten,
     write_json,
     write_text,
 )
@@ -247,8 +247,7 @@ OUTPUTS = ("out_json", "out_md")  # every other path argument is read (cwgrpo.cl
 
 def run(args: argparse.Namespace) -> int:
     cfg = config_from_args(ClaimsConfig, args)
-    inputs = [*args.summaries, *args.runs, *([args.reported] if args.reported else [])]
-    check_outputs_not_inputs(inputs, [args.out_json, args.out_md])
+    check_arguments_not_overwritten(args, OUTPUTS)
     report = evaluate_claims(cfg, list(args.summaries), list(args.runs), args.reported)
     write_json(args.out_json, report_record(report, cfg, args.summaries, args.runs))
     write_text(args.out_md, claims_markdown(report, cfg))

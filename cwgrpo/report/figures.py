@@ -32,7 +32,7 @@ import numpy as np
 import pandas as pd
 
 from cwgrpo.configs import ConfigError, add_config_arguments, config_from_args, config_hash, describe_options
-from cwgrpo.io import ResultFileError, check_outputs_not_inputs
+from cwgrpo.io import ResultFileError, check_arguments_not_overwritten
 from cwgrpo.report.load import (
     add_input_arguments,
     cov_samples,
@@ -370,7 +370,7 @@ def run(args: argparse.Namespace) -> int:
     from cwgrpo.report.style import apply_style, save_figure
 
     cfg = config_from_args(FigureConfig, args)
-    check_outputs_not_inputs([*args.runs, *args.summaries], [args.out_pdf, args.out_png])
+    check_arguments_not_overwritten(args, OUTPUTS)
     apply_style()
     fig = make_figure(args.kind, cfg, list(args.runs), list(args.summaries))
     pdf, png = save_figure(fig, args.out_pdf, args.out_png)

@@ -129,7 +129,7 @@ def _digits(unit: str | None) -> int:
 
 def study_markdown(report: Mapping[str, Any], cfg: StudyConfig) -> str:
     """The claims table, the regime check and the ablation, as markdown."""
-    reg = report["regime"]
+    reg, reference = report["regime"], cfg.method_name(cfg.reference_method)
     lines = [
         f"# Pre-registered study: {cfg.size_name(report['size'])}",
         "",
@@ -138,9 +138,9 @@ def study_markdown(report: Mapping[str, Any], cfg: StudyConfig) -> str:
         "t-interval; *MDE* is the effect a paired t-test over these seeds would detect with 80 % power, from the "
         "observed spread of the differences.",
         "",
-        "## Precondition: is GRPO unstable?",
+        f"## Precondition: is {reference} unstable?",
         "",
-        f"GRPO unstable in **{reg['unstable_seeds']} of {len(reg['per_seed'])}** seeds (registered: entropy range ≥ "
+        f"{reference} unstable in **{reg['unstable_seeds']} of {len(reg['per_seed'])}** seeds (registered: entropy range ≥ "
         f"{cfg.entropy_swing:.0%} of its start and best − last ≥ {cfg.drop_points:g} points, the base model counted "
         f"as step 0); precondition **{'holds' if reg['precondition'] else 'fails'}**. Over the checkpoints only "
         f"(the criterion as first registered): {reg['unstable_seeds_checkpoints_only']} of {len(reg['per_seed'])}.",

@@ -42,7 +42,7 @@ import numpy as np
 import pandas as pd
 
 from cwgrpo.configs import ConfigError, add_config_arguments, config_from_args, config_hash, describe_options
-from cwgrpo.io import ResultFileError, check_outputs_not_inputs, write_json, write_text
+from cwgrpo.io import ResultFileError, check_arguments_not_overwritten, write_json, write_text
 from cwgrpo.report.load import (
     add_input_arguments,
     footer_text,
@@ -386,9 +386,7 @@ def run(args: argparse.Namespace) -> int:
     outputs |= {
         name: getattr(args, f"out_{name}") for name in PICTURE_OUTPUTS if getattr(args, f"out_{name}")
     }
-    check_outputs_not_inputs(
-        [*args.summaries, *([args.reported] if args.reported else [])], list(outputs.values())
-    )
+    check_arguments_not_overwritten(args, OUTPUTS)
     out = write_table(cfg, list(args.summaries), outputs, args.reported, list(args.runs))
     log.info("wrote %s", ", ".join(str(p) for p in out.values()))
     return 0
