@@ -36,8 +36,6 @@ from cwgrpo.io import ResultFileError, check_arguments_not_overwritten
 from cwgrpo.report.load import (
     add_input_arguments,
     cov_samples,
-    footer_text,
-    input_identity,
     load_reported,
     load_summaries,
     metrics_frame,
@@ -45,6 +43,7 @@ from cwgrpo.report.load import (
     run_info,
 )
 from cwgrpo.report.options import PAPER_BENCHMARKS, ReportConfig
+from cwgrpo.report.provenance import footer_text, input_identity
 from cwgrpo.report.symlog import linthresh, symlog_edges, symlog_ticks
 from cwgrpo.stats import t_band
 

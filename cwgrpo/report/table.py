@@ -45,14 +45,13 @@ from cwgrpo.configs import ConfigError, add_config_arguments, config_from_args, 
 from cwgrpo.io import ResultFileError, check_arguments_not_overwritten, write_json, write_text
 from cwgrpo.report.load import (
     add_input_arguments,
-    footer_text,
-    input_identity,
     load_reported,
     load_summaries,
     per_seed_accuracy,
     reported_table1,
 )
 from cwgrpo.report.options import AVG, TableConfig
+from cwgrpo.report.provenance import footer_text, input_identity
 from cwgrpo.report.render import grid_latex, grid_markdown, grid_pdf, reported_markdown, table_grid
 from cwgrpo.report.sensitivity import sensitivity_frame, sensitivity_markdown
 from cwgrpo.stats import Effect, mean_ci, mean_normal_ci, normal_ci, seed_effect
