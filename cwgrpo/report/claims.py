@@ -35,12 +35,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from cwgrpo.configs import add_config_arguments, config_from_args, describe_options
-from cwgrpo.io import (
-    check_arguments_not_overwritten,
-    write_json,
-    write_text,
-)
+from cwgrpo.configs import add_config_arguments, describe_options
+from cwgrpo.io import write_json, write_text
 from cwgrpo.report.claim_checks import (
     VERDICT_RULE,
     ClaimsConfig,
@@ -53,7 +49,13 @@ from cwgrpo.report.claim_checks import (
     report_record,
 )
 from cwgrpo.report.claim_tail import claim_heavy_tail
-from cwgrpo.report.load import add_input_arguments, load_reported, load_summaries, metrics_frame
+from cwgrpo.report.load import (
+    add_input_arguments,
+    command_options,
+    load_reported,
+    load_summaries,
+    metrics_frame,
+)
 from cwgrpo.report.numbers import number
 from cwgrpo.report.options import ENTROPY_MEANS
 
@@ -246,8 +248,7 @@ OUTPUTS = ("out_json", "out_md")  # every other path argument is read (cwgrpo.cl
 
 
 def run(args: argparse.Namespace) -> int:
-    cfg = config_from_args(ClaimsConfig, args)
-    check_arguments_not_overwritten(args, OUTPUTS)
+    cfg = command_options(ClaimsConfig, args, OUTPUTS)
     report = evaluate_claims(cfg, list(args.summaries), list(args.runs), args.reported)
     write_json(args.out_json, report_record(report, cfg, args.summaries, args.runs))
     write_text(args.out_md, claims_markdown(report, cfg))

@@ -31,10 +31,11 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from cwgrpo.configs import ConfigError, add_config_arguments, config_from_args, config_hash, describe_options
-from cwgrpo.io import ResultFileError, check_arguments_not_overwritten
+from cwgrpo.configs import ConfigError, add_config_arguments, config_hash, describe_options
+from cwgrpo.io import ResultFileError
 from cwgrpo.report.load import (
     add_input_arguments,
+    command_options,
     cov_samples,
     load_reported,
     load_summaries,
@@ -368,8 +369,7 @@ OUTPUTS = ("out_pdf", "out_png")  # every other path argument is read (cwgrpo.cl
 def run(args: argparse.Namespace) -> int:
     from cwgrpo.report.style import apply_style, save_figure
 
-    cfg = config_from_args(FigureConfig, args)
-    check_arguments_not_overwritten(args, OUTPUTS)
+    cfg = command_options(FigureConfig, args, OUTPUTS)
     apply_style()
     fig = make_figure(args.kind, cfg, list(args.runs), list(args.summaries))
     pdf, png = save_figure(fig, args.out_pdf, args.out_png)

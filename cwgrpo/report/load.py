@@ -17,22 +17,26 @@ figures convert to percent only for display and for comparison with the paper.
 
 from __future__ import annotations
 
+import argparse
 import itertools
 import math
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 import pandas as pd
 
+from cwgrpo.configs import config_from_args
 from cwgrpo.io import (
     ResultFileError,
+    check_arguments_not_overwritten,
     read_json,
     read_jsonl,
 )
 from cwgrpo.report.options import AVG, PAPER_BENCHMARKS, ReportConfig
 
+T = TypeVar("T")
 REPORTED_PATH = Path(__file__).resolve().parent.parent / "resources" / "reported.json"
 
 
@@ -49,6 +53,14 @@ def add_input_arguments(parser: Any, *, runs: bool = True, required: bool = True
         parser.add_argument(
             "--runs", help="run folders (run.json, metrics.jsonl, cov_samples.jsonl); repeatable", **multi
         )
+
+
+def command_options(cls: type[T], args: argparse.Namespace, outputs: Sequence[str]) -> T:
+    """A report command's options (``cls`` from ``--set``/``--config``), once no output of ``args`` (the
+    ``dests`` in ``outputs``) is one of its inputs: each command's ``run()`` starts with it."""
+    cfg = config_from_args(cls, args)
+    check_arguments_not_overwritten(args, outputs)
+    return cfg
 
 
 # -- the paper's numbers ----------------------------------------------------------------------------

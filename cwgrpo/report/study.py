@@ -21,11 +21,12 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from cwgrpo.configs import add_config_arguments, config_from_args, describe_options
-from cwgrpo.io import ResultFileError, check_arguments_not_overwritten, read_json, write_json, write_text
+from cwgrpo.configs import add_config_arguments, describe_options
+from cwgrpo.io import ResultFileError, read_json, write_json, write_text
 from cwgrpo.report.claim_checks import decide, top_share
 from cwgrpo.report.load import (
     add_input_arguments,
+    command_options,
     cov_samples,
     load_summaries,
     metrics_frame,
@@ -289,8 +290,7 @@ def run(args: argparse.Namespace) -> int:
     from cwgrpo.report.claim_checks import report_record
     from cwgrpo.report.study_render import ablation_figure, power_figure, study_markdown
 
-    cfg = config_from_args(StudyConfig, args)
-    check_arguments_not_overwritten(args, OUTPUTS)
+    cfg = command_options(StudyConfig, args, OUTPUTS)
     methods = [cfg.treatment_method, *cfg.variants]
     report = analyse(
         cfg,

@@ -41,10 +41,11 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from cwgrpo.configs import ConfigError, add_config_arguments, config_from_args, config_hash, describe_options
-from cwgrpo.io import ResultFileError, check_arguments_not_overwritten, write_json, write_text
+from cwgrpo.configs import ConfigError, add_config_arguments, config_hash, describe_options
+from cwgrpo.io import ResultFileError, write_json, write_text
 from cwgrpo.report.load import (
     add_input_arguments,
+    command_options,
     load_reported,
     load_summaries,
     per_seed_accuracy,
@@ -380,12 +381,11 @@ OUTPUTS = tuple(f"out_{name}" for name in {**TABLE_OUTPUTS, **PICTURE_OUTPUTS})
 
 
 def run(args: argparse.Namespace) -> int:
-    cfg = config_from_args(TableConfig, args)
+    cfg = command_options(TableConfig, args, OUTPUTS)
     outputs = {name: getattr(args, f"out_{name}") for name in TABLE_OUTPUTS}
     outputs |= {
         name: getattr(args, f"out_{name}") for name in PICTURE_OUTPUTS if getattr(args, f"out_{name}")
     }
-    check_arguments_not_overwritten(args, OUTPUTS)
     out = write_table(cfg, list(args.summaries), outputs, args.reported, list(args.runs))
     log.info("wrote %s", ", ".join(str(p) for p in out.values()))
     return 0
