@@ -239,50 +239,50 @@ def reported_markdown(cmp: pd.DataFrame, cfg: TableConfig) -> str:
             "ours use the metric named in table1.md (avg@k), so small differences are expected from sampling."
         )
         lines.append("")
-    eff = cmp[cmp["comparison"] == "effect"]
-    if not eff.empty:
-        lines += [
-            "## Effects (method minus reference, points)",
-            "",
-            "| Size | Effect | Benchmark (ours ≙ paper) | Paper | Ours (95 % CI) | Ours − paper | Same sign |",
-            "|---|---|---|---:|---:|---:|---|",
-        ]
-        for _, r in eff.iterrows():
-            ci = (
-                f" [{number(r['ours_ci95_lo_pct'], 1, True)}, {number(r['ours_ci95_hi_pct'], 1, True)}]"
-                if np.isfinite(r["ours_ci95_lo_pct"])
-                else " (CI unavailable)"
-            )
-            same = {True: "yes", False: "**no**", None: "—"}[r["same_sign"]]
-            size = r["size_display"] + (f" (≙ {r['paper_size']})" if r["size"] != r["paper_size"] else "")
-            bench = r["benchmark_display"] + (
-                f" ≙ {r['paper_benchmark']}" if r["benchmark"] != r["paper_benchmark"] else ""
-            )
-            lines.append(
-                f"| {size} | {r['method_display']} | {bench} | {number(r['paper_pct'], 1, True)} | "
-                f"{number(r['ours_pct'], 1, True)}{ci} | {number(r['difference_pct'], 1, True)} | {same} |"
-            )
-        lines.append("")
-    absolute = cmp[cmp["comparison"] == "absolute"]
-    if not absolute.empty:
-        lines += [
-            "## Absolute accuracy (%)",
-            "",
-            "| Size | Method | Benchmark | Paper | Ours (95 % CI) | Ours − paper |",
-            "|---|---|---|---:|---:|---:|",
-        ]
-        for _, r in absolute.iterrows():
-            ci = (
-                f" [{number(r['ours_ci95_lo_pct'])}, {number(r['ours_ci95_hi_pct'])}]"
-                if np.isfinite(r["ours_ci95_lo_pct"])
-                else ""
-            )
-            lines.append(
-                f"| {r['size_display']} | {r['method_display']} | {r['benchmark_display']} | "
-                f"{number(r['paper_pct'])} | {number(r['ours_pct'])}{ci} | {number(r['difference_pct'], 1, True)} |"
-            )
-        lines.append("")
+    lines += _section(
+        "Effects (method minus reference, points)",
+        "| Size | Effect | Benchmark (ours ≙ paper) | Paper | Ours (95 % CI) | Ours − paper | Same sign |",
+        "|---|---|---|---:|---:|---:|---|",
+        [_effect_row(r) for _, r in cmp[cmp["comparison"] == "effect"].iterrows()],
+    )
+    lines += _section(
+        "Absolute accuracy (%)",
+        "| Size | Method | Benchmark | Paper | Ours (95 % CI) | Ours − paper |",
+        "|---|---|---|---:|---:|---:|",
+        [_absolute_row(r) for _, r in cmp[cmp["comparison"] == "absolute"].iterrows()],
+    )
     notes = sorted({n for n in cmp["note"] if n})
     if notes:
         lines += ["Notes: " + "; ".join(notes) + ".", ""]
     return "\n".join(lines)
+
+
+def _section(title: str, header: str, align: str, rows: list[str]) -> list[str]:
+    """A titled Markdown table, or nothing without rows."""
+    return [f"## {title}", "", header, align, *rows, ""] if rows else []
+
+
+def _ours(r: pd.Series, sign: bool, unavailable: str) -> str:
+    """Our number in points with its 95 % interval (``unavailable`` in its place when there is none)."""
+    lo, hi = r["ours_ci95_lo_pct"], r["ours_ci95_hi_pct"]
+    ci = f" [{number(lo, 1, sign)}, {number(hi, 1, sign)}]" if np.isfinite(lo) else unavailable
+    return number(r["ours_pct"], 1, sign) + ci
+
+
+def _effect_row(r: pd.Series) -> str:
+    same = {True: "yes", False: "**no**", None: "—"}[r["same_sign"]]
+    size = r["size_display"] + (f" (≙ {r['paper_size']})" if r["size"] != r["paper_size"] else "")
+    bench = r["benchmark_display"] + (
+        f" ≙ {r['paper_benchmark']}" if r["benchmark"] != r["paper_benchmark"] else ""
+    )
+    return (
+        f"| {size} | {r['method_display']} | {bench} | {number(r['paper_pct'], 1, True)} | "
+        f"{_ours(r, True, ' (CI unavailable)')} | {number(r['difference_pct'], 1, True)} | {same} |"
+    )
+
+
+def _absolute_row(r: pd.Series) -> str:
+    return (
+        f"| {r['size_display']} | {r['method_display']} | {r['benchmark_display']} | "
+        f"{number(r['paper_pct'])} | {_ours(r, False, '')} | {number(r['difference_pct'], 1, True)} |"
+    )
