@@ -7,7 +7,7 @@ import importlib.util
 import pytest
 
 from cwgrpo.configs import ConfigError
-from cwgrpo.generation import BACKENDS, Completion, SamplingSettings, get_backend, sample_seed
+from cwgrpo.generation import BACKENDS, Completion, SamplingSettings, encode_prompt, get_backend, sample_seed
 
 PROMPTS = [[{"role": "user", "content": p}] for p in ("47+35", "12+35-8", "90-45+11", "3+4")]
 MAX_NEW = 10
@@ -59,7 +59,7 @@ def test_sample_seed_streams_are_distinct_and_stable():
 
 
 def test_encode_applies_the_chat_template(backend):
-    ids = backend.encode(PROMPTS[0])
+    ids = encode_prompt(backend.tokenizer, PROMPTS[0])
     text = backend.tokenizer.decode(ids)
     assert text == "<|bos|><|user|>47+35<|end|><|assistant|>"
     assert ids.count(backend.tokenizer.bos_token_id) == 1
