@@ -24,18 +24,9 @@ from cwgrpo.report.claim_checks import (
 )
 from cwgrpo.report.claims import claims_markdown, evaluate_claims
 from tests.hand import t_interval_3
+from tests.summaries import write_summary
 
 BENCHES = ("b1", "b2")
-
-
-def write_summary(root: Path, size, method, seed, step, benchmark, acc) -> Path:
-    path = root / "eval" / size / method / f"seed{seed}" / f"step{step}" / f"{benchmark}.summary.json"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tags = {"size": size, "method": method, "seed": seed, "step": step}
-    path.write_text(
-        json.dumps({"benchmark": benchmark, "tags": tags, "k": 1, "pass1": acc, "n_problems": 50})
-    )
-    return path
 
 
 def write_run(root: Path, size, method, seed, entropy: list[float], big: float) -> Path:

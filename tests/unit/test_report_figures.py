@@ -19,6 +19,7 @@ from cwgrpo.report.figures import FigureConfig, make_figure, seed_band
 from cwgrpo.report.load import metrics_frame
 from cwgrpo.report.style import METHOD_COLORS, method_color, save_figure
 from tests.hand import T975_2
+from tests.summaries import write_summary
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 MIRRORS = {"syn_math500": "math500", "syn_olympiad": "olympiadbench"}
@@ -57,16 +58,6 @@ def write_run(root: Path, size: str, method: str, seed: int, steps: int = 12) ->
         cov_lines.append({"step": step, "cov": cov.tolist(), "weight": (weight / weight.mean()).tolist()})
     (run / "cov_samples.jsonl").write_text("".join(json.dumps(x) + "\n" for x in cov_lines))
     return run
-
-
-def write_summary(root: Path, size, method, seed, step, benchmark, acc) -> Path:
-    path = root / "eval" / size / method / f"seed{seed}" / f"step{step}" / f"{benchmark}.summary.json"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tags = {"size": size, "method": method, "seed": seed, "step": step}
-    path.write_text(
-        json.dumps({"benchmark": benchmark, "tags": tags, "k": 1, "pass1": acc, "n_problems": 10})
-    )
-    return path
 
 
 @pytest.fixture(scope="module")
