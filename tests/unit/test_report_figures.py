@@ -9,6 +9,7 @@ import json
 import math
 from pathlib import Path
 
+import matplotlib.colors
 import numpy as np
 import pandas as pd
 import pytest
@@ -237,12 +238,22 @@ def test_method_colours_fixed_and_distinct():
 
 def test_same_method_same_colour_in_every_figure(runs, summaries):
     seen: dict[str, set[str]] = {}
-    for kind, r, s in (("entropy", runs, []), ("checkpoints", [], summaries)):
+    legends = []  # (figure kind, method label) of every legend entry checked
+    kinds = (
+        ("entropy", runs, []),
+        ("training", runs, []),
+        ("covariance", runs, []),
+        ("checkpoints", [], summaries),
+    )
+    for kind, r, s in kinds:
         fig = make_figure(kind, FigureConfig(benchmark_mirrors=MIRRORS), r, s)
         for handle, text in zip(fig.legends[0].legend_handles, fig.legends[0].get_texts(), strict=True):
             label = text.get_text().split(" (")[0]
             if label in ("GRPO", "CW-GRPO"):
-                seen.setdefault(label, set()).add(handle.get_color())
+                colour = handle.get_color() if hasattr(handle, "get_color") else handle.get_edgecolor()
+                seen.setdefault(label, set()).add(matplotlib.colors.to_hex(colour).upper())
+                legends.append((kind, label))
+    assert {kind for kind, _ in legends} == {kind for kind, _, _ in kinds}
     assert seen == {"GRPO": {METHOD_COLORS["grpo"]}, "CW-GRPO": {METHOD_COLORS["cw_grpo"]}}
 
 
