@@ -215,7 +215,8 @@ def test_same_treatment_and_reference_is_refused():
 
 def test_markdown_names_every_claim_and_variant(report):
     md = study_markdown(report, CFG)
-    for text in ("GRPO unstable in **3 of 3**", "| 1 |", "| 4 |", "`cw_knob_x`", "| `grpo` | 40.0 |"):
+    claims = [f"| {i} |" for i in (1, 2, 3, 4)]
+    for text in ("GRPO unstable in **3 of 3**", *claims, "`cw_knob_x`", "| `grpo` | 40.0 |"):
         assert text in md
 
 
