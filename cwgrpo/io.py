@@ -161,14 +161,17 @@ def check_outputs_not_inputs(
 
 
 def check_arguments_not_overwritten(
-    args: Any, output_dests: Iterable[str], more_inputs: Iterable[str | os.PathLike] = ()
+    args: Any,
+    output_dests: Iterable[str],
+    more_inputs: Iterable[str | os.PathLike] = (),
+    more_outputs: Iterable[str | os.PathLike] = (),
 ) -> None:
     """``check_outputs_not_inputs`` over a command's parsed arguments: each ``Path`` value (or list of them)
-    is an input unless its ``dest`` is one of ``output_dests`` (the command module's ``OUTPUTS``). A
-    command's ``run()`` calls it, so that a caller that skips ``cwgrpo.cli`` gets the same refusal."""
+    is an input unless its ``dest`` is one of ``output_dests`` (the command module's ``OUTPUTS``). The CLI
+    calls it before a command starts, and a report command's ``run()`` again, for callers without the CLI."""
     dests = set(output_dests)
     inputs: list[Path] = list(map(Path, more_inputs))
-    outputs: list[Path] = []
+    outputs: list[Path] = list(map(Path, more_outputs))
     for dest, value in vars(args).items():
         values = value if isinstance(value, list) else [value]
         (outputs if dest in dests else inputs).extend(v for v in values if isinstance(v, Path))
