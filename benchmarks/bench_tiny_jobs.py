@@ -30,6 +30,9 @@ import time
 from collections import defaultdict
 from pathlib import Path
 
+from cwgrpo.generation import encode_prompt
+from cwgrpo.io import write_json
+
 LINE = re.compile(r"resource use: cwgrpo (\S+): ([0-9.]+) s CPU")
 # The tiny preset's shapes (config/config.yaml, cwgrpo.sft defaults).
 EVAL = {"benchmarks": 5, "problems": 50, "k": 2, "batch": 32, "new_tokens": 64}
@@ -62,13 +65,6 @@ def subprocess_cpu(code: str, reps: int = 3) -> float:
     return statistics.median(samples)
 
 
-def _prompt(tokenizer, text: str) -> list[int]:
-    rendered = tokenizer.apply_chat_template(
-        [{"role": "user", "content": text}], tokenize=False, add_generation_prompt=True
-    )
-    return tokenizer(rendered, add_special_tokens=False)["input_ids"]
-
-
 def floors(model_dir: Path, problem: str, sft_steps: int, sft_evals: int) -> dict[str, float]:
     """CPU seconds of the bare work of one job of each kind (single thread)."""
     import torch
@@ -77,7 +73,7 @@ def floors(model_dir: Path, problem: str, sft_steps: int, sft_evals: int) -> dic
     torch.set_num_threads(1)
     tokenizer = AutoTokenizer.from_pretrained(model_dir)
     model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32)
-    ids = _prompt(tokenizer, problem)
+    ids = encode_prompt(tokenizer, [{"role": "user", "content": problem}])
 
     def generate(n: int, batch: int, tokens: int) -> float:
         config = GenerationConfig(
@@ -164,8 +160,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{kind:<13} {len(samples):>4} {sum(samples):>8.1f} {per_job:>8.2f} {base:>7.2f} {ratio:>6.1f}")
     print(f"{'all':<13} {sum(map(len, jobs.values())):>4} {sum(map(sum, jobs.values())):>8.1f}")
     if args.out:
-        args.out.parent.mkdir(parents=True, exist_ok=True)
-        args.out.write_text(json.dumps(report, indent=2) + "\n")
+        write_json(args.out, report)
     return 0
 
 

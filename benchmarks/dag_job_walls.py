@@ -16,12 +16,13 @@ benchmark split after it taken off (``train_small`` -> ``train``, ``evaluate_run
 from __future__ import annotations
 
 import argparse
-import json
 import re
 import sys
 from collections import defaultdict
 from datetime import datetime
 from pathlib import Path
+
+from cwgrpo.io import write_json
 
 STAMP = re.compile(r"^\[(\w{3} \w{3} +\d+ \d\d:\d\d:\d\d \d{4})\]$")
 START = re.compile(r"^(?:local)?rule (\S+):$")
@@ -85,8 +86,7 @@ def main(argv: list[str] | None = None) -> int:
         f"{'all':<22} {report['jobs']:>4} {report['job_seconds']:>7.0f}   makespan {report['makespan_s']:.0f} s"
     )
     if args.out:
-        args.out.parent.mkdir(parents=True, exist_ok=True)
-        args.out.write_text(json.dumps(report, indent=2) + "\n")
+        write_json(args.out, report)
     return 0
 
 

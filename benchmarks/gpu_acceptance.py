@@ -177,7 +177,8 @@ def start_server(stack: contextlib.ExitStack, model_dir: Path, context: int, mem
     """``trl vllm-serve`` with the paper preset's engine flags, as ``cwgrpo.launch`` builds and starts it
     (ports claimed through ``cwgrpo.devices``), on this process's GPU; stopped when ``stack`` closes."""
     from cwgrpo.devices import lease
-    from cwgrpo.launch import plan, ports_needed
+    from cwgrpo.launch import plan
+    from cwgrpo.multinode import ports_needed
     from cwgrpo.train_config import split_options
     from cwgrpo.vllm_server import wait_for_server
 

@@ -100,25 +100,23 @@ def refuse_overwriting_inputs(module: Any, parser: argparse.ArgumentParser, args
     elsewhere (a ``--set path=``). Checked before the command starts, so nothing is written."""
     from pathlib import Path
 
-    from cwgrpo.io import check_outputs_distinct, check_outputs_not_inputs
+    from cwgrpo.io import check_arguments_not_overwritten, check_outputs_distinct
 
     outputs_dests = getattr(module, "OUTPUTS", ())
-    inputs: list[Path] = []
     outputs: list[Path] = []
     for action in parser._actions:
         value = getattr(args, action.dest, None)
-        if action.type is not Path or value is None:
+        if action.type is not Path or value is None or action.dest not in outputs_dests:
             continue
         values = value if isinstance(value, list) else [value]
-        (outputs if action.dest in outputs_dests else inputs).extend(values)
-        for path in values if action.dest in outputs_dests and not action.dest.endswith("dir") else []:
+        outputs.extend(values)
+        for path in values if not action.dest.endswith("dir") else []:
             if Path(path).is_dir():
                 raise ValueError(f"{action.option_strings[0]} {path}: a folder; name the file to write")
     check_outputs_distinct(outputs)
-    check_outputs_not_inputs(inputs, outputs)  # first: file_arguments may read an input (a --config)
+    check_arguments_not_overwritten(args, outputs_dests)  # first: file_arguments may read an input
     if hasattr(module, "file_arguments"):
-        more_inputs, more_outputs = module.file_arguments(args)
-        check_outputs_not_inputs([*inputs, *more_inputs], [*outputs, *more_outputs])
+        check_arguments_not_overwritten(args, outputs_dests, *module.file_arguments(args))
 
 
 def main(argv: Sequence[str] | None = None) -> int:

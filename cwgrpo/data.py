@@ -65,6 +65,8 @@ class DatasetSpec:
         package: ``MODULE/path/in/package.json`` of a dataset shipped in an installed Python package (read
             offline; ``revision`` is then the package version that must be installed), or None.
         local_path: a local data file of the user's (``OwnDataset``), or None.
+        gold_kind: the paper metric's gold extraction (``expr`` or ``latex``) of the released
+            configuration (``src/open_r1/evaluate.py``), or None; a stand-in takes its mirror's.
     """
 
     name: str
@@ -81,6 +83,7 @@ class DatasetSpec:
     mirrors: str | None = None
     package: str | None = None
     local_path: str | None = None
+    gold_kind: str | None = None
 
     @property
     def synthetic(self) -> bool:
@@ -95,9 +98,9 @@ class DatasetSpec:
         return self.hf_id if self.hf_id is not None else f"synthetic:{self.name}"
 
 
-def _paper_names(benchmark: str) -> dict[str, str]:
-    """A paper benchmark's display name, and itself as its mirror."""
-    return {"display": paper.BENCHMARK_DISPLAY[benchmark], "mirrors": benchmark}
+def _paper_names(benchmark: str, gold_kind: str) -> dict[str, str]:
+    """A paper benchmark's display name, itself as its mirror, and its released gold kind."""
+    return {"display": paper.BENCHMARK_DISPLAY[benchmark], "mirrors": benchmark, "gold_kind": gold_kind}
 
 
 # Revisions: no network here, so no commit sha could be looked up; "main" is recorded as is, and the
@@ -112,9 +115,9 @@ _HF_SPECS = (
         solution_column="solution",
         display="Open-RS (train)",
     ),
-    DatasetSpec("aime24", "HuggingFaceH4/aime_2024", "train", "main", 30, **_paper_names("aime24")),
-    DatasetSpec("math500", "HuggingFaceH4/MATH-500", "test", "main", 500, **_paper_names("math500")),
-    DatasetSpec("amc23", "knoveleng/AMC-23", "train", "main", 40, **_paper_names("amc23")),
+    DatasetSpec("aime24", "HuggingFaceH4/aime_2024", "train", "main", 30, **_paper_names("aime24", "expr")),
+    DatasetSpec("math500", "HuggingFaceH4/MATH-500", "test", "main", 500, **_paper_names("math500", "latex")),
+    DatasetSpec("amc23", "knoveleng/AMC-23", "train", "main", 40, **_paper_names("amc23", "expr")),
     DatasetSpec(
         "minerva",
         "knoveleng/Minerva-Math",
@@ -123,7 +126,7 @@ _HF_SPECS = (
         272,
         answer_column="solution",
         answer_from="boxed",
-        **_paper_names("minerva"),
+        **_paper_names("minerva", "latex"),
     ),
     DatasetSpec(
         "olympiadbench",
@@ -132,7 +135,7 @@ _HF_SPECS = (
         "main",
         675,
         problem_column="question",
-        **_paper_names("olympiadbench"),
+        **_paper_names("olympiadbench", "latex"),
     ),
     # Mao et al. 2024, "CHAMP: A Competition-level Dataset for Fine-Grained Analyses of LLMs' Mathematical
     # Reasoning Capabilities" (MIT licence): the real preset's benchmark, offline.
@@ -149,8 +152,18 @@ _HF_SPECS = (
     ),
 )
 
+_PAPER_GOLD_KINDS = {s.name: s.gold_kind for s in _HF_SPECS if s.gold_kind is not None}
 DATASETS: dict[str, DatasetSpec] = {s.name: s for s in _HF_SPECS} | {
-    s.name: DatasetSpec(s.name, None, s.name, None, s.n, display=s.display, mirrors=s.mirrors)
+    s.name: DatasetSpec(
+        s.name,
+        None,
+        s.name,
+        None,
+        s.n,
+        display=s.display,
+        mirrors=s.mirrors,
+        gold_kind=_PAPER_GOLD_KINDS.get(s.mirrors),
+    )
     for s in synthetic.SPLITS.values()
 }
 
@@ -161,6 +174,19 @@ def get_dataset(name: str) -> DatasetSpec:
         return DATASETS[name]
     except KeyError:
         raise ConfigError(f"unknown dataset {name!r}; known: {sorted(DATASETS)}") from None
+
+
+def gold_kind_for(benchmark: str, mirror: str | None = None) -> str:
+    """The released gold kind of ``benchmark``, or of the paper benchmark it mirrors (its data manifest's
+    ``mirrors``), from the registry."""
+    spec = DATASETS.get(mirror or benchmark)
+    if spec is None or spec.gold_kind is None:
+        raise ConfigError(
+            f"benchmark {benchmark!r} has no gold kind in the released configuration; known: "
+            f"{', '.join(_PAPER_GOLD_KINDS)} (a stand-in benchmark takes its mirror's: the `mirrors` of its "
+            "data manifest, from the dataset registry)"
+        )
+    return spec.gold_kind
 
 
 # --------------------------------------------------------------------------------------------------

@@ -33,8 +33,9 @@ from pathlib import Path
 from typing import Any
 
 from cwgrpo.configs import ConfigError
+from cwgrpo.data import gold_kind_for
 from cwgrpo.io import read_json, write_json, write_jsonl
-from cwgrpo.paper_metric import GOLD_KINDS, gold_kind_for
+from cwgrpo.paper_metric.worker import GOLD_KINDS  # the worker's own list (it imports nothing of ours)
 
 METRICS = ("strict", "paper")
 PASS_THROUGH = ("id", "sample")
@@ -282,7 +283,7 @@ def summary_gold_kind(summary_path: Path) -> str:
     benchmark, mirror = summary.get("benchmark"), summary.get("benchmark_mirror")
     if not isinstance(benchmark, str):
         raise ConfigError(f"{summary_path}: not an evaluation summary (no 'benchmark')")
-    return gold_kind_for(benchmark, {benchmark: mirror} if isinstance(mirror, str) else None)
+    return gold_kind_for(benchmark, mirror if isinstance(mirror, str) else None)
 
 
 def run(args: argparse.Namespace) -> int:

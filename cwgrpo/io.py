@@ -158,3 +158,21 @@ def check_outputs_not_inputs(
             same = out.resolve() == inp.resolve() or (out.exists() and inp.exists() and out.samefile(inp))
             if same or (inp.is_dir() and out.resolve().is_relative_to(inp.resolve())):
                 raise ValueError(f"output {out} would overwrite the input {inp}: choose another output path")
+
+
+def check_arguments_not_overwritten(
+    args: Any,
+    output_dests: Iterable[str],
+    more_inputs: Iterable[str | os.PathLike] = (),
+    more_outputs: Iterable[str | os.PathLike] = (),
+) -> None:
+    """``check_outputs_not_inputs`` over a command's parsed arguments: each ``Path`` value (or list of them)
+    is an input unless its ``dest`` is one of ``output_dests`` (the command module's ``OUTPUTS``). The CLI
+    calls it before a command starts, and a report command's ``run()`` again, for callers without the CLI."""
+    dests = set(output_dests)
+    inputs: list[Path] = list(map(Path, more_inputs))
+    outputs: list[Path] = list(map(Path, more_outputs))
+    for dest, value in vars(args).items():
+        values = value if isinstance(value, list) else [value]
+        (outputs if dest in dests else inputs).extend(v for v in values if isinstance(v, Path))
+    check_outputs_not_inputs(inputs, outputs)

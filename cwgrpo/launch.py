@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING, Any
 from cwgrpo import multinode
 from cwgrpo.configs import ConfigError
 from cwgrpo.devices import lease
+from cwgrpo.multinode import ports_needed
 from cwgrpo.vllm_server import GROUP_PORT_ENV, SERVER_PORT_ENV, vllm_server_options, wait_for_server
 
 if TYPE_CHECKING:
@@ -62,11 +63,6 @@ def accelerate_config_path(name: str) -> Path:
 
 def gpus_needed(job: TrainJob) -> int:
     return job.num_processes + (1 if job.vllm_server_gpu is not None else 0)
-
-
-def ports_needed(job: TrainJob) -> int:
-    """The rendezvous of accelerate's processes, plus the vLLM server and its NCCL weight-sync group."""
-    return 3 if job.vllm_server_gpu is not None else 1
 
 
 def plan(

@@ -86,6 +86,7 @@ def gpus_per_node(job: TrainJob) -> int:
 
 
 def ports_needed(job: TrainJob) -> int:
+    """The rendezvous of accelerate's processes, plus the vLLM server and its NCCL weight-sync group."""
     return 3 if job.vllm_server_gpu is not None else 1
 
 

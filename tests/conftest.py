@@ -122,6 +122,37 @@ def smoke_log(workdir: Path) -> str:
     return (workdir.parent / f"{workdir.name}.{SMOKE_LOG}").read_text(errors="replace")
 
 
+def cpu_run_fields(output_dir) -> dict:
+    """``CWGRPOConfig`` fields of every in-process test run: CPU in float32, no reports, no checkpoints,
+    a log line per step, seed 0, TRL's grpo loss."""
+    return dict(
+        output_dir=str(output_dir),
+        use_cpu=True,
+        bf16=False,
+        report_to="none",
+        loss_type="grpo",
+        save_strategy="no",
+        logging_steps=1,
+        seed=0,
+    )
+
+
+# TRL options of a 2-step CPU run of the tiny model with a checkpoint at each step: the runs that bad-input
+# cases train to the end, kill, or stop.
+TWO_STEP_TRL = {
+    "max_steps": 2,
+    "save_steps": 1,
+    "num_generations": 2,
+    "per_device_train_batch_size": 2,
+    "max_completion_length": 4,
+    "beta": 0.0,
+    "gradient_checkpointing": False,
+    "loss_type": "grpo",
+    "use_cpu": True,
+    "bf16": False,
+}
+
+
 @pytest.fixture(scope="session")
 def tiny_model_dir(tmp_path_factory):
     """A `small` tiny model (random weights) with its tokenizer, saved to disk and loadable by path."""

@@ -124,7 +124,7 @@ def _report_option_errors(config: Mapping[str, Any]) -> Iterator[Error]:
                 "report.methods / table.methods" if key == "methods" else "table.effect_methods",
                 f"{missing} not trained by this preset (methods: {', '.join(methods)}); "
                 f"Table 1 needs each: list only this preset's methods (default {key}: "
-                f"{getattr(TableConfig(preset=config['kind']), key)})",
+                f"{getattr(TableConfig(kind=config['kind']), key)})",
             )
     if config.get("study"):
         from cwgrpo.report.study import StudyConfig

@@ -60,7 +60,7 @@ def report_options(config: Mapping[str, Any], command: str) -> dict:
     Table 1's default rows and effects (the paper's methods) are cut to the methods this preset trains,
     so that a preset without, say, Clip-Cov gets a table without its row instead of a failed table job;
     methods listed explicitly are kept as they are (and checked at parse time)."""
-    opts = {**config["report"], "preset": config["kind"], **config[command]}
+    opts = {**config["report"], "kind": config["kind"], **config[command]}
     if command == "table":
         opts.update(_trained_table_defaults(config, opts))
     return opts
@@ -71,7 +71,7 @@ def study_options(config: Mapping[str, Any]) -> dict:
     treatment = config["study"]["treatment"]
     reference = config["report"].get("reference_method", "grpo")
     variants = [m for m in config["methods"] if m not in (treatment, reference)]
-    return {**config["report"], "preset": config["kind"], "treatment_method": treatment, "variants": variants}
+    return {**config["report"], "kind": config["kind"], "treatment_method": treatment, "variants": variants}
 
 
 def untrained(config: Mapping[str, Any], methods: list[str], base_method: str) -> list[str]:
@@ -85,7 +85,7 @@ def _trained_table_defaults(config: Mapping[str, Any], opts: Mapping[str, Any]) 
         from cwgrpo.report.options import TableConfig
     except ImportError:  # a bare Snakemake environment: the table command applies its own defaults
         return {}
-    defaults = TableConfig(preset=config["kind"])
+    defaults = TableConfig(kind=config["kind"])
     cut = {}
     for key in ("methods", "effect_methods"):
         if key in opts:

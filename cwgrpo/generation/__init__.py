@@ -22,7 +22,7 @@ import hashlib
 import importlib
 import math
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol
 
 from cwgrpo.configs import ConfigError
 
@@ -73,8 +73,10 @@ class Completion:
 
 
 def repeat_greedy(generate, prompts: list[Messages], n: int, settings: SamplingSettings):
-    """For ``n > 1`` at temperature 0: ``generate(prompts, 1, settings)`` with each completion repeated ``n``
+    """Refuses ``n < 1``. For ``n > 1`` at temperature 0: ``generate(prompts, 1, settings)`` with each completion repeated ``n``
     times, else None (the backend samples as usual). Greedy samples are identical by definition."""
+    if n < 1:
+        raise ValueError(f"n must be >= 1, got {n}")
     if settings.temperature > 0 or n == 1:
         return None
     return [row * n for row in generate(prompts, 1, settings)]
@@ -140,6 +142,15 @@ def sample_seed(seed: int, prompt_index: int, sample_index: int) -> int:
 def messages_to_text(messages: Messages) -> str:
     """Plain-text prompt for a tokenizer without a chat template: the message contents, one per line."""
     return "\n".join(m["content"] for m in messages)
+
+
+def encode_prompt(tokenizer: Any, messages: Messages) -> list[int]:
+    """Prompt token ids, as both backends build them: the chat template (which adds any BOS itself), or the
+    plain joined text."""
+    if getattr(tokenizer, "chat_template", None):
+        text = tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
+        return tokenizer(text, add_special_tokens=False)["input_ids"]
+    return tokenizer(messages_to_text(messages))["input_ids"]
 
 
 # A token of the tokenizers used here is at most a few dozen characters, so a prompt of more than this

@@ -16,7 +16,7 @@ from cwgrpo.generation import (
     Completion,
     Messages,
     SamplingSettings,
-    messages_to_text,
+    encode_prompt,
     repeat_greedy,
     sample_seed,
 )
@@ -118,13 +118,6 @@ class TransformersBackend:
             pad_token_id=self.pad_id,
         )
 
-    def encode(self, messages: Messages) -> list[int]:
-        """Prompt token ids: the chat template (which adds any BOS itself), or the plain joined text."""
-        if self.tokenizer.chat_template:
-            text = self.tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
-            return self.tokenizer(text, add_special_tokens=False)["input_ids"]
-        return self.tokenizer(messages_to_text(messages))["input_ids"]
-
     def _decode(self, tokens: list[int]) -> Completion:
         """A row of generated ids (right-padded after its EOS) -> Completion. Without an EOS the row ran
         to ``max_new_tokens`` (generate only stops early once every row has ended), so it is truncated."""
@@ -140,12 +133,10 @@ class TransformersBackend:
         from tqdm.auto import tqdm
         from transformers import GenerationConfig, LogitsProcessorList
 
-        if n < 1:
-            raise ValueError(f"n must be >= 1, got {n}")
         repeated = repeat_greedy(self.generate, prompts, n, settings)
         if repeated is not None:
             return repeated
-        encoded = [self.encode(m) for m in prompts]
+        encoded = [encode_prompt(self.tokenizer, m) for m in prompts]
         rows = [(i, j) for i in range(len(prompts)) for j in range(n)]
         config = GenerationConfig(
             max_new_tokens=settings.max_new_tokens,

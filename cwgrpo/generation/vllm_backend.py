@@ -14,7 +14,7 @@ from cwgrpo.generation import (
     Completion,
     Messages,
     SamplingSettings,
-    messages_to_text,
+    encode_prompt,
     repeat_greedy,
     sample_seed,
 )
@@ -72,15 +72,7 @@ class VLLMBackend:
         )
         self.tokenizer = self.llm.get_tokenizer()
 
-    def encode(self, messages: Messages) -> list[int]:
-        if getattr(self.tokenizer, "chat_template", None):
-            text = self.tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
-            return self.tokenizer(text, add_special_tokens=False)["input_ids"]
-        return self.tokenizer(messages_to_text(messages))["input_ids"]
-
     def generate(self, prompts: list[Messages], n: int, settings: SamplingSettings) -> list[list[Completion]]:
-        if n < 1:
-            raise ValueError(f"n must be >= 1, got {n}")
         repeated = repeat_greedy(self.generate, prompts, n, settings)
         if repeated is not None:
             return repeated
@@ -96,7 +88,7 @@ class VLLMBackend:
             )
             for i in range(len(prompts))
         ]
-        requests = [{"prompt_token_ids": self.encode(m)} for m in prompts]
+        requests = [{"prompt_token_ids": encode_prompt(self.tokenizer, m)} for m in prompts]
         outputs = self.llm.generate(requests, params, use_tqdm=self.progress)
         return [
             [

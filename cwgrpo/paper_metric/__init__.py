@@ -32,31 +32,8 @@ WORKER = Path(__file__).with_name("worker.py")
 REPO_ROOT = Path(__file__).resolve().parents[2]
 DEFAULT_VENV = REPO_ROOT / ".venv-lighteval"
 ENV_VAR = "CWGRPO_LIGHTEVAL_PYTHON"
-GOLD_KINDS = ("expr", "latex")
 DEFAULT_TIMEOUT_S = 20.0  # per answer; lighteval's own timeouts are 5 s per attempt, several attempts
 STARTUP_TIMEOUT_S = 300.0  # importing lighteval takes ~10 s on a loaded 2-core machine
-
-# The released configuration (src/open_r1/evaluate.py): which gold extraction each benchmark used.
-# The tiny preset's synthetic splits take the kind of the paper benchmark they stand in for.
-BENCHMARK_GOLD_KIND = {
-    "aime24": "expr",
-    "amc23": "expr",
-    "math500": "latex",
-    "minerva": "latex",
-    "olympiadbench": "latex",
-}
-
-
-def gold_kind_for(benchmark: str, mirrors: dict[str, str] | None = None) -> str:
-    """The released gold extraction kind of ``benchmark`` (or of the paper benchmark it mirrors)."""
-    name = (mirrors or {}).get(benchmark, benchmark)
-    if name not in BENCHMARK_GOLD_KIND:
-        raise ConfigError(
-            f"benchmark {benchmark!r} has no gold kind in the released configuration; known: "
-            f"{', '.join(BENCHMARK_GOLD_KIND)} (a stand-in benchmark takes its mirror's: the `mirrors` of its "
-            "data manifest, from the dataset registry)"
-        )
-    return BENCHMARK_GOLD_KIND[name]
 
 
 def _has_lighteval(python: Path) -> bool:

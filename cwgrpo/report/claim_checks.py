@@ -17,8 +17,9 @@ import pandas as pd
 
 from cwgrpo.configs import ConfigError, config_hash
 from cwgrpo.io import ResultFileError, read_json
-from cwgrpo.report.load import input_identity, per_seed_accuracy, run_info
+from cwgrpo.report.load import per_seed_accuracy, run_info
 from cwgrpo.report.options import AVG, ReportConfig
+from cwgrpo.report.provenance import input_identity
 from cwgrpo.stats import Effect, mean_ci, seed_effect
 
 log = logging.getLogger(__name__)

@@ -24,24 +24,19 @@ Example::
 
     cwgrpo claims --summaries results/tiny/eval/*/*/*/step*/*.summary.json \\
         --runs results/tiny/runs/*/*/seed* --out-json results/tiny/claims.json \\
-        --out-md results/tiny/claims.md --set preset=tiny
+        --out-md results/tiny/claims.md --set kind=tiny
 """
 
 from __future__ import annotations
 
 import argparse
 import logging
-import math
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from cwgrpo.configs import add_config_arguments, config_from_args, describe_options
-from cwgrpo.io import (
-    check_outputs_not_inputs,
-    write_json,
-    write_text,
-)
+from cwgrpo.configs import add_config_arguments, describe_options
+from cwgrpo.io import write_json, write_text
 from cwgrpo.report.claim_checks import (
     VERDICT_RULE,
     ClaimsConfig,
@@ -54,7 +49,14 @@ from cwgrpo.report.claim_checks import (
     report_record,
 )
 from cwgrpo.report.claim_tail import claim_heavy_tail
-from cwgrpo.report.load import add_input_arguments, load_reported, load_summaries, metrics_frame
+from cwgrpo.report.load import (
+    add_input_arguments,
+    command_options,
+    load_reported,
+    load_summaries,
+    metrics_frame,
+)
+from cwgrpo.report.numbers import number
 from cwgrpo.report.options import ENTROPY_MEANS
 
 log = logging.getLogger(__name__)
@@ -118,15 +120,6 @@ def claim_texts(cfg: ClaimsConfig, reported: Mapping[str, Any]) -> dict[int, dic
     }
 
 
-def _fmt(x: Any, sign: bool = True, d: int = 2) -> str:
-    """``x`` to ``d`` decimals, or to two significant digits where ``d`` decimals would show ±0.00."""
-    if x is None or (isinstance(x, float) and not math.isfinite(x)):
-        return "—"
-    if x != 0 and abs(x) < 0.5 * 10**-d:
-        d = 1 - math.floor(math.log10(abs(x)))
-    return (f"{x:+.{d}f}" if sign else f"{x:.{d}f}").replace("-", "−")
-
-
 def _detail_text(claim: int, r: Mapping[str, Any], cfg: ClaimsConfig) -> str:
     d = r["details"]
     t, ref = cfg.method_name(cfg.treatment_method), cfg.method_name(cfg.reference_method)
@@ -135,8 +128,10 @@ def _detail_text(claim: int, r: Mapping[str, Any], cfg: ClaimsConfig) -> str:
         if not block:
             return "—"
         c = block.get("ci95")
-        return _fmt(block["mean"], sign, digits) + (
-            f" [{_fmt(c[0], sign, digits)}, {_fmt(c[1], sign, digits)}]" if c else ""
+        return number(block["mean"], digits, sign, small=True) + (
+            f" [{number(c[0], digits, sign, small=True)}, {number(c[1], digits, sign, small=True)}]"
+            if c
+            else ""
         )
 
     if claim == 1:
@@ -162,7 +157,7 @@ def claims_markdown(report: Mapping[str, Any], cfg: ClaimsConfig) -> str:
     lines = [
         "# The paper's four claims, measured",
         "",
-        f"Preset `{cfg.preset}`; treatment {cfg.method_name(cfg.treatment_method)}, reference "
+        f"Preset `{cfg.kind}`; treatment {cfg.method_name(cfg.treatment_method)}, reference "
         f"{cfg.method_name(cfg.reference_method)}; step {cfg.step}. Effects are means over seeds with 95 % "
         "t-intervals over seeds (paired by seed where the seeds match).",
         "",
@@ -193,12 +188,12 @@ def claims_markdown(report: Mapping[str, Any], cfg: ClaimsConfig) -> str:
         for r in c["per_size"]:
             e = r["effect"]
             ci = (
-                f"[{_fmt(e['ci95'][0])}, {_fmt(e['ci95'][1])}]"
+                f"[{number(e['ci95'][0], 2, True, small=True)}, {number(e['ci95'][1], 2, True, small=True)}]"
                 if e.get("ci95")
                 else "unavailable (< 2 seeds)"
             )
             cells = [
-                r["size_display"], f"{_fmt(e['mean'])} {r['unit']}", ci, str(e["n"]), r["verdict"], r["reason"],
+                r["size_display"], f"{number(e['mean'], 2, True, small=True)} {r['unit']}", ci, str(e["n"]), r["verdict"], r["reason"],
                 _detail_text(c["id"], r, cfg),
             ]  # fmt: skip
             lines.append("| " + " | ".join(x.replace("|", "\\|") for x in cells) + " |")
@@ -253,9 +248,7 @@ OUTPUTS = ("out_json", "out_md")  # every other path argument is read (cwgrpo.cl
 
 
 def run(args: argparse.Namespace) -> int:
-    cfg = config_from_args(ClaimsConfig, args)
-    inputs = [*args.summaries, *args.runs, *([args.reported] if args.reported else [])]
-    check_outputs_not_inputs(inputs, [args.out_json, args.out_md])
+    cfg = command_options(ClaimsConfig, args, OUTPUTS)
     report = evaluate_claims(cfg, list(args.summaries), list(args.runs), args.reported)
     write_json(args.out_json, report_record(report, cfg, args.summaries, args.runs))
     write_text(args.out_md, claims_markdown(report, cfg))

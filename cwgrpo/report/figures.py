@@ -31,13 +31,12 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from cwgrpo.configs import ConfigError, add_config_arguments, config_from_args, config_hash, describe_options
-from cwgrpo.io import ResultFileError, check_outputs_not_inputs
+from cwgrpo.configs import ConfigError, add_config_arguments, config_hash, describe_options
+from cwgrpo.io import ResultFileError
 from cwgrpo.report.load import (
     add_input_arguments,
+    command_options,
     cov_samples,
-    footer_text,
-    input_identity,
     load_reported,
     load_summaries,
     metrics_frame,
@@ -45,6 +44,7 @@ from cwgrpo.report.load import (
     run_info,
 )
 from cwgrpo.report.options import PAPER_BENCHMARKS, ReportConfig
+from cwgrpo.report.provenance import footer_text, input_identity
 from cwgrpo.report.symlog import linthresh, symlog_edges, symlog_ticks
 from cwgrpo.stats import t_band
 
@@ -88,7 +88,7 @@ class FigureConfig(ReportConfig):
         if bad:
             raise ConfigError(f"checkpoint_benchmarks: {bad} not among {list(PAPER_BENCHMARKS)}")
         if self.show_reported is None:
-            self.show_reported = self.preset == "paper"
+            self.show_reported = self.kind == "paper"
 
 
 # -- helpers -----------------------------------------------------------------------------------------
@@ -369,8 +369,7 @@ OUTPUTS = ("out_pdf", "out_png")  # every other path argument is read (cwgrpo.cl
 def run(args: argparse.Namespace) -> int:
     from cwgrpo.report.style import apply_style, save_figure
 
-    cfg = config_from_args(FigureConfig, args)
-    check_outputs_not_inputs([*args.runs, *args.summaries], [args.out_pdf, args.out_png])
+    cfg = command_options(FigureConfig, args, OUTPUTS)
     apply_style()
     fig = make_figure(args.kind, cfg, list(args.runs), list(args.summaries))
     pdf, png = save_figure(fig, args.out_pdf, args.out_png)

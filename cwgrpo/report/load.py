@@ -7,8 +7,8 @@ Three sources, with the formats of ``docs/architecture.md``:
 - run folders (``run.json`` + ``metrics.jsonl``) -> :func:`metrics_frame`, one row per logged step;
 - ``cov_samples.jsonl`` -> :func:`cov_samples`, the sampled token covariances and kernel weights.
 
-It also loads the paper's reported numbers (:func:`load_reported`) and states the provenance of the
-inputs (:func:`input_identity`, :func:`footer_text`). Options and names live in
+It also loads the paper's reported numbers (:func:`load_reported`); who produced the inputs is
+:mod:`cwgrpo.report.provenance`'s. Options and names live in
 :mod:`cwgrpo.report.options`, statistics in :mod:`cwgrpo.stats`.
 
 Accuracies in frames are fractions in [0, 1], exactly as the summaries store them; the tables and
@@ -17,23 +17,26 @@ figures convert to percent only for display and for comparison with the paper.
 
 from __future__ import annotations
 
-import hashlib
+import argparse
 import itertools
 import math
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 import pandas as pd
 
+from cwgrpo.configs import config_from_args
 from cwgrpo.io import (
     ResultFileError,
+    check_arguments_not_overwritten,
     read_json,
     read_jsonl,
 )
 from cwgrpo.report.options import AVG, PAPER_BENCHMARKS, ReportConfig
 
+T = TypeVar("T")
 REPORTED_PATH = Path(__file__).resolve().parent.parent / "resources" / "reported.json"
 
 
@@ -50,6 +53,14 @@ def add_input_arguments(parser: Any, *, runs: bool = True, required: bool = True
         parser.add_argument(
             "--runs", help="run folders (run.json, metrics.jsonl, cov_samples.jsonl); repeatable", **multi
         )
+
+
+def command_options(cls: type[T], args: argparse.Namespace, outputs: Sequence[str]) -> T:
+    """A report command's options (``cls`` from ``--set``/``--config``), once no output of ``args`` (the
+    ``dests`` in ``outputs``) is one of its inputs: each command's ``run()`` starts with it."""
+    cfg = config_from_args(cls, args)
+    check_arguments_not_overwritten(args, outputs)
+    return cfg
 
 
 # -- the paper's numbers ----------------------------------------------------------------------------
@@ -374,67 +385,3 @@ def cov_samples(run_dir: str | Path) -> list[dict[str, Any]]:
             raise ResultFileError(f"{path}:{i}: 'cov' and 'weight' differ in length")
         out.append({"step": step, "cov": cov, "weight": weight})
     return out
-
-
-# -- provenance of the inputs -----------------------------------------------------------------------
-def _file_sha256(path: str | Path) -> str:
-    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
-
-
-def input_identity(
-    summary_paths: Sequence[str | Path] = (), run_dirs: Sequence[str | Path] = ()
-) -> dict[str, Any]:
-    """Who produced the inputs: package versions, git commits and config hashes, plus each file's sha256."""
-    files, versions, commits, hashes = [], set(), set(), set()
-
-    def note(prov: Mapping[str, Any], chash: Any) -> None:
-        if prov.get("version"):
-            versions.add(str(prov["version"]))
-        git = prov.get("git") or {}
-        if git.get("commit"):
-            commits.add(str(git["commit"])[:12] + ("+dirty" if git.get("dirty") else ""))
-        if chash:
-            hashes.add(str(chash))
-
-    for p in summary_paths:
-        s = read_json(p)
-        prov = s.get("provenance") or {}
-        note(prov, s.get("config_hash") or prov.get("config_hash"))
-        files.append({"path": str(p), "sha256": _file_sha256(p), "tags": s.get("tags")})
-    for d in run_dirs:
-        info = run_info(d)
-        note(info["provenance"], info["config_hash"])
-        files.append({"path": str(Path(d) / "run.json"), "sha256": _file_sha256(Path(d) / "run.json")})
-    return {
-        "versions": sorted(versions),
-        "commits": sorted(commits),
-        "config_hashes": sorted(hashes),
-        "files": files,
-    }
-
-
-def footer_text(identity: Mapping[str, Any], report_config_hash: str, extra: str = "") -> str:
-    """One line naming the reporting code and the producers of the inputs (no clock, so it is reproducible)."""
-    from cwgrpo import __version__
-    from cwgrpo.provenance import git_state
-
-    git = git_state()
-    here = f"cwgrpo {__version__}"
-    if git.get("commit"):
-        here += f" @ {git['commit'][:12]}{'+dirty' if git.get('dirty') else ''}"
-
-    def short(items: Sequence[str], n: int = 3) -> str:
-        items = list(items)
-        return (
-            ", ".join(items[:n]) + (f" (+{len(items) - n})" if len(items) > n else "") if items else "unknown"
-        )
-
-    parts = [
-        f"made by {here}",
-        f"inputs: {len(identity['files'])} files from cwgrpo {short(identity['versions'])} @ {short(identity['commits'], 2)}",
-        f"config hashes {short(identity['config_hashes'], 2)}",
-        f"report config {report_config_hash}",
-    ]
-    if extra:
-        parts.append(extra)
-    return " · ".join(parts)

@@ -21,7 +21,7 @@ from cwgrpo.paper import BENCHMARKS as PAPER_BENCHMARKS
 from cwgrpo.paper import SIZE_DISPLAY as PAPER_SIZE_DISPLAY
 from cwgrpo.paper import SIZES as PAPER_SIZES
 
-PRESETS: tuple[str, ...] = ("tiny", "paper", "real")
+PRESET_KINDS: tuple[str, ...] = ("tiny", "paper", "real")
 # Sizes in the order the architecture names them; any other size follows, alphabetically.
 SIZE_ORDER: tuple[str, ...] = ("small", "large", "1.5b", "7b")
 AVG = "avg"  # the pseudo-benchmark "mean of the benchmark accuracies"
@@ -41,7 +41,7 @@ def _help(text: str) -> dict[str, str]:
 class ReportConfig:
     """Options shared by ``cwgrpo table``, ``cwgrpo figure`` and ``cwgrpo claims``."""
 
-    preset: str = field(
+    kind: str = field(
         default="paper",
         metadata=_help(
             "'paper' (real benchmarks: absolute numbers are compared with the paper), 'tiny' "
@@ -121,8 +121,8 @@ class ReportConfig:
     )
 
     def __post_init__(self) -> None:
-        if self.preset not in PRESETS:
-            raise ConfigError(f"preset: expected one of {list(PRESETS)}, got {self.preset!r}")
+        if self.kind not in PRESET_KINDS:
+            raise ConfigError(f"kind: expected one of {list(PRESET_KINDS)}, got {self.kind!r}")
         if self.entropy_key not in ENTROPY_MEANS:
             raise ConfigError(f"entropy_key: expected one of {list(ENTROPY_MEANS)}, got {self.entropy_key!r}")
         for name in (

@@ -16,20 +16,14 @@ import pandas as pd
 from cwgrpo.io import (
     atomic_path,
 )
+from cwgrpo.report.numbers import number
 from cwgrpo.report.options import AVG, TableConfig
 
 
 # -- formatting --------------------------------------------------------------------------------------
-def _pct(x: float, d: int, sign: bool = False) -> str:
-    if not np.isfinite(x):
-        return "—"
-    s = f"{100 * x:+.{d}f}" if sign else f"{100 * x:.{d}f}"
-    return s.replace("-", "−")
-
-
 def format_cell(mean: float, lo: float, hi: float, d: int, sign: bool = False) -> str:
     """``84.0 ± 9.9`` (percent; the half-width of the interval) or ``84.0`` without an interval."""
-    text = _pct(mean, d, sign)
+    text = number(mean, d, sign, percent=True)
     if np.isfinite(lo) and np.isfinite(hi):
         text += f" ± {100 * (hi - lo) / 2:.{d}f}"
     return text
@@ -222,12 +216,6 @@ def grid_pdf(grid: Grid, path: str | Path, footer: str) -> None:
         plt.close(fig)
 
 
-def _fmt_pp(x: Any, sign: bool = False) -> str:
-    if x is None or (isinstance(x, float) and not np.isfinite(x)):
-        return "—"
-    return (f"{x:+.1f}" if sign else f"{x:.1f}").replace("-", "−")
-
-
 def reported_markdown(cmp: pd.DataFrame, cfg: TableConfig) -> str:
     lines = ["# The paper's reported numbers and ours", ""]
     lines.append(
@@ -236,7 +224,7 @@ def reported_markdown(cmp: pd.DataFrame, cfg: TableConfig) -> str:
         "(effects paired by seed)."
     )
     lines.append("")
-    if cfg.preset != "paper":
+    if cfg.kind != "paper":
         benchmarks = [b for b in dict.fromkeys(cmp["benchmark"]) if b != AVG]
         stand_in = cfg.stand_in_note(benchmarks, dict.fromkeys(cmp["size"]))
         lines.append(
@@ -251,50 +239,50 @@ def reported_markdown(cmp: pd.DataFrame, cfg: TableConfig) -> str:
             "ours use the metric named in table1.md (avg@k), so small differences are expected from sampling."
         )
         lines.append("")
-    eff = cmp[cmp["comparison"] == "effect"]
-    if not eff.empty:
-        lines += [
-            "## Effects (method minus reference, points)",
-            "",
-            "| Size | Effect | Benchmark (ours ≙ paper) | Paper | Ours (95 % CI) | Ours − paper | Same sign |",
-            "|---|---|---|---:|---:|---:|---|",
-        ]
-        for _, r in eff.iterrows():
-            ci = (
-                f" [{_fmt_pp(r['ours_ci95_lo_pct'], True)}, {_fmt_pp(r['ours_ci95_hi_pct'], True)}]"
-                if np.isfinite(r["ours_ci95_lo_pct"])
-                else " (CI unavailable)"
-            )
-            same = {True: "yes", False: "**no**", None: "—"}[r["same_sign"]]
-            size = r["size_display"] + (f" (≙ {r['paper_size']})" if r["size"] != r["paper_size"] else "")
-            bench = r["benchmark_display"] + (
-                f" ≙ {r['paper_benchmark']}" if r["benchmark"] != r["paper_benchmark"] else ""
-            )
-            lines.append(
-                f"| {size} | {r['method_display']} | {bench} | {_fmt_pp(r['paper_pct'], True)} | "
-                f"{_fmt_pp(r['ours_pct'], True)}{ci} | {_fmt_pp(r['difference_pct'], True)} | {same} |"
-            )
-        lines.append("")
-    absolute = cmp[cmp["comparison"] == "absolute"]
-    if not absolute.empty:
-        lines += [
-            "## Absolute accuracy (%)",
-            "",
-            "| Size | Method | Benchmark | Paper | Ours (95 % CI) | Ours − paper |",
-            "|---|---|---|---:|---:|---:|",
-        ]
-        for _, r in absolute.iterrows():
-            ci = (
-                f" [{_fmt_pp(r['ours_ci95_lo_pct'])}, {_fmt_pp(r['ours_ci95_hi_pct'])}]"
-                if np.isfinite(r["ours_ci95_lo_pct"])
-                else ""
-            )
-            lines.append(
-                f"| {r['size_display']} | {r['method_display']} | {r['benchmark_display']} | "
-                f"{_fmt_pp(r['paper_pct'])} | {_fmt_pp(r['ours_pct'])}{ci} | {_fmt_pp(r['difference_pct'], True)} |"
-            )
-        lines.append("")
+    lines += _section(
+        "Effects (method minus reference, points)",
+        "| Size | Effect | Benchmark (ours ≙ paper) | Paper | Ours (95 % CI) | Ours − paper | Same sign |",
+        "|---|---|---|---:|---:|---:|---|",
+        [_effect_row(r) for _, r in cmp[cmp["comparison"] == "effect"].iterrows()],
+    )
+    lines += _section(
+        "Absolute accuracy (%)",
+        "| Size | Method | Benchmark | Paper | Ours (95 % CI) | Ours − paper |",
+        "|---|---|---|---:|---:|---:|",
+        [_absolute_row(r) for _, r in cmp[cmp["comparison"] == "absolute"].iterrows()],
+    )
     notes = sorted({n for n in cmp["note"] if n})
     if notes:
         lines += ["Notes: " + "; ".join(notes) + ".", ""]
     return "\n".join(lines)
+
+
+def _section(title: str, header: str, align: str, rows: list[str]) -> list[str]:
+    """A titled Markdown table, or nothing without rows."""
+    return [f"## {title}", "", header, align, *rows, ""] if rows else []
+
+
+def _ours(r: pd.Series, sign: bool, unavailable: str) -> str:
+    """Our number in points with its 95 % interval (``unavailable`` in its place when there is none)."""
+    lo, hi = r["ours_ci95_lo_pct"], r["ours_ci95_hi_pct"]
+    ci = f" [{number(lo, 1, sign)}, {number(hi, 1, sign)}]" if np.isfinite(lo) else unavailable
+    return number(r["ours_pct"], 1, sign) + ci
+
+
+def _effect_row(r: pd.Series) -> str:
+    same = {True: "yes", False: "**no**", None: "—"}[r["same_sign"]]
+    size = r["size_display"] + (f" (≙ {r['paper_size']})" if r["size"] != r["paper_size"] else "")
+    bench = r["benchmark_display"] + (
+        f" ≙ {r['paper_benchmark']}" if r["benchmark"] != r["paper_benchmark"] else ""
+    )
+    return (
+        f"| {size} | {r['method_display']} | {bench} | {number(r['paper_pct'], 1, True)} | "
+        f"{_ours(r, True, ' (CI unavailable)')} | {number(r['difference_pct'], 1, True)} | {same} |"
+    )
+
+
+def _absolute_row(r: pd.Series) -> str:
+    return (
+        f"| {r['size_display']} | {r['method_display']} | {r['benchmark_display']} | "
+        f"{number(r['paper_pct'])} | {_ours(r, False, '')} | {number(r['difference_pct'], 1, True)} |"
+    )

@@ -19,7 +19,7 @@ import logging
 from pathlib import Path
 
 from cwgrpo.configs import add_config_arguments, config_from_args, describe_options
-from cwgrpo.io import ResultFileError, check_outputs_not_inputs, write_text
+from cwgrpo.io import ResultFileError, check_arguments_not_overwritten, write_text
 from cwgrpo.report.load import add_input_arguments
 from cwgrpo.report.samples_load import SamplesConfig, benchmark_files, load_cells, samples_path_of
 from cwgrpo.report.samples_page import render_page
@@ -47,7 +47,7 @@ def run(args: argparse.Namespace) -> int:
             f"missing file: {missing[0]}" + (f" (and {len(missing) - 1} more)" * (len(missing) > 1))
         )
     samples = [samples_path_of(p) for p in summaries if p.name.endswith(".summary.json")]
-    check_outputs_not_inputs([*summaries, *samples, *benchmark_files(summaries)], [args.out_html])
+    check_arguments_not_overwritten(args, OUTPUTS, [*samples, *benchmark_files(summaries)])
     cells, issues = load_cells(summaries, cfg)
     for issue in issues:
         log.warning("%s: %s", issue.where, issue.why)

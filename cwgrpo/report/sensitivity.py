@@ -17,6 +17,7 @@ from typing import Any
 import pandas as pd
 
 from cwgrpo.io import read_json
+from cwgrpo.report.numbers import number
 from cwgrpo.report.options import ReportConfig
 
 COLUMNS = ["size", "method", "benchmark", "seeds", "strict", "paper", "paper_minus_strict", "disagree"]
@@ -78,12 +79,6 @@ def sensitivity_frame(summaries: Sequence[str | Path], cfg: ReportConfig) -> pd.
     return out.sort_values("_key").drop(columns="_key")[COLUMNS].reset_index(drop=True)
 
 
-def _pct(x: float, sign: bool = False) -> str:
-    if not math.isfinite(x):
-        return "—"
-    return f"{100 * x:+.1f}" if sign else f"{100 * x:.1f}"
-
-
 def sensitivity_markdown(frame: pd.DataFrame, cfg: ReportConfig) -> str:
     """The table in Markdown, accuracies and differences in percent."""
     lines = [
@@ -102,10 +97,11 @@ def sensitivity_markdown(frame: pd.DataFrame, cfg: ReportConfig) -> str:
         "| size | method | benchmark | seeds | strict | paper | paper − strict | disagree |",
         "|---|---|---|---:|---:|---:|---:|---:|",
     ]
+    ascii_pct = {"percent": True, "minus": "-"}
     for r in frame.itertuples(index=False):
         lines.append(
             f"| {cfg.size_name(r.size)} | {cfg.method_name(r.method)} | {cfg.benchmark_name(r.benchmark)} "
-            f"| {r.seeds} | {_pct(r.strict)} | {_pct(r.paper)} | {_pct(r.paper_minus_strict, sign=True)} "
-            f"| {_pct(r.disagree)} |"
+            f"| {r.seeds} | {number(r.strict, **ascii_pct)} | {number(r.paper, **ascii_pct)} "
+            f"| {number(r.paper_minus_strict, sign=True, **ascii_pct)} | {number(r.disagree, **ascii_pct)} |"
         )
     return "\n".join([*lines, ""])

@@ -21,11 +21,12 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from cwgrpo.configs import add_config_arguments, config_from_args, describe_options
-from cwgrpo.io import ResultFileError, check_outputs_not_inputs, read_json, write_json, write_text
+from cwgrpo.configs import add_config_arguments, describe_options
+from cwgrpo.io import ResultFileError, read_json, write_json, write_text
 from cwgrpo.report.claim_checks import decide, top_share
 from cwgrpo.report.load import (
     add_input_arguments,
+    command_options,
     cov_samples,
     load_summaries,
     metrics_frame,
@@ -169,7 +170,9 @@ def analyse(
         eff = signed_effect(measure, t, r)
         gated = cid in (2, 3)
         why_not = (
-            f"GRPO unstable in {n_unstable} of {len(regime)} seeds" if gated and not precondition else ""
+            f"{cfg.method_name(ref)} unstable in {n_unstable} of {len(regime)} seeds"
+            if gated and not precondition
+            else ""
         )
         verdict, reason = decide(eff, precondition or not gated, why_not)
         claims.append(
@@ -287,17 +290,7 @@ def run(args: argparse.Namespace) -> int:
     from cwgrpo.report.claim_checks import report_record
     from cwgrpo.report.study_render import ablation_figure, power_figure, study_markdown
 
-    cfg = config_from_args(StudyConfig, args)
-    outputs = [
-        args.out_json,
-        args.out_md,
-        args.out_ablation,
-        args.out_ablation_png,
-        args.out_power,
-        args.out_power_png,
-    ]
-    inputs = [*args.summaries, *args.runs, args.claims, *([args.power] if args.power else [])]
-    check_outputs_not_inputs(inputs, outputs)
+    cfg = command_options(StudyConfig, args, OUTPUTS)
     methods = [cfg.treatment_method, *cfg.variants]
     report = analyse(
         cfg,

@@ -15,6 +15,7 @@ from typing import Any
 
 import numpy as np
 
+from cwgrpo.report.numbers import number
 from cwgrpo.report.study_design import MEASURES, PRIMARY, StudyConfig
 from cwgrpo.report.style import apply_style, method_color, new_figure, save_figure
 from cwgrpo.stats import paired_mde
@@ -114,9 +115,7 @@ def _registered_points(points: Mapping[str, float]) -> Sequence[tuple[int, float
 
 # -- rendering ---------------------------------------------------------------------------------------
 def _num(x: float | None, d: int = 2, sign: bool = True) -> str:
-    if x is None or not math.isfinite(x):
-        return "n/a"
-    return f"{x:+.{d}f}" if sign else f"{x:.{d}f}"
+    return number(x, d, sign, missing="n/a", minus="-")
 
 
 def _ci(e: Mapping[str, Any], d: int = 2) -> str:
@@ -130,7 +129,7 @@ def _digits(unit: str | None) -> int:
 
 def study_markdown(report: Mapping[str, Any], cfg: StudyConfig) -> str:
     """The claims table, the regime check and the ablation, as markdown."""
-    reg = report["regime"]
+    reg, reference = report["regime"], cfg.method_name(cfg.reference_method)
     lines = [
         f"# Pre-registered study: {cfg.size_name(report['size'])}",
         "",
@@ -139,9 +138,9 @@ def study_markdown(report: Mapping[str, Any], cfg: StudyConfig) -> str:
         "t-interval; *MDE* is the effect a paired t-test over these seeds would detect with 80 % power, from the "
         "observed spread of the differences.",
         "",
-        "## Precondition: is GRPO unstable?",
+        f"## Precondition: is {reference} unstable?",
         "",
-        f"GRPO unstable in **{reg['unstable_seeds']} of {len(reg['per_seed'])}** seeds (registered: entropy range ≥ "
+        f"{reference} unstable in **{reg['unstable_seeds']} of {len(reg['per_seed'])}** seeds (registered: entropy range ≥ "
         f"{cfg.entropy_swing:.0%} of its start and best − last ≥ {cfg.drop_points:g} points, the base model counted "
         f"as step 0); precondition **{'holds' if reg['precondition'] else 'fails'}**. Over the checkpoints only "
         f"(the criterion as first registered): {reg['unstable_seeds_checkpoints_only']} of {len(reg['per_seed'])}.",

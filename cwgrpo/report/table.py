@@ -26,7 +26,7 @@ Example (``R=results/tiny``)::
         --out-csv $R/table1.csv --out-tex $R/table1.tex --out-md $R/table1.md \\
         --out-reported-csv $R/reported_vs_ours.csv --out-reported-md $R/reported_vs_ours.md \\
         --out-sensitivity-csv $R/metric_sensitivity.csv --out-sensitivity-md $R/metric_sensitivity.md \\
-        --out-provenance $R/table1.provenance.json --set preset=tiny --set step=100
+        --out-provenance $R/table1.provenance.json --set kind=tiny --set step=100
 """
 
 from __future__ import annotations
@@ -41,18 +41,18 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from cwgrpo.configs import ConfigError, add_config_arguments, config_from_args, config_hash, describe_options
-from cwgrpo.io import ResultFileError, check_outputs_not_inputs, write_json, write_text
+from cwgrpo.configs import ConfigError, add_config_arguments, config_hash, describe_options
+from cwgrpo.io import ResultFileError, write_json, write_text
 from cwgrpo.report.load import (
     add_input_arguments,
-    footer_text,
-    input_identity,
+    command_options,
     load_reported,
     load_summaries,
     per_seed_accuracy,
     reported_table1,
 )
 from cwgrpo.report.options import AVG, TableConfig
+from cwgrpo.report.provenance import footer_text, input_identity
 from cwgrpo.report.render import grid_latex, grid_markdown, grid_pdf, reported_markdown, table_grid
 from cwgrpo.report.sensitivity import sensitivity_frame, sensitivity_markdown
 from cwgrpo.stats import Effect, mean_ci, mean_normal_ci, normal_ci, seed_effect
@@ -204,7 +204,7 @@ def reported_vs_ours(
         avg_note = "" if len(benchmarks) == 5 else f"ours: mean of our {len(benchmarks)} benchmarks"
         base = {"size": size, "size_display": cfg.size_name(size), "paper_size": psize}
 
-        if cfg.preset == "paper":  # tiny and real: effects only
+        if cfg.kind == "paper":  # tiny and real: effects only
             for method in dict.fromkeys(cells.loc[cells["size"] == size, "method"]):
                 if method not in paper_methods:
                     continue
@@ -381,14 +381,11 @@ OUTPUTS = tuple(f"out_{name}" for name in {**TABLE_OUTPUTS, **PICTURE_OUTPUTS})
 
 
 def run(args: argparse.Namespace) -> int:
-    cfg = config_from_args(TableConfig, args)
+    cfg = command_options(TableConfig, args, OUTPUTS)
     outputs = {name: getattr(args, f"out_{name}") for name in TABLE_OUTPUTS}
     outputs |= {
         name: getattr(args, f"out_{name}") for name in PICTURE_OUTPUTS if getattr(args, f"out_{name}")
     }
-    check_outputs_not_inputs(
-        [*args.summaries, *([args.reported] if args.reported else [])], list(outputs.values())
-    )
     out = write_table(cfg, list(args.summaries), outputs, args.reported, list(args.runs))
     log.info("wrote %s", ", ".join(str(p) for p in out.values()))
     return 0

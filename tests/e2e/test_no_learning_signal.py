@@ -52,7 +52,7 @@ def test_a_constant_reward_warns_once_and_claims_say_not_testable(e2e_inputs, tm
         summaries.append(str(path.relative_to(tmp_path)))
     cwgrpo(
         "claims", "--summaries", *summaries, "--runs", *runs, "--out-json", "claims.json",
-        "--out-md", "claims.md", "--set", "preset=tiny", "--set", "step=3", cwd=tmp_path,
+        "--out-md", "claims.md", "--set", "kind=tiny", "--set", "step=3", cwd=tmp_path,
     )  # fmt: skip
     claims = json.loads((tmp_path / "claims.json").read_text())["claims"]
     assert [c["verdict"] for c in claims] == ["not testable"] * 4

@@ -18,6 +18,7 @@ pytest.importorskip("trl")
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from cwgrpo.trainer import CWGRPOConfig, CWGRPOTrainer
+from tests.conftest import cpu_run_fields
 
 
 def _reward(completions, **kwargs):
@@ -26,21 +27,8 @@ def _reward(completions, **kwargs):
 
 
 def _config(tmp_path, **overrides) -> CWGRPOConfig:
-    options = dict(
-        output_dir=str(tmp_path),
-        use_cpu=True,
-        bf16=False,
-        report_to="none",
-        loss_type="grpo",
-        max_completion_length=6,
-        learning_rate=1e-3,
-        save_strategy="no",
-        logging_steps=1,
-        seed=0,
-        cw_method="cw_grpo",
-        cw_variant="released",
-    )
-    return CWGRPOConfig(**{**options, **overrides})
+    options = dict(max_completion_length=6, learning_rate=1e-3, cw_method="cw_grpo", cw_variant="released")
+    return CWGRPOConfig(**{**cpu_run_fields(tmp_path), **options, **overrides})
 
 
 def _trainer(model_dir, config, prompts=None):

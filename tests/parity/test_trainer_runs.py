@@ -16,6 +16,7 @@ from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from cwgrpo.trainer import CWGRPOConfig, CWGRPOTrainer
 from cwgrpo.weighting import COV_QUANTILE_KEYS
+from tests.conftest import cpu_run_fields
 
 DIAGNOSTICS = [
     "entropy",
@@ -55,18 +56,7 @@ def _tiny_trainer(model_dir, out_dir, prompts: int, **options) -> tuple[CWGRPOTr
     tokenizer = AutoTokenizer.from_pretrained(model_dir)
     data = Dataset.from_list([{"prompt": [{"role": "user", "content": f"{i}+{i}"}]} for i in range(prompts)])
     fields = dict(
-        output_dir=str(out_dir),
-        use_cpu=True,
-        bf16=False,
-        report_to="none",
-        loss_type="grpo",
-        num_generations=4,
-        max_completion_length=8,
-        learning_rate=1e-2,
-        max_steps=2,
-        logging_steps=1,
-        save_strategy="no",
-        seed=0,
+        cpu_run_fields(out_dir), num_generations=4, max_completion_length=8, learning_rate=1e-2, max_steps=2
     )
     trainer = CWGRPOTrainer(
         model=model,

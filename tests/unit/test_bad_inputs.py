@@ -43,6 +43,7 @@ from cwgrpo.io import ResultFileError
 from cwgrpo.report import claims as claims_mod
 from cwgrpo.report.load import cov_samples, metrics_frame, summaries_frame
 from cwgrpo.report.options import TableConfig
+from tests.conftest import TWO_STEP_TRL
 
 REPO = Path(__file__).resolve().parents[2]
 REC = {"id": "p-0", "problem": "1+1", "answer": "2", "source": "test"}
@@ -719,17 +720,7 @@ RAISES = [
 
 # A run of 2 steps with a checkpoint at each, trained once per session and copied by the cases that need
 # a finished (or, with checkpoint-2 removed, a killed) run.
-RUN_TRL = {
-    "max_steps": 2,
-    "save_steps": 1,
-    "num_generations": 2,
-    "per_device_train_batch_size": 2,
-    "max_completion_length": 4,
-    "beta": 0.0,
-    "gradient_checkpointing": False,
-    "loss_type": "grpo",
-    "learning_rate": 1e-4,
-}
+RUN_TRL = {**TWO_STEP_TRL, "learning_rate": 1e-4}
 
 
 @pytest.fixture(scope="session")
@@ -746,10 +737,8 @@ def trained_run(tmp_path_factory, tiny_model_dir):
     work = root / "work"
     shutil.copytree(tiny_model_dir, work / "model")
     (work / "train.jsonl").write_text("".join(json.dumps({**REC, "id": f"p-{i}"}) + "\n" for i in range(2)))
-    trl = {"use_cpu": True, "bf16": False, **RUN_TRL}
-    assert (
-        train(work / "model", work / "train.jsonl", work / "run", build_train_config(trl, work / "run")) == 0
-    )
+    run = work / "run"
+    assert train(work / "model", work / "train.jsonl", run, build_train_config(dict(RUN_TRL), run)) == 0
     shutil.copytree(work, root / "pristine")
     return root / "pristine", work
 
@@ -766,9 +755,7 @@ def _retrain(model: Path, data: Path, run: Path, **trl: Any) -> int:
     from cwgrpo.train import train
     from cwgrpo.train_config import build_train_config
 
-    return train(
-        model, data, run, build_train_config({"use_cpu": True, "bf16": False, **RUN_TRL, **trl}, run)
-    )
+    return train(model, data, run, build_train_config({**RUN_TRL, **trl}, run))
 
 
 def _changed_model(ctx: Ctx):
@@ -1088,12 +1075,15 @@ def _cut_log_line(ctx: Ctx) -> None:
 
 def _no_chat_template_evaluate(ctx: Ctx) -> None:
     """Generation has a documented fallback without a chat template: the message contents, joined."""
-    from cwgrpo.generation import get_backend, messages_to_text
+    from cwgrpo.generation import encode_prompt, get_backend, messages_to_text
 
     backend = get_backend("transformers", ctx.model_copy("m", no_chat_template=True), progress=False)
     assert not backend.tokenizer.chat_template
     messages = [{"role": "user", "content": "1+1"}]
-    assert backend.encode(messages) == backend.tokenizer(messages_to_text(messages))["input_ids"]
+    assert (
+        encode_prompt(backend.tokenizer, messages)
+        == backend.tokenizer(messages_to_text(messages))["input_ids"]
+    )
 
 
 def _failed_prepare_keeps_old_file(ctx: Ctx) -> None:

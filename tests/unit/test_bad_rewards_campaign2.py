@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from cwgrpo.configs import ConfigError
+from tests.conftest import TWO_STEP_TRL
 
 REWARDS = textwrap.dedent(
     """
@@ -40,18 +41,6 @@ REWARDS = textwrap.dedent(
         return [1.0 if a in c[-1]["content"] else 0.0 for c, a in zip(completions, answer)]
     """
 )
-RUN_TRL = {
-    "max_steps": 2,
-    "save_steps": 1,
-    "num_generations": 2,
-    "per_device_train_batch_size": 2,
-    "max_completion_length": 4,
-    "beta": 0.0,
-    "gradient_checkpointing": False,
-    "loss_type": "grpo",
-    "use_cpu": True,
-    "bf16": False,
-}
 
 
 @pytest.fixture
@@ -80,7 +69,9 @@ def _train(tmp_path: Path, model_dir: Path, reward: str, **job) -> int:
     records = [{"id": f"p-{i}", "problem": "1+1", "answer": "2", "source": "test"} for i in range(2)]
     data.write_text("".join(json.dumps(r) + "\n" for r in records))
     run = tmp_path / "run"
-    return train(model_dir, data, run, build_train_config({**RUN_TRL, "reward_funcs": [reward], **job}, run))
+    return train(
+        model_dir, data, run, build_train_config({**TWO_STEP_TRL, "reward_funcs": [reward], **job}, run)
+    )
 
 
 @pytest.mark.parametrize(
@@ -124,7 +115,7 @@ def test_a_bad_time_budget_is_refused(tmp_path, budget):
     from cwgrpo.train_config import build_train_config
 
     with pytest.raises(ConfigError, match=r"reward_timeout_s=.*: must be a number of seconds > 0"):
-        build_train_config({**RUN_TRL, "reward_timeout_s": budget}, tmp_path / "run")
+        build_train_config({**TWO_STEP_TRL, "reward_timeout_s": budget}, tmp_path / "run")
 
 
 def test_the_budget_bounds_every_call_and_keeps_the_name(user_rewards):

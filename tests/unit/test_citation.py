@@ -1,15 +1,20 @@
-"""CITATION.cff parses, cites the paper as preferred citation, and credits Cui et al. 2025 and Open-RS."""
+"""CITATION.cff parses, cites the paper as preferred citation, credits Cui et al. 2025 and Open-RS, and
+gives pyproject's version."""
 
+import tomllib
 from pathlib import Path
 
 import yaml
 
-CFF = Path(__file__).resolve().parents[2] / "CITATION.cff"
+REPO = Path(__file__).resolve().parents[2]
+CFF = REPO / "CITATION.cff"
 
 
 def test_citation_cff_cites_the_paper_and_its_predecessors():
     cff = yaml.safe_load(CFF.read_text(encoding="utf-8"))
     assert cff["cff-version"] == "1.2.0"
+    # the package's version is pyproject's (cwgrpo.__version__ reads it); the citation cannot read it
+    assert cff["version"] == tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["version"]
     preferred = cff["preferred-citation"]
     assert preferred["title"].startswith("Taming Extreme Tokens")
     assert [a["family-names"] for a in preferred["authors"]] == ["Wang", "Liu", "Zhou", "Chen"]

@@ -24,18 +24,9 @@ from cwgrpo.report.claim_checks import (
 )
 from cwgrpo.report.claims import claims_markdown, evaluate_claims
 from tests.hand import t_interval_3
+from tests.summaries import write_summary
 
 BENCHES = ("b1", "b2")
-
-
-def write_summary(root: Path, size, method, seed, step, benchmark, acc) -> Path:
-    path = root / "eval" / size / method / f"seed{seed}" / f"step{step}" / f"{benchmark}.summary.json"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tags = {"size": size, "method": method, "seed": seed, "step": step}
-    path.write_text(
-        json.dumps({"benchmark": benchmark, "tags": tags, "k": 1, "pass1": acc, "n_problems": 50})
-    )
-    return path
 
 
 def write_run(root: Path, size, method, seed, entropy: list[float], big: float) -> Path:
@@ -84,13 +75,13 @@ def by_id(report) -> dict[int, dict]:
 @pytest.fixture(scope="module")
 def report(tmp_path_factory):
     root = tmp_path_factory.mktemp("claims")
-    return evaluate_claims(ClaimsConfig(preset="tiny"), *make_inputs(root))
+    return evaluate_claims(ClaimsConfig(kind="tiny"), *make_inputs(root))
 
 
 @pytest.fixture(scope="module")
 def flipped(tmp_path_factory):
     root = tmp_path_factory.mktemp("flipped")
-    return evaluate_claims(ClaimsConfig(preset="tiny"), *make_inputs(root, swap=True))
+    return evaluate_claims(ClaimsConfig(kind="tiny"), *make_inputs(root, swap=True))
 
 
 def test_claim1_accuracy_effect_by_hand(report):
@@ -112,14 +103,14 @@ def test_claim2_entropy_std_second_half_by_hand(report):
 
 
 def test_claim2_entropy_range_option(tmp_path):
-    rep = evaluate_claims(ClaimsConfig(preset="tiny", entropy_stat="range"), *make_inputs(tmp_path))
+    rep = evaluate_claims(ClaimsConfig(kind="tiny", entropy_stat="range"), *make_inputs(tmp_path))
     r = by_id(rep)[2]["per_size"][0]
     assert r["effect"]["mean"] == pytest.approx(0.3)  # ranges 0.2, 0.3, 0.4 vs 0
 
 
 def test_claim2_reads_the_entropy_statistic_it_is_told_to(tmp_path):
     summaries, runs = make_inputs(tmp_path)
-    cfg = ClaimsConfig(preset="tiny", entropy_stat="range", entropy_key="entropy")
+    cfg = ClaimsConfig(kind="tiny", entropy_stat="range", entropy_key="entropy")
     r = by_id(evaluate_claims(cfg, summaries, runs))[2]
     assert r["per_size"][0]["effect"]["mean"] == pytest.approx(0.6)  # TRL's statistic: twice the released
     assert "token-weighted" in r["measure"]
@@ -127,11 +118,11 @@ def test_claim2_reads_the_entropy_statistic_it_is_told_to(tmp_path):
         path = run / "metrics.jsonl"
         path.write_text(path.read_text().replace('"entropy_per_completion"', '"other"'))
     with pytest.raises(ResultFileError, match="entropy_per_completion"):
-        evaluate_claims(ClaimsConfig(preset="tiny"), summaries, runs)
+        evaluate_claims(ClaimsConfig(kind="tiny"), summaries, runs)
 
 
 def test_claim2_whole_run_window_sees_first_half(tmp_path):
-    rep = evaluate_claims(ClaimsConfig(preset="tiny", entropy_window=1.0), *make_inputs(tmp_path))
+    rep = evaluate_claims(ClaimsConfig(kind="tiny", entropy_window=1.0), *make_inputs(tmp_path))
     d = by_id(rep)[2]["per_size"][0]["details"]
     assert d["treatment_stat"]["mean"] > 0.5  # the first-half swing of 2.0 now counts
 
@@ -154,7 +145,7 @@ def test_claim3_needs_grpo_to_degrade(tmp_path):
         for method, avg in (("grpo", 0.60), ("cw_grpo", 0.70)):
             for bench, acc in zip(BENCHES, (avg - 0.05, avg + 0.05), strict=True):
                 write_summary(tmp_path, "small", method, seed, 200, bench, acc)
-    rep = evaluate_claims(ClaimsConfig(preset="tiny"), summaries, runs)
+    rep = evaluate_claims(ClaimsConfig(kind="tiny"), summaries, runs)
     r = by_id(rep)[3]["per_size"][0]
     assert r["effect"]["mean"] > 0
     assert r["verdict"] == FAILS and "does not degrade" in r["reason"]
@@ -163,7 +154,7 @@ def test_claim3_needs_grpo_to_degrade(tmp_path):
 def test_claim3_without_later_checkpoint_is_inconclusive(tmp_path):
     summaries, runs = make_inputs(tmp_path)
     summaries = [p for p in summaries if "step200" not in p.as_posix()]
-    r = by_id(evaluate_claims(ClaimsConfig(preset="tiny"), summaries, runs))[3]["per_size"][0]
+    r = by_id(evaluate_claims(ClaimsConfig(kind="tiny"), summaries, runs))[3]["per_size"][0]
     assert r["verdict"] == INCONCLUSIVE and "no checkpoint after step 100" in r["reason"]
 
 
@@ -197,17 +188,17 @@ def test_claim4_fails_without_a_tail(tmp_path):
     summaries, runs = make_inputs(tmp_path)
     for run in runs:  # every token |c| = 1: the top 1 % carries 1 % of the mass
         (run / "cov_samples.jsonl").write_text(json.dumps({"step": 5, "cov": [1.0] * 100}) + "\n")
-    r = by_id(evaluate_claims(ClaimsConfig(preset="tiny"), summaries, runs))[4]["per_size"][0]
+    r = by_id(evaluate_claims(ClaimsConfig(kind="tiny"), summaries, runs))[4]["per_size"][0]
     assert r["effect"]["mean"] == pytest.approx(1.0 - 10.0)
     assert r["verdict"] == FAILS
 
 
 def test_one_seed_ci_unavailable_and_inconclusive(tmp_path):
-    rep = evaluate_claims(ClaimsConfig(preset="tiny"), *make_inputs(tmp_path, seeds=(0,)))
+    rep = evaluate_claims(ClaimsConfig(kind="tiny"), *make_inputs(tmp_path, seeds=(0,)))
     r = by_id(rep)[1]["per_size"][0]
     assert r["effect"]["ci95"] is None and r["effect"]["mean"] == pytest.approx(3.0)
     assert r["verdict"] == INCONCLUSIVE and "unavailable" in r["reason"]
-    md = claims_markdown(rep, ClaimsConfig(preset="tiny"))
+    md = claims_markdown(rep, ClaimsConfig(kind="tiny"))
     assert "unavailable (< 2 seeds)" in md
 
 
@@ -218,7 +209,7 @@ def test_overall_verdict_needs_every_size(tmp_path):
         for bench, acc in zip(BENCHES, (0.50, 0.60), strict=True):
             write_summary(tmp_path, "large", "cw_grpo", seed, 100, bench, acc - 0.05 * seed)
             write_summary(tmp_path, "large", "grpo", seed, 100, bench, acc)
-    c1 = by_id(evaluate_claims(ClaimsConfig(preset="tiny"), summaries, runs))[1]
+    c1 = by_id(evaluate_claims(ClaimsConfig(kind="tiny"), summaries, runs))[1]
     assert [r["verdict"] for r in c1["per_size"]] == [HOLDS, FAILS]  # order: small, large
     assert c1["verdict"] == FAILS
 
@@ -227,14 +218,14 @@ def test_claims_missing_method_names_it(tmp_path):
     summaries, runs = make_inputs(tmp_path)
     summaries = [p for p in summaries if "/cw_grpo/" not in p.as_posix()]
     with pytest.raises(ResultFileError, match="size=small method=cw_grpo step=100"):
-        evaluate_claims(ClaimsConfig(preset="tiny"), summaries, runs)
+        evaluate_claims(ClaimsConfig(kind="tiny"), summaries, runs)
 
 
 def test_claims_missing_cov_samples_names_it(tmp_path):
     summaries, runs = make_inputs(tmp_path)
     (runs[0] / "cov_samples.jsonl").unlink()
     with pytest.raises(ResultFileError, match=r"cov_samples\.jsonl"):
-        evaluate_claims(ClaimsConfig(preset="tiny"), summaries, runs)
+        evaluate_claims(ClaimsConfig(kind="tiny"), summaries, runs)
 
 
 def test_claims_empty_tail_samples_names_what_is_missing(tmp_path):
@@ -242,7 +233,7 @@ def test_claims_empty_tail_samples_names_what_is_missing(tmp_path):
     for run in runs:
         (run / "cov_samples.jsonl").write_text("")
     with pytest.raises(ResultFileError, match="size=small method=grpo"):
-        evaluate_claims(ClaimsConfig(preset="tiny"), summaries, runs)
+        evaluate_claims(ClaimsConfig(kind="tiny"), summaries, runs)
 
 
 def test_claims_on_runs_with_only_zero_covariances_say_not_testable(tmp_path):
@@ -251,7 +242,7 @@ def test_claims_on_runs_with_only_zero_covariances_say_not_testable(tmp_path):
     summaries, runs = make_inputs(tmp_path)
     for run in runs:
         (run / "cov_samples.jsonl").write_text(json.dumps({"step": 1, "cov": [0.0] * 10}) + "\n")
-    claim = by_id(evaluate_claims(ClaimsConfig(preset="tiny"), summaries, runs))[4]
+    claim = by_id(evaluate_claims(ClaimsConfig(kind="tiny"), summaries, runs))[4]
     (r,) = claim["per_size"]
     assert (r["verdict"], claim["verdict"]) == (NOT_TESTABLE, NOT_TESTABLE)
     assert r["reason"].startswith("no learning signal: every sampled covariance is 0 (seeds 0, 1, 2)")
@@ -264,7 +255,7 @@ def test_claims_of_a_size_whose_run_recorded_no_learning_signal_are_not_testable
     info = json.loads((silent / "run.json").read_text())
     info["learning_signal"] = [{"cause": "zero_reward_spread", "from_step": 1, "to_step": 10}]
     (silent / "run.json").write_text(json.dumps(info))
-    report = evaluate_claims(ClaimsConfig(preset="tiny"), summaries, runs)
+    report = evaluate_claims(ClaimsConfig(kind="tiny"), summaries, runs)
     for claim in report["claims"]:
         small, large = claim["per_size"]
         assert small["verdict"] == HOLDS and large["verdict"] == NOT_TESTABLE
@@ -273,7 +264,7 @@ def test_claims_of_a_size_whose_run_recorded_no_learning_signal_are_not_testable
             large["reason"] == "no learning signal in training (grpo seed 1: zero reward spread, steps 1-10)"
         )
     assert "| not testable | no learning signal in training" in claims_markdown(
-        report, ClaimsConfig(preset="tiny")
+        report, ClaimsConfig(kind="tiny")
     )
 
 
@@ -287,7 +278,7 @@ def test_claims_cli_writes_json_and_markdown_with_rules(tmp_path):
         "--out-md",
         str(out_md),
         "--set",
-        "preset=tiny",
+        "kind=tiny",
         "--set",
         "step=100",
     ]
@@ -325,12 +316,12 @@ def test_a_small_effect_keeps_two_significant_digits(report):
     small = copy.deepcopy(report)
     effect = by_id(small)[2]["per_size"][0]["effect"]
     effect.update(mean=-0.0006, ci95=[-0.0011, -0.00004])
-    md = claims_markdown(small, ClaimsConfig(preset="tiny"))
+    md = claims_markdown(small, ClaimsConfig(kind="tiny"))
     assert "−0.00060 nats / token | [−0.0011, −0.000040]" in md
     assert "−0.00 " not in md
 
 
 def test_claims_say_what_is_not_the_papers_from_the_results(report):
-    md = claims_markdown(report, ClaimsConfig(preset="tiny"))
+    md = claims_markdown(report, ClaimsConfig(kind="tiny"))
     assert report["stand_in"].startswith("Not the paper's own benchmarks b1, b2")
     assert report["stand_in"] in md and "Tiny preset" not in md

@@ -72,7 +72,7 @@ def test_table_defaults_cut_to_the_trained_methods():
     dropped = sorted(config["methods"])[0]
     del config["methods"][dropped]
     opts = options.report_options(config, "table")
-    assert opts["preset"] == "paper" and "base" in opts["methods"] and dropped not in opts["methods"]
+    assert opts["kind"] == "paper" and "base" in opts["methods"] and dropped not in opts["methods"]
     assert set(opts["methods"]) - {"base"} <= set(config["methods"])
 
 

@@ -209,16 +209,20 @@ def test_manifest_path():
 # cwgrpo.hub (the download itself is faked: no test touches the network)
 
 
-def test_hub_resolve_model_registry_and_errors():
+def test_hub_sources_registry_and_errors():
     from cwgrpo import hub
 
-    assert hub.resolve_model("1.5b", None) == ("deepseek-ai/DeepSeek-R1-Distill-Qwen-1.5B", "main")
-    assert hub.resolve_model("7b", "abc123") == ("Qwen/Qwen2.5-Math-7B-Instruct", "abc123")
-    assert hub.resolve_model("org/model", "v1") == ("org/model", "v1")
+    def hub_source(spec: str, revision: str | None) -> tuple[str, str, str | None]:
+        source = hub.parse_source(spec, revision)
+        return source.kind, source.location, source.revision
+
+    assert hub_source("1.5b", None) == ("hub", "deepseek-ai/DeepSeek-R1-Distill-Qwen-1.5B", "main")
+    assert hub_source("7b", "abc123") == ("hub", "Qwen/Qwen2.5-Math-7B-Instruct", "abc123")
+    assert hub_source("org/model", "v1") == ("hub", "org/model", "v1")
     with pytest.raises(ConfigError, match="needs a revision"):
-        hub.resolve_model("org/model", None)
+        hub.parse_source("org/model", None)
     with pytest.raises(ConfigError, match="not a Hub id"):
-        hub.resolve_model("3b", None)
+        hub.parse_source("3b", None)
 
 
 @pytest.fixture
@@ -362,3 +366,17 @@ def test_own_dataset_column_that_does_not_exist_is_named(tmp_path, capsys):
 def test_own_dataset_bad_options(options, message):
     with pytest.raises(ConfigError, match=message):
         prepare_data.OwnDataset(**options).spec("mine")
+
+
+def test_gold_kinds_follow_the_released_configuration():
+    """Each paper benchmark's spec carries the released gold kind; a stand-in takes its mirror's."""
+    paper_kinds = [data.gold_kind_for(b) for b in ("aime24", "amc23", "math500", "minerva", "olympiadbench")]
+    assert paper_kinds == ["expr", "expr", "latex", "latex", "latex"]
+    assert data.gold_kind_for("own", "math500") == "latex"  # a user's stand-in, by its manifest's mirror
+    assert [data.gold_kind_for(s.name) for s in synthetic.SPLITS.values() if s.mirrors] == [
+        data.gold_kind_for(s.mirrors) for s in synthetic.SPLITS.values() if s.mirrors
+    ]
+    with pytest.raises(ConfigError, match="no gold kind"):
+        data.gold_kind_for("gsm8k")
+    with pytest.raises(ConfigError, match="no gold kind"):
+        data.gold_kind_for("champ")  # registered, but no paper benchmark

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from cwgrpo import data, doctor, paper, synthetic, weighting
+from cwgrpo import data, paper, synthetic, weighting
 from cwgrpo.report import style
 from cwgrpo.report.load import load_reported
 from cwgrpo.report.options import AVG
@@ -26,7 +26,6 @@ def test_dataset_registry_uses_the_papers_names():
         assert name in data.DATASETS
     for name in paper.BENCHMARKS:
         assert data.DATASETS[name].display == paper.BENCHMARK_DISPLAY[name]
-    assert (paper.TRAIN_SET, *paper.BENCHMARKS) == doctor.PAPER_DATA
 
 
 def test_reported_numbers_cover_exactly_the_papers_benchmarks_and_sizes():

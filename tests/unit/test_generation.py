@@ -7,7 +7,7 @@ import importlib.util
 import pytest
 
 from cwgrpo.configs import ConfigError
-from cwgrpo.generation import BACKENDS, Completion, SamplingSettings, get_backend, sample_seed
+from cwgrpo.generation import BACKENDS, Completion, SamplingSettings, encode_prompt, get_backend, sample_seed
 
 PROMPTS = [[{"role": "user", "content": p}] for p in ("47+35", "12+35-8", "90-45+11", "3+4")]
 MAX_NEW = 10
@@ -55,11 +55,11 @@ def test_sampling_settings_validation():
 def test_sample_seed_streams_are_distinct_and_stable():
     seeds = {sample_seed(s, i, j) for s in range(3) for i in range(5) for j in range(4)}
     assert len(seeds) == 60
-    assert sample_seed(0, 1, 2) == sample_seed(0, 1, 2)
+    assert sample_seed(0, 1, 2) == 8455681950010755518  # pinned: a new value would resample every answer
 
 
 def test_encode_applies_the_chat_template(backend):
-    ids = backend.encode(PROMPTS[0])
+    ids = encode_prompt(backend.tokenizer, PROMPTS[0])
     text = backend.tokenizer.decode(ids)
     assert text == "<|bos|><|user|>47+35<|end|><|assistant|>"
     assert ids.count(backend.tokenizer.bos_token_id) == 1

@@ -195,22 +195,6 @@ def test_a_hanging_answer_gets_a_timeout_verdict_and_the_rest_are_scored(tmp_pat
     assert verdicts[3]["reason"] == "the lighteval worker died (exit status 3) on this answer"
 
 
-def test_gold_kinds_follow_the_released_configuration():
-    mirrors = {"syn_aime24": "aime24", "syn_math500": "math500"}
-    assert [
-        paper_metric.gold_kind_for(b) for b in ("aime24", "amc23", "math500", "minerva", "olympiadbench")
-    ] == [
-        "expr",
-        "expr",
-        "latex",
-        "latex",
-        "latex",
-    ]
-    assert paper_metric.gold_kind_for("syn_math500", mirrors) == "latex"
-    with pytest.raises(ConfigError, match="no gold kind"):
-        paper_metric.gold_kind_for("gsm8k")
-
-
 def test_grade_takes_each_files_gold_kind_from_its_summary(tmp_path):
     """Without --gold-kind, a samples file is graded with the kind of the benchmark its summary names, or of
     the paper benchmark the summary says it mirrors; one that has neither is an error naming it."""

@@ -9,6 +9,7 @@ import json
 import math
 from pathlib import Path
 
+import matplotlib.colors
 import numpy as np
 import pandas as pd
 import pytest
@@ -19,6 +20,7 @@ from cwgrpo.report.figures import FigureConfig, make_figure, seed_band
 from cwgrpo.report.load import metrics_frame
 from cwgrpo.report.style import METHOD_COLORS, method_color, save_figure
 from tests.hand import T975_2
+from tests.summaries import write_summary
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 MIRRORS = {"syn_math500": "math500", "syn_olympiad": "olympiadbench"}
@@ -57,16 +59,6 @@ def write_run(root: Path, size: str, method: str, seed: int, steps: int = 12) ->
         cov_lines.append({"step": step, "cov": cov.tolist(), "weight": (weight / weight.mean()).tolist()})
     (run / "cov_samples.jsonl").write_text("".join(json.dumps(x) + "\n" for x in cov_lines))
     return run
-
-
-def write_summary(root: Path, size, method, seed, step, benchmark, acc) -> Path:
-    path = root / "eval" / size / method / f"seed{seed}" / f"step{step}" / f"{benchmark}.summary.json"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tags = {"size": size, "method": method, "seed": seed, "step": step}
-    path.write_text(
-        json.dumps({"benchmark": benchmark, "tags": tags, "k": 1, "pass1": acc, "n_problems": 10})
-    )
-    return path
 
 
 @pytest.fixture(scope="module")
@@ -118,12 +110,12 @@ def test_figure_from_runs_writes_pdf_and_png(tmp_path, runs, kind):
         "--out-png",
         str(out.with_suffix(".png")),
     ]
-    assert main([*args, "--set", "preset=tiny", "--set", "size_display={small: 'Tiny-S (≈1.5B)'}"]) == 0
+    assert main([*args, "--set", "kind=tiny", "--set", "size_display={small: 'Tiny-S (≈1.5B)'}"]) == 0
     assert_pdf_png(out)
 
 
-@pytest.mark.parametrize("preset", ["tiny", "paper"])
-def test_figure_checkpoints_writes_pdf_and_png(tmp_path, summaries, preset):
+@pytest.mark.parametrize("kind", ["tiny", "paper"])
+def test_figure_checkpoints_writes_pdf_and_png(tmp_path, summaries, kind):
     out = tmp_path / "checkpoints.pdf"
     small = [p for p in summaries if "/small/" in p.as_posix()]
     args = [
@@ -137,17 +129,17 @@ def test_figure_checkpoints_writes_pdf_and_png(tmp_path, summaries, preset):
         "--out-png",
         str(out.with_suffix(".png")),
     ]
-    args += ["--set", f"preset={preset}", "--set", f"benchmark_mirrors={json.dumps(MIRRORS)}"]
+    args += ["--set", f"kind={kind}", "--set", f"benchmark_mirrors={json.dumps(MIRRORS)}"]
     assert main(args) == 0
     assert_pdf_png(out)
 
 
 def test_checkpoints_overlay_only_for_paper_preset(summaries):
-    cfg = FigureConfig(preset="paper", benchmark_mirrors=MIRRORS, size_mirrors={"small": "1.5b"})
+    cfg = FigureConfig(kind="paper", benchmark_mirrors=MIRRORS, size_mirrors={"small": "1.5b"})
     fig = make_figure("checkpoints", cfg, [], summaries)
     labels = {t.get_text() for t in fig.legends[0].get_texts()}
     assert {"GRPO (paper)", "CW-GRPO (paper)", "GRPO", "CW-GRPO", "Base (step 0)"} <= labels
-    fig = make_figure("checkpoints", FigureConfig(preset="tiny", benchmark_mirrors=MIRRORS), [], summaries)
+    fig = make_figure("checkpoints", FigureConfig(kind="tiny", benchmark_mirrors=MIRRORS), [], summaries)
     assert not any("(paper)" in t.get_text() for t in fig.legends[0].get_texts())
 
 
@@ -192,7 +184,7 @@ def test_covariance_skips_empty_samples_but_not_all(tmp_path):
     full = write_run(tmp_path, "small", "grpo", 0)
     empty = write_run(tmp_path, "small", "cw_grpo", 0)
     (empty / "cov_samples.jsonl").write_text("")  # sampling switched off
-    fig = make_figure("covariance", FigureConfig(preset="tiny"), [full, empty], [])
+    fig = make_figure("covariance", FigureConfig(kind="tiny"), [full, empty], [])
     assert {t.get_text() for t in fig.legends[0].get_texts()} == {"GRPO"}
     (full / "cov_samples.jsonl").write_text("")
     with pytest.raises(ResultFileError, match="empty"):
@@ -246,12 +238,22 @@ def test_method_colours_fixed_and_distinct():
 
 def test_same_method_same_colour_in_every_figure(runs, summaries):
     seen: dict[str, set[str]] = {}
-    for kind, r, s in (("entropy", runs, []), ("checkpoints", [], summaries)):
+    legends = []  # (figure kind, method label) of every legend entry checked
+    kinds = (
+        ("entropy", runs, []),
+        ("training", runs, []),
+        ("covariance", runs, []),
+        ("checkpoints", [], summaries),
+    )
+    for kind, r, s in kinds:
         fig = make_figure(kind, FigureConfig(benchmark_mirrors=MIRRORS), r, s)
         for handle, text in zip(fig.legends[0].legend_handles, fig.legends[0].get_texts(), strict=True):
             label = text.get_text().split(" (")[0]
             if label in ("GRPO", "CW-GRPO"):
-                seen.setdefault(label, set()).add(handle.get_color())
+                colour = handle.get_color() if hasattr(handle, "get_color") else handle.get_edgecolor()
+                seen.setdefault(label, set()).add(matplotlib.colors.to_hex(colour).upper())
+                legends.append((kind, label))
+    assert {kind for kind, _ in legends} == {kind for kind, _, _ in kinds}
     assert seen == {"GRPO": {METHOD_COLORS["grpo"]}, "CW-GRPO": {METHOD_COLORS["cw_grpo"]}}
 
 
@@ -292,9 +294,7 @@ def test_checkpoints_of_one_seed_and_one_step_promise_no_bars_and_keep_a_readabl
     each side of the step (not 1.9–2.1), and no negative accuracy ticks."""
     paths = [write_summary(tmp_path, "small", "base", 0, 0, b, 0.0) for b in MIRRORS]
     paths += [write_summary(tmp_path, "small", m, 0, 2, b, 0.0) for m in ("grpo", "cw_grpo") for b in MIRRORS]
-    fig = make_figure(
-        "checkpoints", FigureConfig(preset="tiny", step=2, benchmark_mirrors=MIRRORS), [], paths
-    )
+    fig = make_figure("checkpoints", FigureConfig(kind="tiny", step=2, benchmark_mirrors=MIRRORS), [], paths)
     assert fig.legends[0].get_title().get_text() == "one seed: no bars"
     ax = fig.axes[0]
     assert ax.get_xlim() == (1.0, 3.0)
@@ -302,9 +302,7 @@ def test_checkpoints_of_one_seed_and_one_step_promise_no_bars_and_keep_a_readabl
     assert -0.05 < lo < 0 and hi >= 1.0  # a sliver below 0, so that the markers at 0 show whole
     assert all(tick >= 0 for tick in ax.get_yticks() if lo <= tick <= hi)
     paths += [write_summary(tmp_path, "small", m, 0, 1, b, 0.0) for m in ("grpo", "cw_grpo") for b in MIRRORS]
-    fig = make_figure(
-        "checkpoints", FigureConfig(preset="tiny", step=1, benchmark_mirrors=MIRRORS), [], paths
-    )
+    fig = make_figure("checkpoints", FigureConfig(kind="tiny", step=1, benchmark_mirrors=MIRRORS), [], paths)
     lo, hi = fig.axes[0].get_xlim()
     assert 0.5 < lo < 1 and 2 < hi < 2.5  # two steps: matplotlib's own margins, both in view
 

@@ -23,7 +23,7 @@ from cwgrpo.stats import mean_ci, seed_effect
 from tests.hand import T975_2
 
 TINY = {
-    "preset": "tiny",
+    "kind": "tiny",
     "methods": ["base", "grpo", "clip_cov", "cw_grpo"],
     "benchmark_display": {"syn_math500": "Syn-L1 (≈MATH-500)", "syn_olympiad": "Syn-L3 (≈OlympiadBench)"},
     "benchmark_mirrors": {"syn_math500": "math500", "syn_olympiad": "olympiadbench"},
@@ -151,7 +151,7 @@ def test_seed_effect_unpaired_single_seed_has_no_ci():
 # -- names -------------------------------------------------------------------------------------------
 def test_stand_in_names_say_what_they_mirror():
     c = TableConfig(
-        preset="tiny",
+        kind="tiny",
         benchmark_display={"syn_math500": "Syn-L1", "syn_amc23": "Syn-L2 (≈AMC23)"},
         benchmark_mirrors={"syn_math500": "math500", "syn_amc23": "amc23"},
         size_display={"large": "Large (for 7B)"},
@@ -183,7 +183,7 @@ def test_the_report_names_and_places_benchmarks_from_the_summaries(tmp_path):
         summary("own", 0.3),  # written before summaries carried names
     ]
     c = TableConfig(
-        preset="tiny", benchmark_display={"syn_amc23": "Level 2"}, benchmark_mirrors={"own": "aime24"}
+        kind="tiny", benchmark_display={"syn_amc23": "Level 2"}, benchmark_mirrors={"own": "aime24"}
     )
     frame = load_summaries(paths, c)
     assert c.benchmark_name("syn_math500") == "Syn-L1 (≈MATH-500)" and c.mirror("syn_math500") == "math500"
@@ -203,12 +203,12 @@ def test_summaries_that_disagree_on_a_benchmarks_names_are_an_error(tmp_path):
     with pytest.raises(
         ResultFileError, match="'syn_math500' disagree on benchmark_mirror: \\['amc23', 'math500'\\]"
     ):
-        load_summaries([a, b], TableConfig(preset="tiny"))
+        load_summaries([a, b], TableConfig(kind="tiny"))
     c = with_names(write_summary(tmp_path / "c", "small", "grpo", 0, 8, "x", 0.5), "X", "gsm8k")
     with pytest.raises(
         ResultFileError, match=re.escape("benchmark_mirror {'x': 'gsm8k'} is not among the paper's")
     ):
-        load_summaries([c], TableConfig(preset="tiny"))
+        load_summaries([c], TableConfig(kind="tiny"))
 
 
 # -- Table 1 -----------------------------------------------------------------------------------------
@@ -421,7 +421,7 @@ def test_reported_vs_ours_paper_compares_absolute_numbers(tmp_path):
         s = 0 if method == "base" else 100
         for bench, acc in zip(("math500", "olympiadbench"), accs, strict=True):
             paths.append(write_summary(tmp_path / "r", "1.5b", method, seed, s, bench, acc))
-    out = write_table(TableConfig(preset="paper"), paths, outputs(tmp_path / "t.pdf", tmp_path / "out"))
+    out = write_table(TableConfig(kind="paper"), paths, outputs(tmp_path / "t.pdf", tmp_path / "out"))
     cmp = pd.read_csv(out["reported_csv"])
     assert {"absolute", "effect"} == set(cmp["comparison"])
     r = cmp[
@@ -541,7 +541,7 @@ def test_notes_and_columns_come_from_the_results_never_a_presets_name(tmp_path):
             summary = json.loads(path.read_text())
             summary["settings"]["limit"] = summary["n_problems"] = 4
             path.write_text(json.dumps(summary))
-    config = cfg(preset="real", size_display={"small": "My-Model-20M"})
+    config = cfg(kind="real", size_display={"small": "My-Model-20M"})
     frame = load_summaries(paths, config)
     cells, per_seed = build_table1(frame, config)
     grid = table_grid(cells, config)
@@ -595,7 +595,7 @@ def test_table1_as_a_figure_draws_each_avg_with_its_interval_beside_the_papers(t
             [
                 *args,
                 "--set",
-                "preset=tiny",
+                "kind=tiny",
                 "--set",
                 f"benchmark_mirrors={json.dumps(TINY['benchmark_mirrors'])}",
             ]

@@ -93,7 +93,7 @@ def parse(page: str) -> Articles:
 def test_each_cell_shows_a_fixed_seeded_choice_and_counts_the_whole_file(tmp_path):
     rows = [row(i, strict=i % 3 == 0, paper=i % 4 == 0, truncated=i % 5 == 0) for i in range(30)]
     summary = write_cell(tmp_path / "a", rows)
-    cfg = SamplesConfig(preset="tiny", per_cell=8)
+    cfg = SamplesConfig(kind="tiny", per_cell=8)
     (cell,), issues = load_cells([summary], cfg)
     assert issues == []
     assert len(cell.rows) == 30 and len(cell.shown) == 8
@@ -105,7 +105,7 @@ def test_each_cell_shows_a_fixed_seeded_choice_and_counts_the_whole_file(tmp_pat
         "truncated": 6,
     }
     again = load_cells([summary], cfg)[0][0]
-    other = load_cells([summary], SamplesConfig(preset="tiny", per_cell=8, sample_seed=1))[0][0]
+    other = load_cells([summary], SamplesConfig(kind="tiny", per_cell=8, sample_seed=1))[0][0]
     assert [s.line for s in again.shown] == [s.line for s in cell.shown]
     assert [s.line for s in other.shown] != [s.line for s in cell.shown]
 
@@ -114,7 +114,7 @@ def test_every_sample_carries_the_flags_the_filters_read(tmp_path):
     rows = [row(i, strict=i < 3, paper=i in (1, 2, 4), truncated=i in (0, 4)) for i in range(6)]
     a = write_cell(tmp_path / "a", rows)
     b = write_cell(tmp_path / "b", rows[:2], method="cw_grpo", step=8)
-    cfg = SamplesConfig(preset="tiny")
+    cfg = SamplesConfig(kind="tiny")
     cells, _ = load_cells([a, b], cfg)
     page = parse(render_page("t", cells, [], cfg))
     arts = page.articles
@@ -139,7 +139,7 @@ def test_model_output_is_text_never_markup(tmp_path):
     rows[0]["extracted"] = "<b>2</b>"
     rows[0]["gold"] = '"><script>x</script>'
     summary = write_cell(tmp_path / "a", rows)
-    cfg = SamplesConfig(preset="tiny")
+    cfg = SamplesConfig(kind="tiny")
     cells, _ = load_cells([summary], cfg)
     html_text = render_page("<i>title</i>", cells, [], cfg)
     parsed = parse(html_text)
@@ -182,7 +182,7 @@ def test_the_problem_comes_from_the_benchmark_file_the_summary_names_if_unchange
         json.dumps({"id": "p0", "problem": "What is 3 + 4?", "answer": "7", "source": "s"}) + "\n"
     )
     summary = write_cell(tmp_path / "a", [row(0, strict=True)], graded=False, data=data)
-    cfg = SamplesConfig(preset="tiny")
+    cfg = SamplesConfig(kind="tiny")
     cells, issues = load_cells([summary], cfg)
     assert issues == [] and cells[0].shown[0].problem == "What is 3 + 4?"
     assert cells[0].metrics == ("strict",)
@@ -218,14 +218,14 @@ def test_the_page_never_overwrites_an_input_and_bad_options_are_one_line(tmp_pat
 def test_a_file_that_is_not_a_summary_is_named(tmp_path, name):
     path = tmp_path / name
     path.write_text("{}")
-    cells, issues = load_cells([path], SamplesConfig(preset="tiny"))
+    cells, issues = load_cells([path], SamplesConfig(kind="tiny"))
     assert cells == [] and [i.where for i in issues] == [str(path)]
 
 
 def test_a_summary_without_its_samples_file_is_named(tmp_path):
     summary = write_cell(tmp_path / "a", [row(0, strict=True)])
     summary.with_name("syn_math500.graded.jsonl").unlink()
-    cells, issues = load_cells([summary], SamplesConfig(preset="tiny"))
+    cells, issues = load_cells([summary], SamplesConfig(kind="tiny"))
     assert cells == [] and [(i.where, i.why) for i in issues] == [
         (str(summary.with_name("syn_math500.graded.jsonl")), f"samples file of {summary} not found")
     ]

@@ -91,7 +91,7 @@ def make_inputs(root: Path, avg=AVG) -> tuple[list[Path], list[Path]]:
 
 
 CLAIMS_JSON = {"claims": [{"id": 4, "per_size": [{"size": "small", "unit": "points", "effect": {"mean": 40.0, "ci95": [40.0, 40.0], "n": 3}, "verdict": "holds", "reason": "r"}]}]}  # fmt: skip
-CFG = StudyConfig(preset="tiny", step=8, variants=["cw_knob_x"])
+CFG = StudyConfig(kind="tiny", step=8, variants=["cw_knob_x"])
 
 
 @pytest.fixture(scope="module")
@@ -215,7 +215,8 @@ def test_same_treatment_and_reference_is_refused():
 
 def test_markdown_names_every_claim_and_variant(report):
     md = study_markdown(report, CFG)
-    for text in ("GRPO unstable in **3 of 3**", "| 1 |", "| 4 |", "`cw_knob_x`", "| `grpo` | 40.0 |"):
+    claims = [f"| {i} |" for i in (1, 2, 3, 4)]
+    for text in ("GRPO unstable in **3 of 3**", *claims, "`cw_knob_x`", "| `grpo` | 40.0 |"):
         assert text in md
 
 
@@ -232,7 +233,7 @@ def test_command_writes_every_declared_file(inputs, tmp_path):
             "--power", str(power), "--out-json", str(out["json"]), "--out-md", str(out["md"]),
             "--out-ablation", str(out["abl"]), "--out-ablation-png", str(out["abl_png"]),
             "--out-power", str(out["pow"]), "--out-power-png", str(out["pow_png"]),
-            "--set", "preset=tiny", "--set", "step=8", "--set", "variants=[cw_knob_x]"]  # fmt: skip
+            "--set", "kind=tiny", "--set", "step=8", "--set", "variants=[cw_knob_x]"]  # fmt: skip
     assert main(argv) == 0
     for path in out.values():
         assert path.stat().st_size > 0, path

@@ -162,13 +162,13 @@ def _mean_logprobs(model_dir: Path, prompts, rows: list[list[dict]]) -> list[flo
     """Each completion's mean token log-probability under the model (float32, temperature 1)."""
     import torch
 
-    from cwgrpo.generation import get_backend
+    from cwgrpo.generation import encode_prompt, get_backend
 
     backend = get_backend("transformers", model_dir, dtype="float32", device="cpu", progress=False)
     means = []
     with torch.inference_mode():
         for messages, row in zip(prompts, rows, strict=True):
-            prompt = backend.encode(messages)
+            prompt = encode_prompt(backend.tokenizer, messages)
             for completion in row:
                 ids = torch.tensor([prompt + completion["token_ids"]])
                 logps = backend.model(ids).logits[0, len(prompt) - 1 : -1].float().log_softmax(-1)

@@ -22,7 +22,8 @@ import pytest
 import yaml
 
 from cwgrpo.devices import PORT_RANGE_ENV, lease
-from cwgrpo.launch import plan, ports_needed
+from cwgrpo.launch import plan
+from cwgrpo.multinode import ports_needed
 from cwgrpo.train_config import split_options
 from cwgrpo.vllm_server import wait_for_server
 from tests.vllm.conftest import REPO, run_in_vllm
