@@ -225,7 +225,7 @@ def test_paper_evaluation_matches_the_spec(paper_commands):
 def test_paper_report_step_and_checkpoint_study(paper_commands):
     (table,) = commands_of(paper_commands, "table")
     sets, _ = options(table)
-    assert sets["step"] == PAPER_REPORT_STEP and sets["preset"] == "paper"
+    assert sets["step"] == PAPER_REPORT_STEP and sets["kind"] == "paper"
     steps_1_5b = {
         int(options(c)[1]["step"])
         for c in commands_of(paper_commands, "evaluate")
