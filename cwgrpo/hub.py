@@ -149,14 +149,6 @@ def _package_gguf(spec: str, revision: str | None) -> ModelSource:
     raise ConfigError(f"model source {spec!r}: package {package!r} has no file {rel!r}")
 
 
-def resolve_model(model_id: str, revision: str | None) -> tuple[str, str]:
-    """(Hub id, revision) from a Hub id or a ``MODELS`` key; a bare Hub id needs a revision."""
-    source = parse_source(model_id, revision)
-    if source.kind != "hub":
-        raise ConfigError(f"{model_id!r} is a local {source.kind}, not a Hub model")
-    return source.location, str(source.revision)
-
-
 @dataclasses.dataclass
 class FetchConfig:
     """Options of ``cwgrpo fetch-model``."""

@@ -209,18 +209,6 @@ def test_manifest_path():
 # cwgrpo.hub (the download itself is faked: no test touches the network)
 
 
-def test_hub_resolve_model_registry_and_errors():
-    from cwgrpo import hub
-
-    assert hub.resolve_model("1.5b", None) == ("deepseek-ai/DeepSeek-R1-Distill-Qwen-1.5B", "main")
-    assert hub.resolve_model("7b", "abc123") == ("Qwen/Qwen2.5-Math-7B-Instruct", "abc123")
-    assert hub.resolve_model("org/model", "v1") == ("org/model", "v1")
-    with pytest.raises(ConfigError, match="needs a revision"):
-        hub.resolve_model("org/model", None)
-    with pytest.raises(ConfigError, match="not a Hub id"):
-        hub.resolve_model("3b", None)
-
-
 @pytest.fixture
 def fake_hub(monkeypatch):
     import huggingface_hub
