@@ -107,7 +107,7 @@ def test_solve_and_worked_solution_reject_non_problems():
     for bad in ("", "12", "12+", "1 + 2", "3*4", "abc"):
         with pytest.raises(ValueError, match="not a synthetic problem"):
             solve(bad)
-        with pytest.raises(ValueError):
+        with pytest.raises(ValueError, match="not a synthetic problem"):
             worked_solution(bad)
 
 
