@@ -209,6 +209,22 @@ def test_manifest_path():
 # cwgrpo.hub (the download itself is faked: no test touches the network)
 
 
+def test_hub_sources_registry_and_errors():
+    from cwgrpo import hub
+
+    def hub_source(spec: str, revision: str | None) -> tuple[str, str, str | None]:
+        source = hub.parse_source(spec, revision)
+        return source.kind, source.location, source.revision
+
+    assert hub_source("1.5b", None) == ("hub", "deepseek-ai/DeepSeek-R1-Distill-Qwen-1.5B", "main")
+    assert hub_source("7b", "abc123") == ("hub", "Qwen/Qwen2.5-Math-7B-Instruct", "abc123")
+    assert hub_source("org/model", "v1") == ("hub", "org/model", "v1")
+    with pytest.raises(ConfigError, match="needs a revision"):
+        hub.parse_source("org/model", None)
+    with pytest.raises(ConfigError, match="not a Hub id"):
+        hub.parse_source("3b", None)
+
+
 @pytest.fixture
 def fake_hub(monkeypatch):
     import huggingface_hub

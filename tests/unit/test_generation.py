@@ -55,10 +55,7 @@ def test_sampling_settings_validation():
 def test_sample_seed_streams_are_distinct_and_stable():
     seeds = {sample_seed(s, i, j) for s in range(3) for i in range(5) for j in range(4)}
     assert len(seeds) == 60
-    # stable across processes and Python versions (a hash of the text, not Python's salted hash()); the
-    # value is pinned because a change to it changes every sampled completion of every preset
-    assert sample_seed(0, 1, 2) == 8455681950010755518
-    assert all(0 <= s < 2**63 for s in seeds)  # fits torch.Generator.manual_seed and vLLM's int64 seed
+    assert sample_seed(0, 1, 2) == 8455681950010755518  # pinned: a new value would resample every answer
 
 
 def test_encode_applies_the_chat_template(backend):
