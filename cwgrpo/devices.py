@@ -40,7 +40,7 @@ import stat
 import subprocess
 import tempfile
 import time
-from collections.abc import Callable, Iterator, Mapping, MutableMapping
+from collections.abc import Iterator, Mapping, MutableMapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO
@@ -223,8 +223,6 @@ def claim_gpus(
     pool: list[str],
     folder: Path,
     wait_s: float | None = None,
-    poll_s: float = 5.0,
-    sleep: Callable[[float], None] = time.sleep,
     lock_ids: Mapping[str, str] | None = None,
 ) -> list[tuple[str, IO]]:
     """Lock ``n`` of the ``pool`` devices, all or none; wait (up to ``wait_s``, None: forever) while they are
@@ -255,7 +253,7 @@ def claim_gpus(
                 "waiting for %d free GPUs of %s (%d free now; locks in %s)", n, pool, len(got), folder
             )
             told = True
-        sleep(poll_s)
+        time.sleep(5.0)
 
 
 def claim_ports(n: int, folder: Path, first: int, last: int) -> list[tuple[int, IO]]:

@@ -112,9 +112,9 @@ def check_lighteval(conda: bool) -> Check:
         return Check("lighteval env", False, detail, ("paper",))
 
 
-def check_hub(timeout_s: float = 3.0) -> Check:
+def check_hub() -> Check:
     try:
-        with socket.create_connection(("huggingface.co", 443), timeout=timeout_s):
+        with socket.create_connection(("huggingface.co", 443), timeout=3.0):
             return Check("huggingface hub", True, "reachable")
     except OSError as err:
         return Check("huggingface hub", False, f"not reachable ({err.__class__.__name__})")

@@ -20,9 +20,9 @@ LIBRARIES = ("torch", "transformers", "trl", "accelerate", "datasets", "math-ver
 
 
 @functools.cache
-def git_state(start: str | None = None) -> dict[str, Any]:
+def git_state() -> dict[str, Any]:
     """Commit of the checkout the package runs from and whether it had uncommitted changes."""
-    here = Path(start or Path(__file__).resolve().parent)
+    here = Path(__file__).resolve().parent
     try:
         sha = subprocess.run(
             ["git", "rev-parse", "HEAD"], cwd=here, capture_output=True, text=True, check=True, timeout=10

@@ -39,17 +39,6 @@ import hashlib
 import random
 import re
 
-__all__ = [
-    "BENCHMARKS",
-    "SPLITS",
-    "SplitSpec",
-    "generate_split",
-    "level",
-    "make_problem",
-    "solve",
-    "worked_solution",
-]
-
 OPERAND_RANGE = (10, 99)  # two-digit numbers throughout; short prompts for the character-level tokenizer
 MAX_LEVEL = 5
 _POOL_MODULUS = 10  # hash bucket 0 -> benchmark pool, 1 -> dev pool, 2..9 -> train pool

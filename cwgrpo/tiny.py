@@ -42,19 +42,6 @@ from cwgrpo.configs import add_config_arguments, config_from_args, config_hash, 
 
 logger = logging.getLogger(__name__)
 
-__all__ = [
-    "ADDED_TOKENS",
-    "CHAT_TEMPLATE",
-    "SIZES",
-    "SPECIAL_TOKENS",
-    "TinyConfig",
-    "build_model",
-    "build_tokenizer",
-    "count_params",
-    "load_tokenizer",
-    "save_tiny",
-    "weights_sha256",
-]
 
 PAD, BOS, EOS, UNK = "<|pad|>", "<|bos|>", "<|end|>", "<|unk|>"
 SPECIAL_TOKENS: tuple[str, ...] = (PAD, BOS, EOS, UNK, "<|system|>", "<|user|>", "<|assistant|>")

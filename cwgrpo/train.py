@@ -98,9 +98,8 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
     )
     add_config_arguments(parser)
     parser.epilog = (
-        "Options (--config/--set): the fields of cwgrpo.train_config.TrainJob (reward_funcs, reward_timeout_s, prompt_set, train_limit, launcher, "
-        "num_processes, accelerate_config, vllm_enforce_eager, vllm_server_gpu, num_nodes, vllm_server_node, "
-        "deterministic) and every "
+        "Options (--config/--set): the fields of cwgrpo.train_config.TrainJob "
+        f"({', '.join(f.name for f in dataclasses.fields(TrainJob))}) and every "
         "field of cwgrpo.trainer.CWGRPOConfig (TRL GRPOConfig + cw_method, cw_variant, clip_cov_*, kl_cov_*, "
         "cw_logprob_temperature, cw_one_group_per_micro_batch, max_prompt_length). A TRL/open-r1 GRPO recipe "
         "(model_name_or_path, dataset_name, output_dir, system_prompt, torch_dtype, attn_implementation plus "

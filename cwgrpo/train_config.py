@@ -108,10 +108,8 @@ class TrainJob:
             raise ConfigError(
                 f"reward_timeout_s={budget}: must be a number of seconds > 0 (or null for none)"
             )
-        for name in ("train_limit",):
-            value = getattr(self, name)
-            if value is not None and value < 1:
-                raise ConfigError(f"{name}={value}: must be >= 1 (or null for no limit)")
+        if self.train_limit is not None and self.train_limit < 1:
+            raise ConfigError(f"train_limit={self.train_limit}: must be >= 1 (or null for no limit)")
         if self.num_processes < 1:
             raise ConfigError(f"num_processes={self.num_processes}: must be >= 1")
         self._check_nodes()

@@ -5,7 +5,7 @@ Run by path with the interpreter of the lighteval environment (``make lighteval`
 package, whose math-verify 0.9.0 cannot share an environment with lighteval's ``latex2sympy2_extended``.
 
 Protocol: one JSON object per input line ``{"completion": str, "gold": str, "gold_kind": "expr"|"latex"}``
-on stdin (or ``--in FILE``); one JSON object per output line, in order, flushed at once::
+on stdin; one JSON object per output line, in order, flushed at once::
 
     {"correct": bool, "pred": [str, ...], "gold": [str, ...], "reason": str | null}
 
@@ -118,16 +118,11 @@ def serve(lines: TextIO, out: TextIO) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--in", dest="inp", help="input JSONL (default: stdin)")
     parser.add_argument("--check", action="store_true", help="import lighteval, print the ready line, exit")
     args = parser.parse_args(argv)
     if args.check:
         return 0 if serve(iter(()), sys.stdout) == 0 else 1
-    if args.inp:
-        with open(args.inp, encoding="utf-8") as f:
-            serve(f, sys.stdout)
-    else:
-        serve(sys.stdin, sys.stdout)
+    serve(sys.stdin, sys.stdout)
     return 0
 
 

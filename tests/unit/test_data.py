@@ -149,7 +149,7 @@ def test_prepare_crash_before_manifest_leaves_no_manifest(tmp_path, monkeypatch)
         raise OSError("disk full")
 
     monkeypatch.setattr(data, "write_json", boom)
-    with pytest.raises(OSError):
+    with pytest.raises(OSError, match="disk full"):  # the crash itself, not an error before it
         data.prepare(spec, tmp_path / "amc23.jsonl", rows=fixture_rows("amc23"))
     assert not (tmp_path / "amc23.manifest.json").exists()
 

@@ -28,12 +28,15 @@ def test_the_colocated_path_without_a_gpu_is_refused_in_one_line():
         .splitlines()[-1]
         .endswith("the colocated path needs a CUDA GPU (vLLM's CPU build cannot take TRL's weight sync)")
     )
+    assert "Traceback" not in done.stderr and done.stdout == ""  # the usage and that line, nothing run
 
 
 def test_bad_token_counts_are_refused_before_anything_runs():
     done = _run("--prompt-tokens", "1")
     assert done.returncode == 2
-    assert "--prompt-tokens must be >= 2" in done.stderr
+    error = "gpu_acceptance.py: error: --prompt-tokens must be >= 2 and --completion-tokens >= 1"
+    assert done.stderr.strip().splitlines()[-1] == error
+    assert "Traceback" not in done.stderr and done.stdout == ""  # nothing ran
 
 
 def test_lengths_are_checked_against_the_rest_of_the_context():

@@ -39,7 +39,9 @@ def test_plan_refuses_too_few_gpus_naming_the_counts():
 
 def test_unknown_accelerate_config_lists_known_ones():
     job = TrainJob(launcher="accelerate", num_processes=1, accelerate_config="zero9")
-    with pytest.raises(ConfigError, match="zero9"):
+    with pytest.raises(
+        ConfigError, match=r"accelerate_config='zero9': no bundled config; known: \['zero2', 'zero3'\]"
+    ):
         plan(["train"], job, ["0"], "m")
 
 

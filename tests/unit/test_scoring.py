@@ -84,9 +84,9 @@ def test_last_boxed_balanced_braces_and_escapes():
     assert last_boxed("\\boxed{" + "x" * 10_000 + "}") is None  # absurdly long: not an answer
 
 
-def test_unbalanced_braces_do_not_crash():
+def test_unbalanced_braces_do_not_crash_and_the_last_closed_box_counts():
     result = grade_detailed("\\boxed{\\frac{1}{2} }} {{ \\boxed{", "1/2", timeout_s=1.0)
-    assert isinstance(result, GradeResult)
+    assert result == GradeResult(correct=True, extracted="\\frac{1}{2}", unscorable=False)
 
 
 def test_unscorable_gold_is_never_correct():

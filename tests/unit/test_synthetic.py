@@ -107,7 +107,7 @@ def test_solve_and_worked_solution_reject_non_problems():
     for bad in ("", "12", "12+", "1 + 2", "3*4", "abc"):
         with pytest.raises(ValueError, match="not a synthetic problem"):
             solve(bad)
-        with pytest.raises(ValueError):
+        with pytest.raises(ValueError, match="not a synthetic problem"):
             worked_solution(bad)
 
 
@@ -117,5 +117,5 @@ def test_generate_split_unknown_name_lists_valid():
 
 
 def test_make_problem_rejects_bad_level():
-    with pytest.raises(ValueError, match="level"):
+    with pytest.raises(ValueError, match=rf"level must be in 1\.\.{synthetic.MAX_LEVEL}, got 0"):
         synthetic.make_problem(0, random.Random(0))
