@@ -54,19 +54,23 @@ def kind_of(annotation: Any) -> str:
 
 
 def describe_config(cls: type) -> dict[str, Any]:
-    """``{fields: {name: kind}, choices: {name: [values]}}`` of ``CWGRPOConfig`` (imports TRL)."""
-    from cwgrpo import weighting
+    """``{fields: {name: kind}, choices: {name: [values]}}`` of ``CWGRPOConfig`` (imports TRL). The
+    choices are TRL's; the package's own (:func:`package_choices`) are read live, never shipped."""
     from cwgrpo.trl_loss import TRL_LOSS_TYPES
 
     hints = typing.get_type_hints(cls)
     return {
         "fields": {f.name: kind_of(hints.get(f.name, Any)) for f in dataclasses.fields(cls)},
-        "choices": {
-            "cw_method": sorted(weighting.METHODS),
-            "cw_variant": list(weighting.CW_VARIANTS),
-            "loss_type": list(TRL_LOSS_TYPES),
-        },
+        "choices": {"loss_type": list(TRL_LOSS_TYPES)},
     }
+
+
+@functools.cache
+def package_choices() -> dict[str, list[str]]:
+    """The methods registered now (a new one needs no other edit) and the CW variants. Imports torch."""
+    from cwgrpo import weighting
+
+    return {"cw_method": sorted(weighting.METHODS), "cw_variant": list(weighting.CW_VARIANTS)}
 
 
 @functools.cache
@@ -91,7 +95,7 @@ def check_trl_option(key: str, value: Any, spec: Mapping[str, Any]) -> None:
         check_finite_option(key, checked)
     except ConfigError as err:
         raise OptionError(key, str(err)) from None
-    choices = spec["choices"].get(key)
+    choices = {**spec["choices"], **package_choices()}.get(key)
     if choices is not None and value not in choices:
         raise OptionError(key, f"{key}={value!r}; valid: {choices}")
 

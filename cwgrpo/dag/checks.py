@@ -86,9 +86,9 @@ def name_errors(config: Mapping[str, Any]) -> Iterator[Error]:
 
 
 def method_errors(config: Mapping[str, Any]) -> Iterator[Error]:
-    from cwgrpo.optioncheck import shipped_fields  # cwgrpo.weighting.METHODS, without importing torch
+    from cwgrpo.optioncheck import package_choices
 
-    cw_methods = shipped_fields()["choices"]["cw_method"]
+    cw_methods = package_choices()["cw_method"]
     first = next(iter(config["sizes"]))
     for method, overrides in config["methods"].items():
         if method == BASE or not re.fullmatch(NAME, method):
