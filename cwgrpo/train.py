@@ -100,8 +100,8 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
     parser.epilog = (
         "Options (--config/--set): the fields of cwgrpo.train_config.TrainJob "
         f"({', '.join(f.name for f in dataclasses.fields(TrainJob))}) and every "
-        "field of cwgrpo.trainer.CWGRPOConfig (TRL GRPOConfig + cw_method, cw_variant, clip_cov_*, kl_cov_*, "
-        "cw_logprob_temperature, cw_one_group_per_micro_batch, max_prompt_length). A TRL/open-r1 GRPO recipe "
+        "field of cwgrpo.trainer.CWGRPOConfig (TRL's GRPOConfig and the package's cw_*, clip_cov_* and "
+        "kl_cov_* fields, each with its help in the class). A TRL/open-r1 GRPO recipe "
         "(model_name_or_path, dataset_name, output_dir, system_prompt, torch_dtype, attn_implementation plus "
         "GRPOConfig fields) is accepted as --config and parsed by TRL's TrlParser (cwgrpo.recipe)."
     )

@@ -8,7 +8,6 @@ logits, never on the global RNG or on which rows share a batch. Temperature 0 is
 
 from __future__ import annotations
 
-import logging
 from pathlib import Path
 from typing import Any
 
@@ -20,8 +19,6 @@ from cwgrpo.generation import (
     repeat_greedy,
     sample_seed,
 )
-
-logger = logging.getLogger(__name__)
 
 
 def _default_device() -> str:

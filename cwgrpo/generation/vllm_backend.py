@@ -7,7 +7,6 @@ given as token ids so that the chat template's BOS is not doubled by vLLM's own 
 
 from __future__ import annotations
 
-import logging
 from pathlib import Path
 
 from cwgrpo.generation import (
@@ -18,8 +17,6 @@ from cwgrpo.generation import (
     repeat_greedy,
     sample_seed,
 )
-
-logger = logging.getLogger(__name__)
 
 
 class VLLMBackend:
