@@ -197,7 +197,7 @@ def deployment_errors(config: Mapping[str, Any], uses_conda: bool) -> Iterator[E
         yield (
             "kind",
             "is real, which has no conda env (its model and data packages install with pip --no-deps): "
-            "run it without --use-conda, in the environment `make setup` builds (README, 'The real preset')",
+            "run it without --use-conda, in the environment `make setup` builds (docs/usage.md, 'The real preset')",
         )
 
 
