@@ -199,12 +199,16 @@ def test_sampled_evaluation_is_consistent_between_backends(vllm_runs, tiny_model
 
 
 def test_engine_options_reach_vllm_and_the_context_caps_completions(vllm_runs, tiny_model_dir):
-    from cwgrpo.generation import get_backend
+    from cwgrpo.generation import encode_prompt, get_backend
 
     run = vllm_runs["tiny"]
     assert (run["engine_dtype"], run["max_model_len"]) == ("torch.float32", TINY_CONTEXT)
     assert vllm_runs["real"]["engine_dtype"] == "torch.float32"
-    encode = get_backend("transformers", tiny_model_dir, progress=False).encode
+    tokenizer = get_backend("transformers", tiny_model_dir, progress=False).tokenizer
+
+    def encode(messages):
+        return encode_prompt(tokenizer, messages)
+
     prompts = _task_of(run, "past_the_context")["prompts"]
     for messages, (completion,) in zip(prompts, run["tasks"]["past_the_context"], strict=True):
         if completion["truncated"]:
