@@ -164,6 +164,32 @@ def study_errors(config: Mapping[str, Any]) -> Iterator[Error]:
                 f"{len(steps)} checkpoint(s) {steps} (size {size!r}), but the study "
                 f"needs >= {study['min_checkpoints']} (study.min_checkpoints)",
             )
+    yield from regime_errors(config, study.get("regime") or {})
+
+
+def regime_errors(config: Mapping[str, Any], regime: Mapping[str, Any]) -> Iterator[Error]:
+    """Each option the registration fixed, as every method of every size would run it, named where it is set."""
+    for size in config["sizes"]:
+        for method in config["methods"]:
+            opts = train_options(config, size, method)
+            for key, registered in regime.items():
+                if key not in opts or opts[key] != registered:
+                    where = next(
+                        (
+                            f"{section}.{key}"
+                            for section, options in (
+                                (f"methods.{method}", config["methods"][method]),
+                                (f"sizes.{size}.train", config["sizes"][size].get("train", {})),
+                            )
+                            if key in options
+                        ),
+                        f"train.{key}",
+                    )
+                    yield (
+                        where,
+                        f"{key}={opts.get(key, 'unset')!r} for {method} (size {size!r}), but the registered "
+                        f"regime fixes {registered!r} (study.regime)",
+                    )
 
 
 def report_errors(config: Mapping[str, Any]) -> Iterator[Error]:

@@ -107,6 +107,24 @@ def test_study_floor():
     assert any(line.startswith("seeds: 1 seed(s) [0], but the study needs >=") for line in lines(config))
 
 
+def test_an_option_outside_the_registered_regime_is_refused_naming_where_it_is_set():
+    config = preset("study.yaml")
+    config["study"]["regime"] = {"beta": 0.0, "lr_scheduler_type": "constant"}
+    assert [line for line in lines(config) if "study.regime" in line] == []  # the preset as registered
+    config["methods"]["cw_grpo"]["beta"] = 0.04
+    config["train"]["lr_scheduler_type"] = "cosine"
+    del config["study"]["regime"]["beta"]
+    config["study"]["regime"]["warmup_steps"] = 0.1
+    found = [line for line in lines(config) if "study.regime" in line]
+    assert (
+        "train.lr_scheduler_type: lr_scheduler_type='cosine' for grpo (size 'small'), but the registered "
+        "regime fixes 'constant' (study.regime)" in found
+    )
+    assert any(line.startswith("train.warmup_steps: warmup_steps='unset' for") for line in found)
+    config["study"]["regime"]["beta"] = 0.0
+    assert any(line.startswith("methods.cw_grpo.beta: beta=0.04 for cw_grpo") for line in lines(config))
+
+
 def test_preset_file_errors_are_all_shown_before_validation(tmp_path):
     config = {"name": "x", "kind": "tiny", "sizes": {}, "methods": {}, "data": {}, "tarin": {}, "sedes": [0]}
     found = option_checks.preset_file_errors(config, SCHEMA, [])
