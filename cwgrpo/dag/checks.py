@@ -164,7 +164,7 @@ def study_errors(config: Mapping[str, Any]) -> Iterator[Error]:
                 f"{len(steps)} checkpoint(s) {steps} (size {size!r}), but the study "
                 f"needs >= {study['min_checkpoints']} (study.min_checkpoints)",
             )
-    yield from regime_errors(config, study.get("regime") or {})
+    yield from regime_errors(config, study["regime"])
 
 
 def regime_errors(config: Mapping[str, Any], regime: Mapping[str, Any]) -> Iterator[Error]:
