@@ -85,6 +85,36 @@ def avg_points(acc: dict[str, list[float]]) -> float:
     return 100 * statistics.fmean(statistics.fmean(v) for v in acc.values())
 
 
+def train(base: Path, data: Path, rd: Path, opts: dict) -> float:
+    """Train one run into ``rd/run`` with ``opts`` (written to ``rd/train.yaml``); its wall seconds."""
+    (rd / "train.yaml").write_text(yaml.safe_dump(opts))
+    return run(
+        ["cwgrpo", "train", "--model-dir", str(base), "--train-data", str(data / "syn_train.jsonl"),
+         "--run-dir", str(rd / "run"), "--config", str(rd / "train.yaml")],
+        rd / "train.log",
+    )  # fmt: skip
+
+
+def logged_steps(rd: Path) -> list[dict]:
+    """The run's per-step metric rows (those with an entropy: TRL's training logs)."""
+    metrics = [json.loads(x) for x in (rd / "run" / "metrics.jsonl").read_text().splitlines()]
+    return [m for m in metrics if "entropy" in m]
+
+
+def evaluate_checkpoints(rd: Path, steps: range, data: Path, limit: int, k: int) -> dict:
+    """Per-problem accuracies of each saved checkpoint of the run, keyed by step."""
+    return {s: evaluate(rd / "run" / f"checkpoint-{s}", rd / f"eval{s}", data, limit, k) for s in steps}
+
+
+def base_accuracy(base: Path, work: Path, data: Path, limit: int, k: int) -> dict[str, list[float]]:
+    """The base model's per-problem accuracies, evaluated once into ``work/base_eval`` and reused."""
+    base_file = work / "base_eval" / "result.json"
+    if not base_file.exists():
+        acc = evaluate(base, work / "base_eval", data, limit, k)  # evaluate creates the folder
+        base_file.write_text(json.dumps(acc))
+    return json.loads(base_file.read_text())
+
+
 def one_run(args: argparse.Namespace, lr: float, seed: int) -> dict:
     """One GRPO calibration run and the evaluation of its checkpoints (reused if already done)."""
     rd = args.work / f"lr{lr:g}_seed{seed}"
@@ -103,20 +133,11 @@ def one_run(args: argparse.Namespace, lr: float, seed: int) -> dict:
             time.sleep(20)
         train_s = (rd / "run" / "run.json").stat().st_mtime - (rd / "train.yaml").stat().st_mtime
     else:
-        (rd / "train.yaml").write_text(yaml.safe_dump(opts))
-        train_s = run(
-            ["cwgrpo", "train", "--model-dir", str(args.base), "--train-data", str(args.data / "syn_train.jsonl"),
-             "--run-dir", str(rd / "run"), "--config", str(rd / "train.yaml")],
-            rd / "train.log",
-        )  # fmt: skip
-    metrics = [json.loads(x) for x in (rd / "run" / "metrics.jsonl").read_text().splitlines()]
-    rows = [m for m in metrics if "entropy" in m]
+        train_s = train(args.base, args.data, rd, opts)
+    rows = logged_steps(rd)
     start = time.time()
-    acc = {}
-    for step in range(args.save_steps, args.steps + 1, args.save_steps):
-        acc[step] = evaluate(
-            rd / "run" / f"checkpoint-{step}", rd / f"eval{step}", args.data, args.limit, args.k
-        )
+    steps = range(args.save_steps, args.steps + 1, args.save_steps)
+    acc = evaluate_checkpoints(rd, steps, args.data, args.limit, args.k)
     eval_s = time.time() - start
     result = {
         "lr": lr,
@@ -170,11 +191,7 @@ def main(argv: list[str]) -> int:
         if not path.exists():
             p.error(f"{path} does not exist (build the study's base model and data first)")
     start = time.time()
-    base_file = args.work / "base_eval" / "result.json"
-    if not base_file.exists():
-        base = evaluate(args.base, args.work / "base_eval", args.data, args.limit, args.k)
-        base_file.write_text(json.dumps(base))
-    base = json.loads(base_file.read_text())
+    base = base_accuracy(args.base, args.work, args.data, args.limit, args.k)
     grid = [(lr, s) for lr in args.lr for s in args.seeds]
     with ThreadPoolExecutor(args.jobs) as pool:
         runs = list(pool.map(lambda a: one_run(args, *a), grid))

@@ -25,8 +25,14 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-import yaml
-from calibrate import avg_points, evaluate, run, study_train_options
+from calibrate import (
+    avg_points,
+    base_accuracy,
+    evaluate_checkpoints,
+    logged_steps,
+    study_train_options,
+    train,
+)
 
 # The regime: the paper's optimisation settings (docs/fidelity.md; config/paper.yaml) over the study
 # preset's train options. learning_rate is the calibrated peak.
@@ -58,19 +64,11 @@ def one_run(args: argparse.Namespace, lr: float, seed: int) -> dict:
         return json.loads((rd / "result.json").read_text())
     rd.mkdir(parents=True, exist_ok=True)
     opts = study_train_options(args.preset, "small") | REGIME | {"learning_rate": lr, "seed": seed}
-    (rd / "train.yaml").write_text(yaml.safe_dump(opts))
-    train_s = run(
-        ["cwgrpo", "train", "--model-dir", str(args.base), "--train-data", str(args.data / "syn_train.jsonl"),
-         "--run-dir", str(rd / "run"), "--config", str(rd / "train.yaml")],
-        rd / "train.log",
-    )  # fmt: skip
-    rows = [json.loads(x) for x in (rd / "run" / "metrics.jsonl").read_text().splitlines()]
-    rows = [m for m in rows if "entropy" in m]
+    train_s = train(args.base, args.data, rd, opts)
+    rows = logged_steps(rd)
     start = time.time()
     steps = range(opts["save_steps"], opts["max_steps"] + 1, opts["save_steps"])
-    acc = {
-        s: evaluate(rd / "run" / f"checkpoint-{s}", rd / f"eval{s}", args.data, args.limit, 1) for s in steps
-    }
+    acc = evaluate_checkpoints(rd, steps, args.data, args.limit, 1)
     result = {
         "lr": lr,
         "seed": seed,
@@ -123,13 +121,7 @@ def main(argv: list[str]) -> int:
         if not path.exists():
             p.error(f"{path} does not exist (build the study's base model and data first)")
     start = time.time()
-    base_file = args.work / "base_eval" / "result.json"
-    if not base_file.exists():
-        base_file.parent.mkdir(parents=True, exist_ok=True)
-        base_file.write_text(
-            json.dumps(evaluate(args.base, args.work / "base_eval", args.data, args.limit, 1))
-        )
-    base = json.loads(base_file.read_text())
+    base = base_accuracy(args.base, args.work, args.data, args.limit, 1)
     runs: list[dict] = []
     rates: tuple[float, ...] = ()
     for stage in (GRID, EXTENSION):
