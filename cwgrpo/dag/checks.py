@@ -10,7 +10,15 @@ import re
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
 
-from cwgrpo.dag.options import BASE, RUN_FIXED, evaluate_options, saved_steps, train_options
+from cwgrpo.dag.options import (
+    BASE,
+    RUN_FIXED,
+    evaluate_options,
+    saved_steps,
+    train_options,
+    train_sources,
+    where_set,
+)
 from cwgrpo.dag.resources import Error, positive_int
 
 NAME = r"[A-Za-z0-9_]+"  # a method label or dataset name: it reaches file names and shell commands
@@ -174,19 +182,9 @@ def regime_errors(config: Mapping[str, Any], regime: Mapping[str, Any]) -> Itera
             opts = train_options(config, size, method)
             for key, registered in regime.items():
                 if key not in opts or opts[key] != registered:
-                    where = next(
-                        (
-                            f"{section}.{key}"
-                            for section, options in (
-                                (f"methods.{method}", config["methods"][method]),
-                                (f"sizes.{size}.train", config["sizes"][size].get("train", {})),
-                            )
-                            if key in options
-                        ),
-                        f"train.{key}",
-                    )
+                    where = where_set(train_sources(config, size, method), key) or "train"
                     yield (
-                        where,
+                        f"{where}.{key}",
                         f"{key}={opts.get(key, 'unset')!r} for {method} (size {size!r}), but the registered "
                         f"regime fixes {registered!r} (study.regime)",
                     )

@@ -13,7 +13,15 @@ from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
-from cwgrpo.dag.options import evaluate_options, report_options, stage_options, study_options, train_options
+from cwgrpo.dag.options import (
+    evaluate_options,
+    report_options,
+    stage_options,
+    study_options,
+    train_options,
+    train_sources,
+    where_set,
+)
 from cwgrpo.dag.resources import Error
 
 
@@ -54,7 +62,7 @@ def _sourced(err: Any, sources: list[tuple[str, Mapping]]) -> Error:
     """(config key, message) of an OptionError: the highest-precedence section that sets the bad key."""
     sources = [(name, m) for name, m in sources if m]
     key = getattr(err, "key", None)
-    where = next((name for name, m in reversed(sources) if key in m), sources[-1][0] if sources else "?")
+    where = where_set(sources, key) or (sources[-1][0] if sources else "?")
     return (f"{where}.{key}" if key else where), str(err)
 
 
@@ -78,11 +86,7 @@ def command_option_errors(config: Mapping[str, Any]) -> Iterator[Error]:
     seed = config["seeds"][0]
     for size, spec in config["sizes"].items():
         for method in config["methods"]:
-            sources = [
-                ("train", config["train"]),
-                (f"sizes.{size}.train", spec.get("train", {})),
-                (f"methods.{method}", config["methods"][method]),
-            ]
+            sources = train_sources(config, size, method)
             yield from _checked(check_train_options, train_options(config, size, method, seed), sources)
         stages = [("evaluate", EvalConfig, evaluate_options(config, size), config["evaluate"])]
         if config["kind"] == "tiny":

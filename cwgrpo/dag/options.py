@@ -42,6 +42,20 @@ def train_options(config: Mapping[str, Any], size: str, method: str, seed: int |
     return opts
 
 
+def train_sources(config: Mapping[str, Any], size: str, method: str) -> list[tuple[str, Mapping]]:
+    """The sections ``train_options`` merges, by config key, lowest precedence first."""
+    return [
+        ("train", config["train"]),
+        (f"sizes.{size}.train", config["sizes"][size].get("train", {})),
+        (f"methods.{method}", config["methods"][method]),
+    ]
+
+
+def where_set(sources: list[tuple[str, Mapping]], key: Any) -> str | None:
+    """The highest-precedence section of ``sources`` that sets ``key`` (None: none does)."""
+    return next((name for name, options in reversed(sources) if options and key in options), None)
+
+
 def evaluate_options(config: Mapping[str, Any], size: str) -> dict:
     """Options of `cwgrpo evaluate`: evaluate (less the workflow switches), then sizes.<size>.evaluate."""
     opts = {k: v for k, v in config["evaluate"].items() if k not in EVAL_SWITCHES}
