@@ -18,6 +18,7 @@ run leaves result.json in its folder under --work and is reused by a later call.
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import statistics
 import sys
@@ -107,6 +108,22 @@ def chosen(runs: list[dict], rates: tuple[float, ...]) -> float | None:
     return min(ok) if ok else None
 
 
+def markdown_table(out: dict) -> str:
+    """The calibration as the registration's table (docs/study/preregistration-regime.md, section 1)."""
+    lines = [
+        "| lr | seed | Avg at steps 8 / 16 / 24 / 32 / 40 / 48 | gain (best − base) | drift (best − last) | paper's shape |",
+        "|---|---|---|---|---|---|",
+    ]
+    for r in sorted(out["runs"], key=lambda r: (r["lr"], r["seed"])):
+        c = r["criterion"]
+        curve = " / ".join(f"{v:.1f}" for v in r["avg_points"].values())
+        lines.append(
+            f"| {r['lr']:g} | {r['seed']} | {curve} | {c['gain_points']:+.1f} | {c['drift_points']:.1f} "
+            f"| {'yes' if c['paper_shape'] else 'no'} |"
+        )
+    return "\n".join(lines)
+
+
 def main(argv: list[str]) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--preset", type=Path, default=Path("config/study.yaml"))
@@ -116,7 +133,11 @@ def main(argv: list[str]) -> int:
     p.add_argument("--out", type=Path, required=True)
     p.add_argument("--limit", type=int, default=200, help="problems per benchmark (200: all)")
     p.add_argument("--jobs", type=int, default=2)
+    p.add_argument("--table", action="store_true", help="print --out's table (markdown) and exit")
     args = p.parse_args(argv)
+    if args.table:
+        print(markdown_table(json.loads(args.out.read_text())))
+        return 0
     for path in (args.base, args.data):
         if not path.exists():
             p.error(f"{path} does not exist (build the study's base model and data first)")
@@ -136,15 +157,19 @@ def main(argv: list[str]) -> int:
         "regime": REGIME,
         "criterion": {"gain_points_min": GAIN_POINTS, "drift_points_min": DRIFT_POINTS, "seeds": list(SEEDS)},
         "settings": {"limit": args.limit, "k": 1, "preset": str(args.preset)},
-        "base": {"avg_points": round(avg_points(base), 2), "per_problem": base},
+        "base": {
+            "avg_points": round(avg_points(base), 2),
+            # which base model the runs started from (a rebuilt warm-up can be checked against it)
+            "weights_sha256": hashlib.sha256((args.base / "model.safetensors").read_bytes()).hexdigest(),
+            "per_problem": base,
+        },
         "runs": runs,
         "chosen_lr": chosen(runs, rates),
-        "wall_s": round(time.time() - start, 1),
+        "wall_s_this_call": round(time.time() - start, 1),  # a call that reuses every run: ~0
     }
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(out, indent=1) + "\n")
-    for r in runs:
-        print(r["lr"], r["seed"], r["avg_points"], r["criterion"])
+    print(markdown_table(out))
     print("chosen learning rate:", out["chosen_lr"])
     return 0
 

@@ -79,12 +79,12 @@ def avg_curves(
     return curves
 
 
-def entropy_series(metrics: pd.DataFrame, size: str, method: str) -> dict[int, pd.Series]:
-    """seed -> per-step entropy of one method's runs."""
+def entropy_series(metrics: pd.DataFrame, size: str, method: str, key: str) -> dict[int, pd.Series]:
+    """seed -> per-step entropy (the metrics.jsonl column ``key``) of one method's runs."""
     sel = metrics[(metrics["size"] == size) & (metrics["method"] == method)]
-    if sel.empty or "entropy" not in sel:
-        raise ResultFileError(f"no logged entropy for size={size} method={method}")
-    return {int(seed): g.set_index("step")["entropy"].astype(float) for seed, g in sel.groupby("seed")}
+    if sel.empty or key not in sel:
+        raise ResultFileError(f"no logged {key!r} for size={size} method={method}")
+    return {int(seed): g.set_index("step")[key].astype(float) for seed, g in sel.groupby("seed")}
 
 
 def run_measures(
@@ -144,7 +144,7 @@ def analyse(
     curves = {m: avg_curves(frame, size, m, benchmarks) for m in methods}
     steps = sorted({s for c in curves[cfg.reference_method].values() for s in c})
     first, last = (cfg.step if cfg.step in steps else steps[0]), steps[-1]
-    entropy = {m: entropy_series(metrics, size, m) for m in methods}
+    entropy = {m: entropy_series(metrics, size, m, cfg.entropy_key) for m in methods}
     measures = {m: run_measures(curves[m], entropy[m], base, last, first) for m in methods}
 
     ref = cfg.reference_method

@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 
 from cwgrpo.report.numbers import number
+from cwgrpo.report.options import ENTROPY_MEANS
 from cwgrpo.report.study_design import MEASURES, PRIMARY, StudyConfig
 from cwgrpo.report.style import apply_style, method_color, new_figure, save_figure
 from cwgrpo.stats import paired_mde
@@ -182,7 +183,8 @@ def study_markdown(report: Mapping[str, Any], cfg: StudyConfig) -> str:
     levels = ", ".join(f"`{m}` {v:.3f}" for m, v in report["entropy_level"].items())
     lines += [
         "",
-        f"Mean entropy over the run (nats, mean over seeds; a band at a collapsed level is no band): {levels}.",
+        f"Mean entropy over the run (nats, mean over seeds; a band at a collapsed level is no band): {levels}. "
+        f"Entropy here (claim 2, the regime) is `{cfg.entropy_key}`: {ENTROPY_MEANS[cfg.entropy_key]}.",
     ]
     if report["ablation"]:
         lines += [

@@ -65,7 +65,11 @@ def write_run(root: Path, method: str, seed: int, entropy: list[float], big: flo
     run.mkdir(parents=True)
     (run / "run.json").write_text(json.dumps({"tags": {"size": "small", "method": method, "seed": seed}}))
     (run / "metrics.jsonl").write_text(
-        "".join(json.dumps({"step": i + 1, "entropy": e}) + "\n" for i, e in enumerate(entropy))
+        # the released statistic (the default entropy_key) as given; TRL's token mean at twice it
+        "".join(
+            json.dumps({"step": i + 1, "entropy_per_completion": e, "entropy": 2 * e}) + "\n"
+            for i, e in enumerate(entropy)
+        )
     )
     cov = [1.0, -1.0] * 49 + [1.0, -big]  # top 1 % (one token) carries big / (99 + big)
     (run / "cov_samples.jsonl").write_text(json.dumps({"step": 1, "cov": cov, "weight": [1.0] * 100}) + "\n")
@@ -145,6 +149,15 @@ def test_regime_precondition_by_hand(report):
     assert reg["per_seed"][2]["best_minus_last_incl_base"] == pytest.approx(25.0)
     assert reg["per_seed"][1]["entropy_range"] == pytest.approx(0.4)
     assert report["base_avg"] == pytest.approx(40.0)
+
+
+def test_the_entropy_statistic_is_the_configured_one(inputs):
+    summaries, runs = inputs
+    frames = summaries_frame(summaries), metrics_frame(runs)
+    trl_mean = StudyConfig(kind="tiny", step=8, variants=["cw_knob_x"], entropy_key="entropy")
+    released = analyse(CFG, *frames, {}, CLAIMS_JSON)["regime"]["per_seed"][1]["entropy_range"]
+    token = analyse(trl_mean, *frames, {}, CLAIMS_JSON)["regime"]["per_seed"][1]["entropy_range"]
+    assert (released, token) == (pytest.approx(0.4), pytest.approx(0.8))
 
 
 def test_claim1_is_the_last_checkpoint_difference(report):
