@@ -22,6 +22,7 @@ def lines(config: dict, **settings) -> list[str]:
         ("paper.yaml",),
         ("paper.yaml", "paper-7b-2nodes.yaml"),
         ("study.yaml",),
+        ("study-regime.yaml",),
         ("real.yaml",),
     ],
 )
@@ -123,6 +124,22 @@ def test_an_option_outside_the_registered_regime_is_refused_naming_where_it_is_s
     assert any(line.startswith("train.warmup_steps: warmup_steps='unset' for") for line in found)
     config["study"]["regime"]["beta"] = 0.0
     assert any(line.startswith("methods.cw_grpo.beta: beta=0.04 for cw_grpo") for line in lines(config))
+
+
+def test_the_second_study_refuses_a_method_outside_the_papers_regime():
+    config = preset("study-regime.yaml")
+    config["methods"]["clip_cov"]["beta"] = 0.0  # one method without the reference model's KL
+    config["methods"]["grpo"]["lr_scheduler_kwargs"] = {"min_lr_rate": 0.0}
+    found = [line for line in lines(config) if "study.regime" in line]
+    assert found == [
+        "methods.grpo.lr_scheduler_kwargs: lr_scheduler_kwargs={'min_lr_rate': 0.0} for grpo (size 'small'), "
+        "but the registered regime fixes {'min_lr_rate': 0.1} (study.regime)",
+        "methods.clip_cov.beta: beta=0.0 for clip_cov (size 'small'), but the registered regime fixes 0.04 "
+        "(study.regime)",
+    ]
+    config = preset("study-regime.yaml")
+    config["seeds"] = [0, 1, 2, 3, 4, 5]  # one fewer than registered
+    assert any(line.startswith("seeds: 6 seed(s)") and "(study.min_seeds)" in line for line in lines(config))
 
 
 def test_preset_file_errors_are_all_shown_before_validation(tmp_path):

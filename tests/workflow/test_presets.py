@@ -522,3 +522,26 @@ def test_study_preset_plans_every_checkpoint_of_every_ablation_variant(tmp_path)
     ]  # fmt: skip
     power = Path(study[study.index("--power") + 1])
     assert power == REPO / "benchmarks" / "results" / "study_power.json" and power.is_file()
+
+
+def test_second_study_preset_runs_every_method_in_the_papers_regime(tmp_path):
+    """config/study-regime.yaml: 7 seeds x 4 methods, 6 checkpoints, KL to a reference and a cosine schedule."""
+    proc = dry_run(REPO / "config" / "study-regime.yaml", tmp_path, "-p")
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 0, out[-3000:]
+    commands = shell_commands(out, tmp_path)
+    trains = commands_of(commands, "train")
+    assert len(trains) == 7 * 4
+    assert len(evaluated_models(commands)) == 7 * 4 * 6 + 1
+    by_method = {options(c)[1]["method"]: options(c)[0] for c in trains}
+    assert sorted(by_method) == ["clip_cov", "cw_grpo", "cw_grpo_described", "grpo"]
+    for method, opts in by_method.items():
+        assert (opts["beta"], opts["use_bias_correction_kl"]) == (0.04, False), method
+        assert opts["lr_scheduler_type"] == "cosine_with_min_lr" and opts["warmup_steps"] == 0.1, method
+        assert opts["cw_one_group_per_micro_batch"] is True and opts["cw_logprob_temperature"] == 1.0, method
+    (study,) = commands_of(commands, "study")
+    opts = options(study)[0]
+    assert opts["entropy_key"] == "entropy_per_completion"
+    assert opts["variants"] == ["clip_cov", "cw_grpo_described"]
+    power = Path(study[study.index("--power") + 1])
+    assert power == REPO / "benchmarks" / "results" / "study_regime_power.json" and power.is_file()
