@@ -34,7 +34,9 @@ behaviour:
 
 Diagnostics (spec method.md §4) are appended to TRL's metrics under ``cw/`` every micro-batch; for
 methods that do not reweight, the ``cw/weight_*`` keys describe the weights CW-GRPO would have assigned.
-At a few steps a random sample of (covariance, weight) pairs is written to ``cov_samples.jsonl``.
+At a few steps a random sample of (covariance, weight) pairs is written to ``cov_samples.jsonl``. With
+``cw_probe_prompts`` > 0, the KL between consecutive policies on a fixed probe set is appended under
+``probe/`` after every optimiser step (:mod:`cwgrpo.probe_kl`).
 """
 
 from __future__ import annotations
@@ -53,6 +55,7 @@ from trl import GRPOConfig, GRPOTrainer
 from cwgrpo import context_budget, learning_signal, released_stats, weighting
 from cwgrpo.fused_head import fused_head_temperature
 from cwgrpo.one_group import check_one_group, check_one_group_geometry
+from cwgrpo.probe_kl import ProbeKL
 from cwgrpo.trl_loss import TRL_LOSS_TYPES, aggregate_like_trl
 
 logger = logging.getLogger(__name__)
@@ -146,6 +149,15 @@ class CWGRPOConfig(GRPOConfig, learning_signal.SignalOptions):
         default=True,
         metadata={"help": "Log covariance and weight diagnostics under 'cw/' every micro-batch."},
     )
+    cw_probe_prompts: int = field(
+        default=0,
+        metadata={
+            "help": "Log how far each optimiser step moves the policy: on the first this many training prompts, "
+            "each with one greedy completion of the policy at train begin, the mean per-token KL between the "
+            "policies before and after the step ('probe/kl_consecutive') and between the start and now "
+            "('probe/kl_from_start'); cwgrpo.probe_kl. 0: off."
+        },
+    )
     cw_sample_every: int = field(
         default=0,
         metadata={
@@ -185,6 +197,8 @@ class CWGRPOConfig(GRPOConfig, learning_signal.SignalOptions):
                 "cw_method='kl_cov' with num_iterations=1: the policy that sampled equals the current one, so the "
                 "|logp - logp_old| penalty and its gradient are 0 and KL-Cov trains exactly like GRPO."
             )
+        if isinstance(self.cw_probe_prompts, bool) or self.cw_probe_prompts < 0:
+            raise ValueError(f"cw_probe_prompts={self.cw_probe_prompts!r}: must be an integer >= 0 (0: off)")
         if self.cw_sample_size < 1:
             raise ValueError(f"cw_sample_size={self.cw_sample_size}: must be >= 1")
         t = self.cw_logprob_temperature
@@ -222,6 +236,8 @@ class CWGRPOTrainer(GRPOTrainer):
         with fused_head_temperature(config.cw_logprob_temperature):
             super().__init__(*args, **kwargs)
         self.add_callback(learning_signal.monitor(self.args.cw_no_signal_steps))
+        if self.args.cw_probe_prompts > 0:
+            self.add_callback(ProbeKL(self, self.args.cw_probe_prompts))
         client = getattr(getattr(self, "vllm_generation", None), "vllm_client", None)  # server mode, rank 0
         if self.use_vllm and self.vllm_mode == "server" and client is not None:
             context_budget.fit_client_to_context(client)  # each request: the rest of the server's context
