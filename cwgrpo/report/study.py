@@ -175,6 +175,8 @@ def analyse(
             else ""
         )
         verdict, reason = decide(eff, precondition or not gated, why_not)
+        if why_not and reason != why_not:  # a gated claim whose effect also fails: say both
+            reason = f"{why_not}; {reason}"
         claims.append(
             {
                 "id": cid,

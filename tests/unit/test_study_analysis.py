@@ -201,7 +201,8 @@ def test_precondition_failure_gates_claims_2_and_3(tmp_path):
     c2, c3 = by_id(report)[2], by_id(report)[3]
     assert c2["effect"]["mean"] > 0 and c2["verdict"] == "does not hold"
     assert "GRPO unstable in 0 of 3 seeds" in c2["reason"]
-    assert c3["verdict"] == "does not hold"
+    assert c3["verdict"] == "does not hold" and c3["effect"]["mean"] <= 0
+    assert c3["reason"].startswith("GRPO unstable in 0 of 3 seeds; the effect is not positive")
     assert by_id(report)[1]["verdict"] in ("holds", "inconclusive")  # claim 1 is not gated
 
 
