@@ -1,0 +1,162 @@
+"""The two pre-registered studies side by side (docs/study/README.md), from their ``study.json`` files.
+
+Each study's claims are its own (``cwgrpo study``); this module only puts them next to each other: one
+table of every claim's effect, interval, MDE and verdict in both regimes, the regime's effect on claim 1
+(the second study's mean paired difference minus the first's, a Welch interval: the studies share seed
+numbers, not runs), and one figure of the checkpoint curves of the methods both studies ran. The page
+holds the table between ``<!-- generated: study-pair -->`` markers; ``--write`` rewrites it::
+
+    python -m cwgrpo.report.study_pair --write
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import statistics
+import sys
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from cwgrpo.io import read_json, write_text
+from cwgrpo.report.style import apply_style, method_color, new_figure, save_figure
+from cwgrpo.stats import seed_effect
+
+STUDIES = {  # label -> (study.json, what differs)
+    "first": (Path("docs/study/results/study.json"), "lr 2e-4 constant, no KL"),
+    "second": (Path("docs/study/results-regime/study.json"), "lr 2e-4 cosine to 0.1, 10 % warm-up, KL 0.04"),
+}
+SHARED_METHODS = ("grpo", "cw_grpo", "cw_grpo_described")
+BLOCK = re.compile(r"(<!-- generated: study-pair -->\n).*?(<!-- /generated: study-pair -->)", re.S)
+
+
+def _ci(effect: Mapping[str, Any], digits: int) -> str:
+    lo, hi = effect.get("ci95") or (None, None)
+    if lo is None or hi is None:
+        return "n/a"
+    return f"[{lo:+.{digits}f}, {hi:+.{digits}f}]"
+
+
+def claim_differences(report: Mapping[str, Any]) -> dict[int, float]:
+    """seed -> T − R of claim 1's measure (Avg at the last checkpoint), from one study's measures."""
+    cfg = report["config"]
+    t = report["measures"][cfg["treatment_method"]]["avg_last"]
+    r = report["measures"][cfg["reference_method"]]["avg_last"]
+    return {int(s): t[s] - r[s] for s in t if s in r}
+
+
+def regime_effect(first: Mapping[str, Any], second: Mapping[str, Any]) -> dict[str, Any]:
+    """Claim 1's effect in the second study minus the first's; unpaired (Welch), since no run is shared."""
+    d1, d2 = claim_differences(first), claim_differences(second)
+    shifted = {s + 1 + max(d1): v for s, v in d2.items()}  # disjoint keys: seed_effect then does not pair
+    return seed_effect(shifted, d1).as_dict()
+
+
+def claims_table(reports: Mapping[str, Mapping[str, Any]]) -> str:
+    """One row per claim: effect [CI], MDE and verdict in each study."""
+    labels = list(reports)
+    header = ["#", "measure", *(f"{lab} study: effect [95 % CI], MDE → verdict" for lab in labels)]
+    lines = ["| " + " | ".join(header) + " |", "|---|---|" + "---|" * len(labels)]
+    by_id = {lab: {c["id"]: c for c in rep["claims"]} for lab, rep in reports.items()}
+    for cid in sorted(by_id[labels[0]]):
+        first = by_id[labels[0]][cid]
+        cells = []
+        for lab in labels:
+            c = by_id[lab].get(cid)
+            if c is None:
+                cells.append("n/a")
+                continue
+            digits = 3 if c.get("unit") == "nats" else 1
+            mean = c["effect"].get("mean")
+            mde = c.get("mde_80")
+            cells.append(
+                f"{mean:+.{digits}f} {_ci(c['effect'], digits)}"
+                + (f", MDE {mde:.{digits}f}" if isinstance(mde, float) else "")
+                + f" → **{c['verdict']}**"
+            )
+        lines.append(
+            f"| {cid} | {first.get('measure', first.get('claim', ''))} | " + " | ".join(cells) + " |"
+        )
+    return "\n".join(lines) + "\n"
+
+
+def regime_rows(reports: Mapping[str, Mapping[str, Any]]) -> str:
+    """Each study's regime and precondition in one line each."""
+    lines = [
+        "| study | regime | base Avg | GRPO unstable (seeds) | precondition of claims 2, 3 |",
+        "|---|---|---:|---|---|",
+    ]
+    for lab, rep in reports.items():
+        reg = rep["regime"]
+        lines.append(
+            f"| {lab} | {STUDIES[lab][1]} | {rep['base_avg']:.1f} | {reg['unstable_seeds']} of "
+            f"{len(reg['per_seed'])} | {'holds' if reg['precondition'] else 'fails'} |"
+        )
+    return "\n".join(lines) + "\n"
+
+
+def page_block(reports: Mapping[str, Mapping[str, Any]]) -> str:
+    first, second = reports["first"], reports["second"]
+    eff = regime_effect(first, second)
+    return (
+        regime_rows(reports)
+        + "\n"
+        + claims_table(reports)
+        + "\nThe regime's effect on claim 1 (second study's CW-GRPO − GRPO at the last checkpoint minus the "
+        f"first's; Welch, {eff['n']} runs): **{eff['mean']:+.1f} points {_ci(eff, 1)}**.\n"
+    )
+
+
+def curves_figure(
+    reports: Mapping[str, Mapping[str, Any]], methods: Sequence[str], pdf: Path, png: Path
+) -> None:
+    """Mean Avg over seeds at each checkpoint (the base model as step 0), min–max band, one panel a study."""
+    apply_style()
+    fig, axes = new_figure(
+        1, len(reports), 6.8, 2.6, "Avg of the five synthetic splits; band: min–max over seeds"
+    )
+    for ax, (lab, rep) in zip(axes[0], reports.items(), strict=True):
+        for m in methods:
+            seeds = rep["curves"].get(m)
+            if not seeds:
+                continue
+            steps = sorted({int(s) for c in seeds.values() for s in c})
+            per_step = [[c[str(s)] for c in seeds.values()] for s in steps]
+            xs = [0, *steps]
+            mean = [rep["base_avg"], *(statistics.fmean(v) for v in per_step)]
+            ax.plot(xs, mean, color=method_color(m), label=m, marker="o", markersize=2.5)
+            lo = [rep["base_avg"], *(min(v) for v in per_step)]
+            hi = [rep["base_avg"], *(max(v) for v in per_step)]
+            ax.fill_between(xs, lo, hi, color=method_color(m), alpha=0.15, linewidth=0)
+        ax.set_title(f"{lab} study: {STUDIES[lab][1]}")
+        ax.set_xlabel("step")
+    axes[0][0].set_ylabel("Avg (points)")
+    axes[0][-1].legend(loc="best")
+    save_figure(fig, pdf, png)
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--page", type=Path, default=Path("docs/study/README.md"))
+    p.add_argument("--figure", type=Path, default=Path("docs/study/regimes.png"))
+    p.add_argument("--write", action="store_true", help="rewrite the page's block and the figure")
+    args = p.parse_args(argv)
+    reports = {lab: read_json(path) for lab, (path, _) in STUDIES.items()}
+    block = page_block(reports)
+    page = args.page.read_text()
+    if not BLOCK.search(page):
+        p.error(f"{args.page} has no <!-- generated: study-pair --> block")
+    new = BLOCK.sub(lambda m: m.group(1) + block + m.group(2), page)
+    if not args.write:
+        if new != page:
+            print(f"{args.page} is not what the study files give: run with --write", file=sys.stderr)
+            return 1
+        return 0
+    write_text(args.page, new)
+    curves_figure(reports, SHARED_METHODS, args.figure.with_suffix(".pdf"), args.figure)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

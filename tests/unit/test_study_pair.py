@@ -1,0 +1,87 @@
+"""cwgrpo.report.study_pair: the two studies side by side (hand-made study.json reports)."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+from scipy import stats
+
+from cwgrpo.report import study_pair
+
+
+def report(t_last: list[float], r_last: list[float], verdict: str, precondition: bool) -> dict:
+    seeds = [str(s) for s in range(len(t_last))]
+    effect = {"mean": sum(t_last) / len(t_last) - sum(r_last) / len(r_last), "ci95": [-1.0, 2.0]}
+    return {
+        "config": {"treatment_method": "cw_grpo", "reference_method": "grpo"},
+        "measures": {
+            "cw_grpo": {"avg_last": dict(zip(seeds, t_last, strict=True))},
+            "grpo": {"avg_last": dict(zip(seeds, r_last, strict=True))},
+        },
+        "claims": [
+            {
+                "id": 1,
+                "measure": "avg_last",
+                "unit": "points",
+                "effect": effect,
+                "mde_80": 4.0,
+                "verdict": verdict,
+            },
+            {
+                "id": 2,
+                "measure": "entropy_range",
+                "unit": "nats",
+                "effect": {"mean": 0.0123, "ci95": None},
+                "verdict": "does not hold",
+            },
+        ],
+        "regime": {
+            "per_seed": {s: {} for s in seeds},
+            "unstable_seeds": 2 if precondition else 0,
+            "precondition": precondition,
+        },
+        "base_avg": 40.0,
+        "curves": {"grpo": {s: {"8": 30.0 + i, "16": 20.0} for i, s in enumerate(seeds)}},
+    }
+
+
+FIRST = report([10.0, 12.0, 14.0], [15.0, 15.0, 15.0], "does not hold", True)  # T - R: -5, -3, -1
+SECOND = report([50.0, 51.0, 55.0], [50.0, 50.0, 50.0], "inconclusive", False)  # T - R: 0, 1, 5
+
+
+def test_the_regime_effect_is_a_welch_difference_of_the_two_studies_paired_differences():
+    eff = study_pair.regime_effect(FIRST, SECOND)
+    d1, d2 = [-5.0, -3.0, -1.0], [0.0, 1.0, 5.0]
+    assert eff["mean"] == pytest.approx(2.0 - (-3.0))
+    assert not eff["paired"]  # the studies share seed numbers, not runs
+    v1, v2 = 4.0 / 3, 7.0 / 3  # sample variances / n
+    df = (v1 + v2) ** 2 / (v1**2 / 2 + v2**2 / 2)
+    half = stats.t.ppf(0.975, df) * math.sqrt(v1 + v2)
+    assert eff["ci95"] == pytest.approx([5.0 - half, 5.0 + half])
+
+
+def test_the_page_block_names_each_studys_verdicts_and_precondition():
+    block = study_pair.page_block({"first": FIRST, "second": SECOND})
+    assert "| first | lr 2e-4 constant, no KL | 40.0 | 2 of 3 | holds |" in block
+    assert "| second |" in block and "| 0 of 3 | fails |" in block
+    assert "+0.012 n/a → **does not hold**" in block  # nats get three digits; no interval says so
+    assert "**inconclusive**" in block and ", MDE 4.0" in block
+    assert "**+5.0 points [" in block
+
+
+def test_write_refuses_a_page_without_the_block_and_check_reports_a_stale_one(tmp_path, monkeypatch):
+    for lab, rep in (("first", FIRST), ("second", SECOND)):
+        path = tmp_path / f"{lab}.json"
+        path.write_text(json.dumps(rep))
+        monkeypatch.setitem(study_pair.STUDIES, lab, (path, study_pair.STUDIES[lab][1]))
+    page = tmp_path / "README.md"
+    page.write_text("no block here\n")
+    with pytest.raises(SystemExit):
+        study_pair.main(["--page", str(page), "--figure", str(tmp_path / "f.png")])
+    page.write_text("a\n<!-- generated: study-pair -->\nold\n<!-- /generated: study-pair -->\n")
+    assert study_pair.main(["--page", str(page), "--figure", str(tmp_path / "f.png")]) == 1
+    assert study_pair.main(["--page", str(page), "--figure", str(tmp_path / "f.png"), "--write"]) == 0
+    assert study_pair.main(["--page", str(page), "--figure", str(tmp_path / "f.png")]) == 0
+    assert (tmp_path / "f.png").stat().st_size > 0 and (tmp_path / "f.pdf").stat().st_size > 0
