@@ -131,6 +131,26 @@ def strict(value):
     return value
 
 
+def markdown(out: dict) -> str:
+    """The control's table (docs/study/README.md): per label, the update-size measures and the accuracy."""
+    rows = [
+        "| run | lr | grad norm, steps 1–8 / run | probe KL per step, steps 1–8 / run | mean CW weight, steps 1–8 / run "
+        "| Avg at steps 8 / 48 (mean over seeds) |",
+        "|---|---|---|---|---|---|",
+    ]
+    for lab, v in out["summary"]["per_label"].items():
+        curve = v["avg_curve"]
+        rows.append(
+            f"| {lab} | {v['lr']:.3g} | {v['grad_norm_early']:.2f} / {v['grad_norm_run']:.2f} "
+            f"| {v['kl_early']:.4f} / {v['kl_run']:.4f} | {v['weight_mean_early']:.3f} / {v['weight_mean_run']:.3f} "
+            f"| {curve['8']:.1f} / {curve['48']:.1f} |"
+        )
+    rows += ["", "| paired difference at step 48 (points) | mean | 95 % CI |", "|---|---|---|"]
+    for name, e in out["summary"]["differences_at_last_checkpoint"].items():
+        rows.append(f"| {name} | {e['mean']:+.1f} | [{e['ci95'][0]:+.1f}, {e['ci95'][1]:+.1f}] |")
+    return "\n".join(rows)
+
+
 def main(argv: list[str]) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--preset", type=Path, default=Path("config/study.yaml"))
@@ -140,7 +160,11 @@ def main(argv: list[str]) -> int:
     p.add_argument("--out", type=Path, required=True)
     p.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2, 3])
     p.add_argument("--limit", type=int, default=200)
+    p.add_argument("--table", action="store_true", help="print --out's table (markdown) and exit")
     args = p.parse_args(argv)
+    if args.table:
+        print(markdown(json.loads(args.out.read_text())))
+        return 0
     for path in (args.base, args.data):
         if not path.exists():
             p.error(f"{path} does not exist (build the first study's base model and data first)")
