@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+from pathlib import Path
 
 import pytest
 from scipy import stats
@@ -53,7 +54,7 @@ SECOND = report([50.0, 51.0, 55.0], [50.0, 50.0, 50.0], "inconclusive", False)  
 
 def test_the_regime_effect_is_a_welch_difference_of_the_two_studies_paired_differences():
     eff = study_pair.regime_effect(FIRST, SECOND)
-    d1, d2 = [-5.0, -3.0, -1.0], [0.0, 1.0, 5.0]
+    # paired differences T - R: first -5, -3, -1 (mean -3); second 0, 1, 5 (mean 2)
     assert eff["mean"] == pytest.approx(2.0 - (-3.0))
     assert not eff["paired"]  # the studies share seed numbers, not runs
     v1, v2 = 4.0 / 3, 7.0 / 3  # sample variances / n
@@ -68,7 +69,8 @@ def test_the_page_block_names_each_studys_verdicts_and_precondition():
     assert "| second |" in block and "| 0 of 3 | fails |" in block
     assert "+0.012 n/a → **does not hold**" in block  # nats get three digits; no interval says so
     assert "**inconclusive**" in block and ", MDE 4.0" in block
-    assert "**+5.0 points [" in block
+    assert "Welch interval, 3 and 3 seeds): **+5.0 points [" in block
+    assert "first study `entropy`; second study `entropy`" in block  # neither report names a key
 
 
 def test_write_refuses_a_page_without_the_block_and_check_reports_a_stale_one(tmp_path, monkeypatch):
@@ -85,3 +87,9 @@ def test_write_refuses_a_page_without_the_block_and_check_reports_a_stale_one(tm
     assert study_pair.main(["--page", str(page), "--figure", str(tmp_path / "f.png"), "--write"]) == 0
     assert study_pair.main(["--page", str(page), "--figure", str(tmp_path / "f.png")]) == 0
     assert (tmp_path / "f.png").stat().st_size > 0 and (tmp_path / "f.pdf").stat().st_size > 0
+
+
+def test_the_study_page_is_what_the_two_study_files_give(monkeypatch):
+    repo = Path(__file__).resolve().parents[2]
+    monkeypatch.chdir(repo)  # the page's study files are named from the repository root
+    assert study_pair.main([]) == 0, "run: python -m cwgrpo.report.study_pair --write"
