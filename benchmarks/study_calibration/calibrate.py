@@ -171,13 +171,27 @@ def verdict(r: dict, base_avg: float) -> dict:
     }
 
 
-def main(argv: list[str]) -> int:
+def study_arguments(work: str) -> argparse.ArgumentParser:
+    """The parser the study scripts share: the preset, the first study's base model and data, a work
+    folder for the runs (``work``), the output file."""
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--preset", type=Path, default=Path("config/study.yaml"))
     p.add_argument("--base", type=Path, default=Path("results/study/models/small/base"))
     p.add_argument("--data", type=Path, default=Path("results/study/data"))
-    p.add_argument("--work", type=Path, default=Path("results/study_calibration"))
+    p.add_argument("--work", type=Path, default=Path(work))
     p.add_argument("--out", type=Path, required=True)
+    return p
+
+
+def check_study_inputs(p: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    """Refuse to start without the base model and data (the study preset's first jobs build them)."""
+    for path in (args.base, args.data):
+        if not path.exists():
+            p.error(f"{path} does not exist (build the study's base model and data first)")
+
+
+def main(argv: list[str]) -> int:
+    p = study_arguments("results/study_calibration")
     p.add_argument("--lr", type=float, nargs="+", default=[3e-4, 1e-3])
     p.add_argument("--seeds", type=int, nargs="+", default=[100, 101])
     p.add_argument("--steps", type=int, default=48)
@@ -187,9 +201,7 @@ def main(argv: list[str]) -> int:
     p.add_argument("--jobs", type=int, default=2)
     p.add_argument("--wait-s", type=float, default=3600, help="how long to wait for a run trained elsewhere")
     args = p.parse_args(argv)
-    for path in (args.base, args.data):
-        if not path.exists():
-            p.error(f"{path} does not exist (build the study's base model and data first)")
+    check_study_inputs(p, args)
     start = time.time()
     base = base_accuracy(args.base, args.work, args.data, args.limit, args.k)
     grid = [(lr, s) for lr in args.lr for s in args.seeds]

@@ -24,13 +24,14 @@ import statistics
 import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
-from pathlib import Path
 
 from calibrate import (
     avg_points,
     base_accuracy,
+    check_study_inputs,
     evaluate_checkpoints,
     logged_steps,
+    study_arguments,
     study_train_options,
     train,
 )
@@ -125,12 +126,8 @@ def markdown_table(out: dict) -> str:
 
 
 def main(argv: list[str]) -> int:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--preset", type=Path, default=Path("config/study.yaml"))
-    p.add_argument("--base", type=Path, default=Path("results/study/models/small/base"))
-    p.add_argument("--data", type=Path, default=Path("results/study/data"))
-    p.add_argument("--work", type=Path, default=Path("results/study_regime_calibration"))
-    p.add_argument("--out", type=Path, required=True)
+    p = study_arguments("results/study_regime_calibration")
+    p.description = __doc__
     p.add_argument("--limit", type=int, default=200, help="problems per benchmark (200: all)")
     p.add_argument("--jobs", type=int, default=2)
     p.add_argument("--table", action="store_true", help="print --out's table (markdown) and exit")
@@ -138,9 +135,7 @@ def main(argv: list[str]) -> int:
     if args.table:
         print(markdown_table(json.loads(args.out.read_text())))
         return 0
-    for path in (args.base, args.data):
-        if not path.exists():
-            p.error(f"{path} does not exist (build the study's base model and data first)")
+    check_study_inputs(p, args)
     start = time.time()
     base = base_accuracy(args.base, args.work, args.data, args.limit, 1)
     runs: list[dict] = []

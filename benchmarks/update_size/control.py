@@ -35,7 +35,15 @@ from pathlib import Path
 import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "study_calibration"))
-from calibrate import avg_points, base_accuracy, evaluate_checkpoints, logged_steps, train
+from calibrate import (
+    avg_points,
+    base_accuracy,
+    check_study_inputs,
+    evaluate_checkpoints,
+    logged_steps,
+    study_arguments,
+    train,
+)
 
 from cwgrpo.stats import seed_effect
 
@@ -152,12 +160,8 @@ def markdown(out: dict) -> str:
 
 
 def main(argv: list[str]) -> int:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--preset", type=Path, default=Path("config/study.yaml"))
-    p.add_argument("--base", type=Path, default=Path("results/study/models/small/base"))
-    p.add_argument("--data", type=Path, default=Path("results/study/data"))
-    p.add_argument("--work", type=Path, default=Path("results/update_size_control"))
-    p.add_argument("--out", type=Path, required=True)
+    p = study_arguments("results/update_size_control")
+    p.description = __doc__
     p.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2, 3])
     p.add_argument("--limit", type=int, default=200)
     p.add_argument("--table", action="store_true", help="print --out's table (markdown) and exit")
@@ -165,9 +169,7 @@ def main(argv: list[str]) -> int:
     if args.table:
         print(markdown(json.loads(args.out.read_text())))
         return 0
-    for path in (args.base, args.data):
-        if not path.exists():
-            p.error(f"{path} does not exist (build the first study's base model and data first)")
+    check_study_inputs(p, args)
     lr = float(options(args.preset, "grpo")["learning_rate"])
     base = base_accuracy(args.base, args.work, args.data, args.limit, 1)
     jobs = [(m, m, lr, s) for m in ("grpo", "cw_grpo") for s in args.seeds]
