@@ -173,13 +173,16 @@ def study_markdown(report: Mapping[str, Any], cfg: StudyConfig) -> str:
         "",
         "Secondary measures (same sign convention):",
         "",
-        "| claim | measure | effect | 95 % CI |",
-        "|---|---|---|---|",
+        "| claim | measure | effect | 95 % CI | MDE |",
+        "|---|---|---|---|---|",
     ]
     for c in report["claims"]:
         for m, e in c.get("secondary", {}).items():
             d = _digits(MEASURES[m][0])
-            lines.append(f"| {c['id']} | `{m}` | {_num(e.get('mean'), d)} {MEASURES[m][0]} | {_ci(e, d)} |")
+            mde = _num(e["mde_80"], d, False) if "mde_80" in e else ""
+            lines.append(
+                f"| {c['id']} | `{m}` | {_num(e.get('mean'), d)} {MEASURES[m][0]} | {_ci(e, d)} | {mde} |"
+            )
     levels = ", ".join(f"`{m}` {v:.3f}" for m, v in report["entropy_level"].items())
     lines += [
         "",

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+from scipy import stats
 
 from cwgrpo.cli import main
 from cwgrpo.configs import ConfigError
@@ -22,6 +23,7 @@ from cwgrpo.report.study import (
     best_minus_last,
     entropy_range,
     entropy_start,
+    mde_from_interval,
     tail_shares,
     unstable,
 )
@@ -171,6 +173,19 @@ def test_claim1_is_the_last_checkpoint_difference(report):
     # mde from the spread of the paired differences
     sd = math.sqrt(sum((d - m) ** 2 for d in (24.0, 23.0, 14.0)) / 2)
     assert c["mde_80"] == pytest.approx(mde(sd, 3))
+    # a secondary measure has its own: the step-8 differences 5, 1, 2 (mean 8/3)
+    sd8 = math.sqrt(sum((d - 8 / 3) ** 2 for d in (5.0, 1.0, 2.0)) / 2)
+    assert step8["mde_80"] == pytest.approx(mde(sd8, 3))
+
+
+def test_claim4s_mde_comes_from_its_interval(report):
+    # claims.json's claim 4: mean 40, CI [40, 40] over 3 seeds: no spread, so the smallest MDE, 0
+    assert by_id(report)[4]["mde_80"] == pytest.approx(0.0)
+    half, n = 2.0, 5
+    sd = half / stats.t.ppf(0.975, n - 1) * math.sqrt(n)
+    effect = {"mean": 10.0, "ci95": [8.0, 12.0], "n": n}
+    assert mde_from_interval(effect) == pytest.approx(mde(sd, n))
+    assert math.isnan(mde_from_interval({"mean": 1.0, "ci95": None, "n": 1}))
 
 
 def test_claims_2_and_3_are_reference_minus_treatment(report):
