@@ -63,6 +63,11 @@ def unstable(
     return entropy_range(entropy) >= swing * entropy_start(entropy) and best_minus_last(curve, base) >= drop
 
 
+def paper_shape(curve: Mapping[int, float], base: float, points: float) -> bool:
+    """The paper's shape of a run: a gain (best checkpoint >= base + points), then a drift (last <= best - points)."""
+    return max(curve.values()) - base >= points and best_minus_last(curve) >= points
+
+
 # -- frames -> per-seed measures ---------------------------------------------------------------------
 def avg_curves(
     frame: pd.DataFrame, size: str, method: str, benchmarks: Sequence[str]
@@ -176,11 +181,14 @@ def analyse(
             "unstable_checkpoints_only": unstable(
                 entropy[ref][s], curves[ref][s], cfg.entropy_swing, cfg.drop_points, None
             ),
+            "gain_over_base": max(curves[ref][s].values()) - base,
+            "paper_shape": paper_shape(curves[ref][s], base, cfg.shape_points),
         }
         for s in sorted(curves[ref])
     }
     n_unstable = sum(r["unstable"] for r in regime.values())
     n_unstable_ckpts = sum(r["unstable_checkpoints_only"] for r in regime.values())
+    n_shape = sum(r["paper_shape"] for r in regime.values())
     precondition = n_unstable > len(regime) / 2
     claims = []
     for cid, measure in PRIMARY.items():
@@ -239,6 +247,7 @@ def analyse(
             "per_seed": regime,
             "unstable_seeds": n_unstable,
             "unstable_seeds_checkpoints_only": n_unstable_ckpts,
+            "paper_shape_seeds": n_shape,
             "precondition": bool(precondition),
         },
         "entropy_level": {m: float(np.mean(list(measures[m]["entropy_mean"].values()))) for m in methods},

@@ -33,6 +33,14 @@ class StudyConfig(ReportConfig):
             "help": "precondition: Avg at the last checkpoint at least this many points below the best"
         },
     )
+    shape_points: float = field(
+        default=5.0,
+        metadata={
+            "help": "the paper's shape of GRPO, reported per seed: its best checkpoint at least this many points "
+            "above the base model and its last at least this many below its best (the second study's "
+            "learning-rate criterion)"
+        },
+    )
     tail_top_fraction: float = field(
         default=0.01, metadata={"help": "ablation's claim-4 measure: share of sum |c| of the top fraction"}
     )
@@ -41,9 +49,10 @@ class StudyConfig(ReportConfig):
         super().__post_init__()
         if self.treatment_method == self.reference_method:
             raise ConfigError("treatment_method and reference_method must differ")
-        if not self.entropy_swing > 0 or not self.drop_points > 0:
+        if not self.entropy_swing > 0 or not self.drop_points > 0 or not self.shape_points > 0:
             raise ConfigError(
-                f"entropy_swing and drop_points must be > 0, got {self.entropy_swing}, {self.drop_points}"
+                "entropy_swing, drop_points and shape_points must be > 0, got "
+                f"{self.entropy_swing}, {self.drop_points}, {self.shape_points}"
             )
 
 

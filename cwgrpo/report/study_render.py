@@ -144,16 +144,19 @@ def study_markdown(report: Mapping[str, Any], cfg: StudyConfig) -> str:
         f"{reference} unstable in **{reg['unstable_seeds']} of {len(reg['per_seed'])}** seeds (registered: entropy range ≥ "
         f"{cfg.entropy_swing:.0%} of its start and best − last ≥ {cfg.drop_points:g} points, the base model counted "
         f"as step 0); precondition **{'holds' if reg['precondition'] else 'fails'}**. Over the checkpoints only "
-        f"(the criterion as first registered): {reg['unstable_seeds_checkpoints_only']} of {len(reg['per_seed'])}.",
+        f"(the criterion as first registered): {reg['unstable_seeds_checkpoints_only']} of {len(reg['per_seed'])}. "
+        f"The paper's shape (best checkpoint ≥ base + {cfg.shape_points:g} points, then last ≤ best − "
+        f"{cfg.shape_points:g}): {reg['paper_shape_seeds']} of {len(reg['per_seed'])}.",
         "",
-        "| seed | entropy start | range | best − last (ckpts) | best − last (incl. base) | unstable | ckpts only |",
-        "|---|---|---|---|---|---|---|",
+        "| seed | entropy start | range | best − last (ckpts) | best − last (incl. base) | best − base | unstable | ckpts only | paper's shape |",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
     for s, r in reg["per_seed"].items():
         lines.append(
             f"| {s} | {_num(r['entropy_start'], 3, False)} | {_num(r['entropy_range'], 3, False)} | "
             f"{_num(r['best_minus_last'], 1, False)} | {_num(r['best_minus_last_incl_base'], 1, False)} | "
-            f"{'yes' if r['unstable'] else 'no'} | {'yes' if r['unstable_checkpoints_only'] else 'no'} |"
+            f"{_num(r['gain_over_base'], 1)} | {'yes' if r['unstable'] else 'no'} | "
+            f"{'yes' if r['unstable_checkpoints_only'] else 'no'} | {'yes' if r['paper_shape'] else 'no'} |"
         )
     lines += [
         "",

@@ -24,6 +24,7 @@ from cwgrpo.report.study import (
     entropy_range,
     entropy_start,
     mde_from_interval,
+    paper_shape,
     tail_shares,
     unstable,
 )
@@ -151,6 +152,16 @@ def test_regime_precondition_by_hand(report):
     assert reg["per_seed"][2]["best_minus_last_incl_base"] == pytest.approx(25.0)
     assert reg["per_seed"][1]["entropy_range"] == pytest.approx(0.4)
     assert report["base_avg"] == pytest.approx(40.0)
+    # GRPO's best checkpoints (30, 32, 28) are below the base model's 40: no gain, so not the paper's shape
+    assert [reg["per_seed"][s]["gain_over_base"] for s in range(3)] == pytest.approx([-10.0, -8.0, -12.0])
+    assert reg["paper_shape_seeds"] == 0
+
+
+def test_the_papers_shape_needs_a_gain_then_a_drift():
+    assert paper_shape({8: 46.0, 16: 50.0, 24: 44.0}, base=40.0, points=5.0)  # +10, then -6
+    assert not paper_shape({8: 46.0, 16: 50.0, 24: 46.0}, base=40.0, points=5.0)  # drift 4 only
+    assert not paper_shape({8: 44.0, 16: 30.0}, base=40.0, points=5.0)  # gain 4 only
+    assert not paper_shape({8: 45.0, 16: 50.0}, base=40.0, points=5.0)  # gains steadily
 
 
 def test_the_entropy_statistic_is_the_configured_one(inputs):
