@@ -23,6 +23,7 @@ import statistics
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -171,16 +172,28 @@ def verdict(r: dict, base_avg: float) -> dict:
     }
 
 
-def study_arguments(work: str) -> argparse.ArgumentParser:
+def study_arguments(work: str, doc: str | None = __doc__) -> argparse.ArgumentParser:
     """The parser the study scripts share: the preset, the first study's base model and data, a work
-    folder for the runs (``work``), the output file."""
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    folder for the runs (``work``), the output file; ``doc`` is the script's description."""
+    p = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--preset", type=Path, default=Path("config/study.yaml"))
     p.add_argument("--base", type=Path, default=Path("results/study/models/small/base"))
     p.add_argument("--data", type=Path, default=Path("results/study/data"))
     p.add_argument("--work", type=Path, default=Path(work))
     p.add_argument("--out", type=Path, required=True)
     return p
+
+
+def parse_or_print_table(
+    p: argparse.ArgumentParser, argv: list[str], render: Callable[[dict], str]
+) -> argparse.Namespace | None:
+    """Add ``--table`` and parse; with it, print ``render`` of ``--out``'s JSON and return None."""
+    p.add_argument("--table", action="store_true", help="print --out's table (markdown) and exit")
+    args = p.parse_args(argv)
+    if args.table:
+        print(render(json.loads(args.out.read_text())))
+        return None
+    return args
 
 
 def check_study_inputs(p: argparse.ArgumentParser, args: argparse.Namespace) -> None:

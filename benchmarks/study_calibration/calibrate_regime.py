@@ -31,6 +31,7 @@ from calibrate import (
     check_study_inputs,
     evaluate_checkpoints,
     logged_steps,
+    parse_or_print_table,
     study_arguments,
     study_train_options,
     train,
@@ -126,14 +127,11 @@ def markdown_table(out: dict) -> str:
 
 
 def main(argv: list[str]) -> int:
-    p = study_arguments("results/study_regime_calibration")
-    p.description = __doc__
+    p = study_arguments("results/study_regime_calibration", __doc__)
     p.add_argument("--limit", type=int, default=200, help="problems per benchmark (200: all)")
     p.add_argument("--jobs", type=int, default=2)
-    p.add_argument("--table", action="store_true", help="print --out's table (markdown) and exit")
-    args = p.parse_args(argv)
-    if args.table:
-        print(markdown_table(json.loads(args.out.read_text())))
+    args = parse_or_print_table(p, argv, markdown_table)
+    if args is None:
         return 0
     check_study_inputs(p, args)
     start = time.time()

@@ -41,6 +41,7 @@ from calibrate import (
     check_study_inputs,
     evaluate_checkpoints,
     logged_steps,
+    parse_or_print_table,
     study_arguments,
     train,
 )
@@ -160,14 +161,11 @@ def markdown(out: dict) -> str:
 
 
 def main(argv: list[str]) -> int:
-    p = study_arguments("results/update_size_control")
-    p.description = __doc__
+    p = study_arguments("results/update_size_control", __doc__)
     p.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2, 3])
     p.add_argument("--limit", type=int, default=200)
-    p.add_argument("--table", action="store_true", help="print --out's table (markdown) and exit")
-    args = p.parse_args(argv)
-    if args.table:
-        print(markdown(json.loads(args.out.read_text())))
+    args = parse_or_print_table(p, argv, markdown)
+    if args is None:
         return 0
     check_study_inputs(p, args)
     lr = float(options(args.preset, "grpo")["learning_rate"])
