@@ -40,10 +40,10 @@ DROP_POINTS = 10.0  # GRPO's Avg at the last checkpoint >= this many points belo
 BASE_IS_STEP_0 = True
 
 
-def study_train_options(preset: Path, size: str) -> dict:
-    """The preset's `train` options for GRPO on ``size``, as the workflow merges them."""
+def study_train_options(preset: Path, size: str, method: str = "grpo") -> dict:
+    """The preset's `train` options for ``method`` on ``size``, as the workflow merges them."""
     cfg = yaml.safe_load(preset.read_text())
-    return {**cfg["train"], **cfg["sizes"][size].get("train", {}), **cfg["methods"]["grpo"]}
+    return {**cfg["train"], **cfg["sizes"][size].get("train", {}), **cfg["methods"][method]}
 
 
 def run(cmd: list[str], log: Path) -> float:

@@ -18,7 +18,6 @@ run leaves result.json in its folder under --work and is reused by a later call.
 from __future__ import annotations
 
 import argparse
-import hashlib
 import json
 import statistics
 import sys
@@ -36,6 +35,8 @@ from calibrate import (
     study_train_options,
     train,
 )
+
+from cwgrpo.hub import file_sha256
 
 # The regime: the paper's optimisation settings (docs/fidelity.md; config/paper.yaml) over the study
 # preset's train options. learning_rate is the calibrated peak.
@@ -153,7 +154,7 @@ def main(argv: list[str]) -> int:
         "base": {
             "avg_points": round(avg_points(base), 2),
             # which base model the runs started from (a rebuilt warm-up can be checked against it)
-            "weights_sha256": hashlib.sha256((args.base / "model.safetensors").read_bytes()).hexdigest(),
+            "weights_sha256": file_sha256(args.base / "model.safetensors"),
             "per_problem": base,
         },
         "runs": runs,

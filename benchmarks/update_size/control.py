@@ -32,8 +32,6 @@ import sys
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-import yaml
-
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "study_calibration"))
 from calibrate import (
     avg_points,
@@ -43,6 +41,7 @@ from calibrate import (
     logged_steps,
     parse_or_print_table,
     study_arguments,
+    study_train_options,
     train,
 )
 
@@ -53,19 +52,17 @@ KEYS = {"grad_norm": "grad_norm", "kl": "probe/kl_consecutive", "weight_mean": "
 EARLY = 8  # steps 1..EARLY: the span of the effective-step ratio
 
 
-def options(preset: Path, method: str) -> dict:
-    """The preset's train options of ``method`` on size small, as the workflow merges them."""
-    cfg = yaml.safe_load(preset.read_text())
-    return {**cfg["train"], **cfg["sizes"]["small"].get("train", {}), **cfg["methods"][method]}
-
-
 def one_run(args: argparse.Namespace, label: str, method: str, lr: float, seed: int) -> dict:
     """Train and evaluate one run (reused if done); its per-step measures and checkpoint Avgs."""
     rd = args.work / f"{label}_seed{seed}"
     if (rd / "result.json").exists():
         return json.loads((rd / "result.json").read_text())
     rd.mkdir(parents=True, exist_ok=True)
-    opts = options(args.preset, method) | {"learning_rate": lr, "seed": seed, "cw_probe_prompts": PROBES}
+    opts = study_train_options(args.preset, "small", method) | {
+        "learning_rate": lr,
+        "seed": seed,
+        "cw_probe_prompts": PROBES,
+    }
     train_s = train(args.base, args.data, rd, opts)
     rows = logged_steps(rd)
     steps = range(opts["save_steps"], opts["max_steps"] + 1, opts["save_steps"])
@@ -168,7 +165,7 @@ def main(argv: list[str]) -> int:
     if args is None:
         return 0
     check_study_inputs(p, args)
-    lr = float(options(args.preset, "grpo")["learning_rate"])
+    lr = float(study_train_options(args.preset, "small")["learning_rate"])
     base = base_accuracy(args.base, args.work, args.data, args.limit, 1)
     jobs = [(m, m, lr, s) for m in ("grpo", "cw_grpo") for s in args.seeds]
     with ThreadPoolExecutor(2) as pool:
