@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from cwgrpo.io import read_json, write_text
+from cwgrpo.report.study_render import ci_text, num_text
 from cwgrpo.report.style import apply_style, method_color, new_figure, save_figure
 from cwgrpo.stats import seed_effect
 
@@ -29,13 +30,6 @@ STUDIES = {  # label -> (study.json, what differs)
 }
 METHODS = ("grpo", "cw_grpo", "cw_grpo_described", "clip_cov")  # those a study ran
 BLOCK = re.compile(r"(<!-- generated: study-pair -->\n).*?(<!-- /generated: study-pair -->)", re.S)
-
-
-def _ci(effect: Mapping[str, Any], digits: int) -> str:
-    lo, hi = effect.get("ci95") or (None, None)
-    if lo is None or hi is None:
-        return "n/a"
-    return f"[{lo:+.{digits}f}, {hi:+.{digits}f}]"
 
 
 def claim_differences(report: Mapping[str, Any]) -> dict[int, float]:
@@ -71,7 +65,7 @@ def claims_table(reports: Mapping[str, Mapping[str, Any]]) -> str:
             mean = c["effect"].get("mean")
             mde = c.get("mde_80")
             cells.append(
-                f"{mean:+.{digits}f} {_ci(c['effect'], digits)}"
+                f"{num_text(mean, digits)} {ci_text(c['effect'], digits)}"
                 + (f", MDE {mde:.{digits}f}" if isinstance(mde, float) else "")
                 + f" → **{c['verdict']}**"
             )
@@ -110,7 +104,7 @@ def page_block(reports: Mapping[str, Mapping[str, Any]]) -> str:
         + f"\nClaim 2's entropy statistic, as each study registered it: {entropy} (a study.json without "
         "`entropy_key` was analysed on TRL's token mean, `entropy`).\n"
         + "\nThe regime's effect on claim 1 (the second study's CW-GRPO − GRPO at the last checkpoint minus "
-        f"the first's; Welch interval, {n1} and {n2} seeds): **{eff['mean']:+.1f} points {_ci(eff, 1)}**.\n"
+        f"the first's; Welch interval, {n1} and {n2} seeds): **{num_text(eff['mean'], 1)} points {ci_text(eff, 1)}**.\n"
     )
 
 

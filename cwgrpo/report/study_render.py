@@ -115,13 +115,15 @@ def _registered_points(points: Mapping[str, float]) -> Sequence[tuple[int, float
 
 
 # -- rendering ---------------------------------------------------------------------------------------
-def _num(x: float | None, d: int = 2, sign: bool = True) -> str:
+def num_text(x: float | None, d: int = 2, sign: bool = True) -> str:
+    """A study report's number: ``d`` decimals, signed by default, ``n/a`` when missing."""
     return number(x, d, sign, missing="n/a", minus="-")
 
 
-def _ci(e: Mapping[str, Any], d: int = 2) -> str:
+def ci_text(e: Mapping[str, Any], d: int = 2) -> str:
+    """An effect's 95 % interval as ``[lo, hi]``, or ``n/a`` without one."""
     ci = e.get("ci95")
-    return f"[{_num(ci[0], d)}, {_num(ci[1], d)}]" if ci else "n/a"
+    return f"[{num_text(ci[0], d)}, {num_text(ci[1], d)}]" if ci else "n/a"
 
 
 def _digits(unit: str | None) -> int:
@@ -153,9 +155,9 @@ def study_markdown(report: Mapping[str, Any], cfg: StudyConfig) -> str:
     ]
     for s, r in reg["per_seed"].items():
         lines.append(
-            f"| {s} | {_num(r['entropy_start'], 3, False)} | {_num(r['entropy_range'], 3, False)} | "
-            f"{_num(r['best_minus_last'], 1, False)} | {_num(r['best_minus_last_incl_base'], 1, False)} | "
-            f"{_num(r['gain_over_base'], 1)} | {'yes' if r['unstable'] else 'no'} | "
+            f"| {s} | {num_text(r['entropy_start'], 3, False)} | {num_text(r['entropy_range'], 3, False)} | "
+            f"{num_text(r['best_minus_last'], 1, False)} | {num_text(r['best_minus_last_incl_base'], 1, False)} | "
+            f"{num_text(r['gain_over_base'], 1)} | {'yes' if r['unstable'] else 'no'} | "
             f"{'yes' if r['unstable_checkpoints_only'] else 'no'} | {'yes' if r['paper_shape'] else 'no'} |"
         )
     lines += [
@@ -167,9 +169,9 @@ def study_markdown(report: Mapping[str, Any], cfg: StudyConfig) -> str:
     ]
     for c in report["claims"]:
         e, d = c["effect"] or {}, _digits(c.get("unit"))
-        mde_text = _num(c.get("mde_80"), d, False) if "mde_80" in c else ""
+        mde_text = num_text(c.get("mde_80"), d, False) if "mde_80" in c else ""
         lines.append(
-            f"| {c['id']} | {c['claim']} | {_num(e.get('mean'), d)} {c.get('unit') or ''} | {_ci(e, d)} | "
+            f"| {c['id']} | {c['claim']} | {num_text(e.get('mean'), d)} {c.get('unit') or ''} | {ci_text(e, d)} | "
             f"{e.get('n', '')} | {mde_text} | {c['verdict']} | {c['reason']} |"
         )
     lines += [
@@ -182,9 +184,9 @@ def study_markdown(report: Mapping[str, Any], cfg: StudyConfig) -> str:
     for c in report["claims"]:
         for m, e in c.get("secondary", {}).items():
             d = _digits(MEASURES[m][0])
-            mde = _num(e["mde_80"], d, False) if "mde_80" in e else ""
+            mde = num_text(e["mde_80"], d, False) if "mde_80" in e else ""
             lines.append(
-                f"| {c['id']} | `{m}` | {_num(e.get('mean'), d)} {MEASURES[m][0]} | {_ci(e, d)} | {mde} |"
+                f"| {c['id']} | `{m}` | {num_text(e.get('mean'), d)} {MEASURES[m][0]} | {ci_text(e, d)} | {mde} |"
             )
     levels = ", ".join(f"`{m}` {v:.3f}" for m, v in report["entropy_level"].items())
     lines += [
@@ -202,11 +204,11 @@ def study_markdown(report: Mapping[str, Any], cfg: StudyConfig) -> str:
         ]
         for v, row in report["ablation"].items():
             cells = [
-                f"{_num(row[k].get('mean'), _digits(MEASURES[k][0]))} {_ci(row[k], _digits(MEASURES[k][0]))}"
+                f"{num_text(row[k].get('mean'), _digits(MEASURES[k][0]))} {ci_text(row[k], _digits(MEASURES[k][0]))}"
                 for k in PRIMARY.values()
             ]
             tail = row["top_share_pct"]
-            cells.append(f"{_num(tail.get('mean'), 1)} {_ci(tail, 1)}")
+            cells.append(f"{num_text(tail.get('mean'), 1)} {ci_text(tail, 1)}")
             lines.append(f"| `{v}` | " + " | ".join(cells) + " |")
     lines += ["", "## Avg per checkpoint (points, mean over seeds)", ""]
     steps = report["steps"]
