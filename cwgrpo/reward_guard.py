@@ -15,17 +15,16 @@
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import logging
 import math
-import signal
 import threading
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from cwgrpo.configs import ConfigError
 from cwgrpo.rewards import RewardFunc, get_reward
+from cwgrpo.time_budget import TimeBudget
 
 logger = logging.getLogger(__name__)
 
@@ -34,27 +33,26 @@ MISSING_STEPS = 3
 
 
 class RewardTimeout(ConfigError):
-    """A reward call ran past its budget."""
+    """A reward call ran past its budget (raised after the call has unwound, outside the reward's code)."""
 
 
-@contextlib.contextmanager
-def time_budget(seconds: float | None, what: str) -> Iterator[None]:
-    """Raise ``RewardTimeout`` in this thread once ``seconds`` have passed (the main thread only: a signal
-    timer; elsewhere, and with ``seconds`` None, no budget)."""
+def call_within(seconds: float | None, what: str, func: Callable[..., Any], /, **kwargs: Any) -> Any:
+    """``func(**kwargs)`` under one ``cwgrpo.time_budget`` of ``seconds``; a call that runs out raises
+    ``RewardTimeout`` naming ``what``, whatever the reward did with the budget's exception. Without
+    ``seconds``, or off the main thread (no signal reaches it), the call has no budget."""
     if seconds is None or threading.current_thread() is not threading.main_thread():
-        yield
-        return
-
-    def expired(signum: int, frame: Any) -> None:
-        raise RewardTimeout(f"{what} took more than {seconds:g} s (reward_timeout_s)")
-
-    previous = signal.signal(signal.SIGALRM, expired)
-    signal.setitimer(signal.ITIMER_REAL, seconds)
+        return func(**kwargs)
+    budget = TimeBudget(seconds)
     try:
-        yield
-    finally:
-        signal.setitimer(signal.ITIMER_REAL, 0)
-        signal.signal(signal.SIGALRM, previous)
+        with budget:
+            out = func(**kwargs)
+    except BaseException as err:
+        if budget.expired:
+            raise RewardTimeout(f"{what} took more than {seconds:g} s (reward_timeout_s)") from err
+        raise
+    if budget.expired:  # the reward caught every OutOfTime and returned late
+        raise RewardTimeout(f"{what} took more than {seconds:g} s (reward_timeout_s)")
+    return out
 
 
 def with_budget(name: str, func: RewardFunc, seconds: float | None) -> RewardFunc:
@@ -64,8 +62,7 @@ def with_budget(name: str, func: RewardFunc, seconds: float | None) -> RewardFun
 
     @functools.wraps(func)
     def bounded(*args: Any, **kwargs: Any) -> list[float | None]:
-        with time_budget(seconds, f"one call of reward {name!r}"):
-            return func(*args, **kwargs)
+        return call_within(seconds, f"one call of reward {name!r}", functools.partial(func, *args), **kwargs)
 
     return bounded
 
@@ -92,8 +89,7 @@ def check_on_sample(name: str, func: RewardFunc, row: Mapping[str, Any], budget:
     ``ConfigError`` naming it."""
     where = f"reward {name!r}, called on the first training row before training"
     try:
-        with time_budget(budget or SAMPLE_BUDGET_S, where):
-            out = func(**sample_call(row))
+        out = call_within(budget or SAMPLE_BUDGET_S, where, func, **sample_call(row))
     except RewardTimeout as err:
         raise ConfigError(f"{err}: a reward must return within its budget; set reward_timeout_s") from err
     except Exception as err:  # a user's function may raise anything; it is named, not hidden

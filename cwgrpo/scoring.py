@@ -42,7 +42,7 @@ import sys
 import threading
 from collections.abc import Iterable, Sequence
 
-from cwgrpo.time_budget import OutOfTime, time_budget
+from cwgrpo.time_budget import time_budget
 
 logger = logging.getLogger(__name__)
 
@@ -208,12 +208,13 @@ def _parse_gold(gold: str, timeout_s: float) -> tuple:
     _mv()  # import and warm-up are not the answer's time
     if gold in _gold_timeouts:
         return ()
-    try:
-        with time_budget(timeout_s):
-            return _parse_gold_cached(gold)
-    except OutOfTime:
+    parsed: tuple = ()
+    with time_budget(timeout_s) as budget:
+        parsed = _parse_gold_cached(gold)
+    if budget.expired:
         _gold_timeouts.add(gold)
         return ()
+    return parsed
 
 
 def _extract(tail: str, boxed: str | None) -> tuple[str | None, list]:
@@ -248,12 +249,11 @@ def _grade_here(completion: str, gold: str, timeout_s: float) -> GradeResult:
     mv, _, _ = _mv()
     gold_parsed = _parse_gold(gold, timeout_s)
     correct = False
-    try:
-        with time_budget(timeout_s):
-            extracted, pred = _extract(tail, boxed)
-            if gold_parsed and pred:
-                correct = bool(mv.verify(list(gold_parsed), pred, timeout_seconds=None))
-    except OutOfTime:
+    with time_budget(timeout_s) as budget:
+        extracted, pred = _extract(tail, boxed)
+        if gold_parsed and pred:
+            correct = bool(mv.verify(list(gold_parsed), pred, timeout_seconds=None))
+    if budget.expired:
         logger.debug("grading budget of %.1f s ran out (completion of %d chars)", timeout_s, len(completion))
         correct = False
     return GradeResult(correct=correct, extracted=extracted, unscorable=not gold_parsed)

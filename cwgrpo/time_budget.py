@@ -1,49 +1,157 @@
-"""One wall-clock budget for a block of code, by ``signal.setitimer`` (so: a process's main thread only).
+"""The one wall-clock budget for a block of code: grading one answer (``cwgrpo.scoring``) and one call of a
+reward (``cwgrpo.reward_guard``). Main thread only (signals reach a process's main thread).
 
-The grader (``cwgrpo.scoring``) runs the whole grading of one answer under one budget: math-verify's own
-timeouts use ``signal.alarm`` with whole seconds per call, so one answer could take several of them.
+Why not ``signal.alarm``/``setitimer``: a process has one such timer, and libraries use it for their own
+timeouts. math-verify 0.9's ``parse``/``verify`` arm ``signal.alarm`` and, when they return, switch it off
+(``alarm(0)``): a budget kept there stopped working once a reward had called them. Here a watchdog thread
+keeps the deadlines and, when one passes, sends ``SIGNAL`` (a real-time signal nobody else arms, with a
+handler installed once and never removed) to the main thread; the handler raises ``OutOfTime``. The
+signal also interrupts a blocking call (``time.sleep``, a read) in the main thread.
+
+Why raise again: one raise is not enough. ``OutOfTime`` is a ``BaseException`` so ``except Exception`` does
+not catch it, but code that catches ``BaseException`` (parsers do), or a signal landing in a ``__del__``
+(where Python prints and drops the exception), swallows it; so it is raised again every ``REFIRE_S`` until
+the block ends, and the block counts as expired (``TimeBudget.expired``) even if it then returned.
+
+Budgets nest: an outer budget that runs out while an inner one is active unwinds through the inner one
+(``OutOfTime.budget`` names the budget that ran out; each budget suppresses only its own).
+
+Not covered: C code that holds the GIL and never returns to the interpreter (a catastrophic regular
+expression in ``re``) cannot be interrupted by any in-process timer; only running it in another process
+can bound it.
 """
 
 from __future__ import annotations
 
-import contextlib
+import math
+import os
 import signal
-from collections.abc import Iterator
+import threading
+import time
+from types import TracebackType
 
 REFIRE_S = 0.2  # after the budget, the timeout is raised again this often until the block ends
+# A real-time signal of our own (Linux); elsewhere SIGUSR2. Never SIGALRM: math-verify re-arms and clears it.
+SIGNAL = signal.SIGRTMIN + 2 if hasattr(signal, "SIGRTMIN") else signal.SIGUSR2
 
 
 class OutOfTime(BaseException):
-    """Raised by the budget timer; a BaseException so math-verify's ``except Exception`` cannot eat it."""
+    """Raised in the block of a budget that ran out; a BaseException so ``except Exception`` cannot eat it."""
+
+    def __init__(self, budget: TimeBudget) -> None:
+        super().__init__(f"out of time: the block ran past its budget of {budget.seconds:g} s")
+        self.budget = budget
 
 
-@contextlib.contextmanager
-def time_budget(seconds: float) -> Iterator[None]:
-    """Raise ``OutOfTime`` in the block after ``seconds``, and again every ``REFIRE_S`` until the block
-    ends (main thread only).
+class TimeBudget:
+    """``with TimeBudget(seconds) as budget:`` raises ``OutOfTime`` in the block once ``seconds`` have
+    passed (and again every ``REFIRE_S`` until it ends); the budget's own ``OutOfTime`` does not leave the
+    block. Afterwards ``budget.expired`` says whether it ran out."""
 
-    One raise is not enough: parsing code that catches ``BaseException`` (or a signal landing in a
-    ``__del__``, where Python prints and drops the exception) swallows it, and the work then runs to its
-    end: 3000 nested parentheses took 40-60 s instead of 0.5 s in some runs of the test suite. The
-    handler raises only while the budget is armed, and the cleanup retries if a last one lands in it, so
-    no alarm outlives the block.
-    """
-    armed = [True]
+    def __init__(self, seconds: float) -> None:
+        if isinstance(seconds, bool) or not isinstance(seconds, (int, float)) or not seconds > 0:
+            raise ValueError(f"a time budget must be a number of seconds > 0, got {seconds!r}")
+        if not math.isfinite(seconds):
+            raise ValueError(f"a time budget must be finite, got {seconds!r}")
+        self.seconds = float(seconds)
+        self.deadline = math.inf
+        self.expired = False
+        self.active = False
 
-    def _fire(signum, frame):
-        if armed[0]:
-            raise OutOfTime()
+    def __enter__(self) -> TimeBudget:
+        if threading.current_thread() is not threading.main_thread():
+            raise RuntimeError("a time budget works in a process's main thread only (it needs a signal)")
+        _watchdog.add(self)
+        return self
 
-    previous = signal.signal(signal.SIGALRM, _fire)
-    signal.setitimer(signal.ITIMER_REAL, seconds, REFIRE_S)
-    try:
-        yield
-    finally:
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> bool:
+        self.active = False  # from here the handler never raises for this budget
         while True:
             try:
-                armed[0] = False
-                signal.setitimer(signal.ITIMER_REAL, 0)
-                signal.signal(signal.SIGALRM, previous)
+                _watchdog.remove(self)
                 break
-            except OutOfTime:  # fired between the block's end and the disarming: clean up again
+            except OutOfTime:  # an outer budget's refire landed in the clean-up: clean up, it comes again
                 continue
+        return isinstance(exc, OutOfTime) and exc.budget is self
+
+
+def time_budget(seconds: float) -> TimeBudget:
+    """``TimeBudget(seconds)``: ``with time_budget(3.0) as budget: ...``, then ``budget.expired``."""
+    return TimeBudget(seconds)
+
+
+class _Watchdog:
+    """The active budgets (outermost first) and the thread that signals the main thread once one is due."""
+
+    def __init__(self) -> None:
+        self.budgets: list[TimeBudget] = []
+        self.cond = threading.Condition(threading.Lock())
+        self.thread: threading.Thread | None = None
+        self.installed = False
+        self.changing = False  # the main thread is editing ``budgets``: the handler waits for the refire
+
+    def add(self, budget: TimeBudget) -> None:
+        if not self.installed:
+            signal.signal(SIGNAL, self.on_signal)  # kept for the process's life: a late signal is harmless
+            self.installed = True
+        if self.thread is None or not self.thread.is_alive():
+            self.thread = threading.Thread(target=self.watch, name="cwgrpo-time-budget", daemon=True)
+            self.thread.start()
+        self.changing = True
+        try:
+            with self.cond:
+                budget.deadline = time.monotonic() + budget.seconds
+                budget.active = True
+                self.budgets.append(budget)
+                self.cond.notify()
+        finally:
+            self.changing = False
+
+    def remove(self, budget: TimeBudget) -> None:
+        self.changing = True
+        try:
+            with self.cond:
+                if budget in self.budgets:
+                    self.budgets.remove(budget)
+                self.cond.notify()
+        finally:
+            self.changing = False
+
+    def on_signal(self, signum: int, frame: object) -> None:
+        """In the main thread: raise for the outermost active budget that is past its deadline."""
+        if self.changing:
+            return
+        now = time.monotonic()
+        for budget in list(self.budgets):
+            if budget.active and now >= budget.deadline:
+                budget.expired = True
+                raise OutOfTime(budget)
+
+    def watch(self) -> None:
+        main = threading.main_thread().ident
+        with self.cond:
+            while True:
+                if not self.budgets:
+                    self.cond.wait()
+                    continue
+                wait = min(b.deadline for b in self.budgets) - time.monotonic()
+                if wait > 0:
+                    self.cond.wait(wait)
+                    continue
+                assert main is not None
+                signal.pthread_kill(main, SIGNAL)
+                self.cond.wait(REFIRE_S)
+
+    def after_fork_in_child(self) -> None:
+        """A forked child has no watchdog thread and none of its parent's blocks."""
+        self.budgets = []
+        self.cond = threading.Condition(threading.Lock())
+        self.thread = None
+        self.changing = False
+
+
+_watchdog = _Watchdog()
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_watchdog.after_fork_in_child)
