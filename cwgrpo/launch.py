@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING, Any
 from cwgrpo import multinode
 from cwgrpo.configs import ConfigError
 from cwgrpo.devices import lease
+from cwgrpo.lifetime import die_with_parent
 from cwgrpo.multinode import ports_needed
 from cwgrpo.vllm_server import GROUP_PORT_ENV, SERVER_PORT_ENV, vllm_server_options, wait_for_server
 
@@ -146,12 +147,16 @@ def _run(
     try:
         if server_cmd is not None:
             logger.info("starting vLLM server: %s", " ".join(server_cmd))
-            server = subprocess.Popen(server_cmd, env={**os.environ, **server_env}, pass_fds=lock_fds)
+            server = subprocess.Popen(
+                server_cmd, env={**os.environ, **server_env}, pass_fds=lock_fds, preexec_fn=die_with_parent
+            )
             port = server_cmd[server_cmd.index("--port") + 1] if "--port" in server_cmd else "8000"
             wait_for_server(f"http://localhost:{port}/health", server)
         logger.info("launching: %s", " ".join(train_cmd))
         env = {**os.environ, **train_env}
-        return subprocess.run(train_cmd, env=env, check=False, pass_fds=lock_fds).returncode
+        return subprocess.run(
+            train_cmd, env=env, check=False, pass_fds=lock_fds, preexec_fn=die_with_parent
+        ).returncode
     finally:
         if server is not None:
             server.terminate()

@@ -33,6 +33,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from cwgrpo.configs import ConfigError
+from cwgrpo.lifetime import die_with_parent
 from cwgrpo.vllm_server import (
     GROUP_PORT_ENV,
     SERVER_HOST_ENV,
@@ -214,7 +215,9 @@ def run_steps(server: Step | None, steps: list[Step], lock_fds: tuple[int, ...] 
     try:
         if server is not None:
             logger.info("starting vLLM server: %s", " ".join(server.argv))
-            proc = subprocess.Popen(server.argv, env={**os.environ, **server.env}, pass_fds=lock_fds)
+            proc = subprocess.Popen(
+                server.argv, env={**os.environ, **server.env}, pass_fds=lock_fds, preexec_fn=die_with_parent
+            )
             started.append(proc)
             env = steps[0].env
             host, port = env[SERVER_HOST_ENV], env[SERVER_PORT_ENV]
@@ -222,7 +225,9 @@ def run_steps(server: Step | None, steps: list[Step], lock_fds: tuple[int, ...] 
         training = []
         for step in steps:
             logger.info("launching %s: %s", step.name, " ".join(step.argv))
-            proc = subprocess.Popen(step.argv, env={**os.environ, **step.env}, pass_fds=lock_fds)
+            proc = subprocess.Popen(
+                step.argv, env={**os.environ, **step.env}, pass_fds=lock_fds, preexec_fn=die_with_parent
+            )
             started.append(proc)
             training.append(proc)
         status = 0

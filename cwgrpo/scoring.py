@@ -42,6 +42,7 @@ import sys
 import threading
 from collections.abc import Iterable, Sequence
 
+from cwgrpo.lifetime import pool_options
 from cwgrpo.time_budget import time_budget
 
 logger = logging.getLogger(__name__)
@@ -280,7 +281,7 @@ def _check_timeout(timeout_s: object) -> None:
 @functools.cache
 def _helper_pool() -> concurrent.futures.ProcessPoolExecutor:
     """One helper process for calls from threads other than the main one (signals need a main thread)."""
-    return concurrent.futures.ProcessPoolExecutor(max_workers=1, mp_context=_mp_context())
+    return concurrent.futures.ProcessPoolExecutor(max_workers=1, mp_context=_mp_context(), **pool_options())
 
 
 def grade_detailed(completion: str, gold: str, timeout_s: float = DEFAULT_TIMEOUT_S) -> GradeResult:
@@ -340,6 +341,9 @@ def grade_many(
             return [_grade_here(c, g, timeout_s) for c, g in pairs]
         return [grade_detailed(c, g, timeout_s) for c, g in pairs]
     chunks = [pairs[i : i + chunksize] for i in range(0, len(pairs), chunksize)]
-    with concurrent.futures.ProcessPoolExecutor(max_workers=processes, mp_context=_mp_context()) as pool:
+    pool = concurrent.futures.ProcessPoolExecutor(
+        max_workers=processes, mp_context=_mp_context(), **pool_options()
+    )
+    with pool:
         results = pool.map(_grade_chunk, chunks, [timeout_s] * len(chunks))
         return [r for chunk in results for r in chunk]
