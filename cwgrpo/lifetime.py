@@ -63,8 +63,12 @@ def _exit_when_gone(pid: int) -> None:
 
 
 def watch_parent(pid: int) -> None:
-    """Pool initializer: exit this worker once process ``pid`` (the pool's owner) has ended."""
-    threading.Thread(target=_exit_when_gone, args=(pid,), name="cwgrpo-watch-owner", daemon=True).start()
+    """Pool initializer: exit this worker once process ``pid`` (the pool's owner) has ended. A worker
+    without the memory to start the watching thread exits at once (its pool reports a broken pool)."""
+    try:
+        threading.Thread(target=_exit_when_gone, args=(pid,), name="cwgrpo-watch-owner", daemon=True).start()
+    except RuntimeError:  # "can't start new thread": no memory for its stack
+        os._exit(1)
 
 
 def pool_options() -> dict[str, Any]:

@@ -41,6 +41,7 @@ import re
 import sys
 import threading
 from collections.abc import Iterable, Sequence
+from concurrent.futures.process import BrokenProcessPool
 
 from cwgrpo.lifetime import pool_options
 from cwgrpo.time_budget import time_budget
@@ -309,12 +310,16 @@ def _mp_context():
     if main_file is not None and not os.path.exists(main_file):
         return multiprocessing.get_context("fork")
     ctx = multiprocessing.get_context("forkserver")
-    ctx.set_forkserver_preload(["cwgrpo.scoring", "math_verify"])
+    ctx.set_forkserver_preload(["cwgrpo.grading_server"])
     return ctx
 
 
 def _grade_chunk(chunk: Sequence[tuple[str, str]], timeout_s: float) -> list[GradeResult]:
-    return [_grade_here(c, g, timeout_s) for c, g in chunk]
+    """In a pool worker; one without memory exits at once, and its pool says so in one line."""
+    try:
+        return [_grade_here(c, g, timeout_s) for c, g in chunk]
+    except MemoryError:  # too little left to send the error back or print it
+        os._exit(1)
 
 
 def grade_many(
@@ -344,6 +349,11 @@ def grade_many(
     pool = concurrent.futures.ProcessPoolExecutor(
         max_workers=processes, mp_context=_mp_context(), **pool_options()
     )
-    with pool:
-        results = pool.map(_grade_chunk, chunks, [timeout_s] * len(chunks))
-        return [r for chunk in results for r in chunk]
+    try:
+        with pool:
+            results = pool.map(_grade_chunk, chunks, [timeout_s] * len(chunks))
+            return [r for chunk in results for r in chunk]
+    except (BrokenProcessPool, EOFError) as err:  # EOFError: the forkserver died starting a worker
+        raise MemoryError(
+            f"a grading worker process ended abruptly, most often for lack of memory ({processes} processes)"
+        ) from err

@@ -97,8 +97,12 @@ class _Watchdog:
             signal.signal(SIGNAL, self.on_signal)  # kept for the process's life: a late signal is harmless
             self.installed = True
         if self.thread is None or not self.thread.is_alive():
-            self.thread = threading.Thread(target=self.watch, name="cwgrpo-time-budget", daemon=True)
-            self.thread.start()
+            thread = threading.Thread(target=self.watch, name="cwgrpo-time-budget", daemon=True)
+            try:
+                thread.start()
+            except RuntimeError as err:  # "can't start new thread": no memory for its stack
+                raise MemoryError("no memory to start the time budget's watchdog thread") from err
+            self.thread = thread
         self.changing = True
         try:
             with self.cond:
