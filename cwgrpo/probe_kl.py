@@ -7,8 +7,16 @@ at that moment (at most ``max_completion_length`` tokens). After every optimiser
 next-token distribution (log-softmax of its unscaled logits) is scored at each completion position, and
 the mean over valid completion tokens (up to and including the first EOS) of
 ``KL(p_prev || p_new) = sum_v p_prev(v) (log p_prev(v) - log p_new(v))`` is appended to TRL's metrics, so
-it reaches the log line of that step (TRL averages it over ``logging_steps``). A resumed run fixes its
-probe set, and its start, at its resume point.
+it reaches the log line of that step (TRL averages it over ``logging_steps``).
+
+Resume: the probe set and the start's log-probs are written once, at train begin, to ``PROBE_FILE`` in the
+run's undeclared ``live/`` folder; a resumed run reads them back, so its ``probe/`` values are those of the
+uninterrupted run (the metrics stay byte-identical on one CPU machine). Without that file (deleted, or
+unreadable) a resumed run fixes a new probe set and start at its resume point, warns, and logs
+``probe/restarted: 1`` at its first step: ``probe/kl_from_start`` is then measured from the resume point.
+
+Size: ``cw_probe_prompts`` beyond the training set is cut to it, with a warning; a probe whose two stored
+log-prob tensors would exceed ``MAX_PROBE_BYTES`` is refused before anything is generated.
 
 Cost: one greedy generation at train begin, then one no-grad forward pass of the probes per step; the
 start's and the previous step's log-probs are kept on the model's device (2 x probes x completion tokens
@@ -19,12 +27,42 @@ for a 152k-token vocabulary, where fewer probes or shorter completions keep it s
 
 from __future__ import annotations
 
+import logging
+from pathlib import Path
 from typing import Any
 
 import torch
 from transformers import GenerationConfig, TrainerCallback
 
+from cwgrpo.io import atomic_path
+
+logger = logging.getLogger(__name__)
+
 KEYS = ("probe/kl_consecutive", "probe/kl_from_start")
+RESTARTED = "probe/restarted"
+PROBE_FILE = "probe_set.pt"  # in the run's live/ folder: the probe set and the start's log-probs
+MAX_PROBE_BYTES = 8 * 2**30  # the start's and the previous step's log-probs together
+
+
+def probe_count(requested: int, dataset_size: int, completion_tokens: int, vocab_size: int) -> int:
+    """How many prompts the probe uses: ``requested`` cut to the training set (a warning says so); a
+    ValueError if its stored log-probs would pass ``MAX_PROBE_BYTES``."""
+    n = min(requested, dataset_size)
+    if n < requested:
+        logger.warning(
+            "cw_probe_prompts=%d is more than the %d training prompts: the probe uses all %d",
+            requested,
+            dataset_size,
+            n,
+        )
+    size = 2 * n * completion_tokens * vocab_size * 4
+    if size > MAX_PROBE_BYTES:
+        raise ValueError(
+            f"cw_probe_prompts={requested}: {n} probes x {completion_tokens} completion tokens x {vocab_size} "
+            f"vocabulary would keep {size / 2**30:.1f} GiB of log-probs (at most {MAX_PROBE_BYTES / 2**30:.0f}); "
+            "use fewer probe prompts"
+        )
+    return n
 
 
 def mean_token_kl(prev_logps: torch.Tensor, new_logps: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
@@ -66,15 +104,17 @@ class ProbeKL(TrainerCallback):
         self.inputs: dict[str, torch.Tensor] | None = None
         self.start: torch.Tensor | None = None
         self.prev: torch.Tensor | None = None
+        self.restarted = False  # a resume without the saved probe set: marked at its first step
 
     # -- the probe set ---------------------------------------------------------------------------------
     @torch.no_grad()
     def _build_probes(self, model) -> dict[str, torch.Tensor]:
         """Prompt ids as the trainer builds them, left-padded, plus one greedy completion each."""
         t = self.trainer
-        n = min(self.n_prompts, len(t.train_dataset))
-        if n < 1:
+        if len(t.train_dataset) < 1:
             raise ValueError("cw_probe_prompts: the training dataset has no prompt to probe with")
+        vocab = model.config.get_text_config().vocab_size
+        n = probe_count(self.n_prompts, len(t.train_dataset), t.max_completion_length, vocab)
         prompts = [t.train_dataset[i]["prompt"] for i in range(n)]  # rows as TRL's sampler yields them
         prompt_ids, _, _ = t._tokenize_prompts(prompts)
         device = t.accelerator.device
@@ -127,9 +167,45 @@ class ProbeKL(TrainerCallback):
         finally:
             model.train(was_training)
 
+    # -- the probe set across a resume ------------------------------------------------------------------
+    def _save(self, path: Path) -> None:
+        assert self.inputs is not None and self.start is not None
+        state = {"n_prompts": self.n_prompts, "inputs": {k: v.cpu() for k, v in self.inputs.items()}}
+        with atomic_path(path) as tmp:
+            torch.save({**state, "start": self.start.cpu()}, tmp)
+
+    def _load(self, path: Path) -> bool:
+        """The probe set and start saved by this run's first start, if readable and of this probe."""
+        try:
+            state = torch.load(path, map_location=self.trainer.accelerator.device, weights_only=True)
+        except (OSError, RuntimeError, ValueError, EOFError) as err:
+            logger.warning("the probe set of this run (%s) is unreadable: %s", path, err)
+            return False
+        if not isinstance(state, dict) or state.get("n_prompts") != self.n_prompts:
+            logger.warning("the probe set in %s is of another cw_probe_prompts", path)
+            return False
+        self.inputs, self.start = state["inputs"], state["start"]
+        return True
+
     # -- the callback ----------------------------------------------------------------------------------
     def on_train_begin(self, args, state, control, **kwargs):
+        path = Path(args.output_dir) / "live" / PROBE_FILE  # train_config.LIVE
+        self.restarted = False
+        if state.global_step > 0 and self._load(path):
+            self.prev = self._score(self.trainer.model)
+            return
         self.start = self.prev = self._score(self.trainer.model)
+        if state.global_step > 0:
+            logger.warning(
+                "step %d: the probe set of this run's start is missing (%s): probe/kl_from_start is measured "
+                "from this resume point (logged as %s)",
+                state.global_step,
+                path,
+                RESTARTED,
+            )
+            self.restarted = True
+        elif self.trainer.accelerator.is_main_process:
+            self._save(path)
 
     def on_step_end(self, args, state, control, **kwargs):
         assert self.inputs is not None and self.prev is not None and self.start is not None
@@ -139,4 +215,7 @@ class ProbeKL(TrainerCallback):
         metrics = self.trainer._metrics["train"]  # read by TRL's log() at this step's log line
         for key, value in zip(KEYS, values.cpu().tolist(), strict=True):
             metrics[key].append(value)
+        if self.restarted:
+            metrics[RESTARTED].append(1.0)
+            self.restarted = False
         self.prev = new

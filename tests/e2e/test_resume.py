@@ -73,3 +73,60 @@ def test_killed_training_resumes_from_its_newest_complete_checkpoint(e2e_inputs,
     fourth = subprocess.run(changed, cwd=tmp_path, capture_output=True, text=True, timeout=600)
     assert fourth.returncode == 2
     assert "another configuration" in fourth.stderr
+
+
+SPREAD = """
+def spread(completions, **kwargs):
+    texts = [c if isinstance(c, str) else c[0]["content"] for c in completions]
+    return [float(sum(map(ord, t)) % 7) for t in texts]
+"""
+
+
+def _kill_after_first_checkpoint(cmd: list[str], cwd) -> int:
+    """Start ``cmd``, SIGKILL it once its first checkpoint is complete; the newest complete step."""
+    first = subprocess.Popen(
+        cmd, cwd=cwd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True
+    )
+    marker = cwd / "run" / "steps" / "step2.json"
+    deadline = time.monotonic() + 300
+    while not marker.exists():
+        assert first.poll() is None, first.stderr.read().decode()[-3000:]
+        assert time.monotonic() < deadline, "no first checkpoint within 300 s"
+        time.sleep(0.1)
+    os.killpg(first.pid, signal.SIGKILL)
+    first.wait()
+    complete = [p for p in (cwd / "run").glob("checkpoint-*") if (p / "cwgrpo_complete.json").is_file()]
+    return max(int(p.name.split("-")[1]) for p in complete)
+
+
+def test_a_resumed_run_with_a_probe_logs_what_the_uninterrupted_run_logs(e2e_inputs, tmp_path):
+    """The probe set and its start are kept in the run folder: a killed and resumed run's metrics.jsonl is
+    byte-identical to the uninterrupted run's; without them the resume is marked in the log."""
+    replaced = {"max_steps=8": "max_steps=6", "learning_rate=1e-4": "learning_rate=1e-2"}
+    replaced["reward_funcs=[accuracy,format]"] = "reward_funcs=[probe_rewards:spread]"
+    probe = [replaced.get(a, a) for a in TRAIN] + ["--set", "cw_probe_prompts=4"]
+    cmd = [sys.executable, "-m", "cwgrpo.cli", *probe]
+    folders = {name: tmp_path / name for name in ("whole", "resumed", "lost")}
+    for folder in folders.values():
+        folder.mkdir()
+        for name in ("model", "data"):
+            shutil.copytree(e2e_inputs / name, folder / name)
+        (folder / "probe_rewards.py").write_text(SPREAD)  # a reward with spread: the policy moves
+    done = subprocess.run(cmd, cwd=folders["whole"], capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+
+    killed_at = _kill_after_first_checkpoint(cmd, folders["resumed"])
+    assert killed_at < 6, "the run was not cut before its end"
+    shutil.rmtree(folders["lost"])
+    shutil.copytree(folders["resumed"], folders["lost"])
+    (folders["lost"] / "run" / "live" / "probe_set.pt").unlink(missing_ok=True)
+    for name in ("resumed", "lost"):
+        done = subprocess.run(cmd, cwd=folders[name], capture_output=True, text=True, timeout=600)
+        assert done.returncode == 0, done.stderr[-3000:]
+
+    metrics = {name: (folder / "run" / "metrics.jsonl").read_bytes() for name, folder in folders.items()}
+    whole = [json.loads(line) for line in metrics["whole"].splitlines()]
+    assert all(r["probe/kl_from_start"] > 0 for r in whole), "the policy did not move: nothing is compared"
+    assert metrics["resumed"] == metrics["whole"]
+    lost = [json.loads(line) for line in metrics["lost"].splitlines()]
+    assert [r["step"] for r in lost if "probe/restarted" in r] == [killed_at + 1]

@@ -128,3 +128,24 @@ def test_a_negative_probe_count_is_refused(tmp_path):
 
     with pytest.raises(ConfigError, match=r"cw_probe_prompts=-1: must be an integer >= 0"):
         build_train_config({**TWO_STEP_TRL, "cw_probe_prompts": -1}, tmp_path / "run")
+
+
+def test_more_probe_prompts_than_training_prompts_are_cut_with_a_warning(caplog):
+    from cwgrpo.probe_kl import probe_count
+
+    with caplog.at_level("WARNING", logger="cwgrpo.probe_kl"):
+        assert probe_count(100_000, 6, 8, 266) == 6
+    assert "cw_probe_prompts=100000 is more than the 6 training prompts: the probe uses all 6" in caplog.text
+    caplog.clear()
+    assert probe_count(4, 6, 8, 266) == 4
+    assert not caplog.text
+
+
+def test_a_probe_too_large_to_keep_is_refused_before_generating():
+    from cwgrpo.probe_kl import probe_count
+
+    assert probe_count(32, 40_000, 64, 152_064)  # the docstring's 2.5 GB
+    with pytest.raises(
+        ValueError, match=r"cw_probe_prompts=100000: 40000 probes x 64 .* use fewer probe prompts"
+    ):
+        probe_count(100_000, 40_000, 64, 152_064)
