@@ -1,12 +1,15 @@
 """The one wall-clock budget for a block of code: grading one answer (``cwgrpo.scoring``) and one call of a
 reward (``cwgrpo.reward_guard``). Main thread only (signals reach a process's main thread).
 
-Why not ``signal.alarm``/``setitimer``: a process has one such timer, and libraries use it for their own
-timeouts. math-verify 0.9's ``parse``/``verify`` arm ``signal.alarm`` and, when they return, switch it off
-(``alarm(0)``): a budget kept there stopped working once a reward had called them. Here a watchdog thread
-keeps the deadlines and, when one passes, sends ``SIGNAL`` (a real-time signal nobody else arms, with a
-handler installed once and never removed) to the main thread; the handler raises ``OutOfTime``. The
-signal also interrupts a blocking call (``time.sleep``, a read) in the main thread.
+Two timers, because each misses a case. A process has one ``signal.alarm``/``setitimer`` timer, and
+libraries use it for their own timeouts: math-verify 0.9's ``parse``/``verify`` arm ``signal.alarm`` and,
+when they return, switch it off (``alarm(0)``), so a budget kept there alone stopped working once a reward
+had called them. So a watchdog thread also keeps the deadlines and, when one passes, sends ``SIGNAL`` (a
+real-time signal nobody else arms, its handler installed once and never removed) to the main thread. The
+thread needs the GIL, which C code that checks for signals but never releases the GIL denies it (Python's
+big-integer power); the process timer (``ITIMER_REAL``, SIGALRM, armed for the earliest deadline while a
+budget is active) reaches that code. Both signals run one handler, which raises ``OutOfTime`` for a budget
+past its deadline and does nothing otherwise; both interrupt a blocking call (``time.sleep``, a read).
 
 Why raise again: one raise is not enough. ``OutOfTime`` is a ``BaseException`` so ``except Exception`` does
 not catch it, but code that catches ``BaseException`` (parsers do), or a signal landing in a ``__del__``
@@ -16,9 +19,9 @@ the block ends, and the block counts as expired (``TimeBudget.expired``) even if
 Budgets nest: an outer budget that runs out while an inner one is active unwinds through the inner one
 (``OutOfTime.budget`` names the budget that ran out; each budget suppresses only its own).
 
-Not covered: C code that holds the GIL and never returns to the interpreter (a catastrophic regular
-expression in ``re``) cannot be interrupted by any in-process timer; only running it in another process
-can bound it.
+Not covered: one C call that holds the GIL and never checks for signals (``sum(range(10**11))``, a huge
+big-integer power) cannot be interrupted by any in-process timer; ``cwgrpo.reward_guard`` stops the
+process instead, and only running such code in another process could bound it.
 """
 
 from __future__ import annotations
@@ -82,6 +85,9 @@ def time_budget(seconds: float) -> TimeBudget:
     return TimeBudget(seconds)
 
 
+_NONE = object()  # no SIGALRM handler saved
+
+
 class _Watchdog:
     """The active budgets (outermost first) and the thread that signals the main thread once one is due."""
 
@@ -91,6 +97,7 @@ class _Watchdog:
         self.thread: threading.Thread | None = None
         self.installed = False
         self.changing = False  # the main thread is editing ``budgets``: the handler waits for the refire
+        self.previous_alarm: object = _NONE  # SIGALRM's handler before the outermost budget
 
     def add(self, budget: TimeBudget) -> None:
         if not self.installed:
@@ -110,6 +117,7 @@ class _Watchdog:
                 budget.active = True
                 self.budgets.append(budget)
                 self.cond.notify()
+                self.arm_timer()
         finally:
             self.changing = False
 
@@ -120,8 +128,24 @@ class _Watchdog:
                 if budget in self.budgets:
                     self.budgets.remove(budget)
                 self.cond.notify()
+                self.arm_timer()
         finally:
             self.changing = False
+
+    def arm_timer(self) -> None:
+        """The process's own timer for the earliest deadline, SIGALRM to ``on_signal`` while budgets are
+        active (the previous handler back after the last): it interrupts C code that checks for signals
+        but never lets the watchdog thread run (Python's big-integer power), unless a library cleared it."""
+        if not self.budgets:
+            signal.setitimer(signal.ITIMER_REAL, 0)  # first: no alarm comes after the handler goes
+            if self.previous_alarm is not _NONE:
+                signal.signal(signal.SIGALRM, self.previous_alarm or signal.SIG_DFL)
+                self.previous_alarm = _NONE
+            return
+        if self.previous_alarm is _NONE:
+            self.previous_alarm = signal.signal(signal.SIGALRM, self.on_signal)
+        due = min(b.deadline for b in self.budgets) - time.monotonic()
+        signal.setitimer(signal.ITIMER_REAL, max(due, 0.001), REFIRE_S)
 
     def on_signal(self, signum: int, frame: object) -> None:
         """In the main thread: raise for the outermost active budget that is past its deadline."""
@@ -154,6 +178,7 @@ class _Watchdog:
         self.cond = threading.Condition(threading.Lock())
         self.thread = None
         self.changing = False
+        self.previous_alarm = _NONE
 
 
 _watchdog = _Watchdog()

@@ -199,3 +199,36 @@ def test_a_gold_read_only_in_part_is_unscorable(gold):
     (the CHAMP golds above came back as 1 and 100) is not that gold: unscorable, never a spurious match."""
     result = grade_detailed("Final answer: the value is 1. \\boxed{100}", gold)
     assert result.unscorable and not result.correct
+
+
+HUGE_ANSWERS = [
+    r"\boxed{9^{9^{9}}}",
+    r"\boxed{10^{-9^{9}}}",
+    r"\boxed{100000000!}",
+    r"\boxed{\binom{10^9}{10^8}}",
+]
+
+
+def test_a_number_too_large_to_compute_runs_out_of_its_budget():
+    """verify computes these exactly, in C code that checks for signals but never releases the GIL
+    (minutes each): the budget's process timer, not its watchdog thread, must stop them."""
+    import subprocess
+    import sys
+
+    script = (
+        "import sys, time\n"
+        "from cwgrpo.scoring import grade_detailed\n"
+        "grade_detailed('warm-up', '1')\n"
+        "start = time.monotonic()\n"
+        "for answer in sys.argv[1:]:\n"
+        "    assert not grade_detailed('so ' + answer, '1', 3.0).correct\n"
+        "print(round(time.monotonic() - start, 1))\n"
+    )
+    try:
+        done = subprocess.run(
+            [sys.executable, "-c", script, *HUGE_ANSWERS], capture_output=True, text=True, timeout=90
+        )
+    except subprocess.TimeoutExpired:
+        pytest.fail("grading a huge number ran past its budget")
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert float(done.stdout) < (3 + 2) * len(HUGE_ANSWERS)
