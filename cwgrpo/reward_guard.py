@@ -15,9 +15,13 @@
 
 from __future__ import annotations
 
+import asyncio
+import faulthandler
 import functools
+import inspect
 import logging
 import math
+import numbers
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
@@ -29,6 +33,7 @@ from cwgrpo.time_budget import TimeBudget
 logger = logging.getLogger(__name__)
 
 SAMPLE_BUDGET_S = 60.0
+HARD_STOP_S = 30.0  # a reward stuck in C code: the process stops this long after twice its budget
 MISSING_STEPS = 3
 
 
@@ -36,35 +41,71 @@ class RewardTimeout(ConfigError):
     """A reward call ran past its budget (raised after the call has unwound, outside the reward's code)."""
 
 
+def _timed_out(what: str, seconds: float) -> RewardTimeout:
+    return RewardTimeout(f"{what} took more than {seconds:g} s (reward_timeout_s)")
+
+
 def call_within(seconds: float | None, what: str, func: Callable[..., Any], /, **kwargs: Any) -> Any:
     """``func(**kwargs)`` under one ``cwgrpo.time_budget`` of ``seconds``; a call that runs out raises
     ``RewardTimeout`` naming ``what``, whatever the reward did with the budget's exception. Without
-    ``seconds``, or off the main thread (no signal reaches it), the call has no budget."""
+    ``seconds``, or off the main thread (no signal reaches it), the call has no budget.
+
+    A call stuck in C code that holds the GIL cannot be interrupted at all: ``HARD_STOP`` after its budget
+    (``2 x budget + HARD_STOP_S``) the process prints every thread's stack, the reward's line among them,
+    and exits with status 1 (``faulthandler``'s own thread needs no GIL), rather than hang for ever."""
     if seconds is None or threading.current_thread() is not threading.main_thread():
         return func(**kwargs)
     budget = TimeBudget(seconds)
+    faulthandler.dump_traceback_later(2 * seconds + HARD_STOP_S, exit=True)
     try:
         with budget:
             out = func(**kwargs)
     except BaseException as err:
         if budget.expired:
-            raise RewardTimeout(f"{what} took more than {seconds:g} s (reward_timeout_s)") from err
+            raise _timed_out(what, seconds) from err
         raise
+    finally:
+        faulthandler.cancel_dump_traceback_later()
     if budget.expired:  # the reward caught every OutOfTime and returned late
-        raise RewardTimeout(f"{what} took more than {seconds:g} s (reward_timeout_s)")
+        raise _timed_out(what, seconds)
     return out
 
 
+async def _await_within(seconds: float | None, what: str, func: Callable[..., Any], /, **kwargs: Any) -> Any:
+    """``await func(**kwargs)`` (an async reward, run on TRL's event loop) under ``seconds``."""
+    try:
+        return await asyncio.wait_for(func(**kwargs), seconds)
+    except TimeoutError as err:
+        raise _timed_out(what, seconds or 0) from err
+
+
 def with_budget(name: str, func: RewardFunc, seconds: float | None) -> RewardFunc:
-    """``func`` with a time budget per call; the same function without one."""
+    """``func`` with a time budget per call (an async reward stays async); the same function without one."""
     if seconds is None:
         return func
+    what = f"one call of reward {name!r}"
+    if is_async(func):
+
+        @functools.wraps(func)
+        async def bounded_async(*args: Any, **kwargs: Any) -> list[float | None]:
+            return await _await_within(seconds, what, functools.partial(func, *args), **kwargs)
+
+        return bounded_async
 
     @functools.wraps(func)
     def bounded(*args: Any, **kwargs: Any) -> list[float | None]:
-        return call_within(seconds, f"one call of reward {name!r}", functools.partial(func, *args), **kwargs)
+        return call_within(seconds, what, functools.partial(func, *args), **kwargs)
 
     return bounded
+
+
+def is_async(func: Callable[..., Any]) -> bool:
+    """Whether calling ``func`` gives a coroutine (a function, a partial of one, or an async ``__call__``),
+    as TRL decides whether to await a reward."""
+    target = func.func if isinstance(func, functools.partial) else func
+    if inspect.iscoroutinefunction(target):
+        return True
+    return not inspect.isroutine(target) and inspect.iscoroutinefunction(type(target).__call__)
 
 
 def sample_call(row: Mapping[str, Any]) -> dict[str, Any]:
@@ -88,20 +129,26 @@ def check_on_sample(name: str, func: RewardFunc, row: Mapping[str, Any], budget:
     """Call ``func`` once on ``row``; a reward that raises or returns anything but one float (or None) is a
     ``ConfigError`` naming it."""
     where = f"reward {name!r}, called on the first training row before training"
+    seconds = budget or SAMPLE_BUDGET_S
     try:
-        out = call_within(budget or SAMPLE_BUDGET_S, where, func, **sample_call(row))
+        if is_async(func):
+            out = asyncio.run(_await_within(seconds, where, func, **sample_call(row)))
+        else:
+            out = call_within(seconds, where, func, **sample_call(row))
     except RewardTimeout as err:
         raise ConfigError(f"{err}: a reward must return within its budget; set reward_timeout_s") from err
     except Exception as err:  # a user's function may raise anything; it is named, not hidden
         raise ConfigError(f"{where}, raised {type(err).__name__}: {err}") from err
-    if not isinstance(out, Sequence) or isinstance(out, (str, bytes)):
+    if isinstance(out, (str, bytes, Mapping)) or not (
+        hasattr(out, "__len__") and hasattr(out, "__getitem__")
+    ):
         raise ConfigError(
             f"{where}, returned {type(out).__name__}, not a list of one float or None per completion"
         )
     if len(out) != 1:
         raise ConfigError(f"{where}, returned {len(out)} values for 1 completion: return one per completion")
     value = out[0]
-    if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))):
+    if value is not None and (isinstance(value, bool) or not isinstance(value, numbers.Real)):
         raise ConfigError(
             f"{where}, returned {value!r} ({type(value).__name__}): a reward is a float or None"
         )
