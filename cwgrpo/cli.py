@@ -167,13 +167,18 @@ def check_memory_limit(name: str) -> None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
+    name = f" {argv[0]}" if argv and argv[0] in COMMANDS else ""
     try:
         return _main(argv)
+    except KeyboardInterrupt:  # Ctrl-C, or a user's function raising it: one line, not a traceback
+        if os.environ.get("CWGRPO_DEBUG"):
+            raise
+        print(f"cwgrpo{name}: interrupted", file=sys.stderr)
+        return 130
     except (MemoryError, ImportError, OSError, RuntimeError) as err:
         message = out_of_memory_message(err)
         if message is None or os.environ.get("CWGRPO_DEBUG"):
             raise
-        name = f" {argv[0]}" if argv and argv[0] in COMMANDS else ""
         print(f"cwgrpo{name}: error: {message}", file=sys.stderr)
         return 2
 

@@ -178,7 +178,7 @@ class ProbeKL(TrainerCallback):
         """The probe set and start saved by this run's first start, if readable and of this probe."""
         try:
             state = torch.load(path, map_location=self.trainer.accelerator.device, weights_only=True)
-        except (OSError, RuntimeError, ValueError, EOFError) as err:
+        except Exception as err:  # missing, truncated, not torch's: any of them means start afresh, marked
             logger.warning("the probe set of this run (%s) is unreadable: %s", path, err)
             return False
         if not isinstance(state, dict) or state.get("n_prompts") != self.n_prompts:
