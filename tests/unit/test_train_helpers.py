@@ -95,3 +95,17 @@ def test_training_config_raises_no_futurewarning_about_gradient_checkpointing(tm
         cfg = build_train_config(options, tmp_path / "run")
     assert cfg.trl.activation_checkpointing is expected and cfg.trl.gradient_checkpointing is expected
     assert cfg.trl_kwargs.get("gradient_checkpointing") == given.get("gradient_checkpointing")
+
+
+def test_a_run_folder_copied_elsewhere_keeps_its_config_hash(tmp_path):
+    """Weak spot: a copied run folder was refused as 'changed the options': its own path was hashed."""
+    from cwgrpo.configs import config_hash
+    from cwgrpo.train_config import build_train_config
+
+    options = {"max_steps": 2, "use_cpu": True, "bf16": False}
+    here = build_train_config(options, tmp_path / "runs" / "a")
+    there = build_train_config(options, tmp_path / "elsewhere" / "copy-of-a")
+    assert here.resolved() != there.resolved()  # run.json still says where each run was trained
+    assert config_hash(here.identity()) == config_hash(there.identity())
+    other = build_train_config({**options, "max_steps": 3}, tmp_path / "runs" / "a")
+    assert config_hash(other.identity()) != config_hash(here.identity())
