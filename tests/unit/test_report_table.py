@@ -621,3 +621,28 @@ def test_the_copy_is_the_presets_table_and_says_so(tmp_path):
     identity = {"files": [], "versions": [], "commits": [], "config_hashes": []}
     assert footer_text(identity, "abc", preset="tiny").startswith("preset tiny · made by cwgrpo")
     assert not footer_text(identity, "abc").startswith("preset")
+
+
+def _table_args(tmp_path):
+    paths = make_results(tmp_path / "r")
+    cfg = tmp_path / "tiny.yaml"
+    cfg.write_text(json.dumps(TINY))
+    flags = out_flags(tmp_path / "f" / "table1.pdf", tmp_path / "res")
+    return ["table", "--summaries", *map(str, paths), *flags, "--config", str(cfg), "--set", "step=100"]
+
+
+def test_two_outputs_naming_one_file_are_refused_before_anything_is_written(tmp_path, capsys):
+    pdf = tmp_path / "f" / "table1.pdf"
+    args = [*_table_args(tmp_path), "--out-avg-pdf", str(pdf), "--out-avg-png", str(tmp_path / "a.png")]
+    assert main(args) == 2
+    assert "are one file" in capsys.readouterr().err
+    assert not pdf.exists() and not (tmp_path / "res").exists()
+
+
+def test_an_output_that_is_a_folder_is_refused_before_anything_is_written(tmp_path, capsys):
+    folder = tmp_path / "folder"
+    folder.mkdir()
+    args = [*_table_args(tmp_path), "--out-avg-pdf", str(folder), "--out-avg-png", str(tmp_path / "a.png")]
+    assert main(args) == 2
+    assert f"--out-avg-pdf {folder}: a folder" in capsys.readouterr().err
+    assert not (tmp_path / "res").exists()

@@ -10,6 +10,7 @@ import sys
 import pytest
 from test_workflow import REPO
 
+from cwgrpo.cli import main
 from cwgrpo.configs import ConfigError
 from cwgrpo.plan import Job, load_budgets, parse_dry_run, plan_markdown, wall_hours
 
@@ -106,3 +107,16 @@ def test_hardware_page_states_the_budgets_the_plan_uses():
         f"the base models ({one['fetch_model']['disk_gb']:g} + {seven['fetch_model']['disk_gb']:g} GB)"
         in page
     )
+
+
+def test_plan_names_what_the_schema_refuses_in_a_preset(tmp_path, capsys):
+    preset = tmp_path / "odd.yaml"
+    preset.write_text("name: p1\nkind: paper\nsizes: {1.5b: {}}\n")  # no methods
+    assert main(["plan", "--configfile", str(preset)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "methods: missing (required)" in err[0] and "data: missing (required)" in err[0]
+
+
+def test_plan_a_folder_as_configfile_is_called_a_folder(tmp_path, capsys):
+    assert main(["plan", "--configfile", str(tmp_path)]) == 2
+    assert f"--configfile {tmp_path}: a folder, not a file" in capsys.readouterr().err
