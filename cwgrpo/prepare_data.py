@@ -113,7 +113,7 @@ def file_arguments(args) -> tuple[list[Path], list[Path]]:
 
 
 def dataset_spec(args) -> DatasetSpec:
-    """A registry entry, or the user's own dataset when options are given (``cwgrpo.owndata``)."""
+    """A registry entry, or the user's own dataset when options are given (``OwnDataset``)."""
     from cwgrpo.configs import build_config, parse_overrides
 
     overrides = parse_overrides(args.overrides)
