@@ -380,6 +380,26 @@ def test_own_dataset_bad_options(options, message):
         prepare_data.OwnDataset(**options).spec("mine")
 
 
+@pytest.mark.parametrize("name", ["my data", "café", "a-b", "x/y"])
+def test_a_dataset_name_outside_the_pattern_says_so_at_parse_time_and_run_time(tmp_path, capsys, name):
+    """Weak spot: the workflow called 'my data' unknown and then listed it among the known names, while
+    prepare-data accepted it."""
+    from cwgrpo.dag import checks
+    from tests.unit.dag_presets import preset
+
+    config = preset("byo.yaml")
+    config["datasets"][name] = config["datasets"].pop("my_train")
+    config["data"]["train"] = name
+    lines = checks.collect([lambda: checks.name_errors(config)])
+    expected = f"dataset name {name!r} may hold only ASCII letters, digits and _ (the pattern [A-Za-z0-9_]+)"
+    assert len(lines) == 1 and lines[0].startswith(f"datasets.{name}: {expected}")
+    source = tmp_path / "mine.jsonl"
+    source.write_text('{"problem": "p", "answer": "1"}\n')
+    argv = ["prepare-data", "--dataset", name, "--set", f"path={source}", "--out", str(tmp_path / "o.jsonl")]
+    assert cli.main(argv) == 2
+    assert expected in capsys.readouterr().err and not (tmp_path / "o.jsonl").exists()
+
+
 def test_gold_kinds_follow_the_released_configuration():
     """Each paper benchmark's spec carries the released gold kind; a stand-in takes its mirror's."""
     paper_kinds = [data.gold_kind_for(b) for b in ("aime24", "amc23", "math500", "minerva", "olympiadbench")]
