@@ -86,7 +86,8 @@ class OwnDataset:
                     f"dataset {name!r}: revision and subset are for Hub datasets, not a local file"
                 )
             if not Path(self.path).is_file():
-                raise ConfigError(f"dataset {name!r}: file not found: {self.path}")
+                what = "a folder, not a file" if Path(self.path).is_dir() else "file not found"
+                raise ConfigError(f"dataset {name!r}: {what}: {self.path}")
         return DatasetSpec(
             name,
             self.id,

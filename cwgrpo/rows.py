@@ -32,6 +32,8 @@ CSV_CELL_LIMIT = 2**24  # characters in one CSV cell: a long problem is read, a 
 def read_text(path: Path) -> str:
     """A text file's content: UTF-8 (a byte-order mark dropped) or UTF-16 with a byte-order mark."""
     raw = path.read_bytes()
+    if raw.startswith(b"\x1f\x8b"):
+        raise ConfigError(f"{path} is gzip-compressed: decompress it first (gunzip)")
     encoding = "utf-16" if raw.startswith((codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)) else "utf-8-sig"
     try:
         text = raw.decode(encoding)
@@ -77,7 +79,8 @@ def _json_rows(path: Path, text: str, columns: tuple[str | None, ...]) -> list[A
         if isinstance(whole, (list, dict)):
             return whole if isinstance(whole, list) else [whole]
     rows = []
-    for lineno, line in enumerate(text.split("\n"), start=1):  # not splitlines: U+2028 is text in JSON
+    lines = text.replace("\r\n", "\n").replace("\r", "\n").split("\n")  # not splitlines: U+2028 is JSON text
+    for lineno, line in enumerate(lines, start=1):
         if line.strip():
             try:
                 rows.append(_json_text(line, path, columns, f":{lineno}"))
@@ -92,6 +95,10 @@ def _csv_rows(path: Path, text: str, columns: tuple[str | None, ...]) -> list[di
     reader = csv.reader(io.StringIO(text, newline=""))
     try:
         header = next(reader, [])
+        if len(header) == 1 and any(sep in header[0] for sep in ";\t|"):
+            raise ConfigError(
+                f"{path}: the header is one column ({header[0]!r}): save the file with ',' between cells"
+            )
         _duplicates(path, header, columns)
         rows = []
         for i, cells in enumerate(row for row in reader if row):

@@ -372,6 +372,7 @@ def test_own_dataset_column_that_does_not_exist_is_named(tmp_path, capsys):
         ({}, "exactly one of id"),
         ({"id": "org/data"}, "needs a revision"),
         ({"path": "no/such.jsonl"}, "file not found"),
+        ({"path": "."}, "a folder, not a file: ."),
         ({"path": "x", "id": "org/data"}, "exactly one of id"),
     ],
 )

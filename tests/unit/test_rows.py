@@ -335,3 +335,27 @@ def test_a_compressed_file_is_named(tmp_path, capsys):
 
     code, _ = _prepare(tmp_path, "own.jsonl.gz", gzip.compress(b'{"problem": "p", "answer": "1"}\n'))
     assert code == 2 and "(a compressed file: decompress it first)" in capsys.readouterr().err
+
+
+def test_a_gzip_file_under_a_plain_name_is_named(tmp_path, capsys):
+    """Weak spot: a gzip'ed .jsonl was 'not UTF-8 text (can't decode byte 0x8b)'."""
+    import gzip
+
+    code, _ = _prepare(tmp_path, "own.jsonl", gzip.compress(b'{"problem": "p", "answer": "1"}\n'))
+    assert code == 2 and "own.jsonl is gzip-compressed: decompress it first" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("sep", [";", "\t"])
+def test_a_csv_separated_by_another_character_is_named(tmp_path, capsys, sep):
+    """Weak spot: Excel's ';'-separated CSV (a European locale) was 'missing column problem'."""
+    code, _ = _prepare(tmp_path, "own.csv", f"problem{sep}answer\np{sep}1\n")
+    err = capsys.readouterr().err
+    assert code == 2 and "the header is one column" in err and "save the file with ',' between cells" in err
+
+
+def test_jsonl_with_old_mac_line_ends_is_read(tmp_path):
+    """Weak spot: CR-only line ends made the whole file one line ('Extra data')."""
+    code, records = _prepare(
+        tmp_path, "own.jsonl", '{"problem": "p", "answer": "1"}\r{"problem": "q", "answer": 2}\r'
+    )
+    assert code == 0 and _answers(records) == ["1", "2"]
