@@ -29,14 +29,19 @@ READERS = (".jsonl", ".json", ".csv", ".parquet")
 CSV_CELL_LIMIT = 2**24  # characters in one CSV cell: a long problem is read, a runaway quote is named
 
 
-def read_text(path: Path) -> str:
-    """A text file's content: UTF-8 (a byte-order mark dropped) or UTF-16 with a byte-order mark."""
-    raw = path.read_bytes()
-    if raw.startswith(b"\x1f\x8b"):
+def _encoding(head: bytes, path: Path) -> str:
+    """The codec of a text file from its first bytes: UTF-16 by its byte-order mark, else UTF-8 (a mark
+    dropped); a gzip'ed file is refused."""
+    if head.startswith(b"\x1f\x8b"):
         raise ConfigError(f"{path} is gzip-compressed: decompress it first (gunzip)")
-    encoding = "utf-16" if raw.startswith((codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)) else "utf-8-sig"
+    return "utf-16" if head.startswith((codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)) else "utf-8-sig"
+
+
+def read_text(path: Path) -> str:
+    """A text file's content (``_encoding``); text that is not UTF-8, or holds NUL characters, is refused."""
+    raw = path.read_bytes()
     try:
-        text = raw.decode(encoding)
+        text = raw.decode(_encoding(raw[:4], path))
     except UnicodeDecodeError as err:
         raise ConfigError(f"{path} is not UTF-8 text ({err}): save it as UTF-8") from err
     if "\x00" in text:
@@ -152,17 +157,21 @@ def _parquet_rows(path: Path, columns: tuple[str | None, ...]) -> list[dict[str,
 
 def columns_of(path: Path) -> list[str] | None:
     """The column names of a local .jsonl (its first record), .csv (its header) or .parquet (its schema) file,
-    read as ``read_local_rows`` reads them; None for another file or one it cannot read."""
+    read as ``read_local_rows`` reads them but without reading the whole file (the workflow asks at parse
+    time); None for another file or one it cannot read."""
     suffix = path.suffix.lower()
     try:
         if suffix == ".parquet":
             import pyarrow.parquet as pq
 
             return list(pq.read_schema(path).names)
-        if suffix == ".csv":
-            return next(csv.reader(io.StringIO(read_text(path), newline="")), None)
-        if suffix == ".jsonl":
-            first = next((line for line in read_text(path).split("\n") if line.strip()), "null")
+        if suffix in (".csv", ".jsonl"):
+            with open(path, "rb") as fh:
+                encoding = _encoding(fh.read(4), path)
+            with open(path, encoding=encoding, newline="") as fh:  # the first record only
+                if suffix == ".csv":
+                    return next(csv.reader(fh), None)
+                first = next((line for line in fh if line.strip()), "null")
             keys = json.loads(first, object_pairs_hook=lambda pairs: [k for k, _ in pairs])
             return [str(k) for k in keys] if isinstance(keys, list) else None
     except (OSError, ValueError, csv.Error, ImportError):

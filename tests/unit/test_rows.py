@@ -196,6 +196,14 @@ def test_the_parse_time_column_check_reads_a_byte_order_mark_too(tmp_path):
     assert configcheck.dataset_errors({"mine": {"path": str(path)}}, ["path", "problem", "answer"]) == []
 
 
+def test_the_parse_time_column_check_reads_only_the_first_record(tmp_path):
+    """A bad byte far down the file is the data job's to name; the header is still checked at parse time."""
+    path = tmp_path / "own.csv"
+    path.write_bytes(b"question,gold\n" + b"p,1\n" * 10_000 + b"\xff,2\n")
+    lines = configcheck.dataset_errors({"mine": {"path": str(path)}}, ["path", "problem", "answer"])
+    assert [line.split(":")[0] for line in lines] == ["datasets.mine.problem", "datasets.mine.answer"]
+
+
 def test_utf16_with_a_byte_order_mark_is_read_and_without_one_is_named(tmp_path, capsys):
     """Weak spot: UTF-16 without a mark was read as UTF-8 and its columns listed as 'p\\x00r\\x00...'."""
     code, records = _prepare(tmp_path, "own.csv", "problem,answer\ncafé,1\n".encode("utf-16"))
