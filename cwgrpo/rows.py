@@ -58,7 +58,7 @@ def _duplicates(path: Path, names: Iterable[str], columns: Iterable[str | None],
         if column is not None and names.count(column) > 1:
             raise ConfigError(
                 f"{path}{where}: the column {column!r} appears {names.count(column)} times; keep one "
-                "(or name the one to read with --set problem=/answer=)"
+                "(rename or delete the others)"
             )
 
 
@@ -120,27 +120,23 @@ def _csv_rows(path: Path, text: str, columns: tuple[str | None, ...]) -> list[di
     return rows
 
 
-def _stored(value: Any, kind: Any) -> Any:
-    """An Arrow value with its stored float width: float32/float16 as numpy scalars (lists element-wise)."""
+def _stored(values: list[Any], kind: Any) -> list[Any]:
+    """Arrow values with their stored float width: float32/float16 as numpy scalars (in lists too)."""
     import numpy as np
     import pyarrow as pa
 
-    if value is None:
-        return None
     if pa.types.is_floating(kind) and kind.bit_width < 64:
-        return np.dtype(kind.to_pandas_dtype()).type(value)
+        scalar = np.dtype(kind.to_pandas_dtype()).type
+        return [None if v is None else scalar(v) for v in values]
     if pa.types.is_list(kind) or pa.types.is_large_list(kind) or pa.types.is_fixed_size_list(kind):
-        return [_stored(v, kind.value_type) for v in value]
-    return value
+        return [None if v is None else _stored(v, kind.value_type) for v in values]
+    return values
 
 
 def arrow_rows(table: Any) -> list[dict[str, Any]]:
     """A ``pyarrow.Table``'s rows, each value of its stored type (``_stored``)."""
-    names = table.column_names
-    columns = [
-        [_stored(v, field.type) for v in table.column(i).to_pylist()] for i, field in enumerate(table.schema)
-    ]
-    return [dict(zip(names, values, strict=True)) for values in zip(*columns, strict=True)]
+    columns = [_stored(table.column(i).to_pylist(), field.type) for i, field in enumerate(table.schema)]
+    return [dict(zip(table.column_names, values, strict=True)) for values in zip(*columns, strict=True)]
 
 
 def _parquet_rows(path: Path, columns: tuple[str | None, ...]) -> list[dict[str, Any]]:
