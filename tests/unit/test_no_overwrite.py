@@ -119,14 +119,3 @@ def test_prepare_data_refuses_a_manifest_that_is_its_input(tmp_path, capsys):
         str(tmp_path / "mine.jsonl"),
     ]
     _refused(argv, source, capsys)
-
-
-def test_prepare_data_onto_its_own_input_keeps_the_input(tmp_path, capsys):
-    """Bug: --set path=in.jsonl --out in.jsonl exited 0 and replaced the input (unmapped columns lost)."""
-    source = tmp_path / "in.jsonl"
-    text = '{"problem": "p", "answer": "1", "extra": "kept"}\n'
-    source.write_text(text)
-    argv = ["prepare-data", "--dataset", "mine", "--set", f"path={source}", "--out", str(source)]
-    assert cli.main(argv) == 2
-    assert "would overwrite the input" in capsys.readouterr().err
-    assert source.read_text() == text
