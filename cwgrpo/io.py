@@ -10,6 +10,7 @@ import contextlib
 import json
 import os
 import re
+import shutil
 import tempfile
 from collections.abc import Iterable, Iterator
 from pathlib import Path
@@ -65,6 +66,73 @@ def atomic_path(path: str | os.PathLike, suffix: str = "") -> Iterator[Path]:
     finally:
         if tmp_path.exists():
             tmp_path.unlink()
+
+
+OWNED_MARK = ".cwgrpo-owned"  # inside a folder this package wrote as a whole, and so may replace
+_MARK_TEXT = "written by cwgrpo, which may replace this folder\n"
+
+
+def check_replaceable_dir(path: str | os.PathLike) -> None:
+    """Refuse (``ValueError`` naming it) a folder this package may not replace: a file, a link, the folder
+    one is in (or above it), or an existing folder with content but without ``OWNED_MARK``. A folder a user
+    named is never emptied; one that a command wrote itself may be written afresh."""
+    p = Path(path)
+    what = f"output folder {p}"
+    if p.is_symlink():
+        raise ValueError(f"{what} is a symbolic link: name a new folder (the link is not followed)")
+    if not p.exists():
+        return
+    if not p.is_dir():
+        raise ValueError(f"{what} is a file: name a new folder")
+    if Path.cwd().resolve().is_relative_to(p.resolve()):
+        raise ValueError(f"{what} holds the current folder: name a new folder")
+    mark = p / OWNED_MARK
+    if mark.is_file() and not mark.is_symlink():
+        return
+    if any(p.iterdir()):
+        raise ValueError(
+            f"{what} exists and holds files cwgrpo did not write there: name a new folder, or move it aside"
+        )
+
+
+@contextlib.contextmanager
+def owned_dir(path: str | os.PathLike) -> Iterator[Path]:
+    """Yield a temporary folder beside ``path`` to fill; if the block succeeds, mark it as this package's
+    and move it onto ``path`` (a previous folder of this package there is removed only after the move).
+    ``path`` must pass ``check_replaceable_dir``, checked before and again after the block."""
+    target = Path(path).absolute()
+    check_replaceable_dir(target)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.", dir=target.parent))
+    old: Path | None = None
+    try:
+        yield tmp
+        os.chmod(tmp, 0o777 & ~_umask())  # mkdtemp makes 0700; results are ordinary folders
+        (tmp / OWNED_MARK).write_text(_MARK_TEXT, encoding="utf-8")
+        check_replaceable_dir(target)
+        if target.exists():
+            old = Path(tempfile.mkdtemp(prefix=f".{target.name}.old.", dir=target.parent))
+            os.replace(target, old)  # onto an empty folder: atomic
+        try:
+            os.replace(tmp, target)
+        except OSError:
+            if old is not None:
+                os.replace(old, target)
+            raise
+    finally:
+        for leftover in (tmp, old):
+            if leftover is not None and leftover.exists():
+                shutil.rmtree(leftover)
+
+
+def claim_dir(path: str | os.PathLike) -> Path:
+    """Create ``path`` (or take an empty one, or one this package wrote) and mark it as this package's,
+    for a command that writes into its output folder in place (a download that resumes)."""
+    target = Path(path)
+    check_replaceable_dir(target)
+    target.mkdir(parents=True, exist_ok=True)
+    (target / OWNED_MARK).write_text(_MARK_TEXT, encoding="utf-8")
+    return target
 
 
 def write_text(path: str | os.PathLike, text: str) -> None:
@@ -150,13 +218,14 @@ def check_outputs_distinct(outputs: Iterable[str | os.PathLike]) -> None:
 def check_outputs_not_inputs(
     inputs: Iterable[str | os.PathLike], outputs: Iterable[str | os.PathLike]
 ) -> None:
-    """Refuse to run when an output path is one of the inputs (or inside an input folder): no command
-    may write over what it reads. Raises ``ValueError`` naming both."""
+    """Refuse to run when an output path is one of the inputs, inside an input folder, or a folder that
+    holds an input: no command may write over what it reads. Raises ``ValueError`` naming both."""
     ins = [Path(p) for p in inputs]
     for out in map(Path, outputs):
         for inp in ins:
             same = out.resolve() == inp.resolve() or (out.exists() and inp.exists() and out.samefile(inp))
-            if same or (inp.is_dir() and out.resolve().is_relative_to(inp.resolve())):
+            inside = inp.is_dir() and out.resolve().is_relative_to(inp.resolve())
+            if same or inside or inp.resolve().is_relative_to(out.resolve()):
                 raise ValueError(f"output {out} would overwrite the input {inp}: choose another output path")
 
 
