@@ -29,6 +29,7 @@ UUID, so one job given ``0`` and another given that GPU's UUID never share it.
 from __future__ import annotations
 
 import contextlib
+import errno
 import fcntl
 import logging
 import math
@@ -86,9 +87,14 @@ def own_lock_folder(folder: Path) -> Path:
     where = f"lock folder {folder} ({LOCK_DIR_ENV})"
     try:
         folder.mkdir(parents=True, exist_ok=True, mode=0o700)
-        info = os.stat(folder)
+        info = os.lstat(folder)  # a link is judged as itself, never by the folder it points to
     except OSError as err:
         raise ConfigError(f"{where}: cannot create or read it ({err.strerror}); set {LOCK_DIR_ENV}") from err
+    if stat.S_ISLNK(info.st_mode):
+        raise ConfigError(
+            f"{where} is a symbolic link, which another user may have planted: set {LOCK_DIR_ENV} to the "
+            "real folder, one only you own"
+        )
     if not stat.S_ISDIR(info.st_mode):
         raise ConfigError(f"{where} is not a folder; set {LOCK_DIR_ENV} to a folder of your own")
     if info.st_uid != os.getuid() or info.st_mode & 0o022:
@@ -182,15 +188,23 @@ def port_range(env: Mapping[str, str]) -> tuple[int, int]:
     return int(match[1]), int(match[2])
 
 
-def _try_lock(path: Path) -> IO | None:
-    try:  # O_NOFOLLOW: a link planted in the folder is never followed to a file of this user's
+def open_lock_file(path: Path) -> int:
+    """A descriptor of the lock file ``path`` (created if missing), opened for writing but never through a
+    symbolic link: the holder's details are written into it, and a link planted in its place would have
+    its target truncated. Every lock file of the package is opened here."""
+    try:
         fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
     except OSError as err:
-        raise ConfigError(f"lock file {path}: {err.strerror}; it must be a plain file: remove it") from err
+        why = "it is a symbolic link, never followed" if err.errno == errno.ELOOP else err.strerror
+        raise ConfigError(f"lock file {path}: {why}; it must be a plain file: remove it") from err
     if not stat.S_ISREG(os.fstat(fd).st_mode):
         os.close(fd)
         raise ConfigError(f"lock file {path} is not a plain file: remove it")
-    handle = os.fdopen(fd, "r+", encoding="utf-8")
+    return fd
+
+
+def _try_lock(path: Path) -> IO | None:
+    handle = os.fdopen(open_lock_file(path), "r+", encoding="utf-8")
     try:
         fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:

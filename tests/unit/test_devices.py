@@ -213,3 +213,20 @@ def test_device_locks_are_per_slurm_allocation(tmp_path):
         assert a.gpus == b.gpus == ("0",) and a.ports != b.ports
         with pytest.raises(RuntimeError, match="not free"), lease(1, 0, {**one, "CWGRPO_GPU_WAIT_S": "0"}):
             pass
+
+
+def test_a_lock_folder_planted_as_a_link_to_an_own_folder_is_refused(tmp_path):
+    """The default folder (or CWGRPO_LOCK_DIR) as a link to a folder this user owns: refused as a link,
+    and the lock files in the folder it points to are left as they are."""
+    real = tmp_path / "real"
+    real.mkdir(mode=0o700)
+    (real / "gpu-0.lock").write_text("precious\n")
+    (tmp_path / "locks").symlink_to(real)
+    for n_gpus, n_ports in ((1, 0), (0, 1)):
+        with (
+            pytest.raises(ConfigError, match=r"lock folder .*locks .*is a symbolic link"),
+            lease(n_gpus, n_ports, _env(tmp_path, "0")),
+        ):
+            pass  # fmt: skip
+    assert (real / "gpu-0.lock").read_text() == "precious\n"
+    assert [p.name for p in real.iterdir()] == ["gpu-0.lock"]

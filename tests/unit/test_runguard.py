@@ -1,0 +1,44 @@
+"""The run folder's lock (cwgrpo.runguard.RunLock): one trainer at a time, and no file written through a link."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+from cwgrpo.configs import ConfigError
+from cwgrpo.runguard import LOCK_NAME, RunLock
+
+
+def test_a_run_lock_planted_as_a_link_is_refused_and_its_target_kept(tmp_path):
+    run, victim = tmp_path / "run", tmp_path / "thesis.tex"
+    run.mkdir()
+    victim.write_text("precious\n")
+    (run / LOCK_NAME).symlink_to(victim)
+    with pytest.raises(ConfigError, match=rf"lock file .*{LOCK_NAME}: it is a symbolic link"):
+        RunLock(run).acquire()
+    assert victim.read_text() == "precious\n"
+
+
+def test_a_run_lock_that_is_a_folder_is_refused(tmp_path):
+    (tmp_path / LOCK_NAME).mkdir()
+    with pytest.raises(ConfigError, match=rf"lock file .*{LOCK_NAME}: .*must be a plain file"):
+        RunLock(tmp_path).acquire()
+
+
+def test_a_lock_left_by_a_killed_trainer_is_taken_and_a_live_one_is_named(tmp_path):
+    """The kernel drops a dead holder's lock: its file stays, and the next trainer takes it. A live holder
+    is named by what it wrote."""
+    code = "import sys; from cwgrpo.runguard import RunLock; RunLock(sys.argv[1]).acquire(); print('held', flush=True); sys.stdin.read()"
+    holder = subprocess.Popen([sys.executable, "-c", code, str(tmp_path)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)  # fmt: skip
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        with pytest.raises(ConfigError, match=rf"another `cwgrpo train` \(pid {holder.pid} on host"):
+            RunLock(tmp_path).acquire()
+    finally:
+        holder.kill()
+        holder.wait(timeout=30)
+    lock = RunLock(tmp_path)
+    lock.acquire()
+    lock.release()
