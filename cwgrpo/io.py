@@ -234,14 +234,18 @@ def check_arguments_not_overwritten(
     output_dests: Iterable[str],
     more_inputs: Iterable[str | os.PathLike] = (),
     more_outputs: Iterable[str | os.PathLike] = (),
+    skip: Iterable[str] = (),
 ) -> None:
     """``check_outputs_not_inputs`` over a command's parsed arguments: each ``Path`` value (or list of them)
-    is an input unless its ``dest`` is one of ``output_dests`` (the command module's ``OUTPUTS``). The CLI
-    calls it before a command starts, and a report command's ``run()`` again, for callers without the CLI."""
+    is an input unless its ``dest`` is one of ``output_dests`` (the command module's ``OUTPUTS``) or of
+    ``skip``. The CLI calls it before a command starts, and a report command's ``run()`` again, for callers
+    without the CLI."""
     dests = set(output_dests)
     inputs: list[Path] = list(map(Path, more_inputs))
     outputs: list[Path] = list(map(Path, more_outputs))
     for dest, value in vars(args).items():
+        if dest in skip:
+            continue
         values = value if isinstance(value, list) else [value]
         (outputs if dest in dests else inputs).extend(v for v in values if isinstance(v, Path))
     check_outputs_not_inputs(inputs, outputs)
