@@ -63,7 +63,7 @@ def test_a_device_listed_twice_is_an_error_not_a_wait_forever(tmp_path):
     """Bug: CUDA_VISIBLE_DEVICES=0,0 and lease(2, 0) waited forever with nothing else holding a GPU."""
     _refused(
         _env(tmp_path / "locks", "0,0", CWGRPO_GPU_WAIT_S="1"),
-        "CUDA_VISIBLE_DEVICES='0,0' lists 0 more than once",
+        r"CUDA_VISIBLE_DEVICES='0,0' names one GPU twice \(0;",
         2,
         0,
     )
