@@ -155,6 +155,29 @@ def write_jsonl(path: str | os.PathLike, records: Iterable[dict[str, Any]]) -> i
     return n
 
 
+FORMULA_START = ("=", "+", "-", "@", "\t", "\r")  # what makes a spreadsheet read a cell as a formula
+
+
+def csv_safe(value: Any) -> Any:
+    """A CSV cell as OWASP's CSV-injection rule has it: text that a spreadsheet would run as a formula
+    (starting with ``= + - @``, a tab or a carriage return) gets a leading ``'``; numbers, and text that
+    is a plain number (``-1.5``), are left as they are."""
+    if not isinstance(value, str) or not value.startswith(FORMULA_START):
+        return value
+    try:
+        float(value)
+    except ValueError:
+        return "'" + value
+    return value
+
+
+def write_csv(path: str | os.PathLike, frame: Any) -> None:
+    """Write a pandas ``DataFrame`` as CSV (no index), its text cells and column names made ``csv_safe``:
+    every CSV the package writes goes through here."""
+    safe = frame.map(csv_safe).rename(columns=csv_safe)
+    write_text(path, safe.to_csv(index=False))
+
+
 def read_json(path: str | os.PathLike) -> Any:
     p = Path(path)
     if not p.is_file():
