@@ -229,8 +229,13 @@ def open_lock_file(path: Path) -> int:
     try:
         fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
     except OSError as err:
-        why = "it is a symbolic link, never followed" if err.errno == errno.ELOOP else err.strerror
-        raise ConfigError(f"lock file {path}: {why}; it must be a plain file: remove it") from err
+        if err.errno == errno.ELOOP:
+            why = "is a symbolic link, never followed: remove the link"
+        elif err.errno == errno.ENOTDIR:
+            why = f"cannot be created: {path.parent} is not a folder"
+        else:
+            why = f"cannot be opened for writing ({err.strerror}): it must be a plain file you can write"
+        raise ConfigError(f"lock file {path} {why}") from err
     if not stat.S_ISREG(os.fstat(fd).st_mode):
         os.close(fd)
         raise ConfigError(f"lock file {path} is not a plain file: remove it")

@@ -7,6 +7,7 @@ Every writer here writes to a temporary file in the destination folder and renam
 from __future__ import annotations
 
 import contextlib
+import errno
 import json
 import os
 import re
@@ -209,10 +210,17 @@ def read_jsonl(path: str | os.PathLike) -> list[dict[str, Any]]:
 
 
 def append_jsonl(path: str | os.PathLike, record: dict[str, Any]) -> None:
-    """Append one record (used for per-step training logs, which grow while a run is alive)."""
+    """Append one record (used for per-step training logs, which grow while a run is alive), never through
+    a symbolic link: one planted as the log would send each record into its target."""
     p = Path(path)
     p.parent.mkdir(parents=True, exist_ok=True)
-    with open(p, "a", encoding="utf-8") as fh:
+    try:
+        fd = os.open(p, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o666)
+    except OSError as err:
+        if err.errno != errno.ELOOP:
+            raise
+        raise OSError(err.errno, f"log {p} is a symbolic link, never followed: remove the link") from None
+    with os.fdopen(fd, "a", encoding="utf-8") as fh:
         fh.write(json.dumps(record, sort_keys=True, ensure_ascii=False) + "\n")
         fh.flush()
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 
@@ -16,15 +17,25 @@ def test_a_run_lock_planted_as_a_link_is_refused_and_its_target_kept(tmp_path):
     run.mkdir()
     victim.write_text("precious\n")
     (run / LOCK_NAME).symlink_to(victim)
-    with pytest.raises(ConfigError, match=rf"lock file .*{LOCK_NAME}: it is a symbolic link"):
+    with pytest.raises(ConfigError, match=rf"lock file .*{LOCK_NAME} is a symbolic link"):
         RunLock(run).acquire()
     assert victim.read_text() == "precious\n"
 
 
-def test_a_run_lock_that_is_a_folder_is_refused(tmp_path):
-    (tmp_path / LOCK_NAME).mkdir()
-    with pytest.raises(ConfigError, match=rf"lock file .*{LOCK_NAME}: .*must be a plain file"):
+@pytest.mark.parametrize("make", [os.mkdir, os.mkfifo], ids=["folder", "fifo"])
+def test_a_run_lock_that_is_not_a_plain_file_is_refused(tmp_path, make):
+    make(tmp_path / LOCK_NAME)
+    with pytest.raises(
+        ConfigError, match=rf"lock file .*{LOCK_NAME} (is not|cannot be opened).* a plain file"
+    ):
         RunLock(tmp_path).acquire()
+
+
+def test_a_run_folder_that_is_a_file_is_named(tmp_path):
+    (tmp_path / "run").write_text("x\n")
+    with pytest.raises(ConfigError, match=r"cannot be created: .*run is not a folder"):
+        RunLock(tmp_path / "run").acquire()
+    assert (tmp_path / "run").read_text() == "x\n"
 
 
 def test_a_lock_left_by_a_killed_trainer_is_taken_and_a_live_one_is_named(tmp_path):
