@@ -53,7 +53,10 @@ def atomic_path(path: str | os.PathLike, suffix: str = "") -> Iterator[Path]:
     """Yield a temporary path beside ``path``; rename it onto ``path`` only if the block succeeds."""
     target = Path(path)
     target.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=suffix or ".tmp", dir=target.parent)
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=suffix or ".tmp", dir=target.parent)
+    except OSError as err:  # name the file asked for, not the temporary one
+        raise OSError(err.errno, f"cannot write {target}: {err.strerror}") from None
     os.close(fd)
     tmp_path = Path(tmp)
     try:
@@ -104,7 +107,10 @@ def owned_dir(path: str | os.PathLike) -> Iterator[Path]:
     target = Path(path).absolute()
     check_replaceable_dir(target)
     target.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.", dir=target.parent))
+    try:
+        tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.", dir=target.parent))
+    except OSError as err:  # name the folder asked for, not the temporary one
+        raise OSError(err.errno, f"cannot write {target}: {err.strerror}") from None
     old: Path | None = None
     try:
         yield tmp

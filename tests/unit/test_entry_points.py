@@ -106,3 +106,13 @@ def test_study_pair_refuses_a_figure_whose_pdf_is_the_figure(tmp_path, capsys, m
     assert study_pair.main([*argv[:2], "regimes.pdf"]) == 2
     assert "are one file" in capsys.readouterr().err
     assert not (tmp_path / "regimes.pdf").exists()
+
+
+def test_an_entry_point_reports_a_missing_input_in_one_line(tmp_path, capsys, monkeypatch):
+    """Outside the repository the first study's file is missing: one line and status 2, no traceback."""
+    from cwgrpo.report import study_pair
+
+    monkeypatch.chdir(tmp_path)
+    assert study_pair.main([]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "missing file: docs/study/results/study.json" in err, err

@@ -63,3 +63,13 @@ def test_a_log_planted_as_a_link_is_not_appended_to(tmp_path):
 )
 def test_csv_cells_a_spreadsheet_would_run_are_quoted(value, written):
     assert csv_safe(value) == written
+
+
+def test_an_unwritable_folder_is_named_by_the_output_asked_for_not_a_temporary():
+    """``/sys`` takes no new files, even from root: the error names the path given."""
+    from cwgrpo.io import write_text
+
+    with pytest.raises(OSError, match=r"^\[Errno \d+\] cannot write /sys/out\.json: "):
+        write_text("/sys/out.json", "x")
+    with pytest.raises(OSError, match=r"^\[Errno \d+\] cannot write /sys/model: "), owned_dir("/sys/model"):
+        pass
