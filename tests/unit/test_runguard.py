@@ -53,3 +53,37 @@ def test_a_lock_left_by_a_killed_trainer_is_taken_and_a_live_one_is_named(tmp_pa
     lock = RunLock(tmp_path)
     lock.acquire()
     lock.release()
+
+
+def test_a_start_that_loses_the_lock_leaves_the_winners_new_folder(tmp_path, tiny_model_dir, monkeypatch):
+    """Two starts on one new run folder: this one makes it, the other takes its lock first. This one fails
+    naming the holder and leaves the folder (the holder trains into it); only a lock holder removes a
+    folder it made."""
+    import json
+
+    from cwgrpo import train as train_module
+    from cwgrpo.train_config import build_train_config
+    from tests.conftest import TWO_STEP_TRL
+
+    data = tmp_path / "train.jsonl"
+    data.write_text("".join(json.dumps({"id": f"p-{i}", "problem": "1+1", "answer": "2", "source": "t"}) + "\n" for i in range(2)))  # fmt: skip
+    run = tmp_path / "run"
+    code = "import sys; from cwgrpo.runguard import RunLock; RunLock(sys.argv[1]).acquire(); print('held', flush=True); sys.stdin.read()"
+    holders = []
+
+    class LosingLock(RunLock):
+        def acquire(self) -> None:  # the other start takes the lock between this one's mkdir and lock
+            holder = subprocess.Popen([sys.executable, "-c", code, str(run)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)  # fmt: skip
+            holders.append(holder)
+            assert holder.stdout.readline().strip() == "held"
+            super().acquire()
+
+    monkeypatch.setattr(train_module, "RunLock", LosingLock)
+    try:
+        with pytest.raises(ConfigError, match="being trained into by another `cwgrpo train`"):
+            train_module.train(tiny_model_dir, data, run, build_train_config(dict(TWO_STEP_TRL), run))
+        assert (run / LOCK_NAME).is_file()
+    finally:
+        for holder in holders:
+            holder.stdin.close()
+            holder.wait(timeout=30)
