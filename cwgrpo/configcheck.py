@@ -214,25 +214,12 @@ def missing_local_paths(config: Mapping[str, Any]) -> list[tuple[str, str]]:
     return missing
 
 
-def _columns(path: Path) -> list[str] | None:
-    """The column names of a local .jsonl (its first record) or .csv (its header) file; None otherwise."""
-    import csv
-
-    try:
-        with open(path, encoding="utf-8", newline="") as fh:
-            if path.suffix.lower() == ".jsonl":
-                first = json.loads(fh.readline() or "null")
-                return [str(k) for k in first] if isinstance(first, dict) else None
-            if path.suffix.lower() == ".csv":
-                return next(csv.reader(fh), None)
-    except (OSError, ValueError, UnicodeDecodeError):
-        return None
-    return None
-
-
 def dataset_errors(datasets: Mapping[str, Any], fields: Iterable[str]) -> list[str]:
     """Unknown keys of each own dataset (``fields``: OwnDataset's), and problem / answer / solution
-    columns that its local .jsonl or .csv file does not have (the data job would fail on them)."""
+    columns that its local .jsonl, .csv or .parquet file does not have or has twice (the data job would fail
+    on them), read as the job reads them (``cwgrpo.rows``)."""
+    from cwgrpo.rows import columns_of
+
     fields = sorted(fields)
     lines = []
     for name, spec in (datasets or {}).items():
@@ -240,7 +227,7 @@ def dataset_errors(datasets: Mapping[str, Any], fields: Iterable[str]) -> list[s
             continue
         lines += [unknown_key_line(f"datasets.{name}", str(k), fields) for k in spec if k not in fields]
         path = Path(str(spec["path"])).expanduser() if spec.get("path") else None
-        columns = _columns(path) if path is not None and path.is_file() else None
+        columns = columns_of(path) if path is not None and path.is_file() else None
         if columns is None:
             continue
         for key, default in (("problem", "problem"), ("answer", "answer"), ("solution", None)):
@@ -249,5 +236,10 @@ def dataset_errors(datasets: Mapping[str, Any], fields: Iterable[str]) -> list[s
                 lines.append(
                     f"datasets.{name}.{key}: column {column!r} is not in {path.name} "
                     f"(its columns: {', '.join(columns)}); set {key}: to one of them"
+                )
+            elif column is not None and columns.count(column) > 1:
+                lines.append(
+                    f"datasets.{name}.{key}: the column {column!r} appears {columns.count(column)} times in "
+                    f"{path.name}; keep one"
                 )
     return lines

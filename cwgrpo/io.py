@@ -152,12 +152,19 @@ def write_json(path: str | os.PathLike, obj: Any) -> None:
     write_text(path, json.dumps(obj, indent=2, sort_keys=True, ensure_ascii=False) + "\n")
 
 
+def json_line(record: Any) -> str:
+    """One JSON line, non-ASCII text kept, with the line breaks that ``str.splitlines`` (unlike JSON) splits
+    on (U+0085, U+2028, U+2029) escaped, so that any line reader sees one record per line."""
+    text = json.dumps(record, sort_keys=True, ensure_ascii=False)
+    return text.replace("\x85", "\\u0085").replace("\u2028", "\\u2028").replace("\u2029", "\\u2029") + "\n"
+
+
 def write_jsonl(path: str | os.PathLike, records: Iterable[dict[str, Any]]) -> int:
     """Write one JSON object per line; returns the number of records written."""
     n = 0
     with atomic_path(path) as tmp, open(tmp, "w", encoding="utf-8") as fh:
         for rec in records:
-            fh.write(json.dumps(rec, sort_keys=True, ensure_ascii=False) + "\n")
+            fh.write(json_line(rec))
             n += 1
     return n
 
@@ -190,7 +197,7 @@ def read_json(path: str | os.PathLike) -> Any:
     if not p.is_file():
         raise ResultFileError(f"missing file: {p}")
     try:
-        return json.loads(p.read_text(encoding="utf-8"))
+        return json.loads(p.read_text(encoding="utf-8-sig"))
     except (json.JSONDecodeError, UnicodeDecodeError) as err:
         raise ResultFileError(f"{p} is not valid JSON (truncated or corrupt?): {err}") from err
 
@@ -202,7 +209,7 @@ def read_jsonl(path: str | os.PathLike) -> list[dict[str, Any]]:
         raise ResultFileError(f"missing file: {p}")
     records = []
     try:
-        with open(p, encoding="utf-8") as fh:
+        with open(p, encoding="utf-8-sig") as fh:
             for lineno, line in enumerate(fh, start=1):
                 if not line.strip():
                     continue
@@ -227,7 +234,7 @@ def append_jsonl(path: str | os.PathLike, record: dict[str, Any]) -> None:
             raise
         raise OSError(err.errno, f"log {p} is a symbolic link, never followed: remove the link") from None
     with os.fdopen(fd, "a", encoding="utf-8") as fh:
-        fh.write(json.dumps(record, sort_keys=True, ensure_ascii=False) + "\n")
+        fh.write(json_line(record))
         fh.flush()
 
 

@@ -68,13 +68,13 @@ def stage_options(config: Mapping[str, Any], stage: str, size: str) -> dict:
 
 
 def report_options(config: Mapping[str, Any], command: str) -> dict:
-    """Options of table / figure / claims / samples: the shared `report` section, the preset kind, the
-    command's own.
+    """Options of table / figure / claims / samples: the shared `report` section, the preset's kind and
+    name, the command's own.
 
     Table 1's default rows and effects (the paper's methods) are cut to the methods this preset trains,
     so that a preset without, say, Clip-Cov gets a table without its row instead of a failed table job;
     methods listed explicitly are kept as they are (and checked at parse time)."""
-    opts = {**config["report"], "kind": config["kind"], **config[command]}
+    opts = {**config["report"], "kind": config["kind"], "preset": config["name"], **config[command]}
     if command == "table":
         opts.update(_trained_table_defaults(config, opts))
     return opts
@@ -85,7 +85,8 @@ def study_options(config: Mapping[str, Any]) -> dict:
     treatment = config["study"]["treatment"]
     reference = config["report"].get("reference_method", "grpo")
     variants = [m for m in config["methods"] if m not in (treatment, reference)]
-    return {**config["report"], "kind": config["kind"], "treatment_method": treatment, "variants": variants}
+    shared = {**config["report"], "kind": config["kind"], "preset": config["name"]}
+    return {**shared, "treatment_method": treatment, "variants": variants}
 
 
 def untrained(config: Mapping[str, Any], methods: list[str], base_method: str) -> list[str]:

@@ -515,7 +515,7 @@ RAISES = [
         "registry-no-boxed-answer",
         lambda c: normalise(DATASETS["minerva"], [{"problem": "p", "solution": "so it is 4"}]),
         ValueError,
-        r"minerva: row 0 has no \\boxed",
+        r"minerva \(knoveleng/Minerva-Math\): row 0 has no \\boxed",
     ),
     Raises(
         "data",

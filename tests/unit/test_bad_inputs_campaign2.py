@@ -1,8 +1,8 @@
-"""Bad input of the second fault campaign (issue 25): your own data, model sources, grading, run identity.
+"""Bad input of the second fault campaign (issue 25): model sources, grading, run identity (your own data:
+``test_rows.py``).
 
-Each test is a case that went wrong before: gold answers through a float, type-inferred CSV, a gold that
-is the prompt, a GGUF source outside its package or with a damaged header, lone surrogates in grading, a
-copied run folder refused.
+Each test is a case that went wrong before: a GGUF source outside its package or with a damaged header,
+lone surrogates in grading, a copied run folder refused.
 """
 
 from __future__ import annotations
@@ -16,86 +16,6 @@ import pytest
 
 from cwgrpo import cli, hub
 from cwgrpo.configs import ConfigError
-
-# --------------------------------------------------------------------------------------------------
-# Your own data: gold answers keep the text the user wrote
-
-
-def _prepare(tmp_path: Path, name: str, text: str, *sets: str) -> tuple[int, list[dict]]:
-    source = tmp_path / name
-    source.write_text(text, encoding="utf-8")
-    out = tmp_path / "out.jsonl"
-    argv = ["prepare-data", "--dataset", "mine", "--set", f"path={source}", *sets, "--out", str(out)]
-    code = cli.main(argv)
-    return code, [json.loads(line) for line in out.read_text().splitlines()] if out.exists() else []
-
-
-def test_json_numbers_keep_their_exact_decimal_text(tmp_path):
-    """Bug: 12345678901234567890 became 12345678901234567168 beside a float; 1e300 a 301-digit integer."""
-    rows = [
-        '{"problem": "p1", "answer": 12345678901234567890}',
-        '{"problem": "p2", "answer": 1.5}',
-        '{"problem": "p3", "answer": 1e300}',
-        '{"problem": "p4", "answer": 27.0}',
-        '{"problem": "p5", "answer": true}',
-    ]
-    code, records = _prepare(tmp_path, "own.jsonl", "\n".join(rows) + "\n")
-    assert code == 0
-    assert [r["answer"] for r in records] == ["12345678901234567890", "1.5", "1e300", "27.0", "true"]
-
-
-def test_a_json_array_file_keeps_number_text_too(tmp_path):
-    text = '[{"problem": "p", "answer": 1}, {"problem": "q", "answer": 1e300}]'
-    code, records = _prepare(tmp_path, "own.json", text)
-    assert code == 0 and [r["answer"] for r in records] == ["1", "1e300"]
-
-
-def test_csv_cells_are_text_as_written(tmp_path):
-    """Weak spot: 007 became 7, 1.50 became 1.5, None and NA became empty and were refused."""
-    text = "problem,answer\np1,12345678901234567890\np2,1.5\np3,007\np4,1.50\np5,None\np6,NA\np7,True\n"
-    code, records = _prepare(tmp_path, "own.csv", text)
-    assert code == 0
-    assert [r["answer"] for r in records] == [
-        "12345678901234567890",
-        "1.5",
-        "007",
-        "1.50",
-        "None",
-        "NA",
-        "True",
-    ]
-    assert [r["problem"] for r in records] == [f"p{i}" for i in range(1, 8)]
-
-
-@pytest.mark.parametrize("answer", ['{"a": 1}', "[1, 2]"])
-def test_a_non_scalar_answer_is_refused_naming_the_row(tmp_path, capsys, answer):
-    """Weak spot: a JSON object answer was stored as its Python repr."""
-    text = '{"problem": "p", "answer": "1"}\n' + f'{{"problem": "q", "answer": {answer}}}\n'
-    code, records = _prepare(tmp_path, "own.jsonl", text)
-    err = capsys.readouterr().err
-    assert code == 2 and records == []
-    assert "row 1 column 'answer'" in err and "not text or a number" in err
-
-
-def test_a_gold_that_is_the_prompt_is_refused(tmp_path, capsys):
-    """Weak spot: --set problem=answer was accepted silently."""
-    code, records = _prepare(
-        tmp_path, "own.jsonl", '{"problem": "p", "answer": "1"}\n', "--set", "problem=answer"
-    )
-    assert code == 2 and records == []
-    assert "problem and answer are both the column 'answer'" in capsys.readouterr().err
-
-
-def test_prepare_data_onto_its_own_input_keeps_the_input(tmp_path, capsys):
-    """Bug: --set path=in.jsonl --out in.jsonl exited 0 and replaced the input (unmapped columns lost)."""
-    source = tmp_path / "in.jsonl"
-    text = '{"problem": "p", "answer": "1", "extra": "kept"}\n'
-    source.write_text(text)
-    argv = ["prepare-data", "--dataset", "mine", "--set", f"path={source}", "--out", str(source)]
-    assert cli.main(argv) == 2
-    assert "would overwrite the input" in capsys.readouterr().err
-    assert source.read_text() == text
-
 
 # --------------------------------------------------------------------------------------------------
 # Model sources
@@ -184,6 +104,15 @@ def test_a_lone_surrogate_gets_a_verdict_naming_its_line_and_the_rest_is_graded(
     assert [v["correct"] for v in verdicts] == [True, False, True]
     assert "line 2" in verdicts[1]["reason"] and "not valid Unicode" in verdicts[1]["reason"]
     assert [v["id"] for v in verdicts] == ["a", "b", "c"]
+
+
+def test_an_answers_file_with_a_byte_order_mark_is_graded_from_its_first_line(tmp_path):
+    """Weak spot: an answers file saved as "UTF-8 with BOM" had its first line graded 'not a JSON object'."""
+    source, out = tmp_path / "answers.jsonl", tmp_path / "verdicts.jsonl"
+    source.write_text("\ufeff" + LINES[0] + "\n" + LINES[2] + "\n", encoding="utf-8")
+    assert cli.main(["grade", "--metric", "strict", "--in", str(source), "--out", str(out)]) == 0
+    verdicts = [json.loads(line) for line in out.read_text().splitlines()]
+    assert [(v["id"], v["correct"], v["reason"]) for v in verdicts] == [("a", True, None), ("c", True, None)]
 
 
 def test_grade_onto_its_own_input_keeps_the_completions(tmp_path, capsys):

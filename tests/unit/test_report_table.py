@@ -633,3 +633,18 @@ def test_no_csv_cell_is_a_spreadsheet_formula(tmp_path):
     shown = {d for d in cells["benchmark_display"] if d != "Avg"}
     assert {d.split(" (≈")[0] for d in shown} == {"'" + v for v in hostile.values()}
     assert {d.split(" (≈")[0] for d in cells["size_display"]} == {"'\t-2+3"}
+
+
+def test_the_copy_is_the_presets_table_and_says_so(tmp_path):
+    """figures/table1.pdf (the README's target) is a byte copy of the preset's own table, whose footer and
+    provenance name the preset."""
+    from cwgrpo.report.provenance import footer_text
+
+    out = outputs(tmp_path / "figures" / "tiny" / "table1.pdf", tmp_path / "out")
+    out["copy_pdf"] = tmp_path / "figures" / "table1.pdf"
+    write_table(cfg(preset="tiny"), make_results(tmp_path / "r"), out)
+    assert out["copy_pdf"].read_bytes() == out["pdf"].read_bytes()
+    assert json.loads(out["provenance"].read_text())["config"]["preset"] == "tiny"
+    identity = {"files": [], "versions": [], "commits": [], "config_hashes": []}
+    assert footer_text(identity, "abc", preset="tiny").startswith("preset tiny · made by cwgrpo")
+    assert not footer_text(identity, "abc").startswith("preset")
