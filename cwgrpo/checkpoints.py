@@ -77,6 +77,11 @@ def remove_incomplete_checkpoints(run_dir: Path) -> None:
     ``checkpoint-final`` is no checkpoint of this run and is left alone.
     """
     for path in incomplete_checkpoints(run_dir):
+        if path.is_symlink():  # TRL saves into a folder, never a link: this one is not this run's to remove
+            raise ConfigError(
+                f"{path} is a symbolic link without a completion flag, not a checkpoint this run saved: "
+                "move it out of the run folder, then rerun"
+            )
         logger.warning("removing incomplete checkpoint %s", path)
         shutil.rmtree(path)
 
@@ -165,7 +170,7 @@ def prune_resume_state(run_dir: Path, keep: Path) -> list[Path]:
 
 
 def _remove(path: Path) -> None:
-    if path.is_dir():
+    if path.is_dir() and not path.is_symlink():  # a link is removed, never what it points to
         shutil.rmtree(path)
     else:
         path.unlink()

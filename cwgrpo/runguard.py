@@ -43,15 +43,18 @@ class RunLock:
         self._fd: int | None = None
 
     def acquire(self) -> None:
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        from cwgrpo.devices import open_lock_file
+
+        fd = open_lock_file(self.path)
         try:
             fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError as err:
+            holder = _holder(os.pread(fd, 4096, 0))
             os.close(fd)
             if err.errno not in (errno.EACCES, errno.EAGAIN):
                 raise
             raise ConfigError(
-                f"{self.path.parent} is being trained into by another `cwgrpo train` ({self.holder()}): "
+                f"{self.path.parent} is being trained into by another `cwgrpo train` ({holder}): "
                 "wait for it to finish or end it, then rerun"
             ) from None
         os.ftruncate(fd, 0)
@@ -63,17 +66,19 @@ class RunLock:
         os.write(fd, json.dumps(info).encode())
         self._fd = fd
 
-    def holder(self) -> str:
-        try:
-            info = json.loads(self.path.read_text(encoding="utf-8"))
-            return f"pid {info['pid']} on host {info['host']}, since {info['started']}"
-        except (OSError, ValueError, KeyError, TypeError):
-            return "holder unknown"
-
     def release(self) -> None:
         if self._fd is not None:
             os.close(self._fd)  # closing drops the lock; the file stays (removing it would race)
             self._fd = None
+
+
+def _holder(text: bytes) -> str:
+    """Who holds a run lock, from what its holder wrote into the lock file."""
+    try:
+        info = json.loads(text)
+        return f"pid {info['pid']} on host {info['host']}, since {info['started']}"
+    except (ValueError, KeyError, TypeError):
+        return "holder unknown"
 
 
 def aside_path(run_dir: Path) -> Path:

@@ -292,16 +292,23 @@ def train(
         },
         logs=log_files(run_dir, timings or run_dir / "timings.jsonl"),
     )
-    created = not run_dir.exists()
-    run_dir.mkdir(parents=True, exist_ok=True)
+    try:
+        run_dir.mkdir(parents=True)
+        created = True
+    except FileExistsError:
+        created = False
     lock = RunLock(run_dir) if _is_rank_zero() else None
+    held = False
     try:
         if lock is not None:
             lock.acquire()  # raises, naming the holder, if another `cwgrpo train` trains into run_dir
+            held = True
         return _train_locked(plan)
     except BaseException:
-        if created and not any(run_dir.glob("checkpoint-*")):
-            shutil.rmtree(run_dir, ignore_errors=True)  # a failed start leaves no run folder behind
+        # a failed start leaves no run folder behind; only the lock holder that made it removes it (another
+        # process may have taken the lock of the folder this one made)
+        if created and held and not any(run_dir.glob("checkpoint-*")):
+            shutil.rmtree(run_dir, ignore_errors=True)
         raise
     finally:
         if lock is not None:

@@ -42,7 +42,6 @@ At a few steps a random sample of (covariance, weight) pairs is written to ``cov
 from __future__ import annotations
 
 import dataclasses
-import json
 import logging
 import math
 import os
@@ -54,6 +53,7 @@ from trl import GRPOConfig, GRPOTrainer
 
 from cwgrpo import context_budget, learning_signal, released_stats, weighting
 from cwgrpo.fused_head import fused_head_temperature
+from cwgrpo.io import append_jsonl
 from cwgrpo.one_group import check_one_group, check_one_group_geometry
 from cwgrpo.probe_kl import ProbeKL
 from cwgrpo.trl_loss import TRL_LOSS_TYPES, aggregate_like_trl
@@ -390,11 +390,9 @@ class CWGRPOTrainer(GRPOTrainer):
             keep = torch.randperm(cov_v.numel(), generator=gen)[: self.args.cw_sample_size]
             cov_v, w_v = cov_v[keep], w_v[keep]
         path = self.args.cw_samples_path or os.path.join(self.args.output_dir, "cov_samples.jsonl")
-        os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
         record = {
             "step": self.state.global_step + 1,
             "cov": [round(v, 6) for v in cov_v.tolist()],
             "weight": [round(v, 6) for v in w_v.tolist()],
         }
-        with open(path, "a", encoding="utf-8") as fh:
-            fh.write(json.dumps(record) + "\n")
+        append_jsonl(path, record)

@@ -43,7 +43,7 @@ import numpy as np
 import pandas as pd
 
 from cwgrpo.configs import ConfigError, add_config_arguments, config_hash, describe_options
-from cwgrpo.io import ResultFileError, atomic_path, write_json, write_text
+from cwgrpo.io import ResultFileError, atomic_path, write_csv, write_json, write_text
 from cwgrpo.report.load import (
     add_input_arguments,
     command_options,
@@ -352,13 +352,13 @@ def write_table(
     identity = input_identity(summary_paths=summaries)
     chash = config_hash(cfg)
     footer = footer_text(identity, chash, preset=cfg.preset)
-    write_text(out["csv"], cells.to_csv(index=False))
+    write_csv(out["csv"], cells)
     write_text(out["tex"], grid_latex(grid))
     write_text(out["md"], grid_markdown(grid))
-    write_text(out["reported_csv"], cmp.to_csv(index=False))
+    write_csv(out["reported_csv"], cmp)
     write_text(out["reported_md"], reported_markdown(cmp, cfg))
     sens = sensitivity_frame(summaries, cfg)
-    write_text(out["sensitivity_csv"], sens.to_csv(index=False))
+    write_csv(out["sensitivity_csv"], sens)
     write_text(out["sensitivity_md"], sensitivity_markdown(sens, cfg))
     write_json(
         out["provenance"],

@@ -98,3 +98,27 @@ def test_finalize_copies_each_live_log_to_its_file_and_the_timings_where_told(tm
         "resumed_from": None,
         "learning_signal": [],  # the log's stretches without learning signal: none in one line with a loss
     }
+
+
+def _user_folder(path):
+    path.mkdir()
+    (path / "data.bin").write_text("precious")
+    return path
+
+
+def test_a_checkpoint_planted_as_a_link_is_never_removed_through(tmp_path):
+    """A ``checkpoint-N`` link without a flag is named, not removed; a link among a checkpoint's resume
+    state is removed as a link, and the folder it points to kept."""
+    from cwgrpo.checkpoints import remove_incomplete_checkpoints
+
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "checkpoint-7").symlink_to(_user_folder(tmp_path / "mine"))
+    with pytest.raises(ConfigError, match=r"checkpoint-7 is a symbolic link without a completion flag"):
+        remove_incomplete_checkpoints(run)
+    assert (tmp_path / "mine" / "data.bin").read_text() == "precious"
+    (run / "checkpoint-7").unlink()
+    old, new = _checkpoint(run, 2, deepspeed=False), _checkpoint(run, 4, deepspeed=False)
+    (old / "optimizer_0").symlink_to(_user_folder(tmp_path / "shards"))
+    assert prune_resume_state(run, keep=new) == [old]
+    assert not (old / "optimizer_0").exists() and (tmp_path / "shards" / "data.bin").read_text() == "precious"

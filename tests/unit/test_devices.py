@@ -216,6 +216,58 @@ def test_device_locks_are_per_slurm_allocation(tmp_path):
             pass
 
 
+def test_a_lock_folder_planted_as_a_link_to_an_own_folder_is_refused(tmp_path):
+    """The default folder (or CWGRPO_LOCK_DIR) as a link to a folder this user owns: refused as a link,
+    and the lock files in the folder it points to are left as they are."""
+    real = tmp_path / "real"
+    real.mkdir(mode=0o700)
+    (real / "gpu-0.lock").write_text("precious\n")
+    (tmp_path / "locks").symlink_to(real)
+    for n_gpus, n_ports in ((1, 0), (0, 1)):
+        with (
+            pytest.raises(ConfigError, match=r"lock folder .*locks .*is a symbolic link"),
+            lease(n_gpus, n_ports, _env(tmp_path, "0")),
+        ):
+            pass  # fmt: skip
+    assert (real / "gpu-0.lock").read_text() == "precious\n"
+    assert [p.name for p in real.iterdir()] == ["gpu-0.lock"]
+
+
+@pytest.mark.parametrize(
+    "value, named",
+    [
+        ("0,00", "(0;"),
+        ("1, 01", "(1;"),
+        ("GPU-AAAA-1111,gpu-aaaa-1111", "(GPU-aaaa-1111;"),
+        ("GPU-aaaa-1111,GPU-aaaa", "(GPU-aaaa-1111 and GPU-aaaa;"),
+    ],
+)
+def test_one_device_named_twice_as_cuda_reads_it_is_refused(value, named):
+    """CUDA reads ``00`` as ``0``, UUIDs regardless of case, and a unique UUID prefix as that GPU."""
+    with pytest.raises(ConfigError, match=rf"CUDA_VISIBLE_DEVICES={value!r} names one GPU twice \{named}"):
+        gpu_pool({"CUDA_VISIBLE_DEVICES": value})
+
+
+@pytest.mark.parametrize("first, second", [("0", "00"), ("GPU-aaaa-1111", "gpu-AAAA-1111")])
+def test_two_jobs_given_one_device_in_two_spellings_never_share_it(tmp_path, first, second):
+    with lease(1, 0, _env(tmp_path, first)) as held:
+        assert held.gpus == (first,)
+        with (
+            pytest.raises(RuntimeError, match="not free"),
+            lease(1, 0, _env(tmp_path, second, CWGRPO_GPU_WAIT_S="0")),
+        ):
+            pass  # fmt: skip
+
+
+def test_a_uuid_prefix_locks_the_gpu_it_names():
+    from cwgrpo.devices import device_lock_ids
+
+    uuids = {"0": "GPU-aaaa-1111", "1": "GPU-bbbb-2222"}
+    pool = gpu_pool({"CUDA_VISIBLE_DEVICES": "GPU-AAAA,GPU-BBBB"})
+    assert device_lock_ids(pool, uuids) == {"GPU-aaaa": "GPU-aaaa-1111", "GPU-bbbb": "GPU-bbbb-2222"}
+    assert device_lock_ids(["GPU-"], uuids) == {"GPU-": "GPU-"}  # not unique: CUDA would not take it
+
+
 # -- hostile settings: lock files as links, foreign lock folders, devices listed twice, bad values -------
 
 
@@ -270,7 +322,7 @@ def test_a_device_listed_twice_is_an_error_not_a_wait_forever(tmp_path):
     """Bug: CUDA_VISIBLE_DEVICES=0,0 and lease(2, 0) waited forever with nothing else holding a GPU."""
     _refused(
         _lock_env(tmp_path / "locks", "0,0", CWGRPO_GPU_WAIT_S="1"),
-        "CUDA_VISIBLE_DEVICES='0,0' lists 0 more than once",
+        r"CUDA_VISIBLE_DEVICES='0,0' names one GPU twice \(0;",
         2,
         0,
     )

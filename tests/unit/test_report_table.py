@@ -608,6 +608,33 @@ def test_table1_as_a_figure_draws_each_avg_with_its_interval_beside_the_papers(t
     assert out["md"].exists()
 
 
+def test_no_csv_cell_is_a_spreadsheet_formula(tmp_path):
+    """Display names that a spreadsheet would run (``=``, ``+``, ``-``, ``@``, tab, CR) get a leading ``'``
+    in every CSV (OWASP's CSV-injection rule); numbers such as negative deltas stay numbers."""
+    import csv
+
+    hostile = {"syn_math500": '=HYPERLINK("http://x")', "syn_olympiad": "@SUM(A1)"}
+    sizes = {"small": "\t-2+3"}
+    out = write_table(
+        cfg(benchmark_display=hostile, size_display=sizes),
+        make_results(tmp_path / "r"),
+        outputs(tmp_path / "fig" / "table1.pdf", tmp_path / "out"),
+    )
+    negative = 0
+    for key in ("csv", "reported_csv", "sensitivity_csv"):
+        with open(out[key], newline="", encoding="utf-8") as fh:
+            for row in csv.reader(fh):
+                for value in row:
+                    if value[:1] in ("=", "+", "-", "@", "\t", "\r"):
+                        assert float(value) < 0, (key, value)
+                        negative += 1
+    assert negative > 0  # the deltas below the best method: written as numbers
+    cells = pd.read_csv(out["csv"])
+    shown = {d for d in cells["benchmark_display"] if d != "Avg"}
+    assert {d.split(" (≈")[0] for d in shown} == {"'" + v for v in hostile.values()}
+    assert {d.split(" (≈")[0] for d in cells["size_display"]} == {"'\t-2+3"}
+
+
 def test_the_copy_is_the_presets_table_and_says_so(tmp_path):
     """figures/table1.pdf (the README's target) is a byte copy of the preset's own table, whose footer and
     provenance name the preset."""

@@ -202,6 +202,23 @@ def test_a_long_completion_keeps_its_head_and_its_end():
     assert "characters not shown" in shown and clip("short", 600) == "short"
 
 
+def test_a_huge_problem_gold_and_answer_are_clipped_like_a_completion(tmp_path):
+    """A 300,000-character problem, gold and extracted answer give a page of a few kB per sample, saying
+    how much was left out."""
+    huge = "1+" * 150_000 + "1"
+    data = tmp_path / "syn_math500.jsonl"
+    data.write_text(json.dumps({"id": "p0", "problem": huge, "answer": huge, "source": "s"}) + "\n")
+    rows = [{**row(i, strict=False), "gold": huge, "extracted": huge} for i in range(2)]
+    cfg = SamplesConfig(kind="tiny")
+    cells, issues = load_cells([write_cell(tmp_path / "a", rows, graded=False, data=data)], cfg)
+    assert issues == [] and cells[0].shown[0].problem == huge
+    page = render_page("t", cells, issues, cfg)
+    assert len(page) < len(render_page("t", [], [], cfg)) + 2 * 4 * (cfg.max_chars + 200)
+    assert (
+        page.count(f"[… {len(huge) - cfg.max_chars:,} characters not shown …]") == 2 * 3
+    )  # problem, gold, answer
+
+
 def test_the_page_never_overwrites_an_input_and_bad_options_are_one_line(tmp_path, capsys):
     summary = write_cell(tmp_path / "a", [row(0, strict=True)])
     samples_file = summary.with_name("syn_math500.graded.jsonl")
