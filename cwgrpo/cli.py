@@ -120,6 +120,9 @@ def refuse_overwriting_inputs(module: Any, parser: argparse.ArgumentParser, args
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    from cwgrpo.workers import tie_worker
+
+    tie_worker(os.environ)  # a training process of `cwgrpo.workers`: dies with its agent
     argv = list(sys.argv[1:] if argv is None else argv)
     top = _top_parser()
     if not argv or argv[0] in ("-h", "--help"):
