@@ -129,14 +129,21 @@ def _callbacks(run_dir: Path, provenance_block: dict[str, Any]):
                 append_jsonl(run_dir / LIVE / "timings.jsonl", {"step": state.global_step, **timings})
 
     class MarkCompleteCheckpoints(TrainerCallback):
-        """After TRL saved checkpoint-N: flag it complete, then write the step marker the DAG waits for."""
+        """After every process saved checkpoint-N: flag it complete, then write the step marker the DAG waits
+        for. The barrier first: transformers writes each process's RNG state after DeepSpeed's save, with no
+        barrier after it, so the first process would otherwise flag (and prune) before the others are done."""
 
         def on_save(self, args, state, control, **kwargs):
+            from accelerate import PartialState
+
+            processes = PartialState()
+            processes.wait_for_everyone()
             if not state.is_world_process_zero:
                 return
             ckpt = run_dir / f"checkpoint-{state.global_step}"
             if ckpt.is_dir():
-                write_json(ckpt / COMPLETE_FLAG, flag_record(ckpt, state.global_step, provenance_block))
+                record = flag_record(ckpt, state.global_step, provenance_block, processes.num_processes)
+                write_json(ckpt / COMPLETE_FLAG, record)
                 write_marker(run_dir, state.global_step, ckpt, provenance_block)
                 prune_resume_state(run_dir, keep=ckpt)
 
