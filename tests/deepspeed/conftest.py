@@ -26,6 +26,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.conftest import built_once
+
 REPO = Path(__file__).resolve().parents[2]
 SLOW_RNG_SAVE = Path(__file__).with_name("slow_rng_save")
 STEPS, SAVE_STEPS = 6, 2
@@ -74,14 +76,18 @@ def deepspeed_python() -> Path:
 
 @pytest.fixture(scope="session")
 def ds_inputs(tmp_path_factory, deepspeed_python) -> Path:
-    """A folder with ``model/`` (the random tiny model) and ``data/syn_train.jsonl``."""
-    root = tmp_path_factory.mktemp("ds-inputs")
-    for args in (
-        ["build-tiny", "--size", "small", "--out-dir", "model", "--marker", "model.json"],
-        ["prepare-data", "--dataset", "syn_train", "--out", "data/syn_train.jsonl"],
-    ):
-        subprocess.run([sys.executable, "-m", "cwgrpo.cli", *args], cwd=root, check=True, capture_output=True)
-    return root
+    """A folder with ``model/`` (the random tiny model) and ``data/syn_train.jsonl``, built once per test
+    run (shared by the xdist workers)."""
+
+    def build(root: Path) -> None:
+        for args in (
+            ["build-tiny", "--size", "small", "--out-dir", "model", "--marker", "model.json"],
+            ["prepare-data", "--dataset", "syn_train", "--out", "data/syn_train.jsonl"],
+        ):
+            cmd = [sys.executable, "-m", "cwgrpo.cli", *args]
+            subprocess.run(cmd, cwd=root, check=True, capture_output=True)
+
+    return built_once(tmp_path_factory, "ds-inputs", build)
 
 
 class Job:
@@ -207,15 +213,15 @@ def checkpoint_files(ckpt: Path) -> list[str]:
 @pytest.fixture(scope="session")
 def uninterrupted(deepspeed_python, ds_inputs, tmp_path_factory) -> Callable[[int], Path]:
     """``uninterrupted(stage)``: the run folder of a whole run (``STEPS`` steps, a checkpoint every
-    ``SAVE_STEPS``) under ZeRO-``stage``, trained once per session, its rank 1 saving its RNG state late."""
-    done: dict[int, Path] = {}
+    ``SAVE_STEPS``) under ZeRO-``stage``, its rank 1 saving its RNG state late; trained once per test run
+    (shared by the xdist workers)."""
 
     def get(stage: int) -> Path:
-        if stage not in done:
-            job = Job(deepspeed_python, ds_inputs, tmp_path_factory.mktemp(f"zero{stage}-whole"), stage, 1)
+        def build(folder: Path) -> None:
+            job = Job(deepspeed_python, ds_inputs, folder, stage, slow_rank=1)
             result = job.run()
             assert result.returncode == 0, result.stdout
-            done[stage] = job.run_dir
-        return done[stage]
+
+        return built_once(tmp_path_factory, f"ds-zero{stage}-whole", build) / "run"
 
     return get
