@@ -63,11 +63,13 @@ def complete_checkpoints(run_dir: Path) -> dict[int, Path]:
     return dict(sorted(found.items()))
 
 
-def resumable_checkpoints(run_dir: Path, block: dict[str, Any]) -> dict[int, Path]:
-    """The complete checkpoints a rerun may resume from, by step, once the cut ones are removed; raises
-    if any is of another identity (``block``'s config hash and inputs) or a damaged newest one cannot
-    be replaced by the previous one."""
-    remove_incomplete_checkpoints(run_dir)
+def resumable_checkpoints(run_dir: Path, block: dict[str, Any], owner: bool = True) -> dict[int, Path]:
+    """The complete checkpoints a rerun may resume from, by step, once the cut ones are removed (by the
+    ``owner`` of the run folder only: every training process calls this, and two removing one folder at
+    once fail); raises if any is of another identity (``block``'s config hash and inputs) or a damaged
+    newest one cannot be replaced by the previous one."""
+    if owner:
+        remove_incomplete_checkpoints(run_dir)
     done = complete_checkpoints(run_dir)
     check_same_config(run_dir, done, block["config_hash"], block["inputs"])
     return _verified(done)

@@ -353,17 +353,20 @@ def _train_locked(plan: TrainPlan) -> int:
     from cwgrpo.trainer import CWGRPOTrainer
 
     run_dir, config = plan.run_dir, plan.config
-    done = resumable_checkpoints(run_dir, plan.block)
+    owner = _is_rank_zero()  # every process runs this; one of them writes into the run folder
+    done = resumable_checkpoints(run_dir, plan.block, owner)
     resume = str(done[max(done)]) if done else None
     if done and max(done) >= config.max_steps:  # a finished run: resuming would train one step more
         logger.info("%s is complete (step %d): writing its outputs only", run_dir, max(done))
         check_logs(run_dir, max(done), config)
-        finalize(run_dir, plan.block, plan.resolved, resume, plan.logs)
+        if owner:
+            finalize(run_dir, plan.block, plan.resolved, resume, plan.logs)
         return 0
     if resume is not None:  # the logs before the resume point must all be there, or figures hide a gap
         check_logs(run_dir, max(done), config)
         check_resumable(Path(resume))
-    reset_logs(run_dir, plan.logs, max(done) if done else None)
+    if owner:
+        reset_logs(run_dir, plan.logs, max(done) if done else None)
     if resume is not None:
         logger.info("resuming from %s", resume)
 

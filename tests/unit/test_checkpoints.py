@@ -100,6 +100,15 @@ def test_a_flag_written_before_a_process_saved_its_files_is_not_resumed_from(tmp
     assert resumable_checkpoints(tmp_path, BLOCK) == {2: older}
 
 
+def test_only_the_run_folders_owner_removes_a_cut_checkpoint(tmp_path):
+    """Every training process looks for the checkpoint to resume from; two removing the same cut one at
+    once would fail, so the others leave it to the owner (rank 0) and never count it."""
+    done = _checkpoint(tmp_path, 2)
+    cut = _checkpoint(tmp_path, 4, complete=False)
+    assert resumable_checkpoints(tmp_path, BLOCK, owner=False) == {2: done} and cut.is_dir()
+    assert resumable_checkpoints(tmp_path, BLOCK) == {2: done} and not cut.exists()
+
+
 def test_a_listed_file_that_is_gone_makes_a_checkpoint_damaged(tmp_path):
     ckpt = _checkpoint(tmp_path, 2)
     (ckpt / "rng_state_1.pth").unlink()
