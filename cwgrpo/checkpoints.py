@@ -26,8 +26,10 @@ from cwgrpo.io import read_json, write_json, write_text
 from cwgrpo.runguard import (
     CHECKPOINT,
     COMPLETE_FLAG,
+    PRUNED_FLAG,
     check_logs_cover,
     incomplete_checkpoints,
+    missing_rank_files,
     move_aside_hint,
     verify_checkpoint,
 )
@@ -35,10 +37,11 @@ from cwgrpo.train_config import LIVE
 
 logger = logging.getLogger("cwgrpo.train")  # these lines are the training run's
 
-PRUNED_FLAG = "cwgrpo_pruned.json"  # written inside a checkpoint folder before its resume state is deleted
 # What only a resume reads (transformers' Trainer and DeepSpeed): optimiser (also FSDP's optimizer_N/),
-# scheduler, grad scaler, RNG states, DeepSpeed's global_stepN/ (optimiser shards and a second copy of the
-# weights), its `latest` pointer and converter script. Evaluation reads the weights and tokenizer only.
+# scheduler, grad scaler, RNG states (one per process), DeepSpeed's global_stepN/ (optimiser shards and a
+# second copy of the weights), its `latest` pointer, and its converter scripts for those shards (DeepSpeed
+# 0.19 writes zero_to_fp32.py and zero_to_torch.py). Evaluation reads the weights and tokenizer only.
+# tests/unit/test_checkpoints.py checks this against layouts recorded from real ZeRO-2 and ZeRO-3 saves.
 RESUME_STATE = (
     "optimizer*",
     "scheduler.pt",
@@ -46,7 +49,7 @@ RESUME_STATE = (
     "rng_state*.pth",
     "global_step*",
     "latest",
-    "zero_to_fp32.py",
+    "zero_to_*.py",
 )
 
 
@@ -60,11 +63,13 @@ def complete_checkpoints(run_dir: Path) -> dict[int, Path]:
     return dict(sorted(found.items()))
 
 
-def resumable_checkpoints(run_dir: Path, block: dict[str, Any]) -> dict[int, Path]:
-    """The complete checkpoints a rerun may resume from, by step, once the cut ones are removed; raises
-    if any is of another identity (``block``'s config hash and inputs) or a damaged newest one cannot
-    be replaced by the previous one."""
-    remove_incomplete_checkpoints(run_dir)
+def resumable_checkpoints(run_dir: Path, block: dict[str, Any], owner: bool = True) -> dict[int, Path]:
+    """The complete checkpoints a rerun may resume from, by step, once the cut ones are removed (by the
+    ``owner`` of the run folder only: every training process calls this, and two removing one folder at
+    once fail); raises if any is of another identity (``block``'s config hash and inputs) or a damaged
+    newest one cannot be replaced by the previous one."""
+    if owner:
+        remove_incomplete_checkpoints(run_dir)
     done = complete_checkpoints(run_dir)
     check_same_config(run_dir, done, block["config_hash"], block["inputs"])
     return _verified(done)
@@ -117,7 +122,7 @@ def _verified(done: dict[int, Path]) -> dict[int, Path]:
     """
     while done:
         step = max(done)
-        problem = verify_checkpoint(done[step])
+        problem = verify_checkpoint(done[step]) or missing_rank_files(done[step])
         if problem is None:
             return done
         older = {s: p for s, p in done.items() if s != step}

@@ -150,6 +150,9 @@ def run_checked(
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    from cwgrpo.workers import tie_worker
+
+    tie_worker(os.environ)  # a training process of `cwgrpo.workers`: dies with its agent
     argv = list(sys.argv[1:] if argv is None else argv)
     top = _top_parser()
     if not argv or argv[0] in ("-h", "--help"):

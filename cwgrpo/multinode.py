@@ -5,8 +5,9 @@ allocation of ``nodes_needed(job)`` nodes, and starts from there (``relaunch``):
 
 - the vLLM server (if ``vllm_server_gpu`` is set): ``srun`` on the first node (GPU ``vllm_server_gpu`` of
   it), or on a node of its own, the allocation's last (``vllm_server_node``); training waits until it answers;
-- one ``srun --nodes=1 --ntasks=1 --nodelist=NODE`` per training node, each running ``accelerate launch
-  --num_processes TOTAL --num_machines N --machine_rank I --main_process_ip FIRST_NODE --main_process_port P
+- one ``srun --nodes=1 --ntasks=1 --nodelist=NODE`` per training node, each running ``accelerate launch``
+  through ``cwgrpo.workers`` (each training process dies with that node's agent) with ``--num_processes
+  TOTAL --num_machines N --machine_rank I --main_process_ip FIRST_NODE --main_process_port P
   --deepspeed_multinode_launcher standard`` (accelerate then runs torchrun with ``num_processes // N``
   processes per node; ``standard`` as in the bundled configs, whatever a config given by path says).
 
@@ -132,7 +133,7 @@ def plan(
     steps = []
     for rank, node in enumerate(train_nodes):
         launch = [
-            sys.executable, "-m", "accelerate.commands.launch",
+            sys.executable, "-m", "cwgrpo.workers",
             "--config_file", accelerate_config,
             "--num_processes", str(job.num_processes),
             "--num_machines", str(job.num_nodes),

@@ -30,7 +30,8 @@ from typing import Any
 from cwgrpo.configs import ConfigError
 
 LOCK_NAME = ".cwgrpo.lock"
-COMPLETE_FLAG = "cwgrpo_complete.json"  # written inside a checkpoint folder once TRL finished saving it
+COMPLETE_FLAG = "cwgrpo_complete.json"  # written inside a checkpoint folder once every process saved it
+PRUNED_FLAG = "cwgrpo_pruned.json"  # written inside a checkpoint folder before its resume state is deleted
 SPACE_MARGIN = 1.1  # free space wanted: this times the size of the newest checkpoint
 CHECKPOINT = re.compile(r"checkpoint-(\d+)")
 
@@ -118,14 +119,40 @@ def _file_sizes(ckpt: Path) -> dict[str, int]:
     }
 
 
-def flag_record(ckpt: Path, step: int, block: dict[str, Any]) -> dict[str, Any]:
-    """The completion flag of a checkpoint: its step, the run's identity and the size of each file."""
+def flag_record(ckpt: Path, step: int, block: dict[str, Any], processes: int = 1) -> dict[str, Any]:
+    """The completion flag of a checkpoint: its step, the run's identity, the number of training processes
+    that saved it (each writes its own RNG state) and the size of each file."""
     return {
         "step": step,
         "config_hash": block["config_hash"],
         "inputs": block.get("inputs"),
+        "processes": processes,
         "files": _file_sizes(ckpt),
     }
+
+
+def _read_flag(path: Path) -> dict[str, Any]:
+    return json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
+
+
+def rng_state_names(processes: int) -> list[str]:
+    """The RNG state files transformers' Trainer writes: one per process, or one without a rank alone."""
+    return ["rng_state.pth"] if processes <= 1 else [f"rng_state_{r}.pth" for r in range(processes)]
+
+
+def missing_rank_files(ckpt: Path) -> str | None:
+    """None if the flag lists the RNG state of every process that saved the checkpoint, else the problem
+    (a flag written before one process had saved its files: resuming would reseed that one silently)."""
+    flag = _read_flag(Path(ckpt) / COMPLETE_FLAG)
+    if "processes" not in flag:
+        return None
+    missing = [n for n in rng_state_names(flag["processes"]) if n not in (flag.get("files") or {})]
+    if missing:
+        return (
+            f"{ckpt} was flagged complete before process(es) of {flag['processes']} had saved "
+            f"{', '.join(missing)} (its completion flag does not list them)"
+        )
+    return None
 
 
 def safetensors_problem(path: Path) -> str | None:
@@ -152,20 +179,21 @@ def safetensors_problem(path: Path) -> str | None:
 def verify_checkpoint(ckpt: Path) -> str | None:
     """None if the checkpoint's files match its flag and its weights are readable, else the problem.
 
-    A file the flag lists may be absent (old optimiser state may be pruned); one that is there must have
-    its recorded size. A flag without sizes (older cwgrpo) is checked by the safetensors headers only.
+    Every file the flag lists must be there with its recorded size, except the resume state that pruning
+    removed (listed in ``PRUNED_FLAG``, file or top folder). A flag without sizes (older cwgrpo) is checked
+    by the safetensors headers only.
     """
     ckpt = Path(ckpt)
-    flag_path = ckpt / COMPLETE_FLAG
     try:
-        flag = json.loads(flag_path.read_text(encoding="utf-8")) if flag_path.is_file() else {}
-    except (ValueError, UnicodeDecodeError):
-        return f"{flag_path} is corrupt"
+        flag = _read_flag(ckpt / COMPLETE_FLAG)
+        removed = set(_read_flag(ckpt / PRUNED_FLAG).get("removed") or [])
+    except (ValueError, UnicodeDecodeError) as err:
+        return f"a flag file in {ckpt} is corrupt ({err})"
     for name, size in (flag.get("files") or {}).items():
         path = ckpt / name
         if path.is_file() and path.stat().st_size != size:
             return f"{path} has {path.stat().st_size} bytes, {size} when the checkpoint was saved (truncated or corrupt)"
-        if not path.is_file() and (name.endswith(".safetensors") or name == "config.json"):
+        if not path.is_file() and name.split("/")[0] not in removed:
             return f"{path} is missing (listed when the checkpoint was saved)"
     for path in sorted(ckpt.glob("*.safetensors")):
         problem = safetensors_problem(path)

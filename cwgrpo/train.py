@@ -129,14 +129,21 @@ def _callbacks(run_dir: Path, provenance_block: dict[str, Any]):
                 append_jsonl(run_dir / LIVE / "timings.jsonl", {"step": state.global_step, **timings})
 
     class MarkCompleteCheckpoints(TrainerCallback):
-        """After TRL saved checkpoint-N: flag it complete, then write the step marker the DAG waits for."""
+        """After every process saved checkpoint-N: flag it complete, then write the step marker the DAG waits
+        for. The barrier first: transformers writes each process's RNG state after DeepSpeed's save, with no
+        barrier after it, so the first process would otherwise flag (and prune) before the others are done."""
 
         def on_save(self, args, state, control, **kwargs):
+            from accelerate import PartialState
+
+            processes = PartialState()
+            processes.wait_for_everyone()
             if not state.is_world_process_zero:
                 return
             ckpt = run_dir / f"checkpoint-{state.global_step}"
             if ckpt.is_dir():
-                write_json(ckpt / COMPLETE_FLAG, flag_record(ckpt, state.global_step, provenance_block))
+                record = flag_record(ckpt, state.global_step, provenance_block, processes.num_processes)
+                write_json(ckpt / COMPLETE_FLAG, record)
                 write_marker(run_dir, state.global_step, ckpt, provenance_block)
                 prune_resume_state(run_dir, keep=ckpt)
 
@@ -315,6 +322,20 @@ def train(
             lock.release()
 
 
+def process_description(accelerator) -> str:
+    """``I of N`` and how they train together: accelerate's distributed type, the ZeRO stage, the backend."""
+    import torch.distributed as dist
+
+    state = accelerator.state
+    how = [str(getattr(state.distributed_type, "value", state.distributed_type))]
+    plugin = getattr(state, "deepspeed_plugin", None)
+    if plugin is not None:
+        how.append(f"ZeRO-{plugin.zero_stage}")
+    if dist.is_available() and dist.is_initialized():
+        how.append(f"backend {dist.get_backend()}")
+    return f"{accelerator.process_index} of {accelerator.num_processes} ({', '.join(how)})"
+
+
 def _is_rank_zero() -> bool:
     """The process that owns the run folder (under accelerate every rank calls ``train``)."""
     return int(os.environ.get("RANK", "0")) == 0
@@ -339,17 +360,20 @@ def _train_locked(plan: TrainPlan) -> int:
     from cwgrpo.trainer import CWGRPOTrainer
 
     run_dir, config = plan.run_dir, plan.config
-    done = resumable_checkpoints(run_dir, plan.block)
+    owner = _is_rank_zero()  # every process runs this; one of them writes into the run folder
+    done = resumable_checkpoints(run_dir, plan.block, owner)
     resume = str(done[max(done)]) if done else None
     if done and max(done) >= config.max_steps:  # a finished run: resuming would train one step more
         logger.info("%s is complete (step %d): writing its outputs only", run_dir, max(done))
         check_logs(run_dir, max(done), config)
-        finalize(run_dir, plan.block, plan.resolved, resume, plan.logs)
+        if owner:
+            finalize(run_dir, plan.block, plan.resolved, resume, plan.logs)
         return 0
     if resume is not None:  # the logs before the resume point must all be there, or figures hide a gap
         check_logs(run_dir, max(done), config)
         check_resumable(Path(resume))
-    reset_logs(run_dir, plan.logs, max(done) if done else None)
+    if owner:
+        reset_logs(run_dir, plan.logs, max(done) if done else None)
     if resume is not None:
         logger.info("resuming from %s", resume)
 
@@ -361,9 +385,7 @@ def _train_locked(plan: TrainPlan) -> int:
         processing_class=plan.tokenizer,
         callbacks=_callbacks(run_dir, plan.block),
     )
-    logger.info(
-        "training process %d of %d", trainer.accelerator.process_index, trainer.accelerator.num_processes
-    )
+    logger.info("training process %s", process_description(trainer.accelerator))
     try:
         trainer.train(resume_from_checkpoint=resume)
     except OSError as err:  # e.g. a full disk inside TRL's save: say where
