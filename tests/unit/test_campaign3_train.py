@@ -19,18 +19,19 @@ from cwgrpo.context_budget import completion_budget
 from cwgrpo.io import ResultFileError
 from cwgrpo.optioncheck import OptionError, check_train_options
 from cwgrpo.report.claim_checks import silent_runs
-from cwgrpo.train_config import split_options
+from cwgrpo.train_config import build_train_config, split_options
 
 REPO = Path(__file__).resolve().parents[2]
 
 
 # -- options refused where they are parsed, not after the model has loaded -------------------------------
-def test_a_negative_no_signal_stretch_is_refused_at_parse_time():
+def test_a_negative_no_signal_stretch_is_refused_at_parse_time(tmp_path):
     with pytest.raises(OptionError, match=r"cw_no_signal_steps=-1: must be an integer >= 0") as err:
         check_train_options({"cw_no_signal_steps": -1})
     assert err.value.key == "cw_no_signal_steps"
     with pytest.raises(ConfigError, match=r"cw_no_signal_steps=-1"):
-        split_options({"cw_no_signal_steps": -1})
+        build_train_config({"cw_no_signal_steps": -1, "use_cpu": True, "bf16": False}, tmp_path / "run")
+    assert not (tmp_path / "run").exists()
 
 
 def test_a_completion_budget_below_one_token_is_refused_before_a_request():
