@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 from test_gpu_box import _fake_cwgrpo
 from test_workflow import PRESETS, run_snakemake
 
@@ -23,3 +25,27 @@ def test_a_failed_job_prints_the_last_lines_of_its_log(tmp_path):
     assert "build_tiny failed; the last 20 lines of logs/tiny/build_tiny/small.log:" in out, out[-3000:]
     assert CAUSE in out.split("the last 20 lines of", 1)[1]  # the cause, printed after the header
     assert "progress line 21" not in out and "progress line 22" in out  # 19 progress lines + the cause
+
+
+def test_a_long_last_line_is_shortened_between_words(tmp_path):
+    """A refusal naming long paths (the command that keeps a run) is shortened, never cut inside a word."""
+    bin_dir, records = _fake_cwgrpo(tmp_path)
+    words = [f"word{i:03d}" for i in range(90)]  # 720 characters
+    proc, out = run_snakemake(
+        tmp_path / "work",
+        "--cores",
+        "1",
+        "results/tiny/models/small/init.json",
+        configfile=PRESETS["tiny"],
+        path_prefix=bin_dir,
+        env={"FAKE_CWGRPO_FAIL": "build-tiny", "FAKE_CWGRPO_CAUSE": " ".join(words),
+             "RECORD_DIR": str(records), "CWGRPO_LOCK_DIR": str(tmp_path)},
+    )  # fmt: skip
+    assert proc.returncode != 0
+    (line,) = [line.strip() for line in out.splitlines() if "cwgrpo build-tiny: error: word000" in line]
+    marker = re.search(r" \[… [\d,]+ characters …\] ", line)
+    assert marker and len(line) <= 420, line
+    kept = (
+        line[: marker.start()].split()[3:] + line[marker.end() :].split()
+    )  # after "cwgrpo build-tiny: error:"
+    assert kept[0] == "word000" and kept[-1] == "word089" and set(kept) <= set(words)

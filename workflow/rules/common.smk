@@ -18,7 +18,7 @@ from snakemake.utils import validate
 
 # cwgrpo from this checkout (a bare Snakemake environment may lack it)
 sys.path.insert(0, str(Path(workflow.basedir)))
-from cwgrpo.configcheck import ConfigErrors
+from cwgrpo.configcheck import ConfigErrors, shorten
 from cwgrpo.dag import checks, commands, option_checks, options, profile, resources
 from cwgrpo.dag.options import BASE
 
