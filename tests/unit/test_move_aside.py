@@ -9,6 +9,7 @@ import logging
 import re
 import shlex
 import subprocess
+from types import SimpleNamespace
 
 import pytest
 
@@ -90,3 +91,29 @@ def test_a_run_of_the_same_configuration_stays_where_it_is(tmp_path):
     _run_with_checkpoint(run_dir, "same-hash")
     assert move_aside_changed_run(run_dir, {"config_hash": "same-hash", "inputs": INPUTS}) is None
     assert (run_dir / "checkpoint-2").is_dir()
+
+
+def test_a_run_being_trained_by_another_process_is_never_moved(tmp_path):
+    """The move happens under the run folder's lock: while another `cwgrpo train` holds it, it is refused."""
+    import sys
+
+    from cwgrpo.train import move_aside_if_changed
+
+    run_dir = tmp_path / "seed0"
+    _run_with_checkpoint(run_dir, "old-hash")
+    (tmp_path / "model").mkdir()
+    (tmp_path / "train.jsonl").write_text("{}\n")
+    holder = subprocess.Popen(
+        [sys.executable, "-c", "import sys, time; from cwgrpo.runguard import RunLock; "
+         "RunLock(sys.argv[1]).acquire(); print('held', flush=True); time.sleep(60)", str(run_dir)],
+        stdout=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        config = SimpleNamespace(identity=lambda: {"options": "new"})
+        with pytest.raises(ConfigError, match="is being trained into by another"):
+            move_aside_if_changed(run_dir, config, tmp_path / "model", tmp_path / "train.jsonl")
+    finally:
+        holder.kill()
+        holder.wait()
+    assert (run_dir / "checkpoint-2").is_dir() and not run_dir.with_name("seed0.old-1").exists()

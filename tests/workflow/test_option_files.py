@@ -59,6 +59,14 @@ def test_a_dry_run_of_an_edited_preset_changes_no_file_a_planned_job_reads(tmp_p
     assert changed == ["results/real/runs/135m/cw_grpo/seed0"]  # a new, named file for the edited job only
     assert yaml.safe_load((work / planned_b[changed[0]]).read_text())["learning_rate"] == 5.0e-4
 
+    def renamed(config):
+        config["name"] = "real-renamed"
+
+    proc, out = run_snakemake(work, "-n", "-p", configfile=_preset(tmp_path, "c.yaml", renamed))
+    assert proc.returncode == 0, out[-3000:]
+    assert all(path.startswith("results/real-renamed/options/") for path in _configs(out).values())
+    assert {path: (work / path).read_bytes() for path in planned_a.values()} == before
+
 
 def test_snakemake_reruns_a_job_exactly_when_its_options_change(tmp_path):
     bin_dir, records = _fake_cwgrpo(tmp_path)
@@ -84,6 +92,7 @@ def test_snakemake_reruns_a_job_exactly_when_its_options_change(tmp_path):
     assert _planned(snakemake(first, "-n")) == []  # parsed again: nothing to do
     edited = _preset(tmp_path, "edited.yaml", lr(5.0e-4))
     assert _planned(snakemake(edited, "-n")) == ["train_135m"]  # only the edited method's run
+    assert _planned(snakemake(first, "-n")) == []  # a dry run of an edit made no finished job stale
     snakemake(edited, "--cores", "1")
     assert _planned(snakemake(edited, "-n")) == []
     # Back to the first options: their file is older than the outputs, but it is another input of the job.
