@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import re
 import types
 import typing
 from collections.abc import Mapping, Sequence
@@ -105,7 +106,15 @@ def check_options_text(file: str | Path, text: str) -> None:
     """Refuse a workflow job's options file whose YAML text no longer has the hash its header records: the
     job would train with options other than those it was planned with. Any other file passes."""
     recorded = recorded_digest(text)
-    if recorded is not None and recorded != options_digest(text.partition("\n")[2]):
+    if recorded is None:
+        return
+    named = Path(file).name.rsplit(".", 2)  # <stem>.<hash>.yaml: the hash the workflow planned with
+    if len(named) == 3 and re.fullmatch(r"[0-9a-f]{10}", named[1]) and named[1] != recorded:
+        raise ConfigError(
+            f"{file} holds the options of another job (hash {recorded}, its name says {named[1]}): the file "
+            "was replaced after the workflow wrote it; delete it so the workflow writes it again"
+        )
+    if recorded != options_digest(text.partition("\n")[2]):
         raise ConfigError(
             f"{file} was changed after the workflow wrote it (its options no longer have the hash "
             f"{recorded} it was written with): set options in the preset, and delete the file so the "

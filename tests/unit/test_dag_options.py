@@ -80,6 +80,20 @@ def test_an_options_file_edited_by_hand_is_refused_by_the_workflow_and_by_the_jo
         read_options(path)
 
 
+def test_an_options_file_swapped_for_another_jobs_is_refused_by_the_job(tmp_path):
+    files = options.option_files(tmp_path, preset("config.yaml"))
+    (mine, _), (other, _) = (
+        files[("train", "small", "grpo", "seed0")],
+        files[("train", "small", "clip_cov", "seed0")],
+    )
+    assert options.write_option_files(files.values()) == []
+    mine.unlink()
+    mine.symlink_to(other)  # a whole, valid options file, of another job
+    with pytest.raises(ConfigError, match="holds the options of another job"):
+        read_options(mine)
+    assert read_options(other)["cw_method"] == "clip_cov"
+
+
 @pytest.mark.parametrize("blocker", ["options folder is a file", "options file is a folder"])
 def test_an_options_file_that_cannot_be_written_is_one_line_and_leaves_no_temporary_file(tmp_path, blocker):
     path, text = options.option_files(tmp_path / "options", preset("config.yaml"))[("table",)]
