@@ -27,6 +27,7 @@ from cwgrpo.runguard import (
     CHECKPOINT,
     COMPLETE_FLAG,
     PRUNED_FLAG,
+    aside_path,
     check_logs_cover,
     incomplete_checkpoints,
     missing_rank_files,
@@ -93,6 +94,18 @@ def remove_incomplete_checkpoints(run_dir: Path) -> None:
 
 def check_same_config(run_dir: Path, done: dict[int, Path], expected: str, inputs: dict[str, Any]) -> None:
     """Never resume from checkpoints that other options, another base model or other data produced."""
+    changes = changed_identity(done, expected, inputs)
+    if changes:
+        raise ConfigError(
+            f"{run_dir} holds checkpoints {sorted(changes)} of another configuration: changed "
+            f"{'; '.join(_changed(changes))}. Restore the options and inputs that produced it, or "
+            f"{move_aside_hint(run_dir)}"
+        )
+
+
+def changed_identity(done: dict[int, Path], expected: str, inputs: dict[str, Any]) -> dict[int, list[str]]:
+    """What differs, by step, between each checkpoint's identity and the run's (``expected`` config hash,
+    ``inputs``); empty when every checkpoint is this run's."""
     from cwgrpo.identity import changed_inputs
 
     foreign: dict[int, list[str]] = {}
@@ -104,13 +117,32 @@ def check_same_config(run_dir: Path, done: dict[int, Path], expected: str, input
             changes.insert(0, f"the options (config hash {found}, now {expected})")
         if changes:
             foreign[step] = changes
-    if foreign:
-        changes = sorted({c for cs in foreign.values() for c in cs})
-        raise ConfigError(
-            f"{run_dir} holds checkpoints {sorted(foreign)} of another configuration: changed "
-            f"{'; '.join(changes)}. Restore the options and inputs that produced it, or "
-            f"{move_aside_hint(run_dir)}"
-        )
+    return foreign
+
+
+def _changed(foreign: dict[int, list[str]]) -> list[str]:
+    return sorted({c for cs in foreign.values() for c in cs})
+
+
+def move_aside_changed_run(run_dir: Path, block: dict[str, Any]) -> Path | None:
+    """A run folder whose complete checkpoints are of another identity (``block``'s config hash and
+    inputs) is renamed to a free ``<name>.old-N`` beside it, nothing deleted, with one log line: a changed
+    configuration is a new run, and the same command trains it afresh. Call it holding the folder's lock,
+    before any training process starts. Returns where the old run went (None: nothing moved)."""
+    changes = changed_identity(complete_checkpoints(run_dir), block["config_hash"], block["inputs"])
+    if not changes:
+        return None
+    aside = aside_path(run_dir)
+    run_dir.rename(aside)
+    logger.warning(
+        "%s held checkpoints %s of another configuration (changed %s): moved it to %s, nothing deleted; "
+        "training afresh",
+        run_dir,
+        sorted(changes),
+        "; ".join(_changed(changes)),
+        aside,
+    )
+    return aside
 
 
 def _verified(done: dict[int, Path]) -> dict[int, Path]:

@@ -99,6 +99,22 @@ def duplicate_keys_in_files(paths: Iterable[str | Path]) -> list[str]:
 # ---------------------------------------------------------------- schema
 
 
+def shorten(text: str, head: int, tail: int = 0) -> str:
+    """``text`` if it has at most ``head + tail`` characters, else its first ``head`` and last ``tail``
+    characters around a mark of what was left out, cut between words (a word longer than the part kept is
+    the only thing ever cut inside)."""
+    if len(text) <= head + tail:
+        return text
+    start = text[:head]
+    if " " in start.strip():
+        start = start[: start.rstrip().rfind(" ")]
+    end = text[len(text) - tail :] if tail else ""
+    if " " in end.strip():
+        end = end[end.find(" ") + 1 :]
+    cut = len(text) - len(start) - len(end)
+    return f"{start.rstrip()} [… {cut:,} characters …]" + (f" {end.lstrip()}" if end else "")
+
+
 def _short(value: Any) -> str:
     text = json.dumps(value, default=str) if not isinstance(value, str) else repr(value)
     return text if len(text) <= MAX_VALUE_CHARS else text[: MAX_VALUE_CHARS - 3] + "..."
@@ -122,8 +138,7 @@ def _schema_line(error: Any) -> list[str]:
         return [f"{label}: expected {wanted}, got {_short(instance)} ({type(instance).__name__})"]
     if kind == "enum":
         return [f"{label}: {_short(instance)} is not one of {error.validator_value}"]
-    message = error.message if len(error.message) <= 200 else error.message[:197] + "..."
-    return [f"{label}: {message}"]
+    return [f"{label}: {shorten(error.message, 200)}"]
 
 
 def schema_errors(config: Mapping[str, Any], schema: Mapping[str, Any]) -> list[str]:

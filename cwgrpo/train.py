@@ -13,7 +13,8 @@ its newest complete checkpoint.
 
 A run's identity is its options (``config_hash``) and its inputs (``cwgrpo.identity``: the base model
 folder's content and marker, the training data's SHA-256); checkpoints of another identity are never
-resumed or reported as this run's. One trainer at a time holds the folder's lock (``cwgrpo.runguard``),
+resumed or reported as this run's: a changed configuration is a new run, so its folder is moved aside
+(``<name>.old-N``, nothing deleted, one log line) and the run trains afresh. One trainer at a time holds the folder's lock (``cwgrpo.runguard``),
 a damaged newest checkpoint is skipped for the previous one, and a resume needs the log of every step
 before its resume point.
 """
@@ -32,8 +33,10 @@ from typing import TYPE_CHECKING, Any
 from cwgrpo.checkpoints import (
     check_logs,
     check_resumable,
+    complete_checkpoints,
     finalize,
     log_files,
+    move_aside_changed_run,
     prune_resume_state,
     reset_logs,
     resumable_checkpoints,
@@ -225,6 +228,8 @@ def run(args: argparse.Namespace) -> int:
         options, run_dir, parse_tags(args.tag)
     )  # a bad option fails here, in any process
     check_context_fits_model(cfg.trl_kwargs, model_dir)  # before any vLLM engine or server starts
+    if "CWGRPO_LAUNCHED" not in os.environ:  # the one process before any training process starts
+        move_aside_if_changed(run_dir, cfg, model_dir, train_data)
     if cfg.job.launcher == "accelerate" and "CWGRPO_LAUNCHED" not in os.environ:
         from cwgrpo.launch import relaunch
 
@@ -236,6 +241,22 @@ def run(args: argparse.Namespace) -> int:
         with one_gpu():  # this process trains: a GPU of its own on a shared box
             return train(model_dir, train_data, run_dir, cfg, timings)
     return train(model_dir, train_data, run_dir, cfg, timings)
+
+
+def move_aside_if_changed(run_dir: Path, cfg: TrainConfig, model_dir: Path, train_data: Path) -> None:
+    """A run folder trained with other options or inputs is moved aside (``move_aside_changed_run``), under
+    its lock, so the run trains afresh instead of refusing. Missing inputs are left to ``train`` to name."""
+    from cwgrpo.identity import run_inputs
+
+    if not complete_checkpoints(run_dir) or not Path(model_dir).is_dir() or not Path(train_data).is_file():
+        return
+    block = {"config_hash": config_hash(cfg.identity()), "inputs": run_inputs(model_dir, train_data)}
+    lock = RunLock(run_dir)
+    lock.acquire()  # raises, naming the holder, if a `cwgrpo train` trains into it now
+    try:
+        move_aside_changed_run(run_dir, block)
+    finally:
+        lock.release()
 
 
 def launched_command(

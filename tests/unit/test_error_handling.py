@@ -361,7 +361,7 @@ RAISES = [
         "unknown-method",
         lambda c: _trl(cw_method="ppo"),
         ValueError,
-        r"unknown method 'ppo'; known: .*cw_grpo",
+        r"cw_method='ppo'; valid: .*cw_grpo",
     ),
     Raises(
         "train",
@@ -375,14 +375,14 @@ RAISES = [
         "unknown-centring-knob",
         lambda c: _trl(cw_centring="token"),
         ValueError,
-        r"unknown centring 'token'; valid: \['batch', 'sequence'\]",
+        r"cw_centring='token'; valid: \['batch', 'sequence'\]",
     ),
     Raises(
         "train",
         "unknown-normaliser-knob",
         lambda c: _trl(cw_normaliser="N"),
         ValueError,
-        r"unknown normaliser 'N'; valid: \['valid', 'padded'\]",
+        r"cw_normaliser='N'; valid: \['valid', 'padded'\]",
     ),
     Raises(
         "train",
@@ -434,7 +434,7 @@ RAISES = [
         "unknown-method-via-train",
         lambda c: _train(c, c.tmp / "no-model", {"cw_method": "ppo"}),
         ConfigError,
-        r"invalid training options: unknown method 'ppo'",
+        r"invalid training options: cw_method='ppo'; valid: \[",
         ("run",),
     ),
     # -- data ---------------------------------------------------------------------------------------

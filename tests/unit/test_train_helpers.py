@@ -5,7 +5,7 @@ import pytest
 from cwgrpo.configs import ConfigError, parse_tags
 from cwgrpo.context_budget import completion_budget
 from cwgrpo.optioncheck import OptionError, check_train_options
-from cwgrpo.train_config import split_options
+from cwgrpo.train_config import build_train_config, split_options
 
 
 def test_split_options_separates_job_and_trl_fields():
@@ -113,12 +113,13 @@ def test_a_run_folder_copied_elsewhere_keeps_its_config_hash(tmp_path):
     assert config_hash(other.identity()) != config_hash(here.identity())
 
 
-def test_a_negative_no_signal_stretch_is_refused_at_parse_time():
+def test_a_negative_no_signal_stretch_is_refused_at_parse_time(tmp_path):
     with pytest.raises(OptionError, match=r"cw_no_signal_steps=-1: must be an integer >= 0") as err:
         check_train_options({"cw_no_signal_steps": -1})
     assert err.value.key == "cw_no_signal_steps"
     with pytest.raises(ConfigError, match=r"cw_no_signal_steps=-1"):
-        split_options({"cw_no_signal_steps": -1})
+        build_train_config({"cw_no_signal_steps": -1, "use_cpu": True, "bf16": False}, tmp_path / "run")
+    assert not (tmp_path / "run").exists()
 
 
 def test_a_completion_budget_below_one_token_is_refused_before_a_request():

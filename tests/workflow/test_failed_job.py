@@ -50,3 +50,27 @@ def test_a_huge_log_line_is_clipped_and_terminal_escapes_are_shown_not_sent(tmp_
     assert "\x1b" not in text and "\x07" not in text and "\x00" not in text
     assert "\\x1b]0;owned\\x07" in text and "last line" in text
     assert "characters" in text  # the clipped line says so
+
+
+def test_a_long_last_line_is_shortened_between_words(tmp_path):
+    """A refusal naming long paths (the command that keeps a run) is shortened, never cut inside a word."""
+    bin_dir, records = _fake_cwgrpo(tmp_path)
+    words = [f"word{i:03d}" for i in range(90)]  # 720 characters
+    proc, out = run_snakemake(
+        tmp_path / "work",
+        "--cores",
+        "1",
+        "results/tiny/models/small/init.json",
+        configfile=PRESETS["tiny"],
+        path_prefix=bin_dir,
+        env={"FAKE_CWGRPO_FAIL": "build-tiny", "FAKE_CWGRPO_CAUSE": " ".join(words),
+             "RECORD_DIR": str(records), "CWGRPO_LOCK_DIR": str(tmp_path)},
+    )  # fmt: skip
+    assert proc.returncode != 0
+    (line,) = [line.strip() for line in out.splitlines() if "cwgrpo build-tiny: error: word000" in line]
+    marker = re.search(r" \[… [\d,]+ characters …\] ", line)
+    assert marker and len(line) <= 420, line
+    kept = (
+        line[: marker.start()].split()[3:] + line[marker.end() :].split()
+    )  # after "cwgrpo build-tiny: error:"
+    assert kept[0] == "word000" and kept[-1] == "word089" and set(kept) <= set(words)

@@ -1,8 +1,8 @@
 """The workflow's paths, constants and input/params functions; the logic they call is cwgrpo.dag.
 
 Paths follow docs/architecture.md ("Layout of results/<preset name>/"). Each job's options are one YAML
-file, results/<preset>/options/..., written at parse time and given to its command as `--config`
-(cwgrpo.dag.options says why).
+file, results/<preset>/options/...<hash>.yaml, named after its content, written at parse time when new
+and never changed, and given to its command as `--config` (cwgrpo.dag.options says why).
 """
 
 import functools
@@ -18,7 +18,7 @@ from snakemake.utils import validate
 
 # cwgrpo from this checkout (a bare Snakemake environment may lack it)
 sys.path.insert(0, str(Path(workflow.basedir)))
-from cwgrpo.configcheck import ConfigErrors
+from cwgrpo.configcheck import ConfigErrors, shorten
 from cwgrpo.dag import checks, commands, option_checks, options, profile, resources
 from cwgrpo.dag.options import BASE
 
@@ -121,13 +121,16 @@ wildcard_constraints:
 # ---------------------------------------------------------------- options files
 
 
+OPTION_FILES = options.option_files(f"{RES}/options", config)  # job name -> (path, text)
+stop_on(options.write_option_files(OPTION_FILES.values()))
+
+
 def options_file(*name):
-    """The options file of one job (`name`: command, then size, method, seed... as its options vary)."""
-    return f"{RES}/options/{'/'.join(name)}.yaml"
-
-
-for _name, _options in options.job_options(config):
-    options.write_options(options_file(*_name), _options)
+    """The options file of one job (`name`: command, then size, method, seed... as its options vary); a
+    name with wildcards ("{size}") gives an input function that fills them in."""
+    if not any("{" in part for part in name):
+        return str(OPTION_FILES[name][0])
+    return lambda wildcards: str(OPTION_FILES[tuple(p.format(**dict(wildcards.items())) for p in name)][0])
 
 
 def own_dataset_options(wildcards):
