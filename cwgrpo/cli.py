@@ -97,12 +97,14 @@ def _naming_missing_extras(name: str, call: Callable[..., T], *args: Any) -> T:
 def refuse_overwriting_inputs(module: Any, parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
     """No command writes over what it reads: every ``Path`` argument is an input unless the command's module
     lists its ``dest`` in ``OUTPUTS``; ``file_arguments(args)``, where a module has it, adds the files named
-    elsewhere (a ``--set path=``). Checked before the command starts, so nothing is written."""
+    elsewhere (a ``--set path=``), and ``NAMED_INPUT_FOLDERS`` lists folder arguments whose files it names
+    (their other files may be written). Checked before the command starts, so nothing is written."""
     from pathlib import Path
 
     from cwgrpo.io import check_arguments_not_overwritten, check_outputs_distinct
 
     outputs_dests = getattr(module, "OUTPUTS", ())
+    skipped = getattr(module, "NAMED_INPUT_FOLDERS", ())
     outputs: list[Path] = []
     for action in parser._actions:
         value = getattr(args, action.dest, None)
@@ -113,10 +115,40 @@ def refuse_overwriting_inputs(module: Any, parser: argparse.ArgumentParser, args
         for path in values if not action.dest.endswith("dir") else []:
             if Path(path).is_dir():
                 raise ValueError(f"{action.option_strings[0]} {path}: a folder; name the file to write")
-    check_outputs_distinct(outputs)
-    check_arguments_not_overwritten(args, outputs_dests)  # first: file_arguments may read an input
-    if hasattr(module, "file_arguments"):
-        check_arguments_not_overwritten(args, outputs_dests, *module.file_arguments(args))
+    check_arguments_not_overwritten(
+        args, outputs_dests, skip=skipped
+    )  # first: file_arguments may read an input
+    more_inputs, more_outputs = module.file_arguments(args) if hasattr(module, "file_arguments") else ([], [])
+    check_outputs_distinct([*outputs, *more_outputs])
+    check_arguments_not_overwritten(args, outputs_dests, more_inputs, more_outputs, skip=skipped)
+
+
+def _one_line_error(prog: str, err: BaseException) -> int:
+    """Print an expected failure as one line naming the problem (``CWGRPO_DEBUG=1``: the traceback)."""
+    if os.environ.get("CWGRPO_DEBUG"):
+        raise err
+    message = out_of_memory_message(err) or " ".join(
+        line.strip() for line in str(err).splitlines() if line.strip()
+    )  # one line
+    print(f"{prog}: error: {message or type(err).__name__}", file=sys.stderr)
+    return 2
+
+
+def run_checked(
+    module: Any, parser: argparse.ArgumentParser, argv: Sequence[str] | None, run: Callable[[Any], Any]
+) -> int:
+    """The one path of every entry point (``cwgrpo COMMAND`` and each ``python -m cwgrpo....``): parse
+    ``argv``, refuse an output that is an input (``refuse_overwriting_inputs``, with ``module``'s
+    ``OUTPUTS``), then ``run(args)``; an expected failure is one line and status 2."""
+    from cwgrpo.configs import ConfigError
+    from cwgrpo.io import ResultFileError
+
+    args = parser.parse_args(argv)
+    try:
+        refuse_overwriting_inputs(module, parser, args)
+        return int(run(args) or 0)
+    except (ConfigError, ResultFileError, OSError, ValueError) as err:  # OSError: unreadable/unwritable paths
+        return _one_line_error(parser.prog, err)
 
 
 # Loading torch under a small address-space limit (``ulimit -v``) aborts the process from C++ (SIGABRT,
@@ -166,6 +198,9 @@ def check_memory_limit(name: str) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    from cwgrpo.workers import tie_worker
+
+    tie_worker(os.environ)  # a training process of `cwgrpo.workers`: dies with its agent
     argv = list(sys.argv[1:] if argv is None else argv)
     name = f" {argv[0]}" if argv and argv[0] in COMMANDS else ""
     try:
@@ -176,11 +211,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"cwgrpo{name}: interrupted", file=sys.stderr)
         return 130
     except (MemoryError, ImportError, OSError, RuntimeError) as err:
-        message = out_of_memory_message(err)
-        if message is None or os.environ.get("CWGRPO_DEBUG"):
+        if out_of_memory_message(err) is None:
             raise
-        print(f"cwgrpo{name}: error: {message}", file=sys.stderr)
-        return 2
+        return _one_line_error(f"cwgrpo{name}", err)
 
 
 def _main(argv: list[str]) -> int:
@@ -203,7 +236,6 @@ def _main(argv: list[str]) -> int:
     )
     from cwgrpo.configs import ConfigError
     from cwgrpo.extras import require_extra
-    from cwgrpo.io import ResultFileError
 
     if not {"-h", "--help"} & set(rest):
         check_memory_limit(name)
@@ -213,21 +245,19 @@ def _main(argv: list[str]) -> int:
                 require_extra(extra, f"cwgrpo {name}")
         # e.g. a GGUF file without the gguf extra: one line naming the extra
         module = _naming_missing_extras(name, importlib.import_module, module_name)
-        parser = argparse.ArgumentParser(
-            prog=f"cwgrpo {name}", description=help_text, formatter_class=argparse.RawDescriptionHelpFormatter
-        )
-        module.configure_parser(parser)
-        args = parser.parse_args(rest)
-        refuse_overwriting_inputs(module, parser, args)
+    except (ConfigError, OSError, ValueError) as err:
+        return _one_line_error(f"cwgrpo {name}", err)
+    parser = argparse.ArgumentParser(
+        prog=f"cwgrpo {name}", description=help_text, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    module.configure_parser(parser)
+
+    def run(args: argparse.Namespace) -> int:
         code = _naming_missing_extras(name, module.run, args)  # optional libraries imported where used
         _log_resource_use(name)
-    except (ConfigError, ResultFileError, OSError, ValueError) as err:  # OSError: unreadable/unwritable paths
-        if out_of_memory_message(err) is not None or os.environ.get("CWGRPO_DEBUG"):
-            raise
-        message = " ".join(line.strip() for line in str(err).splitlines() if line.strip())  # one line
-        print(f"cwgrpo {name}: error: {message or type(err).__name__}", file=sys.stderr)
-        return 2
-    return int(code or 0)
+        return code
+
+    return run_checked(module, parser, rest, run)
 
 
 if __name__ == "__main__":  # pragma: no cover

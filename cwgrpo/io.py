@@ -7,9 +7,11 @@ Every writer here writes to a temporary file in the destination folder and renam
 from __future__ import annotations
 
 import contextlib
+import errno
 import json
 import os
 import re
+import shutil
 import tempfile
 from collections.abc import Iterable, Iterator
 from pathlib import Path
@@ -51,7 +53,10 @@ def atomic_path(path: str | os.PathLike, suffix: str = "") -> Iterator[Path]:
     """Yield a temporary path beside ``path``; rename it onto ``path`` only if the block succeeds."""
     target = Path(path)
     target.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=suffix or ".tmp", dir=target.parent)
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=suffix or ".tmp", dir=target.parent)
+    except OSError as err:  # name the file asked for, not the temporary one
+        raise OSError(err.errno, f"cannot write {target}: {err.strerror}") from None
     os.close(fd)
     tmp_path = Path(tmp)
     try:
@@ -67,6 +72,76 @@ def atomic_path(path: str | os.PathLike, suffix: str = "") -> Iterator[Path]:
             tmp_path.unlink()
 
 
+OWNED_MARK = ".cwgrpo-owned"  # inside a folder this package wrote as a whole, and so may replace
+_MARK_TEXT = "written by cwgrpo, which may replace this folder\n"
+
+
+def check_replaceable_dir(path: str | os.PathLike) -> None:
+    """Refuse (``ValueError`` naming it) a folder this package may not replace: a file, a link, the folder
+    one is in (or above it), or an existing folder with content but without ``OWNED_MARK``. A folder a user
+    named is never emptied; one that a command wrote itself may be written afresh."""
+    p = Path(path)
+    what = f"output folder {p}"
+    if p.is_symlink():
+        raise ValueError(f"{what} is a symbolic link: name a new folder (the link is not followed)")
+    if not p.exists():
+        return
+    if not p.is_dir():
+        raise ValueError(f"{what} is a file: name a new folder")
+    if Path.cwd().resolve().is_relative_to(p.resolve()):
+        raise ValueError(f"{what} holds the current folder: name a new folder")
+    mark = p / OWNED_MARK
+    if mark.is_file() and not mark.is_symlink():
+        return
+    if any(p.iterdir()):
+        raise ValueError(
+            f"{what} exists and holds files cwgrpo did not write there: name a new folder, or move it aside"
+        )
+
+
+@contextlib.contextmanager
+def owned_dir(path: str | os.PathLike) -> Iterator[Path]:
+    """Yield a temporary folder beside ``path`` to fill; if the block succeeds, mark it as this package's
+    and move it onto ``path`` (a previous folder of this package there is removed only after the move).
+    ``path`` must pass ``check_replaceable_dir``, checked before and again after the block."""
+    target = Path(path).absolute()
+    check_replaceable_dir(target)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.", dir=target.parent))
+    except OSError as err:  # name the folder asked for, not the temporary one
+        raise OSError(err.errno, f"cannot write {target}: {err.strerror}") from None
+    old: Path | None = None
+    try:
+        yield tmp
+        os.chmod(tmp, 0o777 & ~_umask())  # mkdtemp makes 0700; results are ordinary folders
+        (tmp / OWNED_MARK).write_text(_MARK_TEXT, encoding="utf-8")
+        check_replaceable_dir(target)
+        if target.exists():
+            old = Path(tempfile.mkdtemp(prefix=f".{target.name}.old.", dir=target.parent))
+            os.replace(target, old)  # onto an empty folder: atomic
+        try:
+            os.replace(tmp, target)
+        except OSError:
+            if old is not None:
+                os.replace(old, target)
+            raise
+    finally:
+        for leftover in (tmp, old):
+            if leftover is not None and leftover.exists():
+                shutil.rmtree(leftover)
+
+
+def claim_dir(path: str | os.PathLike) -> Path:
+    """Create ``path`` (or take an empty one, or one this package wrote) and mark it as this package's,
+    for a command that writes into its output folder in place (a download that resumes)."""
+    target = Path(path)
+    check_replaceable_dir(target)
+    target.mkdir(parents=True, exist_ok=True)
+    (target / OWNED_MARK).write_text(_MARK_TEXT, encoding="utf-8")
+    return target
+
+
 def write_text(path: str | os.PathLike, text: str) -> None:
     with atomic_path(path) as tmp:
         tmp.write_text(text, encoding="utf-8")
@@ -77,14 +152,44 @@ def write_json(path: str | os.PathLike, obj: Any) -> None:
     write_text(path, json.dumps(obj, indent=2, sort_keys=True, ensure_ascii=False) + "\n")
 
 
+def json_line(record: Any) -> str:
+    """One JSON line, non-ASCII text kept, with the line breaks that ``str.splitlines`` (unlike JSON) splits
+    on (U+0085, U+2028, U+2029) escaped, so that any line reader sees one record per line."""
+    text = json.dumps(record, sort_keys=True, ensure_ascii=False)
+    return text.replace("\x85", "\\u0085").replace("\u2028", "\\u2028").replace("\u2029", "\\u2029") + "\n"
+
+
 def write_jsonl(path: str | os.PathLike, records: Iterable[dict[str, Any]]) -> int:
     """Write one JSON object per line; returns the number of records written."""
     n = 0
     with atomic_path(path) as tmp, open(tmp, "w", encoding="utf-8") as fh:
         for rec in records:
-            fh.write(json.dumps(rec, sort_keys=True, ensure_ascii=False) + "\n")
+            fh.write(json_line(rec))
             n += 1
     return n
+
+
+FORMULA_START = ("=", "+", "-", "@", "\t", "\r")  # what makes a spreadsheet read a cell as a formula
+
+
+def csv_safe(value: Any) -> Any:
+    """A CSV cell as OWASP's CSV-injection rule has it: text that a spreadsheet would run as a formula
+    (starting with ``= + - @``, a tab or a carriage return) gets a leading ``'``; numbers, and text that
+    is a plain number (``-1.5``), are left as they are."""
+    if not isinstance(value, str) or not value.startswith(FORMULA_START):
+        return value
+    try:
+        float(value)
+    except ValueError:
+        return "'" + value
+    return value
+
+
+def write_csv(path: str | os.PathLike, frame: Any) -> None:
+    """Write a pandas ``DataFrame`` as CSV (no index), its text cells and column names made ``csv_safe``:
+    every CSV the package writes goes through here."""
+    safe = frame.map(csv_safe).rename(columns=csv_safe)
+    write_text(path, safe.to_csv(index=False))
 
 
 def read_json(path: str | os.PathLike) -> Any:
@@ -92,7 +197,7 @@ def read_json(path: str | os.PathLike) -> Any:
     if not p.is_file():
         raise ResultFileError(f"missing file: {p}")
     try:
-        return json.loads(p.read_text(encoding="utf-8"))
+        return json.loads(p.read_text(encoding="utf-8-sig"))
     except (json.JSONDecodeError, UnicodeDecodeError) as err:
         raise ResultFileError(f"{p} is not valid JSON (truncated or corrupt?): {err}") from err
 
@@ -104,7 +209,7 @@ def read_jsonl(path: str | os.PathLike) -> list[dict[str, Any]]:
         raise ResultFileError(f"missing file: {p}")
     records = []
     try:
-        with open(p, encoding="utf-8") as fh:
+        with open(p, encoding="utf-8-sig") as fh:
             for lineno, line in enumerate(fh, start=1):
                 if not line.strip():
                     continue
@@ -118,11 +223,18 @@ def read_jsonl(path: str | os.PathLike) -> list[dict[str, Any]]:
 
 
 def append_jsonl(path: str | os.PathLike, record: dict[str, Any]) -> None:
-    """Append one record (used for per-step training logs, which grow while a run is alive)."""
+    """Append one record (used for per-step training logs, which grow while a run is alive), never through
+    a symbolic link: one planted as the log would send each record into its target."""
     p = Path(path)
     p.parent.mkdir(parents=True, exist_ok=True)
-    with open(p, "a", encoding="utf-8") as fh:
-        fh.write(json.dumps(record, sort_keys=True, ensure_ascii=False) + "\n")
+    try:
+        fd = os.open(p, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o666)
+    except OSError as err:
+        if err.errno != errno.ELOOP:
+            raise
+        raise OSError(err.errno, f"log {p} is a symbolic link, never followed: remove the link") from None
+    with os.fdopen(fd, "a", encoding="utf-8") as fh:
+        fh.write(json_line(record))
         fh.flush()
 
 
@@ -150,13 +262,14 @@ def check_outputs_distinct(outputs: Iterable[str | os.PathLike]) -> None:
 def check_outputs_not_inputs(
     inputs: Iterable[str | os.PathLike], outputs: Iterable[str | os.PathLike]
 ) -> None:
-    """Refuse to run when an output path is one of the inputs (or inside an input folder): no command
-    may write over what it reads. Raises ``ValueError`` naming both."""
+    """Refuse to run when an output path is one of the inputs, inside an input folder, or a folder that
+    holds an input: no command may write over what it reads. Raises ``ValueError`` naming both."""
     ins = [Path(p) for p in inputs]
     for out in map(Path, outputs):
         for inp in ins:
             same = out.resolve() == inp.resolve() or (out.exists() and inp.exists() and out.samefile(inp))
-            if same or (inp.is_dir() and out.resolve().is_relative_to(inp.resolve())):
+            inside = inp.is_dir() and out.resolve().is_relative_to(inp.resolve())
+            if same or inside or inp.resolve().is_relative_to(out.resolve()):
                 raise ValueError(f"output {out} would overwrite the input {inp}: choose another output path")
 
 
@@ -165,14 +278,18 @@ def check_arguments_not_overwritten(
     output_dests: Iterable[str],
     more_inputs: Iterable[str | os.PathLike] = (),
     more_outputs: Iterable[str | os.PathLike] = (),
+    skip: Iterable[str] = (),
 ) -> None:
     """``check_outputs_not_inputs`` over a command's parsed arguments: each ``Path`` value (or list of them)
-    is an input unless its ``dest`` is one of ``output_dests`` (the command module's ``OUTPUTS``). The CLI
-    calls it before a command starts, and a report command's ``run()`` again, for callers without the CLI."""
+    is an input unless its ``dest`` is one of ``output_dests`` (the command module's ``OUTPUTS``) or of
+    ``skip``. The CLI calls it before a command starts, and a report command's ``run()`` again, for callers
+    without the CLI."""
     dests = set(output_dests)
     inputs: list[Path] = list(map(Path, more_inputs))
     outputs: list[Path] = list(map(Path, more_outputs))
     for dest, value in vars(args).items():
+        if dest in skip:
+            continue
         values = value if isinstance(value, list) else [value]
         (outputs if dest in dests else inputs).extend(v for v in values if isinstance(v, Path))
     check_outputs_not_inputs(inputs, outputs)

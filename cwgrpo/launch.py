@@ -8,15 +8,27 @@ arguments each training process runs, the job, the model folder, TRL's options),
 1. if ``vllm_server_gpu`` is set, start ``trl vllm-serve --port P`` pinned to that GPU and wait until it
    answers;
 2. run ``accelerate launch --config_file <bundled zero2.yaml> --num_processes N --main_process_port Q
-   -m cwgrpo.cli train ...`` on the other GPUs, with ``CWGRPO_LAUNCHED=1`` so the children train instead of
+   -m cwgrpo.cli train ...`` on the other GPUs, through ``cwgrpo.workers`` (``python -m cwgrpo.workers``
+   takes accelerate's arguments), with ``CWGRPO_LAUNCHED=1`` so the children train instead of
    relaunching, and the server's port and the weight-sync group's port in the environment
    (``cwgrpo.vllm_server``: not options, so a resumed run, which gets other ports, keeps its config hash);
 3. stop the server, whatever happened.
 
+How the job ends: torch's elastic agent (inside ``accelerate launch``) starts each training process in a
+session of its own, out of reach of a signal to the job's process group. ``cwgrpo.workers`` ties the agent
+to this process and each worker to the agent (each dies with its parent), and every one of them holds the
+lease's lock descriptors, so a SIGKILL of the job's process group, a SIGTERM, or a Slurm cancel ends every
+training process, and the GPUs and ports are free again only once the last of them is gone. The vLLM
+server is tied to this process the same way.
+
+DeepSpeed's CPU accelerator compiles one C++ op at its first start; ``make deepspeed`` compiles it once
+into the environment's ``torch_extensions/``, which the training processes are pointed at
+(``TORCH_EXTENSIONS_DIR``) unless it is set.
+
 A job over several nodes (``num_nodes > 1`` or ``vllm_server_node``) goes to ``cwgrpo.multinode`` instead.
 
-Nothing here runs on CPU CI except the command construction and the claims (``tests/unit/test_launch.py``,
-``tests/unit/test_devices.py``), with fake devices and stand-in commands.
+Tests: the command construction and the claims (``tests/unit/test_launch.py``, ``tests/unit/test_devices.py``),
+and, in the DeepSpeed environment, real 2-process CPU trainings killed mid-run (``tests/deepspeed``).
 """
 
 from __future__ import annotations
@@ -33,9 +45,9 @@ from typing import TYPE_CHECKING, Any
 from cwgrpo import multinode
 from cwgrpo.configs import ConfigError
 from cwgrpo.devices import lease
-from cwgrpo.lifetime import die_with_parent
 from cwgrpo.multinode import ports_needed
 from cwgrpo.vllm_server import GROUP_PORT_ENV, SERVER_PORT_ENV, vllm_server_options, wait_for_server
+from cwgrpo.workers import LAUNCHER_PID_ENV, LEASE_FDS_ENV, die_with_parent
 
 if TYPE_CHECKING:
     from cwgrpo.train_config import TrainJob
@@ -99,7 +111,7 @@ def plan(
     train_cmd = [
         sys.executable,
         "-m",
-        "accelerate.commands.launch",
+        "cwgrpo.workers",
         "--config_file",
         str(accelerate_config_path(job.accelerate_config)),
         "--num_processes",
@@ -113,6 +125,16 @@ def plan(
     if server_cmd is not None and ports:
         train_env |= {SERVER_PORT_ENV: str(ports[1]), GROUP_PORT_ENV: str(ports[2])}
     return server_cmd, server_env, train_cmd, train_env
+
+
+def op_cache_env(environ: Mapping[str, str], prefix: str = sys.prefix) -> dict[str, str]:
+    """``TORCH_EXTENSIONS_DIR`` for the training processes: the environment's own op cache
+    (``<prefix>/torch_extensions``, where ``make deepspeed`` compiled DeepSpeed's CPU op) when the variable
+    is unset and that folder exists; else nothing (torch's default, or the user's choice)."""
+    cache = Path(prefix) / "torch_extensions"
+    if "TORCH_EXTENSIONS_DIR" in environ or not cache.is_dir():
+        return {}
+    return {"TORCH_EXTENSIONS_DIR": str(cache)}
 
 
 def relaunch(
@@ -141,22 +163,26 @@ def _run(
     train_env: dict,
     lock_fds: tuple = (),
 ) -> int:
-    """Run the server (if any) and the training command; both inherit the lock files' descriptors, so the
-    devices and ports stay claimed while either lives, even if this process is killed first."""
+    """Run the server (if any) and the training command; each dies with this process, and both (and the
+    training workers, through ``cwgrpo.workers``) inherit the lock files' descriptors, so the devices and
+    ports stay claimed while any of them lives."""
+    me = os.getpid()
     server = None
     try:
         if server_cmd is not None:
             logger.info("starting vLLM server: %s", " ".join(server_cmd))
             server = subprocess.Popen(
-                server_cmd, env={**os.environ, **server_env}, pass_fds=lock_fds, preexec_fn=die_with_parent
+                server_cmd,
+                env={**os.environ, **server_env},
+                pass_fds=lock_fds,
+                preexec_fn=lambda: die_with_parent(me),
             )
             port = server_cmd[server_cmd.index("--port") + 1] if "--port" in server_cmd else "8000"
             wait_for_server(f"http://localhost:{port}/health", server)
         logger.info("launching: %s", " ".join(train_cmd))
-        env = {**os.environ, **train_env}
-        return subprocess.run(
-            train_cmd, env=env, check=False, pass_fds=lock_fds, preexec_fn=die_with_parent
-        ).returncode
+        env = {**op_cache_env(os.environ), **os.environ, **train_env, LAUNCHER_PID_ENV: str(me)}
+        env[LEASE_FDS_ENV] = ",".join(map(str, lock_fds))
+        return subprocess.run(train_cmd, env=env, check=False, pass_fds=lock_fds).returncode
     finally:
         if server is not None:
             server.terminate()

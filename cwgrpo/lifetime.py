@@ -1,39 +1,24 @@
-"""Processes the package starts die with the process that started them, even when it is killed (``kill -9``)
-and has no chance to stop them.
+"""Pool workers die with the process that started their pool, even when it is killed (``kill -9``) and
+has no chance to stop them. (Commands started with ``subprocess``: ``cwgrpo.workers.die_with_parent``.)
 
-- Pool workers (``cwgrpo.scoring``'s grading pools): ``pool_options()`` gives every worker an initializer
-  that watches the starting process (a pidfd on Linux, else a poll of its pid) and exits when it is gone.
-  A pool's workers otherwise wait for work for ever: they hold both ends of their task queue, and the
-  forkserver and multiprocessing's resource tracker then live on because the workers hold their pipes.
-  Once the workers exit, the forkserver and the resource tracker see end-of-file and exit too.
-- Commands started with ``subprocess`` (the vLLM server, training steps): ``preexec_fn=die_with_parent``
-  asks Linux to send them ``SIGTERM`` when the starting thread ends (``PR_SET_PDEATHSIG``).
+``pool_options()`` gives every worker of a ``ProcessPoolExecutor`` (``cwgrpo.scoring``'s grading pools) an
+initializer that watches the starting process (a pidfd on Linux, else a poll of its pid) and exits when it
+is gone. A pool's workers otherwise wait for work for ever: they hold both ends of their task queue, and
+the forkserver and multiprocessing's resource tracker then live on because the workers hold their pipes.
+Once the workers exit, the forkserver and the resource tracker see end-of-file and exit too. The tie is
+to the process, not to a thread (``PR_SET_PDEATHSIG`` follows the thread that forked, and a pool may be
+started from a thread that ends before it).
 """
 
 from __future__ import annotations
 
-import ctypes
-import ctypes.util
 import os
 import select
-import signal
-import sys
 import threading
 import time
 from typing import Any
 
-PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
 POLL_S = 1.0  # without pidfds: how often a worker checks that the starting process is alive
-
-_prctl = None
-if sys.platform.startswith("linux"):  # resolved here: a preexec_fn should only call it
-    _prctl = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True).prctl
-
-
-def die_with_parent() -> None:
-    """In a child between fork and exec (``preexec_fn``): be sent SIGTERM when the parent ends (Linux)."""
-    if _prctl is not None:
-        _prctl(PR_SET_PDEATHSIG, int(signal.SIGTERM), 0, 0, 0)
 
 
 def _wait_for_exit(pid: int) -> None:

@@ -5,8 +5,9 @@ allocation of ``nodes_needed(job)`` nodes, and starts from there (``relaunch``):
 
 - the vLLM server (if ``vllm_server_gpu`` is set): ``srun`` on the first node (GPU ``vllm_server_gpu`` of
   it), or on a node of its own, the allocation's last (``vllm_server_node``); training waits until it answers;
-- one ``srun --nodes=1 --ntasks=1 --nodelist=NODE`` per training node, each running ``accelerate launch
-  --num_processes TOTAL --num_machines N --machine_rank I --main_process_ip FIRST_NODE --main_process_port P
+- one ``srun --nodes=1 --ntasks=1 --nodelist=NODE`` per training node, each running ``accelerate launch``
+  through ``cwgrpo.workers`` (each training process dies with that node's agent) with ``--num_processes
+  TOTAL --num_machines N --machine_rank I --main_process_ip FIRST_NODE --main_process_port P
   --deepspeed_multinode_launcher standard`` (accelerate then runs torchrun with ``num_processes // N``
   processes per node; ``standard`` as in the bundled configs, whatever a config given by path says).
 
@@ -33,7 +34,6 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from cwgrpo.configs import ConfigError
-from cwgrpo.lifetime import die_with_parent
 from cwgrpo.vllm_server import (
     GROUP_PORT_ENV,
     SERVER_HOST_ENV,
@@ -41,6 +41,7 @@ from cwgrpo.vllm_server import (
     vllm_server_options,
     wait_for_server,
 )
+from cwgrpo.workers import die_with_parent
 
 if TYPE_CHECKING:
     from cwgrpo.train_config import TrainJob
@@ -133,7 +134,7 @@ def plan(
     steps = []
     for rank, node in enumerate(train_nodes):
         launch = [
-            sys.executable, "-m", "accelerate.commands.launch",
+            sys.executable, "-m", "cwgrpo.workers",
             "--config_file", accelerate_config,
             "--num_processes", str(job.num_processes),
             "--num_machines", str(job.num_nodes),
@@ -212,11 +213,15 @@ def run_steps(server: Step | None, steps: list[Step], lock_fds: tuple[int, ...] 
     """Start the server and wait until it answers, then every training step; stop what is left when one
     fails or all are done. Returns the first nonzero exit status (0 if all succeeded)."""
     started: list[subprocess.Popen] = []
+    me = os.getpid()  # each command dies with this launcher, even when it is killed (cwgrpo.workers)
     try:
         if server is not None:
             logger.info("starting vLLM server: %s", " ".join(server.argv))
             proc = subprocess.Popen(
-                server.argv, env={**os.environ, **server.env}, pass_fds=lock_fds, preexec_fn=die_with_parent
+                server.argv,
+                env={**os.environ, **server.env},
+                pass_fds=lock_fds,
+                preexec_fn=lambda: die_with_parent(me),
             )
             started.append(proc)
             env = steps[0].env
@@ -226,7 +231,10 @@ def run_steps(server: Step | None, steps: list[Step], lock_fds: tuple[int, ...] 
         for step in steps:
             logger.info("launching %s: %s", step.name, " ".join(step.argv))
             proc = subprocess.Popen(
-                step.argv, env={**os.environ, **step.env}, pass_fds=lock_fds, preexec_fn=die_with_parent
+                step.argv,
+                env={**os.environ, **step.env},
+                pass_fds=lock_fds,
+                preexec_fn=lambda: die_with_parent(me),
             )
             started.append(proc)
             training.append(proc)

@@ -7,7 +7,8 @@ The TRL part of ``cwgrpo train`` (``CWGRPOConfig``, ~150 fields) is checked agai
 ``resources/grpo_config_fields.json``: each field's kind (int, float, str, bool, list, dict, any; ``|None``
 when it may be null) and the allowed values of the few choice fields, written by
 ``python -m cwgrpo.optioncheck`` from the live class (a unit test keeps the two equal), because
-importing TRL costs seconds at every Snakemake start.
+importing TRL costs seconds at every Snakemake start. The package's own training options are checked by
+their own validator, ``cwgrpo.cw_options.CWOptions``, the one the job's ``CWGRPOConfig`` derives from.
 """
 
 from __future__ import annotations
@@ -26,6 +27,14 @@ from cwgrpo.configcheck import nearest
 from cwgrpo.configs import ConfigError, build_config, coerce_value
 
 FIELDS_PATH = Path(__file__).resolve().parent / "resources" / "grpo_config_fields.json"
+# TRL's batch geometry, whose defaults the parse needs for cw_one_group_per_micro_batch's rule.
+GEOMETRY = (
+    "per_device_train_batch_size",
+    "num_generations",
+    "gradient_accumulation_steps",
+    "steps_per_generation",
+    "generation_batch_size",
+)
 _KINDS: dict[str, Any] = {"int": int, "float": float, "str": str, "bool": bool, "list": list[Any]}
 
 
@@ -54,14 +63,17 @@ def kind_of(annotation: Any) -> str:
 
 
 def describe_config(cls: type) -> dict[str, Any]:
-    """``{fields: {name: kind}, choices: {name: [values]}}`` of ``CWGRPOConfig`` (imports TRL). The
-    choices are TRL's; the package's own (:func:`package_choices`) are read live, never shipped."""
+    """``{fields: {name: kind}, choices: {name: [values]}, defaults: {name: value}}`` of ``CWGRPOConfig``
+    (imports TRL). The choices are TRL's, the defaults those of its batch geometry (``GEOMETRY``); the
+    package's own choices (:func:`package_choices`) and rules (``CWOptions``) are read live, never shipped."""
     from cwgrpo.trl_loss import TRL_LOSS_TYPES
 
     hints = typing.get_type_hints(cls)
+    defaults = {f.name: f.default for f in dataclasses.fields(cls)}
     return {
         "fields": {f.name: kind_of(hints.get(f.name, Any)) for f in dataclasses.fields(cls)},
         "choices": {"loss_type": list(TRL_LOSS_TYPES)},
+        "defaults": {name: defaults[name] for name in GEOMETRY},
     }
 
 
@@ -101,34 +113,81 @@ def check_trl_option(key: str, value: Any, spec: Mapping[str, Any]) -> None:
 
 
 def check_train_options(options: Mapping[str, Any]) -> None:
-    """What ``cwgrpo train`` would refuse in its options before TRL runs: unknown keys, wrong types, bad
-    names of TrainJob fields, and bad values of the TRL fields' choices."""
+    """Raise the first of ``train_option_errors``."""
+    errors = train_option_errors(options)
+    if errors:
+        raise errors[0]
+
+
+def train_option_errors(options: Mapping[str, Any]) -> list[OptionError]:
+    """What ``cwgrpo train`` would refuse in its options before TRL runs, every mistake at once: unknown
+    keys, wrong types, TrainJob's rules, vLLM's, and the covariance-aware methods' (``CWOptions``)."""
     from cwgrpo.train_config import TrainJob
 
     spec = shipped_fields()
     job_fields = {f.name for f in dataclasses.fields(TrainJob)}
+    errors = []
     for key, value in options.items():
-        if key in spec["fields"] and key not in job_fields:
-            check_trl_option(key, value, spec)
-        elif key not in job_fields:
-            guess = nearest(key, [*spec["fields"], *job_fields])
-            hint = f"; did you mean {guess!r}?" if guess else ""
-            raise OptionError(
-                key, f"unknown training option {key!r}: not a TrainJob nor a CWGRPOConfig field{hint}"
-            )
-    _check_together(TrainJob, {k: v for k, v in options.items() if k in job_fields})
-    _check_vllm(options)
+        try:
+            if key in spec["fields"] and key not in job_fields:
+                check_trl_option(key, value, spec)
+            elif key not in job_fields:
+                guess = nearest(key, [*spec["fields"], *job_fields])
+                hint = f"; did you mean {guess!r}?" if guess else ""
+                raise OptionError(
+                    key, f"unknown training option {key!r}: not a TrainJob nor a CWGRPOConfig field{hint}"
+                )
+        except OptionError as err:
+            errors.append(err)
+    bad = {err.key for err in errors}
+    good = {k: v for k, v in options.items() if k not in bad}
+    for check in (
+        lambda: _check_together(TrainJob, {k: v for k, v in good.items() if k in job_fields}),
+        lambda: _check_vllm(good),
+    ):
+        try:
+            check()
+        except OptionError as err:
+            errors.append(err)
+    return errors + cw_option_errors(good, spec)
+
+
+def cw_option_errors(options: Mapping[str, Any], spec: Mapping[str, Any]) -> list[OptionError]:
+    """Every rule of ``CWOptions`` that ``options`` break, as the job's ``CWGRPOConfig`` checks them; the
+    batch geometry from ``options`` or TRL's defaults (``spec``), derived as TRL derives it."""
+    from cwgrpo.cw_options import CWOptions, geometry_problems, option_problems
+
+    hints = typing.get_type_hints(CWOptions)
+    values = {}
+    for key, value in options.items():
+        if key in hints:
+            try:
+                values[key] = coerce_value(key, value, hints[key])  # as the job's config reads it
+            except ConfigError:
+                continue  # a wrong type, reported by its own check
+    problems = option_problems(values)
+    size = {**spec["defaults"], **{k: options[k] for k in GEOMETRY if k in options}}
+    if all(isinstance(size[k], int) for k in GEOMETRY[:3]):
+        steps = size["steps_per_generation"]
+        if steps is None and size["generation_batch_size"] is not None:
+            world = size["per_device_train_batch_size"] * int(options.get("num_processes", 1))
+            steps = size["generation_batch_size"] // world
+        steps = size["gradient_accumulation_steps"] if steps is None else steps
+        one_group = values.get("cw_one_group_per_micro_batch") is True
+        problems += geometry_problems(
+            one_group, size["per_device_train_batch_size"], size["num_generations"], steps
+        )
+    return [
+        OptionError(next((k for k in keys if k in options), keys[0]), message) for keys, message in problems
+    ]
 
 
 def _check_vllm(options: Mapping[str, Any]) -> None:
     """The vLLM engine settings vLLM would refuse once started (cwgrpo.vllm_checks)."""
-    from cwgrpo.learning_signal import check_no_signal_steps
     from cwgrpo.vllm_checks import check_vllm_options
 
     try:
         check_vllm_options(options, int(options.get("num_processes", 1)))
-        if "cw_no_signal_steps" in options:
-            check_no_signal_steps(options["cw_no_signal_steps"])
     except (ConfigError, ValueError) as err:
         named = str(err).split("=", 1)[0].split(".")[0]  # each message starts with its option: KEY=VALUE
         raise OptionError(named if named in options else None, str(err)) from None

@@ -1,8 +1,9 @@
 """``cwgrpo plan``: what a preset will cost before anything runs: its jobs by kind, size and GPUs, with
 GPU-hours, disk and the wall time on N GPUs from the budgets in ``resources/budgets.yaml``.
 
-The jobs are Snakemake's own: a dry run (``snakemake -n``) of the workflow in an empty working folder,
-so every job of the preset is listed whatever is already built, with the GPUs the preset gives it. The
+The jobs are Snakemake's own: a dry run (``snakemake -n --forceall``) of the workflow in the folder it
+would run in (the preset's relative paths are that folder's), so every job of the preset is listed
+whatever is already built, with the GPUs the preset gives it. The
 wall time is a greedy schedule on N GPUs: trainings first, each evaluation once its checkpoint exists
 (step / last step of its run's training), a job starting as soon as its GPUs are free.
 """
@@ -15,7 +16,6 @@ import re
 import shutil
 import subprocess
 import sys
-import tempfile
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -66,8 +66,11 @@ def parse_dry_run(text: str) -> list[Job]:
     return [j for j in jobs if j.rule != "end"]
 
 
-def dry_run_jobs(configfile: Path, snakefile: Path) -> list[Job]:
-    """Snakemake's jobs of the preset, from a dry run in an empty working folder."""
+def dry_run_jobs(configfile: Path, snakefile: Path, workdir: Path | None = None) -> list[Job]:
+    """Snakemake's jobs of the preset, every one (``--forceall``: done or not), from a dry run in
+    ``workdir`` (default: this folder), the folder whose relative paths the preset's are, as for its run.
+    It writes there only what ``snakemake -n`` writes: Snakemake's own ``.snakemake/`` and each job's
+    options file, added beside the others, never changed (cwgrpo.dag.options)."""
     exe = Path(sys.executable).with_name("snakemake")
     exe = str(exe) if exe.exists() else shutil.which("snakemake")
     if exe is None:
@@ -77,18 +80,10 @@ def dry_run_jobs(configfile: Path, snakefile: Path) -> list[Job]:
             raise ConfigError(f"{flag} {path}: a folder, not a file; name the file itself")
         if not path.is_file():
             raise ConfigError(f"{flag} {path}: no such file")
-    with tempfile.TemporaryDirectory(prefix="cwgrpo-plan-") as work:
-        cmd = [
-            exe,
-            "-n",
-            "-s",
-            str(snakefile.resolve()),
-            "-d",
-            work,
-            "--configfile",
-            str(configfile.resolve()),
-        ]
-        proc = subprocess.run(cmd, capture_output=True, text=True, cwd=snakefile.resolve().parent)
+    workdir = Path.cwd() if workdir is None else workdir
+    cmd = [exe, "-n", "--forceall", "-s", str(snakefile.resolve()), "-d", str(workdir)]
+    cmd += ["--configfile", str(configfile.resolve())]
+    proc = subprocess.run(cmd, capture_output=True, text=True, cwd=workdir)
     if proc.returncode != 0:
         raise ConfigError(f"the dry run of {configfile} failed: {dry_run_error(proc.stdout + proc.stderr)}")
     return parse_dry_run(proc.stdout + proc.stderr)

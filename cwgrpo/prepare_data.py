@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import re
 from pathlib import Path
 
 from cwgrpo import paper
@@ -12,6 +13,18 @@ from cwgrpo.configs import ConfigError
 from cwgrpo.data import DATASETS, DatasetSpec, get_dataset, manifest_path, prepare
 
 logger = logging.getLogger(__name__)
+
+NAME = r"[A-Za-z0-9_]+"  # a dataset of the user's: its name is part of file names, wildcards and record ids
+
+
+def name_error(name: str) -> str | None:
+    """Why ``name`` cannot name a dataset of the user's (the workflow refuses it at parse time too), or None."""
+    if re.fullmatch(NAME, name):
+        return None
+    return (
+        f"dataset name {name!r} may hold only ASCII letters, digits and _ (the pattern {NAME}): it becomes "
+        "part of file names, workflow wildcards and record ids; rename it"
+    )
 
 
 @dataclasses.dataclass
@@ -48,6 +61,8 @@ class OwnDataset:
 
     def spec(self, name: str) -> DatasetSpec:
         """The ``DatasetSpec`` of these options; a missing or contradictory source is a ``ConfigError``."""
+        if name_error(name):
+            raise ConfigError(name_error(name))
         if (self.id is None) == (self.path is None):
             raise ConfigError(
                 f"dataset {name!r}: give exactly one of id (a Hub dataset) or path (a local file)"
@@ -71,7 +86,8 @@ class OwnDataset:
                     f"dataset {name!r}: revision and subset are for Hub datasets, not a local file"
                 )
             if not Path(self.path).is_file():
-                raise ConfigError(f"dataset {name!r}: file not found: {self.path}")
+                what = "a folder, not a file" if Path(self.path).is_dir() else "file not found"
+                raise ConfigError(f"dataset {name!r}: {what}: {self.path}")
         return DatasetSpec(
             name,
             self.id,
@@ -113,7 +129,7 @@ def file_arguments(args) -> tuple[list[Path], list[Path]]:
 
 
 def dataset_spec(args) -> DatasetSpec:
-    """A registry entry, or the user's own dataset when options are given (``cwgrpo.owndata``)."""
+    """A registry entry, or the user's own dataset when options are given (``OwnDataset``)."""
     from cwgrpo.configs import build_config, parse_overrides
 
     overrides = parse_overrides(args.overrides)

@@ -30,7 +30,8 @@ from typing import Any
 from cwgrpo.configs import ConfigError
 
 LOCK_NAME = ".cwgrpo.lock"
-COMPLETE_FLAG = "cwgrpo_complete.json"  # written inside a checkpoint folder once TRL finished saving it
+COMPLETE_FLAG = "cwgrpo_complete.json"  # written inside a checkpoint folder once every process saved it
+PRUNED_FLAG = "cwgrpo_pruned.json"  # written inside a checkpoint folder before its resume state is deleted
 SPACE_MARGIN = 1.1  # free space wanted: this times the size of the newest checkpoint
 CHECKPOINT = re.compile(r"checkpoint-(\d+)")
 
@@ -43,15 +44,18 @@ class RunLock:
         self._fd: int | None = None
 
     def acquire(self) -> None:
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        from cwgrpo.devices import open_lock_file
+
+        fd = open_lock_file(self.path)
         try:
             fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError as err:
+            holder = _holder(os.pread(fd, 4096, 0))
             os.close(fd)
             if err.errno not in (errno.EACCES, errno.EAGAIN):
                 raise
             raise ConfigError(
-                f"{self.path.parent} is being trained into by another `cwgrpo train` ({self.holder()}): "
+                f"{self.path.parent} is being trained into by another `cwgrpo train` ({holder}): "
                 "wait for it to finish or end it, then rerun"
             ) from None
         os.ftruncate(fd, 0)
@@ -63,17 +67,19 @@ class RunLock:
         os.write(fd, json.dumps(info).encode())
         self._fd = fd
 
-    def holder(self) -> str:
-        try:
-            info = json.loads(self.path.read_text(encoding="utf-8"))
-            return f"pid {info['pid']} on host {info['host']}, since {info['started']}"
-        except (OSError, ValueError, KeyError, TypeError):
-            return "holder unknown"
-
     def release(self) -> None:
         if self._fd is not None:
             os.close(self._fd)  # closing drops the lock; the file stays (removing it would race)
             self._fd = None
+
+
+def _holder(text: bytes) -> str:
+    """Who holds a run lock, from what its holder wrote into the lock file."""
+    try:
+        info = json.loads(text)
+        return f"pid {info['pid']} on host {info['host']}, since {info['started']}"
+    except (ValueError, KeyError, TypeError):
+        return "holder unknown"
 
 
 def aside_path(run_dir: Path) -> Path:
@@ -113,14 +119,40 @@ def _file_sizes(ckpt: Path) -> dict[str, int]:
     }
 
 
-def flag_record(ckpt: Path, step: int, block: dict[str, Any]) -> dict[str, Any]:
-    """The completion flag of a checkpoint: its step, the run's identity and the size of each file."""
+def flag_record(ckpt: Path, step: int, block: dict[str, Any], processes: int = 1) -> dict[str, Any]:
+    """The completion flag of a checkpoint: its step, the run's identity, the number of training processes
+    that saved it (each writes its own RNG state) and the size of each file."""
     return {
         "step": step,
         "config_hash": block["config_hash"],
         "inputs": block.get("inputs"),
+        "processes": processes,
         "files": _file_sizes(ckpt),
     }
+
+
+def _read_flag(path: Path) -> dict[str, Any]:
+    return json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
+
+
+def rng_state_names(processes: int) -> list[str]:
+    """The RNG state files transformers' Trainer writes: one per process, or one without a rank alone."""
+    return ["rng_state.pth"] if processes <= 1 else [f"rng_state_{r}.pth" for r in range(processes)]
+
+
+def missing_rank_files(ckpt: Path) -> str | None:
+    """None if the flag lists the RNG state of every process that saved the checkpoint, else the problem
+    (a flag written before one process had saved its files: resuming would reseed that one silently)."""
+    flag = _read_flag(Path(ckpt) / COMPLETE_FLAG)
+    if "processes" not in flag:
+        return None
+    missing = [n for n in rng_state_names(flag["processes"]) if n not in (flag.get("files") or {})]
+    if missing:
+        return (
+            f"{ckpt} was flagged complete before process(es) of {flag['processes']} had saved "
+            f"{', '.join(missing)} (its completion flag does not list them)"
+        )
+    return None
 
 
 def safetensors_problem(path: Path) -> str | None:
@@ -147,20 +179,21 @@ def safetensors_problem(path: Path) -> str | None:
 def verify_checkpoint(ckpt: Path) -> str | None:
     """None if the checkpoint's files match its flag and its weights are readable, else the problem.
 
-    A file the flag lists may be absent (old optimiser state may be pruned); one that is there must have
-    its recorded size. A flag without sizes (older cwgrpo) is checked by the safetensors headers only.
+    Every file the flag lists must be there with its recorded size, except the resume state that pruning
+    removed (listed in ``PRUNED_FLAG``, file or top folder). A flag without sizes (older cwgrpo) is checked
+    by the safetensors headers only.
     """
     ckpt = Path(ckpt)
-    flag_path = ckpt / COMPLETE_FLAG
     try:
-        flag = json.loads(flag_path.read_text(encoding="utf-8")) if flag_path.is_file() else {}
-    except (ValueError, UnicodeDecodeError):
-        return f"{flag_path} is corrupt"
+        flag = _read_flag(ckpt / COMPLETE_FLAG)
+        removed = set(_read_flag(ckpt / PRUNED_FLAG).get("removed") or [])
+    except (ValueError, UnicodeDecodeError) as err:
+        return f"a flag file in {ckpt} is corrupt ({err})"
     for name, size in (flag.get("files") or {}).items():
         path = ckpt / name
         if path.is_file() and path.stat().st_size != size:
             return f"{path} has {path.stat().st_size} bytes, {size} when the checkpoint was saved (truncated or corrupt)"
-        if not path.is_file() and (name.endswith(".safetensors") or name == "config.json"):
+        if not path.is_file() and name.split("/")[0] not in removed:
             return f"{path} is missing (listed when the checkpoint was saved)"
     for path in sorted(ckpt.glob("*.safetensors")):
         problem = safetensors_problem(path)

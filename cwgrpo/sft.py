@@ -304,12 +304,13 @@ def run(args: argparse.Namespace) -> int:
     import torch
     from transformers import AutoModelForCausalLM
 
-    from cwgrpo.io import ResultFileError, read_jsonl, write_json
+    from cwgrpo.io import ResultFileError, check_replaceable_dir, read_jsonl, write_json
     from cwgrpo.provenance import provenance
     from cwgrpo.seeding import seed_everything
     from cwgrpo.tiny import load_tokenizer, save_pretrained_atomic
 
     cfg = config_from_args(SftConfig, args)
+    check_replaceable_dir(args.out_dir)  # before minutes of training
     if not args.model_dir.is_dir():
         raise FileNotFoundError(f"model folder not found: {args.model_dir}")
     train, dev = read_jsonl(args.train_data), read_jsonl(args.dev_data)

@@ -32,8 +32,6 @@ import dataclasses
 import hashlib
 import logging
 import os
-import shutil
-import tempfile
 from dataclasses import field
 from pathlib import Path
 from typing import Any
@@ -172,19 +170,13 @@ def weights_sha256(model: Any) -> str:
 
 
 def save_pretrained_atomic(out_dir: str | os.PathLike, model: Any, tokenizer: Any) -> None:
-    """Save model and tokenizer into a temporary sibling folder, then move it onto ``out_dir``."""
-    target = Path(out_dir)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.", dir=target.parent))
-    try:
+    """Save model and tokenizer as one whole folder at ``out_dir``, which may replace only a folder that
+    cwgrpo wrote (``cwgrpo.io.owned_dir``), never one a user named."""
+    from cwgrpo.io import owned_dir
+
+    with owned_dir(out_dir) as tmp:
         model.save_pretrained(tmp)
         tokenizer.save_pretrained(tmp)
-        if target.exists():
-            shutil.rmtree(target)
-        os.replace(tmp, target)
-    finally:
-        if tmp.exists():
-            shutil.rmtree(tmp)
 
 
 def save_tiny(out_dir: str | os.PathLike, size: str, seed: int) -> dict[str, Any]:
@@ -228,12 +220,13 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from cwgrpo.io import write_json
+    from cwgrpo.io import check_replaceable_dir, write_json
     from cwgrpo.provenance import provenance
 
     cfg = config_from_args(TinyConfig, args)
     if args.size not in SIZES:
         raise ValueError(f"unknown tiny model size {args.size!r}; known: {sorted(SIZES)}")
+    check_replaceable_dir(args.out_dir)
     info = save_tiny(args.out_dir, args.size, cfg.seed)
     config = dataclasses.asdict(cfg)
     write_json(

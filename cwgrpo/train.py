@@ -13,7 +13,8 @@ its newest complete checkpoint.
 
 A run's identity is its options (``config_hash``) and its inputs (``cwgrpo.identity``: the base model
 folder's content and marker, the training data's SHA-256); checkpoints of another identity are never
-resumed or reported as this run's. One trainer at a time holds the folder's lock (``cwgrpo.runguard``),
+resumed or reported as this run's: a changed configuration is a new run, so its folder is moved aside
+(``<name>.old-N``, nothing deleted, one log line) and the run trains afresh. One trainer at a time holds the folder's lock (``cwgrpo.runguard``),
 a damaged newest checkpoint is skipped for the previous one, and a resume needs the log of every step
 before its resume point.
 """
@@ -32,8 +33,10 @@ from typing import TYPE_CHECKING, Any
 from cwgrpo.checkpoints import (
     check_logs,
     check_resumable,
+    complete_checkpoints,
     finalize,
     log_files,
+    move_aside_changed_run,
     prune_resume_state,
     reset_logs,
     resumable_checkpoints,
@@ -129,14 +132,21 @@ def _callbacks(run_dir: Path, provenance_block: dict[str, Any]):
                 append_jsonl(run_dir / LIVE / "timings.jsonl", {"step": state.global_step, **timings})
 
     class MarkCompleteCheckpoints(TrainerCallback):
-        """After TRL saved checkpoint-N: flag it complete, then write the step marker the DAG waits for."""
+        """After every process saved checkpoint-N: flag it complete, then write the step marker the DAG waits
+        for. The barrier first: transformers writes each process's RNG state after DeepSpeed's save, with no
+        barrier after it, so the first process would otherwise flag (and prune) before the others are done."""
 
         def on_save(self, args, state, control, **kwargs):
+            from accelerate import PartialState
+
+            processes = PartialState()
+            processes.wait_for_everyone()
             if not state.is_world_process_zero:
                 return
             ckpt = run_dir / f"checkpoint-{state.global_step}"
             if ckpt.is_dir():
-                write_json(ckpt / COMPLETE_FLAG, flag_record(ckpt, state.global_step, provenance_block))
+                record = flag_record(ckpt, state.global_step, provenance_block, processes.num_processes)
+                write_json(ckpt / COMPLETE_FLAG, record)
                 write_marker(run_dir, state.global_step, ckpt, provenance_block)
                 prune_resume_state(run_dir, keep=ckpt)
 
@@ -218,6 +228,8 @@ def run(args: argparse.Namespace) -> int:
         options, run_dir, parse_tags(args.tag)
     )  # a bad option fails here, in any process
     check_context_fits_model(cfg.trl_kwargs, model_dir)  # before any vLLM engine or server starts
+    if "CWGRPO_LAUNCHED" not in os.environ:  # the one process before any training process starts
+        move_aside_if_changed(run_dir, cfg, model_dir, train_data)
     if cfg.job.launcher == "accelerate" and "CWGRPO_LAUNCHED" not in os.environ:
         from cwgrpo.launch import relaunch
 
@@ -229,6 +241,22 @@ def run(args: argparse.Namespace) -> int:
         with one_gpu():  # this process trains: a GPU of its own on a shared box
             return train(model_dir, train_data, run_dir, cfg, timings)
     return train(model_dir, train_data, run_dir, cfg, timings)
+
+
+def move_aside_if_changed(run_dir: Path, cfg: TrainConfig, model_dir: Path, train_data: Path) -> None:
+    """A run folder trained with other options or inputs is moved aside (``move_aside_changed_run``), under
+    its lock, so the run trains afresh instead of refusing. Missing inputs are left to ``train`` to name."""
+    from cwgrpo.identity import run_inputs
+
+    if not complete_checkpoints(run_dir) or not Path(model_dir).is_dir() or not Path(train_data).is_file():
+        return
+    block = {"config_hash": config_hash(cfg.identity()), "inputs": run_inputs(model_dir, train_data)}
+    lock = RunLock(run_dir)
+    lock.acquire()  # raises, naming the holder, if a `cwgrpo train` trains into it now
+    try:
+        move_aside_changed_run(run_dir, block)
+    finally:
+        lock.release()
 
 
 def launched_command(
@@ -292,20 +320,41 @@ def train(
         },
         logs=log_files(run_dir, timings or run_dir / "timings.jsonl"),
     )
-    created = not run_dir.exists()
-    run_dir.mkdir(parents=True, exist_ok=True)
+    try:
+        run_dir.mkdir(parents=True)
+        created = True
+    except FileExistsError:
+        created = False
     lock = RunLock(run_dir) if _is_rank_zero() else None
+    held = False
     try:
         if lock is not None:
             lock.acquire()  # raises, naming the holder, if another `cwgrpo train` trains into run_dir
+            held = True
         return _train_locked(plan)
     except BaseException:
-        if created and not any(run_dir.glob("checkpoint-*")):
-            shutil.rmtree(run_dir, ignore_errors=True)  # a failed start leaves no run folder behind
+        # a failed start leaves no run folder behind; only the lock holder that made it removes it (another
+        # process may have taken the lock of the folder this one made)
+        if created and held and not any(run_dir.glob("checkpoint-*")):
+            shutil.rmtree(run_dir, ignore_errors=True)
         raise
     finally:
         if lock is not None:
             lock.release()
+
+
+def process_description(accelerator) -> str:
+    """``I of N`` and how they train together: accelerate's distributed type, the ZeRO stage, the backend."""
+    import torch.distributed as dist
+
+    state = accelerator.state
+    how = [str(getattr(state.distributed_type, "value", state.distributed_type))]
+    plugin = getattr(state, "deepspeed_plugin", None)
+    if plugin is not None:
+        how.append(f"ZeRO-{plugin.zero_stage}")
+    if dist.is_available() and dist.is_initialized():
+        how.append(f"backend {dist.get_backend()}")
+    return f"{accelerator.process_index} of {accelerator.num_processes} ({', '.join(how)})"
 
 
 def _is_rank_zero() -> bool:
@@ -332,17 +381,20 @@ def _train_locked(plan: TrainPlan) -> int:
     from cwgrpo.trainer import CWGRPOTrainer
 
     run_dir, config = plan.run_dir, plan.config
-    done = resumable_checkpoints(run_dir, plan.block)
+    owner = _is_rank_zero()  # every process runs this; one of them writes into the run folder
+    done = resumable_checkpoints(run_dir, plan.block, owner)
     resume = str(done[max(done)]) if done else None
     if done and max(done) >= config.max_steps:  # a finished run: resuming would train one step more
         logger.info("%s is complete (step %d): writing its outputs only", run_dir, max(done))
         check_logs(run_dir, max(done), config)
-        finalize(run_dir, plan.block, plan.resolved, resume, plan.logs)
+        if owner:
+            finalize(run_dir, plan.block, plan.resolved, resume, plan.logs)
         return 0
     if resume is not None:  # the logs before the resume point must all be there, or figures hide a gap
         check_logs(run_dir, max(done), config)
         check_resumable(Path(resume))
-    reset_logs(run_dir, plan.logs, max(done) if done else None)
+    if owner:
+        reset_logs(run_dir, plan.logs, max(done) if done else None)
     if resume is not None:
         logger.info("resuming from %s", resume)
 
@@ -354,9 +406,7 @@ def _train_locked(plan: TrainPlan) -> int:
         processing_class=plan.tokenizer,
         callbacks=_callbacks(run_dir, plan.block),
     )
-    logger.info(
-        "training process %d of %d", trainer.accelerator.process_index, trainer.accelerator.num_processes
-    )
+    logger.info("training process %s", process_description(trainer.accelerator))
     try:
         trainer.train(resume_from_checkpoint=resume)
     except OSError as err:  # e.g. a full disk inside TRL's save: say where

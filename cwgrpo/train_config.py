@@ -21,7 +21,6 @@ from pathlib import Path
 from typing import Any
 
 from cwgrpo.configs import ConfigError, build_config, coerce_value
-from cwgrpo.learning_signal import check_no_signal_steps
 from cwgrpo.vllm_checks import check_vllm_options
 
 # The run folder's undeclared folder of growing logs (cwgrpo.train); TRL's covariance samples go there too.
@@ -157,11 +156,6 @@ def split_options(options: dict[str, Any]) -> tuple[TrainJob, dict[str, Any]]:
         # An int where TRL wants a float is kept as written: TRL takes it, and run.json stays as configured.
         trl_kwargs[key] = value if isinstance(checked, float) and type(value) is int else checked
     check_vllm_options(trl_kwargs, job.num_processes)
-    if "cw_no_signal_steps" in trl_kwargs:
-        try:
-            check_no_signal_steps(trl_kwargs["cw_no_signal_steps"])
-        except ValueError as err:
-            raise ConfigError(str(err)) from None
     return job, trl_kwargs
 
 

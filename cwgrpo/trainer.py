@@ -42,19 +42,20 @@ At a few steps a random sample of (covariance, weight) pairs is written to ``cov
 from __future__ import annotations
 
 import dataclasses
-import json
 import logging
 import math
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import torch
 from trl import GRPOConfig, GRPOTrainer
 
 from cwgrpo import context_budget, learning_signal, released_stats, weighting
+from cwgrpo.cw_options import CWOptions, geometry_problems
 from cwgrpo.fused_head import fused_head_temperature
-from cwgrpo.one_group import check_one_group, check_one_group_geometry
+from cwgrpo.io import append_jsonl
+from cwgrpo.one_group import check_one_group
 from cwgrpo.probe_kl import ProbeKL
 from cwgrpo.trl_loss import TRL_LOSS_TYPES, aggregate_like_trl
 
@@ -62,154 +63,30 @@ logger = logging.getLogger(__name__)
 
 
 @dataclass
-class CWGRPOConfig(GRPOConfig, learning_signal.SignalOptions):
-    """``GRPOConfig`` plus the options of the covariance-aware methods. Every default lives here, once."""
-
-    cw_method: str = field(
-        default="cw_grpo",
-        metadata={
-            "help": "Per-token advantage method, a name registered in cwgrpo.weighting.METHODS "
-            f"({', '.join(sorted(weighting.METHODS))}; spec method.md §2-§3)."
-        },
-    )
-    cw_variant: str = field(
-        default="released",
-        metadata={
-            "help": "CW-GRPO variant (spec method.md §2 table): 'released' (the authors' code: per-sequence "
-            "log-prob centring, padded normaliser, gradient through the weights; produced the paper's "
-            "numbers) or 'described' (the paper's text: micro-batch centring, mean weight 1, detached)."
-        },
-    )
-    cw_centring: str | None = field(
-        default=None,
-        metadata={
-            "help": "Override the variant's log-prob centring: 'batch' (described) or 'sequence' (released); "
-            "None keeps the variant's. One knob of the study's released-versus-described ablation."
-        },
-    )
-    cw_normaliser: str | None = field(
-        default=None,
-        metadata={
-            "help": "Override the variant's weight normaliser Z: 'valid' (N, described) or 'padded' (B*T, "
-            "released); None keeps the variant's."
-        },
-    )
-    cw_weight_gradient: bool | None = field(
-        default=None,
-        metadata={
-            "help": "Override whether gradient flows through the weight (released: true, described: false); "
-            "None keeps the variant's."
-        },
-    )
-    clip_cov_ratio: float = field(
-        default=2e-4,
-        metadata={"help": "Clip-Cov: share r of valid tokens whose loss is zeroed (Cui et al.)."},
-    )
-    clip_cov_lb: float = field(
-        default=1.0, metadata={"help": "Clip-Cov: lower covariance bound of candidates."}
-    )
-    clip_cov_ub: float = field(
-        default=5.0, metadata={"help": "Clip-Cov: upper covariance bound of candidates."}
-    )
-    kl_cov_ratio: float = field(
-        default=2e-3,
-        metadata={"help": "KL-Cov: share k of valid tokens (top by covariance) that get the penalty."},
-    )
-    kl_cov_coef: float = field(
-        default=1.0,
-        metadata={"help": "KL-Cov: coefficient of the |logp - logp_old| penalty on selected tokens."},
-    )
-    cw_logprob_temperature: float | None = field(
-        default=None,
-        metadata={
-            "help": "Temperature dividing the logits of the loss's log-probs, the reference log-probs and the "
-            "logged entropy. None: TRL 1.16's choice, the sampling `temperature`. 1.0: the released run "
-            "(TRL 0.15.2 sampled at `temperature` but scored unscaled logits; spec method.md §2)."
-        },
-    )
-    cw_one_group_per_micro_batch: bool = field(
-        default=False,
-        metadata={
-            "help": "Require every loss micro-batch to be exactly one prompt's num_generations completions, as "
-            "in the released run (the CW-GRPO weight's mean_A is then 0 and sigma is per group). Needs "
-            "per_device_train_batch_size == num_generations and steps_per_generation == 1 (TRL 1.16 otherwise "
-            "generates several micro-batches at once and shuffles groups across them); checked again at "
-            "every micro-batch."
-        },
-    )
-    max_prompt_length: int | None = field(
-        default=None,
-        metadata={
-            "help": "Keep only the last this many prompt tokens for the loss and the reference log-probs, "
-            "after generation (TRL 0.15.2's `max_prompt_length`, as in the released run; generation sees the "
-            "whole prompt). None: no cut. No prompt is ever dropped."
-        },
-    )
-    cw_diagnostics: bool = field(
-        default=True,
-        metadata={"help": "Log covariance and weight diagnostics under 'cw/' every micro-batch."},
-    )
-    cw_probe_prompts: int = field(
-        default=0,
-        metadata={
-            "help": "Log how far each optimiser step moves the policy: on the first this many training prompts, "
-            "each with one greedy completion of the policy at train begin, the mean per-token KL between the "
-            "policies before and after the step ('probe/kl_consecutive') and between the start and now "
-            "('probe/kl_from_start'); cwgrpo.probe_kl. 0: off."
-        },
-    )
-    cw_sample_every: int = field(
-        default=0,
-        metadata={
-            "help": "Write a sample of (covariance, weight) pairs to cw_samples_path at step 1 and every this "
-            "many optimiser steps (0: every save_steps; -1: never)."
-        },
-    )
-    cw_sample_size: int = field(default=4096, metadata={"help": "Tokens per (covariance, weight) sample."})
-    cw_samples_path: str | None = field(
-        default=None, metadata={"help": "Where samples go (default: <output_dir>/cov_samples.jsonl)."}
-    )
+class CWGRPOConfig(GRPOConfig, CWOptions):
+    """``GRPOConfig`` plus the options of the covariance-aware methods (``CWOptions``: their fields,
+    defaults and rules, which the workflow's parse checks too); here the rules that need TRL's fields."""
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        self.check_signal_options()
-        weighting.get_method(self.cw_method)  # raises, listing the registered methods
+        self.check_cw_options()
         if self.loss_type not in TRL_LOSS_TYPES:  # TRL itself only notices at the first loss computation
             raise ValueError(f"loss_type={self.loss_type!r}; valid in TRL 1.16: {list(TRL_LOSS_TYPES)}")
-        if self.cw_variant not in weighting.CW_VARIANTS:
-            raise ValueError(f"cw_variant={self.cw_variant!r}; valid: {list(weighting.CW_VARIANTS)}")
-        weighting.resolve_knobs(
-            self.cw_variant, self.cw_centring, self.cw_normaliser, self.cw_weight_gradient
+        geometry = geometry_problems(
+            self.cw_one_group_per_micro_batch,
+            self.per_device_train_batch_size,
+            self.num_generations,
+            self.steps_per_generation,
         )
-        for name in ("clip_cov_ratio", "kl_cov_ratio"):
-            value = getattr(self, name)
-            if not 0.0 < value <= 1.0:
-                raise ValueError(f"{name}={value}: must be in (0, 1]")
-        if not self.clip_cov_lb < self.clip_cov_ub:
-            raise ValueError(
-                f"clip_cov_lb={self.clip_cov_lb} must be below clip_cov_ub={self.clip_cov_ub}: the candidates are "
-                "the tokens with lb < covariance < ub"
-            )
-        if self.kl_cov_coef < 0:
-            raise ValueError(f"kl_cov_coef={self.kl_cov_coef}: must be >= 0")
+        if geometry:
+            raise ValueError(geometry[0][1])
         if self.cw_method == "kl_cov" and self.num_iterations == 1:
             logger.warning(
                 "cw_method='kl_cov' with num_iterations=1: the policy that sampled equals the current one, so the "
                 "|logp - logp_old| penalty and its gradient are 0 and KL-Cov trains exactly like GRPO."
             )
-        if isinstance(self.cw_probe_prompts, bool) or self.cw_probe_prompts < 0:
-            raise ValueError(f"cw_probe_prompts={self.cw_probe_prompts!r}: must be an integer >= 0 (0: off)")
-        if self.cw_sample_size < 1:
-            raise ValueError(f"cw_sample_size={self.cw_sample_size}: must be >= 1")
-        t = self.cw_logprob_temperature
-        if t is not None and not (isinstance(t, (int, float)) and math.isfinite(t) and t > 0):
-            raise ValueError(f"cw_logprob_temperature={t!r}: must be a positive number, or None")
-        if self.max_prompt_length is not None and self.max_prompt_length < 1:
-            raise ValueError(f"max_prompt_length={self.max_prompt_length}: must be >= 1, or None for no cut")
-        if self.cw_one_group_per_micro_batch:
-            check_one_group_geometry(
-                self.per_device_train_batch_size, self.num_generations, self.steps_per_generation
-            )
+        if self.cw_samples_path is None:  # the one default, resolved once TRL has set output_dir
+            self.cw_samples_path = os.path.join(self.output_dir, "cov_samples.jsonl")
 
     def method_options(self, epsilon_low: float, epsilon_high: float) -> weighting.MethodOptions:
         """The options every method receives: this config's fields of the same names, and the PPO clip
@@ -389,12 +266,10 @@ class CWGRPOTrainer(GRPOTrainer):
             gen = torch.Generator().manual_seed(self.args.seed + self.state.global_step)
             keep = torch.randperm(cov_v.numel(), generator=gen)[: self.args.cw_sample_size]
             cov_v, w_v = cov_v[keep], w_v[keep]
-        path = self.args.cw_samples_path or os.path.join(self.args.output_dir, "cov_samples.jsonl")
-        os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+        path = self.args.cw_samples_path
         record = {
             "step": self.state.global_step + 1,
             "cov": [round(v, 6) for v in cov_v.tolist()],
             "weight": [round(v, 6) for v in w_v.tolist()],
         }
-        with open(path, "a", encoding="utf-8") as fh:
-            fh.write(json.dumps(record) + "\n")
+        append_jsonl(path, record)

@@ -34,6 +34,9 @@ REPO = Path(__file__).resolve().parents[1]
 FIRST = (
     "tests/slurm/test_slurm.py",
     "tests/e2e/test_real_dag.py",
+    "tests/deepspeed/test_kill_resume.py",
+    "tests/deepspeed/test_multirank_saves.py",
+    "tests/deepspeed/test_kill_job.py",
     "tests/e2e/test_resume.py",
     "tests/e2e/test_sft.py",
     "tests/e2e/test_determinism.py",

@@ -21,7 +21,7 @@ from cwgrpo.dag.options import (
 )
 from cwgrpo.dag.resources import Error, positive_int
 
-NAME = r"[A-Za-z0-9_]+"  # a method label or dataset name: it reaches file names and shell commands
+NAME = r"[A-Za-z0-9_]+"  # a method label: it reaches file names and shell commands
 
 
 def size_names(kind: str) -> tuple[str, ...] | None:
@@ -78,18 +78,25 @@ def data_errors(config: Mapping[str, Any]) -> Iterator[Error]:
 
 
 def name_errors(config: Mapping[str, Any]) -> Iterator[Error]:
-    """Each dataset name is a registry name or one of the preset's own (`datasets:`)."""
+    """Each dataset name is a registry name or one of the preset's own (`datasets:`), which are named as
+    `cwgrpo prepare-data` accepts them (``cwgrpo.prepare_data.name_error``)."""
     from cwgrpo.data import DATASETS
+    from cwgrpo.prepare_data import name_error
 
-    data = config["data"]
-    known = {*DATASETS, *config.get("datasets", {})}
+    data, own = config["data"], config.get("datasets", {})
+    for name in own:
+        if name_error(name):
+            yield f"datasets.{name}", name_error(name)
+    known = {*DATASETS, *(name for name in own if not name_error(name))}
     for key, names in (
         ("data.train", [data["train"]]),
         ("data.dev", [data["dev"]] if data.get("dev") else []),
         ("data.benchmarks", data["benchmarks"]),
     ):
         for name in names:
-            if not re.fullmatch(NAME, name) or name not in known:
+            if name_error(name) and name not in own:
+                yield key, name_error(name)
+            elif name not in known and name not in own:
                 yield key, f"unknown dataset {name!r}; known: {', '.join(sorted(known))}"
 
 

@@ -79,7 +79,7 @@ def command_option_errors(config: Mapping[str, Any]) -> Iterator[Error]:
     """Every option of every command, checked by the command's own config classes, so a typo fails here
     and not in a job hours later."""
     from cwgrpo.evaluate import EvalConfig
-    from cwgrpo.optioncheck import check_options, check_train_options
+    from cwgrpo.optioncheck import check_options, train_option_errors
     from cwgrpo.sft import SftConfig
     from cwgrpo.tiny import TinyConfig
 
@@ -87,7 +87,8 @@ def command_option_errors(config: Mapping[str, Any]) -> Iterator[Error]:
     for size, spec in config["sizes"].items():
         for method in config["methods"]:
             sources = train_sources(config, size, method)
-            yield from _checked(check_train_options, train_options(config, size, method, seed), sources)
+            for err in train_option_errors(train_options(config, size, method, seed)):
+                yield _sourced(err, sources)
         stages = [("evaluate", EvalConfig, evaluate_options(config, size), config["evaluate"])]
         if config["kind"] == "tiny":
             for stage, cls in (("build", TinyConfig), ("sft", SftConfig)):

@@ -1,10 +1,15 @@
 """Each job's options, merged from a preset's sections, and the one YAML file per job that carries them.
 
 A job's command reads its file with ``--config`` (the same reader as any user's options file), so the
-options reach the command as ``yaml.safe_dump`` wrote them: a float stays a float, a list a list. The
-workflow writes every file at parse time, only where its content changed (``write_options``), and names it
-as the job's input: Snakemake reruns a job exactly when its options change, and a file rewritten with the
-same options keeps its mtime.
+options reach the command as ``yaml.safe_dump`` wrote them: a float stays a float, a list a list.
+
+A file is named after its content (``options/train/small/grpo/seed0.<hash>.yaml``, ``option_files``) and
+never changes once written (``write_option_files``): a dry run or a parse of an edited preset adds files
+for the new options and leaves every file a running job reads as it was, so a job trains with the options
+it was started with. The file is the job's input, so a change of options is a new input path and
+Snakemake reruns the job (rerun trigger ``input``; ``mtime`` too, the first time those options are
+written); the same options keep the same file and its mtime. Files of options no preset uses any more
+stay (a few hundred bytes each): deleting one could pull it from under a running job.
 """
 
 from __future__ import annotations
@@ -15,7 +20,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
-import yaml
+from cwgrpo.configs import ConfigError, options_text, recorded_digest
 
 BASE = "base"  # method label of the untrained model, evaluated at step 0
 # Options that fix the step markers or the seed wildcard: never set per method.
@@ -68,13 +73,13 @@ def stage_options(config: Mapping[str, Any], stage: str, size: str) -> dict:
 
 
 def report_options(config: Mapping[str, Any], command: str) -> dict:
-    """Options of table / figure / claims / samples: the shared `report` section, the preset kind, the
-    command's own.
+    """Options of table / figure / claims / samples: the shared `report` section, the preset's kind and
+    name, the command's own.
 
     Table 1's default rows and effects (the paper's methods) are cut to the methods this preset trains,
     so that a preset without, say, Clip-Cov gets a table without its row instead of a failed table job;
     methods listed explicitly are kept as they are (and checked at parse time)."""
-    opts = {**config["report"], "kind": config["kind"], **config[command]}
+    opts = {**config["report"], "kind": config["kind"], "preset": config["name"], **config[command]}
     if command == "table":
         opts.update(_trained_table_defaults(config, opts))
     return opts
@@ -85,7 +90,8 @@ def study_options(config: Mapping[str, Any]) -> dict:
     treatment = config["study"]["treatment"]
     reference = config["report"].get("reference_method", "grpo")
     variants = [m for m in config["methods"] if m not in (treatment, reference)]
-    return {**config["report"], "kind": config["kind"], "treatment_method": treatment, "variants": variants}
+    shared = {**config["report"], "kind": config["kind"], "preset": config["name"]}
+    return {**shared, "treatment_method": treatment, "variants": variants}
 
 
 def untrained(config: Mapping[str, Any], methods: list[str], base_method: str) -> list[str]:
@@ -147,20 +153,60 @@ def job_options(config: Mapping[str, Any]) -> Iterator[tuple[tuple[str, ...], di
         yield ("prepare_data", dataset), dict(opts)
 
 
-def write_options(path: str | Path, options: Mapping[str, Any]) -> bool:
-    """Write ``options`` to ``path`` as YAML unless it holds them already (then its mtime stays); the new
-    file replaces the old at once, so a job never reads half a file. True if it wrote."""
-    path = Path(path)
-    text = yaml.safe_dump(dict(options), sort_keys=False, allow_unicode=True)
-    if path.is_file() and path.read_text(encoding="utf-8") == text:
-        return False
+def option_files(root: str | Path, config: Mapping[str, Any]) -> dict[tuple[str, ...], tuple[Path, str]]:
+    """Job name -> (its options file under ``root``, the file's text) of every job of a preset (pure)."""
+    files = {}
+    for name, opts in job_options(config):
+        text = options_text(opts)
+        files[name] = (Path(root, *name[:-1], f"{name[-1]}.{recorded_digest(text)}.yaml"), text)
+    return files
+
+
+def write_option_files(files: Iterable[tuple[Path, str]]) -> list[str]:
+    """Write each (path, text) not there yet, each at once (a reader never sees half a file) and read-only.
+    A file already there is left as it is when it holds ``text``; one that does not (edited by hand), or a
+    path that cannot be written, is an error line naming the file, returned (nothing raised)."""
+    errors = []
+    for path, text in files:
+        try:
+            _write_new(path, text)
+        except ConfigError as err:
+            errors.append(str(err))
+        except OSError as err:
+            errors.append(
+                f"{path}: cannot write this job's options file ({err.strerror or err}): {path.parent} must "
+                "be a folder you can write to, and the path free or a file the workflow wrote"
+            )
+    return errors
+
+
+def _write_new(path: Path, text: str) -> bool:
+    """Write ``text`` to a new ``path``; False if the file holds it already. A file with other content
+    raises ``ConfigError`` (its name's hash no longer matches: edited by hand)."""
+    if path.is_file():
+        old = path.read_text(encoding="utf-8", errors="replace")
+        if old == text:
+            return False
+        raise ConfigError(
+            f"{path} was edited after the workflow wrote it (its content no longer matches the hash in its "
+            "name): set the options in the preset instead, and delete the file so the workflow writes it again"
+        )
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    with os.fdopen(fd, "w", encoding="utf-8") as out:
-        out.write(text)
-    os.chmod(tmp, 0o644)  # mkstemp's 0600 would hide the file from a job run as another user
-    os.replace(tmp, path)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as out:
+            out.write(text)
+        os.chmod(tmp, 0o444)  # readable by a job run as another user; never to be edited
+        os.replace(tmp, path)
+    finally:
+        Path(tmp).unlink(missing_ok=True)
     return True
+
+
+def write_options(path: str | Path, options: Mapping[str, Any]) -> bool:
+    """Write ``options`` to a new file ``path`` as a job's options file (``write_option_files`` for several).
+    True if it wrote; raises ``OSError`` if it cannot, ``ConfigError`` if ``path`` holds other options."""
+    return _write_new(Path(path), options_text(options))
 
 
 def _listing(names: Iterable[Any]) -> str:

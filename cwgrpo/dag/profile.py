@@ -53,6 +53,19 @@ def run_settings(workflow: Any, sizes: Sequence[str]) -> tuple[bool, int | None,
     return uses_conda, cap, {s: getattr(m, "raw", m) for s, m in models.items()}  # a Resource: its raw value
 
 
+def resource_sections(config: Mapping[str, Any], settings: Any) -> Iterator[tuple[str, Mapping[str, Any]]]:
+    """Every place a job's resources are set, by name: the preset's `resources` (per job kind, per size),
+    the profile's or command line's set-resources and default-resources."""
+    for kind, res in config["resources"].items():
+        yield f"resources.{kind}", res
+    for size, spec in config["sizes"].items():
+        for kind, res in spec.get("resources", {}).items():
+            yield f"sizes.{size}.resources.{kind}", res
+    for name, res in settings.overwrite_resources.items():
+        yield f"set-resources.{name}", res
+    yield "default-resources", settings.default_resources or {}
+
+
 def _split(line: str) -> Error:
     key, _, message = line.partition(": ")
     return key, message
@@ -77,6 +90,8 @@ def profile_errors(
     for name, res in settings.overwrite_resources.items():
         lines += pc.resource_key_errors(f"set-resources.{name}", res, known)
     lines += pc.resource_key_errors("default-resources", settings.default_resources or {}, known)
+    for where, res in resource_sections(config, settings):
+        lines += pc.slurm_extra_errors(where, res)
     asked = {key for r in workflow.rules for key in r.resources}
     lines += pc.global_resource_errors(workflow.global_resources, asked)
     yield from map(_split, lines)

@@ -130,7 +130,8 @@ def _legend(fig, axes: np.ndarray, title: str = "") -> None:
 
 
 def _footer(cfg: FigureConfig, kind: str, summaries: Sequence[Path] = (), runs: Sequence[Path] = ()) -> str:
-    return footer_text(input_identity(summaries, runs), config_hash(cfg), extra=f"figure {kind}")
+    identity = input_identity(summaries, runs)
+    return footer_text(identity, config_hash(cfg), extra=f"figure {kind}", preset=cfg.preset)
 
 
 def _curves(ax, frame: pd.DataFrame, column: str, cfg: FigureConfig) -> None:

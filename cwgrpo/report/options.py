@@ -49,6 +49,13 @@ class ReportConfig:
             "pretrained model on a benchmark of one's choice: only effects are compared)"
         ),
     )
+    preset: str = field(
+        default="",
+        metadata=_help(
+            "the preset's name, printed in every table's and figure's footer: a copied file still says "
+            "which preset it shows"
+        ),
+    )
     step: int = field(
         default=100, metadata=_help("training step of Table 1 and of claim 1 (the paper reports step 100)")
     )

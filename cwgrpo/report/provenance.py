@@ -48,8 +48,11 @@ def input_identity(
     }
 
 
-def footer_text(identity: Mapping[str, Any], report_config_hash: str, extra: str = "") -> str:
-    """One line naming the reporting code and the producers of the inputs (no clock, so it is reproducible)."""
+def footer_text(
+    identity: Mapping[str, Any], report_config_hash: str, extra: str = "", preset: str = ""
+) -> str:
+    """One line naming the preset, the reporting code and the producers of the inputs (no clock, so it is
+    reproducible)."""
     from cwgrpo import __version__
     from cwgrpo.provenance import git_state
 
@@ -65,6 +68,7 @@ def footer_text(identity: Mapping[str, Any], report_config_hash: str, extra: str
         )
 
     parts = [
+        *([f"preset {preset}"] if preset else []),
         f"made by {here}",
         f"inputs: {len(identity['files'])} files from cwgrpo {short(identity['versions'])} @ {short(identity['commits'], 2)}",
         f"config hashes {short(identity['config_hashes'], 2)}",

@@ -17,6 +17,7 @@ from pathlib import Path
 
 from cwgrpo.io import write_text
 
+REPORTS = ("table1.md", "claims.md")  # what the blocks are rendered from
 BLOCK = re.compile(
     r"(<!-- generated: (?P<name>[\w-]+) -->\n)(?P<body>.*?)(<!-- /generated: (?P=name) -->)", re.S
 )
@@ -77,7 +78,7 @@ def claims_block(claims_md: str) -> str:
 def render_blocks(results: Path) -> dict[str, str]:
     """Every generated block of the page from the run in ``results`` (its table1.md and claims.md)."""
     blocks = {}
-    for name, render in (("table1.md", table1_blocks), ("claims.md", claims_block)):
+    for name, render in zip(REPORTS, (table1_blocks, claims_block), strict=True):
         text = (results / name).read_text(encoding="utf-8")
         try:
             rendered = render(text)
@@ -98,25 +99,37 @@ def update(text: str, blocks: dict[str, str]) -> str:
     return BLOCK.sub(lambda m: m.group(1) + blocks[m.group("name")] + m.group(4), text)
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--results", type=Path, default=Path("docs/tiny-results"))
-    parser.add_argument("--readme", type=Path, default=Path("docs/tiny-results/README.md"))
-    parser.add_argument("--write", action="store_true", help="rewrite the page's blocks in place")
-    args = parser.parse_args(argv)
-    try:
-        text = args.readme.read_text(encoding="utf-8")
-        new = update(text, render_blocks(args.results))
-        if args.write:
-            write_text(args.readme, new)
-            return 0
-    except (OSError, ValueError) as err:  # a missing or foreign file: one line, the README untouched
-        print(f"readme_tables: error: {err}", file=sys.stderr)
-        return 2
+OUTPUTS = ("readme",)  # read and rewritten in place
+NAMED_INPUT_FOLDERS = ("results",)  # only its two reports are read (file_arguments); the README may sit in it
+
+
+def file_arguments(args: argparse.Namespace) -> tuple[list[Path], list[Path]]:
+    """The run's two reports, read: the README may not be one of them (``cwgrpo.cli``'s check)."""
+    return [args.results / name for name in REPORTS], []
+
+
+def run(args: argparse.Namespace) -> int:
+    text = args.readme.read_text(
+        encoding="utf-8"
+    )  # a missing or foreign file: one line, the README untouched
+    new = update(text, render_blocks(args.results))
+    if args.write:
+        write_text(args.readme, new)
+        return 0
     if new != text:
         print(f"{args.readme}: its tiny tables differ from {args.results}; run with --write", file=sys.stderr)
         return 1
     return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    from cwgrpo.cli import run_checked
+
+    parser = argparse.ArgumentParser(prog="readme_tables", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--results", type=Path, default=Path("docs/tiny-results"))
+    parser.add_argument("--readme", type=Path, default=Path("docs/tiny-results/README.md"))
+    parser.add_argument("--write", action="store_true", help="rewrite the page's blocks in place")
+    return run_checked(sys.modules[__name__], parser, argv, run)
 
 
 if __name__ == "__main__":

@@ -34,7 +34,8 @@ OVERVIEW_HEADINGS = [
 
 def clip(text: str, max_chars: int) -> str:
     """``text``, or its head and (longer) tail around a note of what is left out: a completion's answer
-    is at its end."""
+    is at its end. Every text of a sample is clipped so (the problem, the gold and the answers too), so
+    the page's size is bounded by its number of samples."""
     if len(text) <= max_chars:
         return text
     head = max_chars // 3
@@ -85,23 +86,24 @@ def sample_html(s: Sample, cell: Cell, cfg: SamplesConfig) -> str:
         badges.append('<span class="flag">gold unscorable</span>')
     answers = "".join(
         f"<dt>{escape(METRIC_NAMES.get(m, m))} extracted</dt>"
-        f'<dd class="answer" data-metric="{m}">{_text_or_none(s.answers[m])}</dd>'
+        f'<dd class="answer" data-metric="{m}">{_text_or_none(s.answers[m], cfg.max_chars)}</dd>'
         for m in cell.metrics
     )
-    problem = _text_or_none(s.problem, "(the benchmark file is not available)")
+    problem = _text_or_none(s.problem, cfg.max_chars, "(the benchmark file is not available)")
     where = f"{cell.samples_path}:{s.line}"
     return (
         f'<article class="sample"{_attrs(data)}>'
         f'<header><span class="id">{escape(s.problem_id)} · sample {s.index}</span> {" ".join(badges)}'
         f'<span class="where">{escape(where)}</span></header>'
         f'<dl><dt>problem</dt><dd class="problem">{problem}</dd>'
-        f'<dt>gold</dt><dd class="gold">{escape(s.gold)}</dd>{answers}</dl>'
+        f'<dt>gold</dt><dd class="gold">{escape(clip(s.gold, cfg.max_chars))}</dd>{answers}</dl>'
         f'<pre class="completion">{escape(clip(s.completion, cfg.max_chars))}</pre></article>'
     )
 
 
-def _text_or_none(text: str | None, none: str = "(none)") -> str:
-    return escape(text) if text else f'<span class="none">{escape(none)}</span>'
+def _text_or_none(text: str | None, max_chars: int, none: str = "(none)") -> str:
+    """Escaped text clipped to ``max_chars`` (a problem, a gold or an answer can be megabytes too)."""
+    return escape(clip(text, max_chars)) if text else f'<span class="none">{escape(none)}</span>'
 
 
 def cell_html(cell: Cell, cfg: SamplesConfig) -> str:

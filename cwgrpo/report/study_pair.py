@@ -135,17 +135,20 @@ def curves_figure(
     save_figure(fig, pdf, png)
 
 
-def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--page", type=Path, default=Path("docs/study/README.md"))
-    p.add_argument("--figure", type=Path, default=Path("docs/study/regimes.png"))
-    p.add_argument("--write", action="store_true", help="rewrite the page's block and the figure")
-    args = p.parse_args(argv)
+OUTPUTS = ("page", "figure")  # the page is read and rewritten in place; the studies are read
+
+
+def file_arguments(args: argparse.Namespace) -> tuple[list[Path], list[Path]]:
+    """The two studies (read) and the figure's PDF beside its PNG (written), for ``cwgrpo.cli``'s check."""
+    return [path for path, _ in STUDIES.values()], [args.figure.with_suffix(".pdf")]
+
+
+def run(args: argparse.Namespace) -> int:
     reports = {lab: read_json(path) for lab, (path, _) in STUDIES.items()}
     block = page_block(reports)
     page = args.page.read_text()
     if not BLOCK.search(page):
-        p.error(f"{args.page} has no <!-- generated: study-pair --> block")
+        raise ValueError(f"{args.page} has no <!-- generated: study-pair --> block")
     new = BLOCK.sub(lambda m: m.group(1) + block + m.group(2), page)
     if not args.write:
         if new != page:
@@ -155,6 +158,20 @@ def main(argv: list[str] | None = None) -> int:
     write_text(args.page, new)
     curves_figure(reports, METHODS, args.figure.with_suffix(".pdf"), args.figure)
     return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    from cwgrpo.cli import run_checked
+
+    p = argparse.ArgumentParser(
+        prog="python -m cwgrpo.report.study_pair",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("--page", type=Path, default=Path("docs/study/README.md"))
+    p.add_argument("--figure", type=Path, default=Path("docs/study/regimes.png"))
+    p.add_argument("--write", action="store_true", help="rewrite the page's block and the figure")
+    return run_checked(sys.modules[__name__], p, argv, run)
 
 
 if __name__ == "__main__":

@@ -35,6 +35,7 @@ import argparse
 import dataclasses
 import logging
 import math
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -42,7 +43,7 @@ import numpy as np
 import pandas as pd
 
 from cwgrpo.configs import ConfigError, add_config_arguments, config_hash, describe_options
-from cwgrpo.io import ResultFileError, write_json, write_text
+from cwgrpo.io import ResultFileError, atomic_path, write_csv, write_json, write_text
 from cwgrpo.report.load import (
     add_input_arguments,
     command_options,
@@ -267,7 +268,7 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
         "--runs", nargs="*", action="extend", type=Path, default=[],
         help="run folders; a method whose run.json records no learning signal is marked in the table",
     )  # fmt: skip
-    for name, help_text in {**TABLE_OUTPUTS, **PICTURE_OUTPUTS}.items():
+    for name, help_text in {**TABLE_OUTPUTS, **PICTURE_OUTPUTS, **COPY_OUTPUTS}.items():
         parser.add_argument(
             f"--out-{name.replace('_', '-')}",
             dest=f"out_{name}",
@@ -297,6 +298,9 @@ TABLE_OUTPUTS = {
     "sensitivity_md": "the same in Markdown (metric_sensitivity.md)",
     "provenance": "the run identity of the table and its inputs (table1.provenance.json)",
 }
+# Optional: the same PDF again where the README's `snakemake ... figures/table1.pdf` asks for it (its footer
+# names the preset, so the copy cannot pass as another preset's).
+COPY_OUTPUTS = {"copy_pdf": "a copy of the typeset table, e.g. figures/table1.pdf"}
 # Optional, both or neither: each method's Avg with its interval beside the paper's (cwgrpo.report.table1_avg).
 PICTURE_OUTPUTS = {
     "avg_pdf": "Table 1's Avg column as a figure, beside the paper's, e.g. figures/tiny/table1_avg.pdf",
@@ -347,13 +351,14 @@ def write_table(
     cmp = reported_vs_ours(cells, per_seed, cfg, reported)
     identity = input_identity(summary_paths=summaries)
     chash = config_hash(cfg)
-    write_text(out["csv"], cells.to_csv(index=False))
+    footer = footer_text(identity, chash, preset=cfg.preset)
+    write_csv(out["csv"], cells)
     write_text(out["tex"], grid_latex(grid))
     write_text(out["md"], grid_markdown(grid))
-    write_text(out["reported_csv"], cmp.to_csv(index=False))
+    write_csv(out["reported_csv"], cmp)
     write_text(out["reported_md"], reported_markdown(cmp, cfg))
     sens = sensitivity_frame(summaries, cfg)
-    write_text(out["sensitivity_csv"], sens.to_csv(index=False))
+    write_csv(out["sensitivity_csv"], sens)
     write_text(out["sensitivity_md"], sensitivity_markdown(sens, cfg))
     write_json(
         out["provenance"],
@@ -365,26 +370,29 @@ def write_table(
             "inputs": identity,
         },
     )
-    grid_pdf(grid, out["pdf"], footer_text(identity, chash))
+    grid_pdf(grid, out["pdf"], footer)
+    if "copy_pdf" in out:
+        with atomic_path(out["copy_pdf"], suffix=".pdf") as tmp:
+            shutil.copyfile(out["pdf"], tmp)
     if "avg_png" in out:
         from cwgrpo.report.style import save_figure
         from cwgrpo.report.table1_avg import avg_figure
 
-        save_figure(
-            avg_figure(cells, cfg, reported, footer_text(identity, chash)), out["avg_pdf"], out["avg_png"]
-        )
+        save_figure(avg_figure(cells, cfg, reported, footer), out["avg_pdf"], out["avg_png"])
     return dict(out)
 
 
 # every other path argument is read (cwgrpo.cli)
-OUTPUTS = tuple(f"out_{name}" for name in {**TABLE_OUTPUTS, **PICTURE_OUTPUTS})
+OUTPUTS = tuple(f"out_{name}" for name in {**TABLE_OUTPUTS, **PICTURE_OUTPUTS, **COPY_OUTPUTS})
 
 
 def run(args: argparse.Namespace) -> int:
     cfg = command_options(TableConfig, args, OUTPUTS)
     outputs = {name: getattr(args, f"out_{name}") for name in TABLE_OUTPUTS}
     outputs |= {
-        name: getattr(args, f"out_{name}") for name in PICTURE_OUTPUTS if getattr(args, f"out_{name}")
+        name: getattr(args, f"out_{name}")
+        for name in (*PICTURE_OUTPUTS, *COPY_OUTPUTS)
+        if getattr(args, f"out_{name}")
     }
     out = write_table(cfg, list(args.summaries), outputs, args.reported, list(args.runs))
     log.info("wrote %s", ", ".join(str(p) for p in out.values()))

@@ -68,11 +68,19 @@ def test_killed_training_resumes_from_its_newest_complete_checkpoint(e2e_inputs,
     assert not (tmp_path / "run" / "checkpoint-9").exists()
     assert (tmp_path / "run" / "metrics.jsonl").read_bytes() == before
 
-    # Checkpoints of another configuration are never resumed silently.
-    changed = [*cmd, "--set", "learning_rate=3e-4"]
+    # Checkpoints of another configuration are never resumed: a changed configuration is a new run, the
+    # old one moved aside whole, in one log line.
+    changed = [*cmd, "--set", "learning_rate=3e-4", "--set", "max_steps=2"]
     fourth = subprocess.run(changed, cwd=tmp_path, capture_output=True, text=True, timeout=600)
-    assert fourth.returncode == 2
-    assert "another configuration" in fourth.stderr
+    assert fourth.returncode == 0, fourth.stderr[-3000:]
+    aside = tmp_path / "run.old-1"
+    assert (aside / "metrics.jsonl").read_bytes() == before and (aside / "checkpoint-8").is_dir()
+    assert [line for line in fourth.stderr.splitlines() if "moved it to" in line] != []
+    assert "resuming from" not in fourth.stderr
+    steps = [
+        json.loads(line)["step"] for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()
+    ]
+    assert steps == [1, 2]
 
 
 SPREAD = """

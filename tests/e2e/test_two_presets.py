@@ -70,9 +70,13 @@ def check_a_second_preset_beside(workdir: Path, first: str, first_config: Path, 
     said = proc.stdout + proc.stderr
     assert proc.returncode == 0, said[-6000:]
     # the finished run points to its own outputs and to the report command with its --configfile
-    assert "Table 1: results/second/table1.md\nfigures: figures/second/\n" in said, said[-2000:]
+    shown = "Table 1: results/second/table1.md\nTable 1 of preset second: figures/table1.pdf\nfigures: figures/second/\n"
+    assert shown in said, said[-2000:]
     assert f"report: snakemake --report report.html --configfile {configs['second']}" in said, said[-2000:]
-    assert sorted(p.name for p in (workdir / "figures").iterdir()) == sorted(configs)
+    # each preset's figures in its own folder; figures/table1.pdf is the last run's table (its preset's)
+    assert sorted(p.name for p in (workdir / "figures").iterdir()) == sorted([*configs, "table1.pdf"])
+    shown = (workdir / "figures" / "table1.pdf").read_bytes()
+    assert shown == (workdir / "figures" / "second" / "table1.pdf").read_bytes()
     for name in configs:
         figures = {p.name for p in (workdir / "figures" / name).iterdir()}
         assert {"table1.pdf", "table1_avg.png", "entropy.png", "checkpoints.png"} <= figures, (name, figures)

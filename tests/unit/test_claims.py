@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from pathlib import Path
 
 import pytest
@@ -20,6 +21,7 @@ from cwgrpo.report.claim_checks import (
     NOT_TESTABLE,
     ClaimsConfig,
     gaussian_top_share,
+    silent_runs,
     top_share,
 )
 from cwgrpo.report.claims import claims_markdown, evaluate_claims
@@ -325,3 +327,15 @@ def test_claims_say_what_is_not_the_papers_from_the_results(report):
     md = claims_markdown(report, ClaimsConfig(kind="tiny"))
     assert report["stand_in"].startswith("Not the paper's own benchmarks b1, b2")
     assert report["stand_in"] in md and "Tiny preset" not in md
+
+
+@pytest.mark.parametrize(
+    "recorded", ["yes", {"cause": "zero_reward_spread"}, [{"foo": 1}], ["a"], [{"cause": 5, "from_step": 1}]]
+)
+def test_a_foreign_learning_signal_record_is_named_not_a_traceback(tmp_path, recorded):
+    run = tmp_path / "small" / "grpo" / "seed0"
+    run.mkdir(parents=True)
+    tags = {"size": "small", "method": "grpo", "seed": 0}
+    (run / "run.json").write_text(json.dumps({"tags": tags, "learning_signal": recorded}))
+    with pytest.raises(ResultFileError, match=rf"{re.escape(str(run / 'run.json'))}: 'learning_signal'"):
+        silent_runs([run])

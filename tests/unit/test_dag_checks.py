@@ -1,5 +1,5 @@
 """cwgrpo.dag.checks and option_checks: the parse-time checks, called on config dicts (the bad-config
-cases that run snakemake are in tests/workflow and test_bad_*)."""
+cases that run snakemake are in tests/workflow/test_presets.py)."""
 
 from __future__ import annotations
 

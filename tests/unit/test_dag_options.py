@@ -5,9 +5,10 @@ from __future__ import annotations
 import copy
 import os
 
+import pytest
 from dag_presets import preset
 
-from cwgrpo.configs import read_options
+from cwgrpo.configs import ConfigError, read_options
 from cwgrpo.dag import options
 
 
@@ -45,15 +46,66 @@ def test_options_file_reads_back_what_was_written_with_its_types(tmp_path):
     assert {k: type(v) for k, v in back.items()} == {k: type(v) for k, v in opts.items()}
 
 
-def test_options_file_is_rewritten_only_when_its_options_change(tmp_path):
-    path = tmp_path / "job.yaml"
-    assert options.write_options(path, {"a": 1})
+def test_an_options_file_is_named_by_its_content_and_never_rewritten(tmp_path):
+    config = preset("config.yaml")
+    files = options.option_files(tmp_path, config)
+    path, text = files[("train", "small", "grpo", "seed0")]
+    assert path.parent == tmp_path / "train" / "small" / "grpo" and path.name.startswith("seed0.")
+    assert options.write_option_files(files.values()) == []
     os.utime(path, (1, 1))
-    assert not options.write_options(path, {"a": 1})
-    assert path.stat().st_mtime == 1  # same options: Snakemake sees no change
-    assert options.write_options(path, {"a": 2})
-    assert path.stat().st_mtime > 1 and read_options(path) == {"a": 2}
-    assert [p.name for p in tmp_path.iterdir()] == ["job.yaml"]  # no temporary file left behind
+    assert options.write_option_files(options.option_files(tmp_path, config).values()) == []
+    assert path.stat().st_mtime == 1  # same options: same file, untouched, Snakemake sees no change
+    edited = copy.deepcopy(config)
+    edited["methods"]["grpo"]["learning_rate"] = 5e-4
+    new_files = options.option_files(tmp_path, edited)
+    assert new_files[("train", "small", "grpo", "seed0")][0] != path  # an edit is a new file...
+    grpo_runs = [k for k in files if k[0] == "train" and k[2] == "grpo"]
+    assert all(new_files[k] != files[k] for k in grpo_runs)
+    assert {k: v for k, v in new_files.items() if k not in grpo_runs} == {
+        k: v for k, v in files.items() if k not in grpo_runs
+    }
+    assert options.write_option_files(new_files.values()) == []
+    assert path.read_text() == text and path.stat().st_mtime == 1  # ... and the old one stays as it was
+    assert not list(tmp_path.rglob(".*.tmp"))  # no temporary file left behind
+
+
+def test_an_options_file_edited_by_hand_is_refused_by_the_workflow_and_by_the_job(tmp_path):
+    (path, text), *_ = options.option_files(tmp_path, preset("config.yaml")).values()
+    assert options.write_option_files([(path, text)]) == []
+    path.chmod(0o644)
+    path.write_text(text.replace("seed: 0", "seed: 1"))
+    (error,) = options.write_option_files([(path, text)])
+    assert error.startswith(f"{path} was edited after the workflow wrote it") and "\n" not in error
+    with pytest.raises(ConfigError, match="was changed after the workflow wrote it"):
+        read_options(path)
+
+
+def test_an_options_file_swapped_for_another_jobs_is_refused_by_the_job(tmp_path):
+    files = options.option_files(tmp_path, preset("config.yaml"))
+    (mine, _), (other, _) = (
+        files[("train", "small", "grpo", "seed0")],
+        files[("train", "small", "clip_cov", "seed0")],
+    )
+    assert options.write_option_files(files.values()) == []
+    mine.unlink()
+    mine.symlink_to(other)  # a whole, valid options file, of another job
+    with pytest.raises(ConfigError, match="holds the options of another job"):
+        read_options(mine)
+    assert read_options(other)["cw_method"] == "clip_cov"
+
+
+@pytest.mark.parametrize("blocker", ["options folder is a file", "options file is a folder"])
+def test_an_options_file_that_cannot_be_written_is_one_line_and_leaves_no_temporary_file(tmp_path, blocker):
+    path, text = options.option_files(tmp_path / "options", preset("config.yaml"))[("table",)]
+    if blocker == "options folder is a file":
+        path.parent.write_text("")
+    else:
+        path.mkdir(parents=True)
+    (error,) = options.write_option_files([(path, text)])
+    assert error.startswith(f"{path}: cannot write this job's options file (") and "\n" not in error
+    assert [p.name for p in tmp_path.rglob("*")] == (
+        ["options"] if "file" in blocker[-4:] else ["options", path.name]
+    )
 
 
 def test_saved_steps_end_at_max_steps():

@@ -10,6 +10,7 @@ import json
 import os
 import signal
 import socket
+import stat
 import subprocess
 import sys
 import textwrap
@@ -213,3 +214,156 @@ def test_device_locks_are_per_slurm_allocation(tmp_path):
         assert a.gpus == b.gpus == ("0",) and a.ports != b.ports
         with pytest.raises(RuntimeError, match="not free"), lease(1, 0, {**one, "CWGRPO_GPU_WAIT_S": "0"}):
             pass
+
+
+def test_a_lock_folder_planted_as_a_link_to_an_own_folder_is_refused(tmp_path):
+    """The default folder (or CWGRPO_LOCK_DIR) as a link to a folder this user owns: refused as a link,
+    and the lock files in the folder it points to are left as they are."""
+    real = tmp_path / "real"
+    real.mkdir(mode=0o700)
+    (real / "gpu-0.lock").write_text("precious\n")
+    (tmp_path / "locks").symlink_to(real)
+    for n_gpus, n_ports in ((1, 0), (0, 1)):
+        with (
+            pytest.raises(ConfigError, match=r"lock folder .*locks .*is a symbolic link"),
+            lease(n_gpus, n_ports, _env(tmp_path, "0")),
+        ):
+            pass  # fmt: skip
+    assert (real / "gpu-0.lock").read_text() == "precious\n"
+    assert [p.name for p in real.iterdir()] == ["gpu-0.lock"]
+
+
+@pytest.mark.parametrize(
+    "value, named",
+    [
+        ("0,00", "(0;"),
+        ("1, 01", "(1;"),
+        ("GPU-AAAA-1111,gpu-aaaa-1111", "(GPU-aaaa-1111;"),
+        ("GPU-aaaa-1111,GPU-aaaa", "(GPU-aaaa-1111 and GPU-aaaa;"),
+    ],
+)
+def test_one_device_named_twice_as_cuda_reads_it_is_refused(value, named):
+    """CUDA reads ``00`` as ``0``, UUIDs regardless of case, and a unique UUID prefix as that GPU."""
+    with pytest.raises(ConfigError, match=rf"CUDA_VISIBLE_DEVICES={value!r} names one GPU twice \{named}"):
+        gpu_pool({"CUDA_VISIBLE_DEVICES": value})
+
+
+@pytest.mark.parametrize("first, second", [("0", "00"), ("GPU-aaaa-1111", "gpu-AAAA-1111")])
+def test_two_jobs_given_one_device_in_two_spellings_never_share_it(tmp_path, first, second):
+    with lease(1, 0, _env(tmp_path, first)) as held:
+        assert held.gpus == (first,)
+        with (
+            pytest.raises(RuntimeError, match="not free"),
+            lease(1, 0, _env(tmp_path, second, CWGRPO_GPU_WAIT_S="0")),
+        ):
+            pass  # fmt: skip
+
+
+def test_a_uuid_prefix_locks_the_gpu_it_names():
+    from cwgrpo.devices import device_lock_ids
+
+    uuids = {"0": "GPU-aaaa-1111", "1": "GPU-bbbb-2222"}
+    pool = gpu_pool({"CUDA_VISIBLE_DEVICES": "GPU-AAAA,GPU-BBBB"})
+    assert device_lock_ids(pool, uuids) == {"GPU-aaaa": "GPU-aaaa-1111", "GPU-bbbb": "GPU-bbbb-2222"}
+    assert device_lock_ids(["GPU-"], uuids) == {"GPU-": "GPU-"}  # not unique: CUDA would not take it
+
+
+# -- hostile settings: lock files as links, foreign lock folders, devices listed twice, bad values -------
+
+
+def _refused(
+    env: dict[str, str], match: str, n_gpus: int = 1, n_ports: int = 0, error: type = ConfigError
+) -> None:
+    with pytest.raises(error, match=match), lease(n_gpus, n_ports, env):
+        pass
+
+
+def _lock_env(folder: Path, gpus: str = "0", **extra: str) -> dict[str, str]:
+    return {"CWGRPO_LOCK_DIR": str(folder), "CUDA_VISIBLE_DEVICES": gpus, "PATH": os.environ["PATH"], **extra}
+
+
+def test_a_lock_file_planted_as_a_link_is_not_followed(tmp_path):
+    """Bug: gpu-0.lock as a symlink to a file of the user's, and one_gpu() truncated it."""
+    folder = tmp_path / "locks"
+    folder.mkdir(mode=0o700)
+    victim = tmp_path / "thesis.tex"
+    victim.write_text("precious\n")
+    (folder / "gpu-0.lock").symlink_to(victim)
+    with pytest.raises(ConfigError, match=r"gpu-0\.lock"), one_gpu(_lock_env(folder)):
+        pass
+    assert victim.read_text() == "precious\n"
+
+
+@pytest.mark.parametrize("mode", [0o777, 0o775, 0o1777])
+def test_a_lock_folder_others_can_write_is_refused(tmp_path, mode):
+    folder = tmp_path / "locks"
+    folder.mkdir()
+    os.chmod(folder, mode)
+    _refused(_lock_env(folder), r"CWGRPO_LOCK_DIR.*only you own", 1, 0)
+    _refused(_lock_env(folder), "CWGRPO_LOCK_DIR", 0, 1)
+    assert list(folder.iterdir()) == []
+
+
+def test_a_lock_folder_of_another_user_is_refused(tmp_path, monkeypatch):
+    folder = tmp_path / "locks"
+    folder.mkdir(mode=0o700)
+    monkeypatch.setattr(os, "getuid", lambda: os.stat(folder).st_uid + 1)  # as if another user made it
+    _refused(_lock_env(folder), "owned by uid", 1, 0)
+
+
+def test_a_lock_folder_that_is_a_file_names_the_variable(tmp_path):
+    path = tmp_path / "a-file"
+    path.write_text("x")
+    _refused(_lock_env(path), "CWGRPO_LOCK_DIR", 1, 0)
+    assert path.read_text() == "x"
+
+
+def test_a_device_listed_twice_is_an_error_not_a_wait_forever(tmp_path):
+    """Bug: CUDA_VISIBLE_DEVICES=0,0 and lease(2, 0) waited forever with nothing else holding a GPU."""
+    _refused(
+        _lock_env(tmp_path / "locks", "0,0", CWGRPO_GPU_WAIT_S="1"),
+        r"CUDA_VISIBLE_DEVICES='0,0' names one GPU twice \(0;",
+        2,
+        0,
+    )
+
+
+@pytest.mark.parametrize("value", ["abc", "nan", "-5", "inf"])
+def test_a_bad_wait_names_the_variable(tmp_path, value):
+    _refused(_lock_env(tmp_path / "locks", CWGRPO_GPU_WAIT_S=value), f"CWGRPO_GPU_WAIT_S={value!r}", 1, 0)
+
+
+def test_minus_one_means_no_gpu_as_cuda_reads_it():
+    assert gpu_pool({"CUDA_VISIBLE_DEVICES": "-1"}) == []
+    assert gpu_pool({"CUDA_VISIBLE_DEVICES": "0,-1,1"}) == ["0"]  # CUDA stops at the first invalid id
+    with one_gpu({"CUDA_VISIBLE_DEVICES": "-1"}) as gpu:
+        assert gpu is None
+
+
+def _fake_nvidia_smi(folder: Path) -> None:
+    script = folder / "nvidia-smi"
+    script.write_text(
+        "#!/bin/sh\ncase \"$1\" in *uuid*) printf '0, GPU-aaaa\\n1, GPU-bbbb\\n';; *) printf '0\\n1\\n';; esac\n"
+    )
+    script.chmod(script.stat().st_mode | stat.S_IEXEC)
+
+
+def test_one_gpu_spelled_as_index_and_uuid_is_not_handed_out_twice(tmp_path):
+    with pytest.raises(ConfigError, match="mixes GPU indices and UUIDs"):
+        gpu_pool({"CUDA_VISIBLE_DEVICES": "0,GPU-aaaa"})
+    _fake_nvidia_smi(tmp_path)
+    path = f"{tmp_path}:{os.environ['PATH']}"
+    folder = tmp_path / "locks"
+    with lease(1, 0, {**_lock_env(folder, "0"), "PATH": path}) as first:  # one job gives the index
+        assert first.gpus == ("0",)
+        assert (folder / "gpu-GPU-aaaa.lock").is_file()
+        # another gives the same GPU's UUID: it gets nothing (waits, here up to 0 s)
+        _refused(
+            {**_lock_env(folder, "GPU-aaaa", CWGRPO_GPU_WAIT_S="0"), "PATH": path},
+            "not free",
+            1,
+            0,
+            RuntimeError,
+        )
+        with lease(1, 0, {**_lock_env(folder, "GPU-bbbb"), "PATH": path}) as other:
+            assert other.gpus == ("GPU-bbbb",)

@@ -48,3 +48,18 @@ def test_lengths_are_checked_against_the_rest_of_the_context():
     assert check_lengths([20], [108], context=128, cap=4096) == {
         "completion_lengths": [108], "budgets": [108], "all_reach_budget": True,
     }  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("args", "expected"),
+    [
+        (["--arch", "nope"], "--arch 'nope': one of"),
+        (["--arch", "nope", "--server-memory", "0"], "--server-memory 0.0: a share of the GPU's memory"),
+        (["--arch", "nope", "--out", "."], "--out .: a folder"),
+    ],
+)
+def test_gpu_acceptance_bad_arguments_are_one_line_before_anything_runs(args, expected):
+    done = _run("--paths", "server", *args)
+    assert done.returncode == 2, done.stderr[-2000:]
+    assert expected in done.stderr.strip().splitlines()[-1]
+    assert "Traceback" not in done.stderr

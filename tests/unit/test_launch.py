@@ -6,7 +6,7 @@ from types import SimpleNamespace
 import pytest
 
 from cwgrpo.configs import ConfigError
-from cwgrpo.launch import accelerate_config_path, plan, relaunch
+from cwgrpo.launch import accelerate_config_path, op_cache_env, plan, relaunch
 from cwgrpo.train_config import TrainJob
 from cwgrpo.vllm_server import apply_endpoints
 
@@ -21,7 +21,17 @@ def test_plan_pins_vllm_server_and_training_to_disjoint_gpus():
     assert env["CWGRPO_LAUNCHED"] == "1"
     assert cmd[cmd.index("--num_processes") + 1] == "3"
     assert cmd[cmd.index("--config_file") + 1].endswith("accelerate/zero2.yaml")
+    assert cmd[1:3] == ["-m", "cwgrpo.workers"]  # accelerate launch, each worker tied to the job
     assert cmd[-len(argv) :] == argv
+
+
+def test_training_processes_find_the_op_compiled_into_their_environment_unless_told(tmp_path):
+    """`make deepspeed` compiles DeepSpeed's CPU op into <env>/torch_extensions; a user's
+    TORCH_EXTENSIONS_DIR wins, and an environment without that folder changes nothing."""
+    assert op_cache_env({}, str(tmp_path)) == {}
+    (tmp_path / "torch_extensions").mkdir()
+    assert op_cache_env({}, str(tmp_path)) == {"TORCH_EXTENSIONS_DIR": str(tmp_path / "torch_extensions")}
+    assert op_cache_env({"TORCH_EXTENSIONS_DIR": "/elsewhere"}, str(tmp_path)) == {}
 
 
 def test_plan_without_server_uses_the_first_gpus():

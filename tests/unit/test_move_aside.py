@@ -1,16 +1,19 @@
-"""A run refused because its options or inputs changed says the one command that keeps it and frees its
-folder (renamed, never deleted), and that command works."""
+"""A run whose options or inputs changed is moved aside (renamed, never deleted) so the same command trains
+afresh; a run refused for another reason says the one command that keeps it and frees its folder, and that
+command works."""
 
 from __future__ import annotations
 
 import json
+import logging
 import re
 import shlex
 import subprocess
+from types import SimpleNamespace
 
 import pytest
 
-from cwgrpo.checkpoints import check_same_config
+from cwgrpo.checkpoints import check_same_config, move_aside_changed_run
 from cwgrpo.configs import ConfigError
 from cwgrpo.runguard import COMPLETE_FLAG, aside_path, check_logs_cover
 
@@ -67,3 +70,50 @@ def test_a_gap_in_the_logs_names_the_same_way_forward(tmp_path):
         str(tmp_path / "seed0"),
         str(tmp_path / "seed0.old-1"),
     ]
+
+
+def test_a_changed_configuration_moves_the_old_run_aside_and_leaves_the_folder_free(tmp_path, caplog):
+    run_dir = tmp_path / "runs" / "seed0"
+    _run_with_checkpoint(run_dir, "old-hash")
+    (run_dir / "live").mkdir()
+    (run_dir / "live" / "metrics.jsonl").write_text('{"step": 2}\n')
+    with caplog.at_level(logging.WARNING, logger="cwgrpo.train"):
+        aside = move_aside_changed_run(run_dir, {"config_hash": "new-hash", "inputs": INPUTS})
+    assert aside == run_dir.with_name("seed0.old-1") and not run_dir.exists()
+    assert (aside / "checkpoint-2" / "model.safetensors").read_bytes() == b"weights"  # nothing deleted
+    assert (aside / "live" / "metrics.jsonl").is_file()
+    (line,) = caplog.messages
+    assert f"moved it to {aside}" in line and "config hash old-hash, now new-hash" in line
+
+
+def test_a_run_of_the_same_configuration_stays_where_it_is(tmp_path):
+    run_dir = tmp_path / "seed0"
+    _run_with_checkpoint(run_dir, "same-hash")
+    assert move_aside_changed_run(run_dir, {"config_hash": "same-hash", "inputs": INPUTS}) is None
+    assert (run_dir / "checkpoint-2").is_dir()
+
+
+def test_a_run_being_trained_by_another_process_is_never_moved(tmp_path):
+    """The move happens under the run folder's lock: while another `cwgrpo train` holds it, it is refused."""
+    import sys
+
+    from cwgrpo.train import move_aside_if_changed
+
+    run_dir = tmp_path / "seed0"
+    _run_with_checkpoint(run_dir, "old-hash")
+    (tmp_path / "model").mkdir()
+    (tmp_path / "train.jsonl").write_text("{}\n")
+    holder = subprocess.Popen(
+        [sys.executable, "-c", "import sys, time; from cwgrpo.runguard import RunLock; "
+         "RunLock(sys.argv[1]).acquire(); print('held', flush=True); time.sleep(60)", str(run_dir)],
+        stdout=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        config = SimpleNamespace(identity=lambda: {"options": "new"})
+        with pytest.raises(ConfigError, match="is being trained into by another"):
+            move_aside_if_changed(run_dir, config, tmp_path / "model", tmp_path / "train.jsonl")
+    finally:
+        holder.kill()
+        holder.wait()
+    assert (run_dir / "checkpoint-2").is_dir() and not run_dir.with_name("seed0.old-1").exists()

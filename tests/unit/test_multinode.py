@@ -30,7 +30,7 @@ def test_two_nodes_one_srun_each_with_machine_rank_and_the_first_node_as_rendezv
         assert step.argv[:6] == ["srun", "--nodes=1", "--ntasks=1", f"--nodelist={node}", "--overlap",
                                  "--kill-on-bad-exit=1"]  # fmt: skip
         launch = step.argv[step.argv.index("--", 6) + 1 :]
-        assert launch[1:3] == ["-m", "accelerate.commands.launch"]
+        assert launch[1:3] == ["-m", "cwgrpo.workers"]
         assert _opt(launch, "--num_processes") == "6" and _opt(launch, "--num_machines") == "2"
         assert _opt(launch, "--machine_rank") == str(rank)
         assert _opt(launch, "--main_process_ip") == "gpu-a" and _opt(launch, "--main_process_port") == "29500"

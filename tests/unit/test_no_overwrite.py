@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import os
+import shutil
 from pathlib import Path
 
 import pytest
@@ -119,3 +120,74 @@ def test_prepare_data_refuses_a_manifest_that_is_its_input(tmp_path, capsys):
         str(tmp_path / "mine.jsonl"),
     ]
     _refused(argv, source, capsys)
+
+
+def _one_line_refusal(argv: list[str], capsys, *words: str) -> str:
+    assert cli.main(argv) == 2, argv
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and all(w in err for w in words), err
+    return err
+
+
+def _user_folder(path: Path) -> Path:
+    path.mkdir(parents=True, exist_ok=True)
+    (path / "results.jsonl").write_text(PRECIOUS)
+    return path
+
+
+def _sft_argv(model_dir: Path, tmp: Path, out_dir: str) -> list[str]:
+    data = tmp / "train.jsonl"
+    data.write_text('{"problem": "1+1", "answer": "2"}\n')
+    return [
+        "sft", "--model-dir", str(model_dir), "--train-data", str(data), "--dev-data", str(data),
+        "--out-dir", out_dir, "--marker", str(tmp / "base.json"),
+        "--set", "max_steps=1", "--set", "batch_size=1", "--set", "eval_every=1",
+    ]  # fmt: skip
+
+
+@pytest.mark.parametrize("command", ["build-tiny", "sft", "fetch-model"])
+def test_model_commands_never_replace_a_folder_they_did_not_write(
+    command, tmp_path, tiny_model_dir, capsys, monkeypatch
+):
+    """A user's folder, the current folder, a file, and a link named as ``--out-dir`` are refused before
+    anything is written; each keeps what it held."""
+    work = tmp_path / "work"
+    user, linked = _user_folder(work / "mine"), _user_folder(tmp_path / "linked")
+    (work / "link").symlink_to(linked)
+    monkeypatch.chdir(work)
+    for out, words in (
+        (str(user), ("holds files cwgrpo did not write", "mine")),
+        (".", ("holds the current folder",)),
+        (str(user / "results.jsonl"), ("is a file",)),
+        ("link", ("symbolic link",)),
+    ):
+        argv = {
+            "build-tiny": ["build-tiny", "--size", "small", "--out-dir", out, "--marker", str(tmp_path / "m.json")],
+            "fetch-model": ["fetch-model", "--source", str(tiny_model_dir), "--out-dir", out,
+                            "--marker", str(tmp_path / "m.json")],
+            "sft": _sft_argv(tiny_model_dir, tmp_path, out),
+        }[command]  # fmt: skip
+        _one_line_refusal(argv, capsys, f"output folder {out}", *words)
+        assert sorted(p.name for p in work.iterdir()) == ["link", "mine"], out
+        for folder in (user, linked):
+            assert [p.name for p in folder.iterdir()] == ["results.jsonl"], out
+            assert (folder / "results.jsonl").read_text() == PRECIOUS, out
+
+
+def test_build_tiny_replaces_its_own_folder_and_takes_an_empty_one(tmp_path, capsys):
+    (tmp_path / "empty").mkdir()
+    for out in (tmp_path / "new", tmp_path / "empty"):
+        argv = ["build-tiny", "--size", "small", "--out-dir", str(out), "--marker", str(tmp_path / "m.json")]
+        assert cli.main(argv) == 0
+        (out / "config.json").write_text("{}")  # written over by the rerun below
+        assert cli.main(argv) == 0, capsys.readouterr().err
+        assert (out / "config.json").read_text() != "{}"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["empty", "m.json", "new"]  # no temporary left
+
+
+def test_sft_refuses_an_out_dir_that_holds_its_model(tmp_path, tiny_model_dir, capsys):
+    """``--out-dir`` above ``--model-dir`` would delete the model it reads."""
+    shutil.copytree(tiny_model_dir, tmp_path / "models" / "init")
+    argv = _sft_argv(tmp_path / "models" / "init", tmp_path, str(tmp_path / "models"))
+    _one_line_refusal(argv, capsys, "would overwrite the input")
+    assert (tmp_path / "models" / "init" / "config.json").is_file()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 from pathlib import Path
 
 import pytest
@@ -37,3 +38,23 @@ def test_a_missing_block_is_an_error():
             "<!-- generated: tiny-base -->\nx\n<!-- /generated: tiny-base -->\n",
             {"tiny-base": "", "tiny-rl": ""},
         )
+
+
+def test_readme_tables_bad_inputs_get_one_line_and_leave_the_readme(tmp_path, capsys):
+    readme = tmp_path / "README.md"
+    readme.write_text("# no generated blocks\n")
+    before = hashlib.sha256(readme.read_bytes()).hexdigest()
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    (empty / "table1.md").write_text("")
+    (empty / "claims.md").write_text("")
+    cases = {
+        "No such file or directory": ["--results", str(tmp_path / "none")],
+        "not a table1.md that cwgrpo wrote": ["--results", str(empty)],
+        "generated blocks in the README": ["--results", str(REPO / "docs" / "tiny-results")],
+    }
+    for expected, args in cases.items():
+        assert main([*args, "--readme", str(readme), "--write"]) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and expected in err[0], (args, err)
+    assert hashlib.sha256(readme.read_bytes()).hexdigest() == before

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from pathlib import Path
 
 import matplotlib.colors
@@ -316,3 +317,17 @@ def test_training_curves_of_one_step_span_a_step_each_side(tmp_path):
     run = write_run(tmp_path, "small", "grpo", 0, steps=1)
     fig = make_figure("entropy", FigureConfig(), [run], [])
     assert fig.axes[0].get_xlim() == (0.0, 2.0)
+
+
+@pytest.mark.parametrize(
+    "line",
+    [{"step": 1, "cov": {"a": 1}}, {"step": 1, "cov": [[1.0], [2.0, 3.0]]}, {"step": "x", "cov": [1.0]}],
+)
+def test_a_foreign_covariance_sample_line_is_named_not_a_traceback(tmp_path, line):
+    from cwgrpo.report.load import cov_samples
+
+    (tmp_path / "cov_samples.jsonl").write_text(
+        json.dumps({"step": 0, "cov": [0.5]}) + "\n" + json.dumps(line)
+    )
+    with pytest.raises(ResultFileError, match=rf"{re.escape(str(tmp_path / 'cov_samples.jsonl'))}:2: 'step'"):
+        cov_samples(tmp_path)

@@ -606,3 +606,70 @@ def test_table1_as_a_figure_draws_each_avg_with_its_interval_beside_the_papers(t
         :4
     ] == b"%PDF"
     assert out["md"].exists()
+
+
+def test_no_csv_cell_is_a_spreadsheet_formula(tmp_path):
+    """Display names that a spreadsheet would run (``=``, ``+``, ``-``, ``@``, tab, CR) get a leading ``'``
+    in every CSV (OWASP's CSV-injection rule); numbers such as negative deltas stay numbers."""
+    import csv
+
+    hostile = {"syn_math500": '=HYPERLINK("http://x")', "syn_olympiad": "@SUM(A1)"}
+    sizes = {"small": "\t-2+3"}
+    out = write_table(
+        cfg(benchmark_display=hostile, size_display=sizes),
+        make_results(tmp_path / "r"),
+        outputs(tmp_path / "fig" / "table1.pdf", tmp_path / "out"),
+    )
+    negative = 0
+    for key in ("csv", "reported_csv", "sensitivity_csv"):
+        with open(out[key], newline="", encoding="utf-8") as fh:
+            for row in csv.reader(fh):
+                for value in row:
+                    if value[:1] in ("=", "+", "-", "@", "\t", "\r"):
+                        assert float(value) < 0, (key, value)
+                        negative += 1
+    assert negative > 0  # the deltas below the best method: written as numbers
+    cells = pd.read_csv(out["csv"])
+    shown = {d for d in cells["benchmark_display"] if d != "Avg"}
+    assert {d.split(" (≈")[0] for d in shown} == {"'" + v for v in hostile.values()}
+    assert {d.split(" (≈")[0] for d in cells["size_display"]} == {"'\t-2+3"}
+
+
+def test_the_copy_is_the_presets_table_and_says_so(tmp_path):
+    """figures/table1.pdf (the README's target) is a byte copy of the preset's own table, whose footer and
+    provenance name the preset."""
+    from cwgrpo.report.provenance import footer_text
+
+    out = outputs(tmp_path / "figures" / "tiny" / "table1.pdf", tmp_path / "out")
+    out["copy_pdf"] = tmp_path / "figures" / "table1.pdf"
+    write_table(cfg(preset="tiny"), make_results(tmp_path / "r"), out)
+    assert out["copy_pdf"].read_bytes() == out["pdf"].read_bytes()
+    assert json.loads(out["provenance"].read_text())["config"]["preset"] == "tiny"
+    identity = {"files": [], "versions": [], "commits": [], "config_hashes": []}
+    assert footer_text(identity, "abc", preset="tiny").startswith("preset tiny · made by cwgrpo")
+    assert not footer_text(identity, "abc").startswith("preset")
+
+
+def _table_args(tmp_path):
+    paths = make_results(tmp_path / "r")
+    cfg = tmp_path / "tiny.yaml"
+    cfg.write_text(json.dumps(TINY))
+    flags = out_flags(tmp_path / "f" / "table1.pdf", tmp_path / "res")
+    return ["table", "--summaries", *map(str, paths), *flags, "--config", str(cfg), "--set", "step=100"]
+
+
+def test_two_outputs_naming_one_file_are_refused_before_anything_is_written(tmp_path, capsys):
+    pdf = tmp_path / "f" / "table1.pdf"
+    args = [*_table_args(tmp_path), "--out-avg-pdf", str(pdf), "--out-avg-png", str(tmp_path / "a.png")]
+    assert main(args) == 2
+    assert "are one file" in capsys.readouterr().err
+    assert not pdf.exists() and not (tmp_path / "res").exists()
+
+
+def test_an_output_that_is_a_folder_is_refused_before_anything_is_written(tmp_path, capsys):
+    folder = tmp_path / "folder"
+    folder.mkdir()
+    args = [*_table_args(tmp_path), "--out-avg-pdf", str(folder), "--out-avg-png", str(tmp_path / "a.png")]
+    assert main(args) == 2
+    assert f"--out-avg-pdf {folder}: a folder" in capsys.readouterr().err
+    assert not (tmp_path / "res").exists()

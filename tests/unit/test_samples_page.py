@@ -9,6 +9,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import os
 from html.parser import HTMLParser
 from pathlib import Path
 
@@ -201,6 +202,23 @@ def test_a_long_completion_keeps_its_head_and_its_end():
     assert "characters not shown" in shown and clip("short", 600) == "short"
 
 
+def test_a_huge_problem_gold_and_answer_are_clipped_like_a_completion(tmp_path):
+    """A 300,000-character problem, gold and extracted answer give a page of a few kB per sample, saying
+    how much was left out."""
+    huge = "1+" * 150_000 + "1"
+    data = tmp_path / "syn_math500.jsonl"
+    data.write_text(json.dumps({"id": "p0", "problem": huge, "answer": huge, "source": "s"}) + "\n")
+    rows = [{**row(i, strict=False), "gold": huge, "extracted": huge} for i in range(2)]
+    cfg = SamplesConfig(kind="tiny")
+    cells, issues = load_cells([write_cell(tmp_path / "a", rows, graded=False, data=data)], cfg)
+    assert issues == [] and cells[0].shown[0].problem == huge
+    page = render_page("t", cells, issues, cfg)
+    assert len(page) < len(render_page("t", [], [], cfg)) + 2 * 4 * (cfg.max_chars + 200)
+    assert (
+        page.count(f"[… {len(huge) - cfg.max_chars:,} characters not shown …]") == 2 * 3
+    )  # problem, gold, answer
+
+
 def test_the_page_never_overwrites_an_input_and_bad_options_are_one_line(tmp_path, capsys):
     summary = write_cell(tmp_path / "a", [row(0, strict=True)])
     samples_file = summary.with_name("syn_math500.graded.jsonl")
@@ -231,3 +249,65 @@ def test_a_summary_without_its_samples_file_is_named(tmp_path):
     assert cells == [] and [(i.where, i.why) for i in issues] == [
         (str(summary.with_name("syn_math500.graded.jsonl")), f"samples file of {summary} not found")
     ]
+
+
+def _samples(summary, out, *more):
+    return cli.main(["samples", "--summaries", str(summary), *map(str, more), "--out-html", str(out)])
+
+
+def test_samples_a_line_with_a_lone_surrogate_is_named_and_the_rest_shown(tmp_path):
+    rows = [row(0, strict=True, paper=False, completion="bad \ud800 text"), row(1, strict=False, paper=False)]
+    summary = write_cell(tmp_path / "cell", rows)
+    out = tmp_path / "page.html"
+    assert _samples(summary, out) == 0
+    page = out.read_text(encoding="utf-8")
+    assert "syn_math500.graded.jsonl:1</code>: text that is not valid Unicode" in page
+    assert page.count('<article class="sample"') == 1  # the good line
+
+
+def test_samples_a_folder_whose_name_is_not_utf8_still_gives_the_page(tmp_path):
+    folder = tmp_path / os.fsdecode(b"run-\xff")  # Python reads such a name as a lone surrogate
+    summary = write_cell(folder, [row(0, strict=True, paper=False)])
+    out = tmp_path / "page.html"
+    assert _samples(summary, out) == 0
+    assert "run-\\udcff" in out.read_text(encoding="utf-8")  # shown as an escape
+
+
+def test_samples_steps_that_only_look_like_numbers_sort_after_the_numbers(tmp_path):
+    summaries = []
+    for i, step in enumerate(["--5", "²", "4"]):
+        summary = write_cell(tmp_path / f"c{i}", [row(0, strict=True, paper=False)])
+        data = json.loads(summary.read_text())
+        data["tags"]["step"] = step
+        summary.write_text(json.dumps(data))
+        summaries.append(summary)
+    out = tmp_path / "page.html"
+    assert _samples(*summaries[:1], out, *summaries[1:]) == 0
+    page = out.read_text(encoding="utf-8")
+    assert page.index('data-step="4"') < page.index('data-step="--5"')
+
+
+def test_samples_never_writes_over_the_benchmark_file_it_reads(tmp_path, capsys):
+    bench = tmp_path / "bench.jsonl"
+    bench.write_text(json.dumps({"id": "p0", "problem": "2+2"}) + "\n")
+    before = bench.read_bytes()
+    summary = write_cell(tmp_path / "cell", [row(0, strict=True, paper=False)], data=bench)
+    assert _samples(summary, bench) == 2
+    assert bench.read_bytes() == before
+    assert "would overwrite the input" in capsys.readouterr().err
+
+
+def test_samples_a_missing_summary_is_an_error_before_anything_is_written(tmp_path, capsys):
+    good = write_cell(tmp_path / "cell", [row(0, strict=True, paper=False)])
+    out = tmp_path / "page.html"
+    assert _samples(good, out, tmp_path / "typo.summary.json") == 2
+    assert not out.exists()
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err[-1].endswith(f"missing file: {tmp_path / 'typo.summary.json'}")
+
+
+def test_samples_a_summary_named_twice_is_one_cell(tmp_path):
+    summary = write_cell(tmp_path / "cell", [row(0, strict=True, paper=False)])
+    out = tmp_path / "page.html"
+    assert _samples(summary, out, tmp_path / "cell" / ".." / "cell" / summary.name) == 0
+    assert out.read_text(encoding="utf-8").count('<section class="cell"') == 1

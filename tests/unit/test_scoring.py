@@ -201,34 +201,36 @@ def test_a_gold_read_only_in_part_is_unscorable(gold):
     assert result.unscorable and not result.correct
 
 
-HUGE_ANSWERS = [
-    r"\boxed{9^{9^{9}}}",
-    r"\boxed{10^{-9^{9}}}",
-    r"\boxed{100000000!}",
-    r"\boxed{\binom{10^9}{10^8}}",
+GRADE_BOUND_S = 10.0
+MB = 1_000_000
+
+GRADES = [
+    # (id, completion, gold, expected verdict)
+    ("nested-frac-200", "\\boxed{" + "\\frac{1}{" * 200 + "2" + "}" * 200 + "}", "2", False),
+    ("nested-sqrt-150", "\\boxed{" + "\\sqrt{" * 150 + "2" + "}" * 150 + "}", "2", False),
+    ("power-tower", "\\boxed{9^{9^{9^{9^{9}}}}}", "2", False),
+    ("huge-factorial", "\\boxed{100000000!}", "2", False),
+    ("unclosed-braces-100k", "\\boxed{" + "{" * 100_000, "2", False),
+    ("lone-backslashes", "\\" * 10_000, "2", False),
+    ("nul-bytes", "\x00" * 1000 + "\\boxed{\x00}", "2", False),
+    ("1mb-of-letters", "a" * MB, "2", False),
+    ("1mb-of-latex", "$x^{2}$ + " * (MB // 10), "2", False),
+    ("1mb-then-right-answer", "a" * MB + " so \\boxed{2}", "2", True),
+    ("no-answer", "I do not know.", "2", False),
+    ("empty", "", "2", False),
+    ("unscorable-gold", "\\boxed{2}", "\\frac{", False),
+    ("unscorable-gold-question-marks", "\\boxed{???}", "???", False),
+    ("unfinished-reasoning", "<think>\n88-52=", "88", False),
 ]
 
 
-def test_a_number_too_large_to_compute_runs_out_of_its_budget():
-    """verify computes these exactly, in C code that checks for signals but never releases the GIL
-    (minutes each): the budget's process timer, not its watchdog thread, must stop them."""
-    import subprocess
-    import sys
-
-    script = (
-        "import sys, time\n"
-        "from cwgrpo.scoring import grade_detailed\n"
-        "grade_detailed('warm-up', '1')\n"
-        "start = time.monotonic()\n"
-        "for answer in sys.argv[1:]:\n"
-        "    assert not grade_detailed('so ' + answer, '1', 3.0).correct\n"
-        "print(round(time.monotonic() - start, 1))\n"
-    )
-    try:
-        done = subprocess.run(
-            [sys.executable, "-c", script, *HUGE_ANSWERS], capture_output=True, text=True, timeout=90
-        )
-    except subprocess.TimeoutExpired:
-        pytest.fail("grading a huge number ran past its budget")
-    assert done.returncode == 0, done.stderr[-2000:]
-    assert float(done.stdout) < (3 + 2) * len(HUGE_ANSWERS)
+@pytest.mark.parametrize(
+    ("completion", "gold", "expected"), [g[1:] for g in GRADES], ids=[g[0] for g in GRADES]
+)
+def test_pathological_completion_is_graded_in_bounded_time(completion, gold, expected):
+    grade("\\boxed{1}", "1")  # math-verify's one-off import is not the case's time
+    start = time.perf_counter()
+    verdict = grade(completion, gold)
+    elapsed = time.perf_counter() - start
+    assert verdict is expected
+    assert elapsed < GRADE_BOUND_S, f"grading took {elapsed:.1f} s"

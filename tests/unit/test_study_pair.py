@@ -80,8 +80,7 @@ def test_write_refuses_a_page_without_the_block_and_check_reports_a_stale_one(tm
         monkeypatch.setitem(study_pair.STUDIES, lab, (path, study_pair.STUDIES[lab][1]))
     page = tmp_path / "README.md"
     page.write_text("no block here\n")
-    with pytest.raises(SystemExit):
-        study_pair.main(["--page", str(page), "--figure", str(tmp_path / "f.png")])
+    assert study_pair.main(["--page", str(page), "--figure", str(tmp_path / "f.png")]) == 2
     page.write_text("a\n<!-- generated: study-pair -->\nold\n<!-- /generated: study-pair -->\n")
     assert study_pair.main(["--page", str(page), "--figure", str(tmp_path / "f.png")]) == 1
     assert study_pair.main(["--page", str(page), "--figure", str(tmp_path / "f.png"), "--write"]) == 0

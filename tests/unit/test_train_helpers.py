@@ -3,7 +3,9 @@
 import pytest
 
 from cwgrpo.configs import ConfigError, parse_tags
-from cwgrpo.train_config import split_options
+from cwgrpo.context_budget import completion_budget
+from cwgrpo.optioncheck import OptionError, check_train_options
+from cwgrpo.train_config import build_train_config, split_options
 
 
 def test_split_options_separates_job_and_trl_fields():
@@ -95,3 +97,56 @@ def test_training_config_raises_no_futurewarning_about_gradient_checkpointing(tm
         cfg = build_train_config(options, tmp_path / "run")
     assert cfg.trl.activation_checkpointing is expected and cfg.trl.gradient_checkpointing is expected
     assert cfg.trl_kwargs.get("gradient_checkpointing") == given.get("gradient_checkpointing")
+
+
+def test_a_run_folder_copied_elsewhere_keeps_its_config_hash(tmp_path):
+    """Weak spot: a copied run folder was refused as 'changed the options': its own path was hashed."""
+    from cwgrpo.configs import config_hash
+    from cwgrpo.train_config import build_train_config
+
+    options = {"max_steps": 2, "use_cpu": True, "bf16": False}
+    here = build_train_config(options, tmp_path / "runs" / "a")
+    there = build_train_config(options, tmp_path / "elsewhere" / "copy-of-a")
+    assert here.resolved() != there.resolved()  # run.json still says where each run was trained
+    assert config_hash(here.identity()) == config_hash(there.identity())
+    other = build_train_config({**options, "max_steps": 3}, tmp_path / "runs" / "a")
+    assert config_hash(other.identity()) != config_hash(here.identity())
+
+
+def test_a_negative_no_signal_stretch_is_refused_at_parse_time(tmp_path):
+    with pytest.raises(OptionError, match=r"cw_no_signal_steps=-1: must be an integer >= 0") as err:
+        check_train_options({"cw_no_signal_steps": -1})
+    assert err.value.key == "cw_no_signal_steps"
+    with pytest.raises(ConfigError, match=r"cw_no_signal_steps=-1"):
+        build_train_config({"cw_no_signal_steps": -1, "use_cpu": True, "bf16": False}, tmp_path / "run")
+    assert not (tmp_path / "run").exists()
+
+
+def test_a_completion_budget_below_one_token_is_refused_before_a_request():
+    with pytest.raises(OptionError, match=r"generation_kwargs.max_tokens=0: .*>= 1") as err:
+        check_train_options({"use_vllm": True, "vllm_mode": "server", "generation_kwargs": {"max_tokens": 0}})
+    assert err.value.key == "generation_kwargs"
+    with pytest.raises(ValueError, match="max_tokens=-5"):
+        completion_budget(10, 100, -5)
+    assert completion_budget(10, 100, None) == 90
+
+
+def test_a_system_prompt_with_a_lone_surrogate_is_refused_before_the_model_loads():
+    from cwgrpo.configs import build_config
+    from cwgrpo.evaluate import EvalConfig
+
+    bad = "Think step by step \ud800"  # YAML's "\ud800" escape; the tokenizer fails on it with a TypeError
+    with pytest.raises(ConfigError, match="system_prompt: character 19 is a lone surrogate"):
+        build_config(EvalConfig, None, {"system_prompt": bad})
+    with pytest.raises(OptionError, match="system_prompt: character 19 is a lone surrogate"):
+        check_train_options({"system_prompt": bad})
+    assert build_config(EvalConfig, None, {"system_prompt": "Réfléchis, 答"}).system_prompt == "Réfléchis, 答"
+
+
+def test_an_unknown_vllm_mode_is_refused_at_parse_time():
+    with pytest.raises(OptionError, match=r"vllm_mode='colocated': 'colocate' .* or 'server'") as err:
+        check_train_options({"use_vllm": True, "vllm_mode": "colocated"})
+    assert err.value.key == "vllm_mode"
+    with pytest.raises(ConfigError, match=r"vllm_mode='colocated'"):
+        split_options({"use_vllm": True, "vllm_mode": "colocated"})
+    check_train_options({"use_vllm": True, "vllm_mode": "server"})

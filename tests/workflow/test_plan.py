@@ -3,13 +3,18 @@ docs/hardware.md holds its output for the paper preset and agrees with the budge
 
 from __future__ import annotations
 
+import json
+import os
 import re
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
+import yaml
 from test_workflow import REPO
 
+from cwgrpo.cli import main
 from cwgrpo.configs import ConfigError
 from cwgrpo.plan import Job, load_budgets, parse_dry_run, plan_markdown, wall_hours
 
@@ -30,18 +35,23 @@ job                       count
 """
 
 
-def plan(preset: str) -> str:
+def plan(preset: str | Path, workdir: Path) -> str:
+    """`cwgrpo plan` of a preset (a name in config/, or a file) run in ``workdir``, as a user would run it
+    where the workflow runs (its dry run writes there, never into the repository)."""
+    configfile = REPO / "config" / f"{preset}.yaml" if isinstance(preset, str) else preset
     proc = subprocess.run(
-        [sys.executable, "-m", "cwgrpo.cli", "plan", "--configfile", f"config/{preset}.yaml"],
-        cwd=REPO, capture_output=True, text=True, timeout=300,
+        [sys.executable, "-m", "cwgrpo.cli", "plan", "--configfile", str(configfile),
+         "--snakefile", str(REPO / "Snakefile")],
+        cwd=workdir, capture_output=True, text=True, timeout=300,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr[-3000:]
-    return proc.stdout
+    return proc.stdout.replace(str(REPO / "config"), "config")  # as run from the checkout
 
 
 @pytest.fixture(scope="module")
-def paper_plan() -> str:
-    return plan("paper")
+def paper_plan(tmp_path_factory) -> str:
+    return plan("paper", tmp_path_factory.mktemp("plan"))
 
 
 def test_parse_dry_run_reads_each_jobs_rule_wildcards_and_gpus():
@@ -79,8 +89,8 @@ def test_paper_plan_prices_every_job_of_the_preset(paper_plan):
     assert "9.5 days on 4 GPUs, 5.2 days on 8 GPUs, 3.1 days on 16 GPUs." in paper_plan
 
 
-def test_paper_1gpu_plan_trains_on_one_gpu():
-    out = plan("paper-1gpu")
+def test_paper_1gpu_plan_trains_on_one_gpu(tmp_path):
+    out = plan("paper-1gpu", tmp_path)
     assert "| train | 1.5b | 1 | 3 | 288 | 138 |" in out and "| train | 7b" not in out
     assert "on 1 GPU, " in out  # the preset's own widest job sets the first count
 
@@ -106,3 +116,30 @@ def test_hardware_page_states_the_budgets_the_plan_uses():
         f"the base models ({one['fetch_model']['disk_gb']:g} + {seven['fetch_model']['disk_gb']:g} GB)"
         in page
     )
+
+
+def test_plan_names_what_the_schema_refuses_in_a_preset(tmp_path, capsys):
+    preset = tmp_path / "odd.yaml"
+    preset.write_text("name: p1\nkind: paper\nsizes: {1.5b: {}}\n")  # no methods
+    assert main(["plan", "--configfile", str(preset)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "methods: missing (required)" in err[0] and "data: missing (required)" in err[0]
+
+
+def test_plan_a_folder_as_configfile_is_called_a_folder(tmp_path, capsys):
+    assert main(["plan", "--configfile", str(tmp_path)]) == 2
+    assert f"--configfile {tmp_path}: a folder, not a file" in capsys.readouterr().err
+
+
+def test_a_preset_whose_data_paths_are_relative_to_the_working_folder_is_planned_there(tmp_path):
+    """Relative paths are the working folder's, for the plan as for the run (not an empty folder's)."""
+    (tmp_path / "data").mkdir()
+    rows = [{"question": f"{i}+1", "gold": str(i + 1)} for i in range(4)]
+    (tmp_path / "data" / "train.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    config = yaml.safe_load((REPO / "config" / "real.yaml").read_text())
+    config["datasets"] = {"my_train": {"path": "data/train.jsonl", "problem": "question", "answer": "gold"}}
+    config["data"]["train"] = "my_train"
+    configfile = tmp_path / "mine.yaml"
+    configfile.write_text(yaml.safe_dump(config, sort_keys=False))
+    out = plan(configfile, tmp_path)
+    assert re.search(r"\| CPU jobs \| — \| 0 \| [1-9]", out), out

@@ -1,8 +1,8 @@
 """The workflow's paths, constants and input/params functions; the logic they call is cwgrpo.dag.
 
 Paths follow docs/architecture.md ("Layout of results/<preset name>/"). Each job's options are one YAML
-file, results/<preset>/options/..., written at parse time and given to its command as `--config`
-(cwgrpo.dag.options says why).
+file, results/<preset>/options/...<hash>.yaml, named after its content, written at parse time when new
+and never changed, and given to its command as `--config` (cwgrpo.dag.options says why).
 """
 
 import functools
@@ -18,7 +18,7 @@ from snakemake.utils import validate
 
 # cwgrpo from this checkout (a bare Snakemake environment may lack it)
 sys.path.insert(0, str(Path(workflow.basedir)))
-from cwgrpo.configcheck import ConfigErrors
+from cwgrpo.configcheck import ConfigErrors, shorten
 from cwgrpo.dag import checks, commands, option_checks, options, profile, resources
 from cwgrpo.dag.options import BASE
 
@@ -54,6 +54,9 @@ RES = f"results/{PRESET}"
 FIG = f"figures/{PRESET}"  # a preset's figures: its own folder, so its report collects only its own
 LOGS = f"logs/{PRESET}"
 SAMPLES_PAGE = f"{FIG}/samples.html"  # `cwgrpo samples`: completions to read
+# Table 1 where the README's `snakemake ... figures/table1.pdf` asks for it: a copy of the table of the preset
+# this run names (its footer and table1.provenance.json name that preset); each preset's own stays in FIG.
+SHOWN_TABLE = "figures/table1.pdf"
 SIZES = list(config["sizes"])
 METHODS = list(config["methods"])
 SEEDS = config["seeds"]
@@ -118,13 +121,16 @@ wildcard_constraints:
 # ---------------------------------------------------------------- options files
 
 
+OPTION_FILES = options.option_files(f"{RES}/options", config)  # job name -> (path, text)
+stop_on(options.write_option_files(OPTION_FILES.values()))
+
+
 def options_file(*name):
-    """The options file of one job (`name`: command, then size, method, seed... as its options vary)."""
-    return f"{RES}/options/{'/'.join(name)}.yaml"
-
-
-for _name, _options in options.job_options(config):
-    options.write_options(options_file(*_name), _options)
+    """The options file of one job (`name`: command, then size, method, seed... as its options vary); a
+    name with wildcards ("{size}") gives an input function that fills them in."""
+    if not any("{" in part for part in name):
+        return str(OPTION_FILES[name][0])
+    return lambda wildcards: str(OPTION_FILES[tuple(p.format(**dict(wildcards.items())) for p in name)][0])
 
 
 def own_dataset_options(wildcards):
@@ -213,6 +219,7 @@ def get_final_output():
     figures = [f"{FIG}/{name}.{ext}" for name in FIGURES for ext in ("pdf", "png")]
     return [
         f"{FIG}/table1.pdf",
+        SHOWN_TABLE,
         *(f"{FIG}/table1_avg.{ext}" for ext in ("pdf", "png")),  # requested, so an older run makes them
         *figures,
         f"{RES}/claims.json",
@@ -225,7 +232,12 @@ def get_final_output():
 def finished_run_message():
     """Where a finished run's table, figures, claims and report are (logged by the Snakefile's
     `onsuccess:`): the files that exist, and the report command with this run's --configfile."""
-    shown = [("Table 1", f"{RES}/table1.md"), ("figures", f"{FIG}/"), ("claims", f"{RES}/claims.md")]
+    shown = [
+        ("Table 1", f"{RES}/table1.md"),
+        (f"Table 1 of preset {PRESET}", SHOWN_TABLE),
+        ("figures", f"{FIG}/"),
+        ("claims", f"{RES}/claims.md"),
+    ]
     lines = [f"{what}: {path}" for what, path in shown if Path(path).exists()]
     configfiles = commands.configfile_args(workflow.overwrite_configfiles or [])
     return "\n".join(["Results of this run:", *lines, f"report: snakemake --report report.html{configfiles}"])

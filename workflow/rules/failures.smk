@@ -4,7 +4,7 @@
 
 FAILED_LOG_LINES = 20
 FAILED_LOG_BYTES = 64 * 1024  # read from the end only: a log of gigabytes, or without newlines, stays cheap
-FAILED_LOG_LINE_CHARS = 400  # a longer line keeps its head and tail
+FAILED_LOG_LINE_CHARS = 400  # a longer line keeps its head and tail (cwgrpo.configcheck.shorten)
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")  # terminal escapes of a binary log: shown, not sent
 
 
@@ -17,10 +17,7 @@ def log_tail(path, lines=FAILED_LOG_LINES):
     tail = []
     for line in text.splitlines()[-lines:]:
         line = _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", line.expandtabs())
-        if len(line) > FAILED_LOG_LINE_CHARS:
-            cut = len(line) - FAILED_LOG_LINE_CHARS
-            line = f"{line[:100]} [… {cut:,} characters …] {line[-(FAILED_LOG_LINE_CHARS - 100):]}"
-        tail.append(line)
+        tail.append(shorten(line, 100, FAILED_LOG_LINE_CHARS - 100))  # whole words only
     return tail
 
 

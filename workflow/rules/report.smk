@@ -10,6 +10,7 @@ rule table:
         options=options_file("table"),
     output:
         pdf=report(f"{FIG}/table1.pdf", caption="../report/table1.rst", category="Table 1"),
+        shown_pdf=SHOWN_TABLE,
         avg_pdf=f"{FIG}/table1_avg.pdf",
         avg_png=report(f"{FIG}/table1_avg.png", caption="../report/table1_avg.rst", category="Table 1"),
         csv=f"{RES}/table1.csv",
@@ -43,7 +44,7 @@ rule table:
         " --out-csv {output.csv:q} --out-tex {output.tex:q} --out-md {output.md:q} --out-reported-csv {output.reported_csv:q}"
         " --out-reported-md {output.reported_md:q} --out-sensitivity-csv {output.sensitivity_csv:q}"
         " --out-sensitivity-md {output.sensitivity_md:q} --out-provenance {output.provenance:q}"
-        " --out-avg-pdf {output.avg_pdf:q} --out-avg-png {output.avg_png:q}"
+        " --out-avg-pdf {output.avg_pdf:q} --out-avg-png {output.avg_png:q} --out-copy-pdf {output.shown_pdf:q}"
         " --config {input.options:q} > {log:q} 2>&1"
 
 

@@ -1,19 +1,18 @@
-"""The bad-input campaign: every kind of bad input gets a clear error naming the problem, or a defined result.
+"""Error handling: every kind of bad input or fault gets a clear error naming it, or a defined result.
 
-Four tables, one test each:
+Three tables, one test each:
 
 - ``RAISES``: a library call with one bad input raises ``ConfigError`` / ``ResultFileError`` /
   ``ValueError`` / ``FileNotFoundError`` whose message names the offending key, value or file, and the
   outputs the call would have written do not exist afterwards;
 - ``DEFINED``: a bad input that has a documented, graded result instead of an error (NaN log-probs give
   finite weights, a checkpoint without its completion flag is ignored, ...);
-- ``GRADES``: pathological completions are graded (False, or True only where the answer is plainly
-  there) within a time bound;
 - ``CLI``: ``python -m cwgrpo.cli ...`` exits with status 2 and one ``cwgrpo CMD: error: ...`` line naming
   the problem, with no traceback and no output file. Kept few: each one costs a Python start.
 
-Cases that need a model use the session's ``tiny_model_dir`` (read-only) or a broken copy of it in
-``tmp_path``. The only slow import is TRL (``cwgrpo.trainer``), once, for the training-option cases.
+Pathological completions graded in bounded time are in test_scoring.py. Cases that need a model use the
+session's ``tiny_model_dir`` (read-only) or a broken copy of it in ``tmp_path``. The only slow import is TRL
+(``cwgrpo.trainer``), once, for the training-option cases.
 """
 
 from __future__ import annotations
@@ -47,6 +46,7 @@ from tests.conftest import TWO_STEP_TRL
 
 REPO = Path(__file__).resolve().parents[2]
 REC = {"id": "p-0", "problem": "1+1", "answer": "2", "source": "test"}
+MB = 1_000_000
 
 
 # ------------------------------------------------------------------------------------------ helpers
@@ -361,7 +361,7 @@ RAISES = [
         "unknown-method",
         lambda c: _trl(cw_method="ppo"),
         ValueError,
-        r"unknown method 'ppo'; known: .*cw_grpo",
+        r"cw_method='ppo'; valid: .*cw_grpo",
     ),
     Raises(
         "train",
@@ -375,14 +375,14 @@ RAISES = [
         "unknown-centring-knob",
         lambda c: _trl(cw_centring="token"),
         ValueError,
-        r"unknown centring 'token'; valid: \['batch', 'sequence'\]",
+        r"cw_centring='token'; valid: \['batch', 'sequence'\]",
     ),
     Raises(
         "train",
         "unknown-normaliser-knob",
         lambda c: _trl(cw_normaliser="N"),
         ValueError,
-        r"unknown normaliser 'N'; valid: \['valid', 'padded'\]",
+        r"cw_normaliser='N'; valid: \['valid', 'padded'\]",
     ),
     Raises(
         "train",
@@ -434,7 +434,7 @@ RAISES = [
         "unknown-method-via-train",
         lambda c: _train(c, c.tmp / "no-model", {"cw_method": "ppo"}),
         ConfigError,
-        r"invalid training options: unknown method 'ppo'",
+        r"invalid training options: cw_method='ppo'; valid: \[",
         ("run",),
     ),
     # -- data ---------------------------------------------------------------------------------------
@@ -515,7 +515,7 @@ RAISES = [
         "registry-no-boxed-answer",
         lambda c: normalise(DATASETS["minerva"], [{"problem": "p", "solution": "so it is 4"}]),
         ValueError,
-        r"minerva: row 0 has no \\boxed",
+        r"minerva \(knoveleng/Minerva-Math\): row 0 has no \\boxed",
     ),
     Raises(
         "data",
@@ -716,7 +716,7 @@ RAISES = [
 ]
 
 
-# ------------------------------------------------------------------ the fault campaign (issue 19)
+# ------------------------------------------------------- faults of runs, outputs, logs, grading and files
 
 # A run of 2 steps with a checkpoint at each, trained once per session and copied by the cases that need
 # a finished (or, with checkpoint-2 removed, a killed) run.
@@ -920,25 +920,25 @@ def _failing_trainer_start(ctx: Ctx, monkeypatch_target: str = "_train_locked"):
 
 
 FAULT_RAISES = [
-    # bug 1: the run's identity covers the base model, its revision and the training data
+    # the run's identity covers the base model, its revision and the training data
     Raises("faults", "base-model-changed-after-training", _changed_model, ConfigError, r"changed the base model"),
     Raises("faults", "training-data-changed-after-training", _changed_data, ConfigError, r"the training data"),
     Raises("faults", "model-revision-changed", _changed_revision, ConfigError, r"the base model \(marker"),
-    # bug 3: no command writes over one of its inputs
+    # no command writes over one of its inputs
     Raises("faults", "evaluate-out-is-the-benchmark", lambda c: _evaluate_onto(c, "out"), ValueError, r"would overwrite the input"),
     Raises("faults", "evaluate-summary-is-the-benchmark", lambda c: _evaluate_onto(c, "summary"), ValueError, r"would overwrite the input"),
     Raises("faults", "claims-out-is-a-summary", _claims_onto_summary, ValueError, r"would overwrite the input", ("c.md",)),
-    # bug 4: a resume needs every log line before its resume point; figures refuse gaps
+    # a resume needs every log line before its resume point; figures refuse gaps
     Raises("faults", "resume-after-live-logs-lost", _killed_run_without_live_logs, ConfigError, r"lacks the logs of step\(s\) 1 before the resume point 1"),
     Raises("faults", "finished-run-after-live-logs-lost", _finished_run_without_live_logs, ConfigError, r"lacks the logs of step\(s\) 1, 2"),
     Raises("faults", "figure-metrics-with-a-gap", _metrics_with_a_gap, ResultFileError, r"no line for step\(s\) 1-8"),
-    # bug 5: the grading budget is validated by the Python API too
+    # the grading budget is validated by the Python API too
     Raises("faults", "grade-timeout-zero", lambda c: _grade("\\boxed{9^{9^{9^{9}}}}", "1", 0), ValueError, r"timeout_s .* got 0"),
     Raises("faults", "grade-timeout-negative", lambda c: _grade("\\boxed{1}", "1", -1), ValueError, r"timeout_s .* got -1"),
     Raises("faults", "grade-many-timeout-nan", lambda c: _grade_many(math.nan), ValueError, r"timeout_s .* got nan"),
-    # bug 6: one trainer per run folder
+    # one trainer per run folder
     Raises("faults", "train-into-a-locked-run-folder", _locked_run, ConfigError, r"being trained into by another `cwgrpo train` \(pid \d+ on host"),
-    # weak spots
+    # damaged checkpoints and models, huge prompts, bad summary values, NaN options, a failed start
     Raises("faults", "evaluate-truncated-checkpoint", lambda c: _evaluate(c, _truncated_checkpoint_model(c)), ResultFileError, r"checkpoint-2/model.safetensors has \d+ bytes, \d+ when the checkpoint was saved", ("out.jsonl", "out.summary.json")),
     Raises("faults", "resume-past-a-truncated-checkpoint", lambda c: _resume_past_a_truncated_checkpoint(c), ConfigError, r"checkpoint-2/model.safetensors has \d+ bytes.*previous complete checkpoint checkpoint-1 holds no optimiser state"),
     Raises("faults", "evaluate-truncated-model-without-flag", lambda c: _evaluate(c, _truncated_model(c)), ResultFileError, r"m/model.safetensors is truncated or corrupt \(\d+ bytes, its header needs \d+\)", ("out.jsonl", "out.summary.json")),
@@ -1303,45 +1303,6 @@ DEFINED += FAULT_DEFINED
 @pytest.mark.parametrize("case", DEFINED, ids=[c.id for c in DEFINED])
 def test_bad_input_has_a_defined_result(case: Defined, tmp_path, request):
     case.check(Ctx(tmp_path, request))
-
-
-# ---------------------------------------------------------------------------------- GRADES table
-
-GRADE_BOUND_S = 10.0
-MB = 1_000_000
-
-GRADES = [
-    # (id, completion, gold, expected verdict)
-    ("nested-frac-200", "\\boxed{" + "\\frac{1}{" * 200 + "2" + "}" * 200 + "}", "2", False),
-    ("nested-sqrt-150", "\\boxed{" + "\\sqrt{" * 150 + "2" + "}" * 150 + "}", "2", False),
-    ("power-tower", "\\boxed{9^{9^{9^{9^{9}}}}}", "2", False),
-    ("huge-factorial", "\\boxed{100000000!}", "2", False),
-    ("unclosed-braces-100k", "\\boxed{" + "{" * 100_000, "2", False),
-    ("lone-backslashes", "\\" * 10_000, "2", False),
-    ("nul-bytes", "\x00" * 1000 + "\\boxed{\x00}", "2", False),
-    ("1mb-of-letters", "a" * MB, "2", False),
-    ("1mb-of-latex", "$x^{2}$ + " * (MB // 10), "2", False),
-    ("1mb-then-right-answer", "a" * MB + " so \\boxed{2}", "2", True),
-    ("no-answer", "I do not know.", "2", False),
-    ("empty", "", "2", False),
-    ("unscorable-gold", "\\boxed{2}", "\\frac{", False),
-    ("unscorable-gold-question-marks", "\\boxed{???}", "???", False),
-    ("unfinished-reasoning", "<think>\n88-52=", "88", False),
-]
-
-
-@pytest.mark.parametrize(
-    ("completion", "gold", "expected"), [g[1:] for g in GRADES], ids=[g[0] for g in GRADES]
-)
-def test_pathological_completion_is_graded_in_bounded_time(completion, gold, expected):
-    from cwgrpo.scoring import grade
-
-    grade("\\boxed{1}", "1")  # math-verify's one-off import is not the case's time
-    start = time.perf_counter()
-    verdict = grade(completion, gold)
-    elapsed = time.perf_counter() - start
-    assert verdict is expected
-    assert elapsed < GRADE_BOUND_S, f"grading took {elapsed:.1f} s"
 
 
 # ------------------------------------------------------------------------------------- CLI table

@@ -1,0 +1,84 @@
+"""cwgrpo.cw_options: the covariance-aware methods' options, one validator at the workflow's parse (through
+cwgrpo.optioncheck, as the Snakefile calls it) and in the job (CWGRPOConfig)."""
+
+from __future__ import annotations
+
+import pytest
+
+from cwgrpo.cw_options import CWOptions
+from cwgrpo.optioncheck import train_option_errors
+
+# Every rule CWGRPOConfig enforces on its own options: (options, the option the error names).
+BROKEN_RULES = {
+    "unknown method": ({"cw_method": "ppo"}, "cw_method"),
+    "unknown variant": ({"cw_variant": "paper"}, "cw_variant"),
+    "unknown centring": ({"cw_centring": "bath"}, "cw_centring"),
+    "unknown normaliser": ({"cw_normaliser": "N"}, "cw_normaliser"),
+    "clip-cov ratio above one": ({"clip_cov_ratio": 2.0}, "clip_cov_ratio"),
+    "clip-cov ratio zero": ({"clip_cov_ratio": 0.0}, "clip_cov_ratio"),
+    "kl-cov ratio above one": ({"kl_cov_ratio": 1.5}, "kl_cov_ratio"),
+    "clip-cov bounds crossed": ({"clip_cov_lb": 6.0, "clip_cov_ub": 5.0}, "clip_cov_lb"),
+    "clip-cov bound not finite": ({"clip_cov_ub": float("inf")}, "clip_cov_ub"),
+    "kl-cov coefficient negative": ({"kl_cov_coef": -1.0}, "kl_cov_coef"),
+    "probe prompts negative": ({"cw_probe_prompts": -1}, "cw_probe_prompts"),
+    "sample interval below never": ({"cw_sample_every": -2}, "cw_sample_every"),
+    "sample size zero": ({"cw_sample_size": 0}, "cw_sample_size"),
+    "log-prob temperature zero": ({"cw_logprob_temperature": 0.0}, "cw_logprob_temperature"),
+    "prompt cut zero": ({"max_prompt_length": 0}, "max_prompt_length"),
+    "no-signal stretch negative": ({"cw_no_signal_steps": -1}, "cw_no_signal_steps"),
+    "one group with a larger batch": (
+        {"cw_one_group_per_micro_batch": True, "per_device_train_batch_size": 8, "num_generations": 4},
+        "cw_one_group_per_micro_batch",
+    ),
+    "one group with several micro-batches a generation": (
+        {
+            "cw_one_group_per_micro_batch": True,
+            "per_device_train_batch_size": 4,
+            "num_generations": 4,
+            "gradient_accumulation_steps": 2,
+        },
+        "cw_one_group_per_micro_batch",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", sorted(BROKEN_RULES))
+def test_each_rule_is_refused_at_parse_time_naming_its_option(case):
+    options, key = BROKEN_RULES[case]
+    errors = train_option_errors(options)
+    assert [e.key for e in errors] == [key], [str(e) for e in errors]
+    assert key in str(errors[0]) and "\n" not in str(errors[0])
+
+
+@pytest.mark.parametrize("case", sorted(BROKEN_RULES))
+def test_each_rule_is_refused_by_the_jobs_config_the_same_way(case):
+    from cwgrpo.trainer import CWGRPOConfig
+
+    options, key = BROKEN_RULES[case]
+    with pytest.raises(ValueError, match=key):
+        CWGRPOConfig(output_dir="unused", report_to="none", use_cpu=True, bf16=False, **options)
+
+
+def test_every_mistake_is_reported_at_once():
+    options = {"clip_cov_ratio": 2.0, "cw_centring": "bath", "clip_cov_lb": 6.0, "cw_probe_prompts": -1}
+    keys = {e.key for e in train_option_errors(options)}
+    assert keys == {"clip_cov_ratio", "cw_centring", "clip_cov_lb", "cw_probe_prompts"}
+    with pytest.raises(ValueError) as err:
+        CWOptions(**options)
+    assert len(str(err.value).splitlines()) == 4
+
+
+def test_the_defaults_and_the_papers_settings_pass():
+    assert CWOptions().problems() == []
+    released = {"cw_method": "cw_grpo", "cw_variant": "released", "cw_logprob_temperature": 1.0,
+                "cw_one_group_per_micro_batch": True, "per_device_train_batch_size": 12, "num_generations": 12,
+                "steps_per_generation": 1, "max_prompt_length": 512, "cw_centring": None}  # fmt: skip
+    assert train_option_errors(released) == []
+
+
+def test_the_jobs_config_keeps_the_samples_path_default_in_one_place(tmp_path):
+    from cwgrpo.trainer import CWGRPOConfig
+
+    config = CWGRPOConfig(output_dir=str(tmp_path), report_to="none", use_cpu=True, bf16=False)
+    assert config.cw_samples_path == str(tmp_path / "cov_samples.jsonl")
+    assert isinstance(config, CWOptions)
