@@ -30,7 +30,9 @@ def test_a_failed_job_prints_the_last_lines_of_its_log(tmp_path):
 
 
 def _failed_job_logs():
-    namespace = {"re": re, "Path": Path}
+    from cwgrpo.configcheck import shorten
+
+    namespace = {"re": re, "Path": Path, "shorten": shorten}
     exec(
         compile((REPO / "workflow" / "rules" / "failures.smk").read_text(), "failures.smk", "exec"), namespace
     )
