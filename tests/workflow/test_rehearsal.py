@@ -33,10 +33,11 @@ TRAIN_DEVIATIONS = {
     "generation_kwargs": None,
     "use_vllm": False,
     "vllm_server_gpu": None,
-    "save_steps": 1,
+    "save_steps": 2,
     "num_processes": 2,
     "max_steps": 2,
 }
+REWARDS = {"1.5b": ["accuracy", "format"], "7b": ["accuracy"]}  # synthetic records have no `solution`
 
 
 def planned(
@@ -86,9 +87,11 @@ def test_rehearsal_plans_the_paper_rules_with_only_its_cpu_deviations(tmp_path, 
     for command in trains:
         got = options_of(tmp_path, command)
         want = options_of(paper_dir, paper_trains[run_of(command)])
-        assert {k: v for k, v in got.items() if k not in TRAIN_DEVIATIONS} == {
-            k: v for k, v in want.items() if k not in TRAIN_DEVIATIONS
+        changed = {*TRAIN_DEVIATIONS, "reward_funcs"}
+        assert {k: v for k, v in got.items() if k not in changed} == {
+            k: v for k, v in want.items() if k not in changed
         }
+        assert got["reward_funcs"] == REWARDS[run_of(command).split("/")[1]]
         assert {k: got.get(k) for k in TRAIN_DEVIATIONS} == TRAIN_DEVIATIONS
         assert (got["launcher"], got["accelerate_config"], got["bf16"], got["beta"]) == (
             "accelerate",
