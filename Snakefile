@@ -27,7 +27,7 @@ include: "workflow/rules/failures.smk"
 
 
 onstart:
-    check_local_gpus()  # local runs: the GPU cap against the GPUs this machine shows
+    check_machine()  # the GPU cap against the GPUs this machine shows; DeepSpeed and g++ for CPU training
 
 
 onerror:

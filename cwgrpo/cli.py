@@ -15,7 +15,8 @@ import importlib
 import logging
 import os
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
 from typing import Any, TypeVar
 
 T = TypeVar("T")
@@ -99,8 +100,6 @@ def refuse_overwriting_inputs(module: Any, parser: argparse.ArgumentParser, args
     lists its ``dest`` in ``OUTPUTS``; ``file_arguments(args)``, where a module has it, adds the files named
     elsewhere (a ``--set path=``), and ``NAMED_INPUT_FOLDERS`` lists folder arguments whose files it names
     (their other files may be written). Checked before the command starts, so nothing is written."""
-    from pathlib import Path
-
     from cwgrpo.io import check_arguments_not_overwritten, check_outputs_distinct
 
     outputs_dests = getattr(module, "OUTPUTS", ())
@@ -197,6 +196,35 @@ def check_memory_limit(name: str) -> None:
         )
 
 
+def stage_python_var(name: str) -> str:
+    """The environment variable naming command ``name``'s interpreter: CWGRPO_TRAIN_PYTHON, ..."""
+    return f"CWGRPO_{name.upper().replace('-', '_')}_PYTHON"
+
+
+def stage_python(name: str, env: Mapping[str, str]) -> str | None:
+    """The interpreter that command ``name`` must run under, from ``CWGRPO_<NAME>_PYTHON``, or None: this
+    one. Without conda, each stage's libraries (DeepSpeed for train, vLLM for evaluate) can live in a venv
+    of their own, as each stage has a conda env under --use-conda."""
+    var = stage_python_var(name)
+    python = env.get(var)
+    if not python or os.path.abspath(python) == os.path.abspath(sys.executable):
+        return None
+    if not (os.path.isfile(python) and os.access(python, os.X_OK)):
+        raise FileNotFoundError(
+            f"{var}={python}: no such interpreter; point it at a venv's bin/python, or unset it"
+        )
+    return python
+
+
+def _exec_in(python: str, argv: Sequence[str]) -> None:
+    """Replace this process by ``python -m cwgrpo.cli ARGV``, this checkout's package first on its path (a
+    stage's venv may lack the package); the same process, so the job's signals and limits still reach it."""
+    root = str(Path(__file__).resolve().parents[1])
+    paths = [root, *filter(None, os.environ.get("PYTHONPATH", "").split(os.pathsep))]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(dict.fromkeys(paths))}
+    os.execve(python, [python, "-m", "cwgrpo.cli", *argv], env)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     from cwgrpo.workers import tie_worker
 
@@ -229,6 +257,13 @@ def _main(argv: list[str]) -> int:
     name, rest = argv[0], argv[1:]
     if name not in COMMANDS:
         top.error(f"unknown command {name!r}; known: {', '.join(COMMANDS)}")
+    try:
+        python = stage_python(name, os.environ)
+    except FileNotFoundError as err:
+        print(f"cwgrpo {name}: error: {err}", file=sys.stderr)
+        return 2
+    if python is not None:
+        _exec_in(python, argv)
     module_name, help_text = COMMANDS[name]
     logging.basicConfig(
         level=os.environ.get("CWGRPO_LOG_LEVEL", "INFO"),

@@ -13,6 +13,8 @@ from typing import Any
 from cwgrpo.dag.options import (
     BASE,
     RUN_FIXED,
+    TINY_SOURCE,
+    built_sizes,
     evaluate_options,
     saved_steps,
     train_options,
@@ -47,9 +49,17 @@ def collect(checks: Iterable[Callable[[], Iterable[Error]]]) -> list[str]:
 
 
 def size_errors(config: Mapping[str, Any]) -> Iterator[Error]:
-    kind = config["kind"]
+    from cwgrpo import tiny
+
+    kind, built = config["kind"], built_sizes(config)
     allowed = size_names(kind)
     for size, spec in config["sizes"].items():
+        if kind != "tiny" and size in built and built[size] not in tiny.SIZES:
+            yield (
+                f"sizes.{size}.model",
+                f"{spec['model']!r}: no tiny architecture {built[size]!r}; known: "
+                + ", ".join(f"{TINY_SOURCE}{arch}" for arch in tiny.SIZES),
+            )
         if allowed is not None and size not in allowed:
             yield f"sizes.{size}", f"{size!r} is not a size of a {kind} preset; known: {', '.join(allowed)}"
         if not re.fullmatch(r"[A-Za-z0-9_.-]+", size):
@@ -62,16 +72,19 @@ def size_errors(config: Mapping[str, Any]) -> Iterator[Error]:
                         f"missing; a {kind} preset fetches each size's model (set `model`, or model_id and revision)",
                     )
         for stage in ("build", "sft"):
-            if kind != "tiny" and spec.get(stage):
-                yield f"sizes.{size}.{stage}", "only a tiny preset builds and warms up its models"
+            if size not in built and spec.get(stage):
+                yield (
+                    f"sizes.{size}.{stage}",
+                    f"only a size built here (a tiny preset's, or `model: {TINY_SOURCE}ARCH`) is built and warmed up",
+                )
 
 
 def data_errors(config: Mapping[str, Any]) -> Iterator[Error]:
-    data, tiny = config["data"], config["kind"] == "tiny"
+    data, built = config["data"], bool(built_sizes(config))
     dev, benchmarks = data.get("dev"), data["benchmarks"]
-    if tiny and not dev:
+    if built and not dev:
         yield "data.dev", "missing; the tiny warm-up (`cwgrpo sft --dev-data`) needs a dev set"
-    if tiny and dev in benchmarks:
+    if built and dev in benchmarks:
         yield "data.dev", f"{dev!r} is a benchmark; early stopping on it would select on the test set"
     if data["train"] in benchmarks:
         yield "data.train", f"{data['train']!r} is also a benchmark"
@@ -233,11 +246,16 @@ def deployment_errors(config: Mapping[str, Any], uses_conda: bool) -> Iterator[E
 
 
 def context_errors(config: Mapping[str, Any]) -> Iterator[Error]:
-    """A completion budget the model's context cannot hold, for sizes whose model is a local folder."""
-    from cwgrpo import configcheck
+    """A completion budget the model's context cannot hold, for sizes whose model is a local folder or
+    built here (the tiny models' context)."""
+    from cwgrpo import configcheck, tiny
 
+    built = built_sizes(config)
     for size, spec in config["sizes"].items():
-        context = configcheck.context_of_folder(spec["model"]) if spec.get("model") else None
+        if size in built:
+            context = tiny.MAX_POSITIONS
+        else:
+            context = configcheck.context_of_folder(spec["model"]) if spec.get("model") else None
         budgets = [
             ("train", {"max_completion_length": train_options(config, size, m).get("max_completion_length")})
             for m in config["methods"]
@@ -245,14 +263,19 @@ def context_errors(config: Mapping[str, Any]) -> Iterator[Error]:
         budgets.append(("evaluate", {"max_new_tokens": evaluate_options(config, size).get("max_new_tokens")}))
         for section, values in budgets:
             for line in configcheck.context_errors(section, context, values):
-                yield f"sizes.{size} ({spec['model']})", line
+                yield f"sizes.{size} ({spec['model'] or 'tiny'})", line
 
 
 def preset_checks(
-    config: Mapping[str, Any], uses_conda: bool, gpu_cap: int | None, gpu_models: Mapping[str, Any]
+    config: Mapping[str, Any],
+    uses_conda: bool,
+    gpu_cap: int | None,
+    gpu_models: Mapping[str, Any],
+    cpu_count: int | None = None,
 ) -> list[Callable[[], Iterable[Error]]]:
     """Every parse-time check of a validated preset, for ``collect``. ``gpu_cap``: `--resources gpu=N`;
-    ``gpu_models``: size -> the gpu_model a profile or the command line gives its training rule."""
+    ``gpu_models``: size -> the gpu_model a profile or the command line gives its training rule;
+    ``cpu_count``: this machine's cores (None: not checked)."""
     from cwgrpo.dag import option_checks, resources
 
     return [
@@ -270,4 +293,55 @@ def preset_checks(
         *(lambda s=size: resources.layout_errors(config, s, gpu_models.get(s)) for size in config["sizes"]),
         lambda: metric_errors(config),
         lambda: context_errors(config),
+        *([lambda: cpu_process_errors(config, cpu_count)] if cpu_count is not None else []),
     ]
+
+
+def cpu_deepspeed_sizes(config: Mapping[str, Any]) -> dict[str, dict]:
+    """size -> training options, for the sizes that train on CPU (`use_cpu`) through accelerate: their
+    processes are CPU workers, and DeepSpeed's CPU accelerator compiles a C++ op at their first start."""
+    first = next(iter(config["methods"]))
+    sizes = {size: train_options(config, size, first) for size in config["sizes"]}
+    return {s: o for s, o in sizes.items() if o.get("use_cpu") and o.get("launcher") == "accelerate"}
+
+
+def cpu_process_errors(config: Mapping[str, Any], cpu_count: int) -> Iterator[Error]:
+    """More training processes on a node than it has cores: on CPU each process is a worker that computes,
+    so more processes than cores only wait on each other (and DeepSpeed's gloo collectives time out)."""
+    for size, opts in cpu_deepspeed_sizes(config).items():
+        nodes = max(1, int(opts.get("num_nodes") or 1))
+        per_node = -(-int(opts.get("num_processes") or 1) // nodes)
+        if per_node > cpu_count:
+            where = where_set(train_sources(config, size, next(iter(config["methods"]))), "num_processes")
+            yield (
+                f"{where or 'train'}.num_processes",
+                f"{per_node} training processes a node on CPU (use_cpu, size {size!r}), but this machine has "
+                f"{cpu_count} cores: set num_processes to at most {cpu_count * nodes}",
+            )
+
+
+def cpu_deepspeed_errors(
+    config: Mapping[str, Any], deepspeed_python: Callable[[], tuple[str, bool]], compiler: str | None
+) -> Iterator[Error]:
+    """DeepSpeed absent from the interpreter that will train, or no C++ compiler for the op it compiles on
+    CPU: either would stop every training job at its start (checked before the first job of a real run;
+    a dry run plans without them). ``deepspeed_python``: () -> (that interpreter, whether it has
+    DeepSpeed), called only if a size trains on CPU; None to skip (a conda env brings it)."""
+    sizes = cpu_deepspeed_sizes(config)
+    if not sizes:
+        return
+    size = next(iter(sizes))
+    if compiler is None:
+        yield (
+            f"sizes.{size}.train",
+            "trains on CPU with DeepSpeed, which compiles its CPU op with g++ at the first start, and no g++ "
+            "is on PATH: install it (apt-get install g++), or name another compiler in $CXX",
+        )
+    if deepspeed_python is not None:
+        python, found = deepspeed_python()
+        if not found:
+            yield (
+                f"sizes.{size}.train",
+                f"trains with accelerate + DeepSpeed on CPU, and {python} has no DeepSpeed: build "
+                "`make deepspeed` and set CWGRPO_TRAIN_PYTHON=.venv-deepspeed/bin/python (docs/hardware.md)",
+            )

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from cwgrpo.dag.options import (
+    built_sizes,
     evaluate_options,
     report_options,
     stage_options,
@@ -40,12 +41,43 @@ def preset_file_errors(config: Mapping[str, Any], schema_path: Path, files: Iter
     from cwgrpo import configcheck as cc
     from cwgrpo.prepare_data import OwnDataset
 
+    files = list(files)
+    misplaced = overlay_errors([(f, _name_and_mark(f)) for f in files])
+    if misplaced:  # the rest (a preset without kind, sizes, ...) follows from it
+        return misplaced
     lines = cc.duplicate_keys_in_files(files)
     lines += cc.schema_errors(config, cc.load_schema(schema_path))
     lines += cc.reward_weight_errors(_reward_sections(config))
     lines += [f"{key}: {message}" for key, message in cc.missing_local_paths(config)]
     own = {f.name for f in dataclasses.fields(OwnDataset)}
     return lines + cc.dataset_errors(config.get("datasets") or {}, own)
+
+
+def overlay_errors(files: list[tuple[str, tuple[Any, Any]]]) -> list[str]:
+    """An overlay file (one with `overlay_of: PRESET`) given without that preset first on the command line.
+    ``files``: (path, (name, overlay_of)) of each --configfile, in order."""
+    lines = []
+    for i, (path, (_, preset)) in enumerate(files):
+        if not preset:
+            continue
+        first = files[0][1] if i else (None, None)
+        if i == 0 or first[1] or first[0] != preset:
+            lines.append(
+                f"{path}: an overlay of the {preset} preset, given without it: put that preset's file first, "
+                f"e.g. --configfile config/{preset}.yaml {path}"
+            )
+    return lines
+
+
+def _name_and_mark(path: str) -> tuple[Any, Any]:
+    """(name, overlay_of) of one config file, read defensively (a broken file is reported elsewhere)."""
+    import yaml
+
+    try:
+        data = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
+    except (OSError, yaml.YAMLError):
+        return None, None
+    return (data.get("name"), data.get("overlay_of")) if isinstance(data, dict) else (None, None)
 
 
 def _reward_sections(config: Mapping[str, Any]) -> Iterator[tuple[str, dict]]:
@@ -90,7 +122,7 @@ def command_option_errors(config: Mapping[str, Any]) -> Iterator[Error]:
             for err in train_option_errors(train_options(config, size, method, seed)):
                 yield _sourced(err, sources)
         stages = [("evaluate", EvalConfig, evaluate_options(config, size), config["evaluate"])]
-        if config["kind"] == "tiny":
+        if size in built_sizes(config):
             for stage, cls in (("build", TinyConfig), ("sft", SftConfig)):
                 stages.append((stage, cls, stage_options(config, stage, size), config.get(stage, {})))
         for section, cls, opts, top in stages:

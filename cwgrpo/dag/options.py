@@ -33,6 +33,20 @@ EVAL_SWITCHES = (  # workflow keys of `evaluate`, not passed on
     "grade_processes",
 )
 REPORT_COMMANDS = ("table", "figure", "claims", "samples")
+TINY_SOURCE = "tiny:"  # a size's `model` built here: `tiny:ARCH` (ARCH of cwgrpo.tiny.SIZES), then warmed up
+
+
+def built_sizes(config: Mapping[str, Any]) -> dict[str, str]:
+    """Sizes whose base model is built and warmed up here (build-tiny + sft), mapped to their tiny
+    architecture: every size of a tiny preset (its own name), and any size whose `model` is `tiny:ARCH`
+    (e.g. the CPU rehearsal of the paper preset). The other sizes are fetched (fetch-model)."""
+    if config["kind"] == "tiny":
+        return {size: size for size in config["sizes"]}
+    return {
+        size: str(spec["model"]).removeprefix(TINY_SOURCE)
+        for size, spec in config["sizes"].items()
+        if str(spec.get("model") or "").startswith(TINY_SOURCE)
+    }
 
 
 def train_options(config: Mapping[str, Any], size: str, method: str, seed: int | None = None) -> dict:
@@ -126,12 +140,11 @@ def saved_steps(config: Mapping[str, Any], size: str) -> list[int]:
 
 
 def datasets(config: Mapping[str, Any]) -> list[str]:
-    """Every dataset a preset prepares: its training set, the tiny kind's dev set, the benchmarks."""
+    """Every dataset a preset prepares: its training set, the warm-up's dev set (if a size is built here),
+    the benchmarks."""
     data = config["data"]
     return list(
-        dict.fromkeys(
-            [data["train"], *([data["dev"]] if config["kind"] == "tiny" else []), *data["benchmarks"]]
-        )
+        dict.fromkeys([data["train"], *([data["dev"]] if built_sizes(config) else []), *data["benchmarks"]])
     )
 
 
@@ -142,7 +155,7 @@ def job_options(config: Mapping[str, Any]) -> Iterator[tuple[tuple[str, ...], di
             for seed in config["seeds"]:
                 yield ("train", size, method, f"seed{seed}"), train_options(config, size, method, seed)
         yield ("evaluate", size), evaluate_options(config, size)
-        if config["kind"] == "tiny":
+        if size in built_sizes(config):
             for stage in ("build", "sft"):
                 yield (stage, size), stage_options(config, stage, size)
     for command in REPORT_COMMANDS:

@@ -1,13 +1,58 @@
-"""The ``cwgrpo`` command line's last resort (``cwgrpo.cli.main``): an interrupt ends a command with one
-line and status 130, not a traceback."""
+"""The ``cwgrpo`` command line: a command run under its stage's interpreter (CWGRPO_<COMMAND>_PYTHON), as
+each stage's conda env would run it under --use-conda; an interrupt ends a command with one line and status
+130, not a traceback."""
 
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
+from pathlib import Path
 
+from cwgrpo import cli
 from tests.conftest import TWO_STEP_TRL
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def test_stage_python_is_the_named_interpreter_unless_it_is_this_one(tmp_path):
+    assert cli.stage_python("train", {}) is None
+    assert cli.stage_python("train", {"CWGRPO_TRAIN_PYTHON": sys.executable}) is None
+    assert cli.stage_python("fetch-model", {"CWGRPO_FETCH_MODEL_PYTHON": sys.executable}) is None
+    other = tmp_path / "python"
+    other.write_text("#!/bin/sh\n")
+    other.chmod(0o755)
+    assert cli.stage_python("train", {"CWGRPO_TRAIN_PYTHON": str(other)}) == str(other)
+    assert cli.stage_python("evaluate", {"CWGRPO_TRAIN_PYTHON": str(other)}) is None  # another stage's
+
+
+def _run(env: dict[str, str], *argv: str) -> subprocess.CompletedProcess:
+    env = {**os.environ, **env, "PYTHONPATH": str(REPO)}
+    return subprocess.run(
+        [sys.executable, "-m", "cwgrpo.cli", *argv], env=env, capture_output=True, text=True
+    )
+
+
+def test_a_command_is_replaced_by_its_stage_interpreter_with_this_checkout_first(tmp_path):
+    record = tmp_path / "argv.txt"
+    stand_in = tmp_path / "python"  # an interpreter that records how it was called
+    stand_in.write_text(f'#!/bin/sh\nprintf "%s\\n" "$0" "$@" "PYTHONPATH=$PYTHONPATH" > {record}\n')
+    stand_in.chmod(0o755)
+    done = _run({"CWGRPO_EVALUATE_PYTHON": str(stand_in)}, "evaluate", "--model-dir", "a b")
+    assert done.returncode == 0, done.stderr
+    lines = record.read_text().splitlines()
+    assert lines[:-1] == [str(stand_in), "-m", "cwgrpo.cli", "evaluate", "--model-dir", "a b"]
+    assert lines[-1].startswith(f"PYTHONPATH={REPO}")
+
+
+def test_a_missing_stage_interpreter_is_one_line_naming_the_variable():
+    done = _run({"CWGRPO_TRAIN_PYTHON": "/no/such/venv/bin/python"}, "train", "--help")
+    assert done.returncode == 2
+    assert done.stderr.strip().splitlines() == [
+        "cwgrpo train: error: CWGRPO_TRAIN_PYTHON=/no/such/venv/bin/python: no such interpreter; "
+        "point it at a venv's bin/python, or unset it"
+    ]
 
 
 def test_a_reward_raising_keyboard_interrupt_ends_train_in_one_line(tmp_path, tiny_model_dir):

@@ -7,7 +7,7 @@ import pytest
 from dag_presets import SCHEMA, preset
 
 from cwgrpo import weighting
-from cwgrpo.dag import checks, option_checks
+from cwgrpo.dag import checks, option_checks, options
 
 
 def lines(config: dict, **settings) -> list[str]:
@@ -21,6 +21,8 @@ def lines(config: dict, **settings) -> list[str]:
         ("config.yaml",),
         ("paper.yaml",),
         ("paper.yaml", "paper-7b-2nodes.yaml"),
+        ("paper.yaml", "rehearsal.yaml"),
+        ("paper.yaml", "paper-7b-2nodes.yaml", "rehearsal.yaml"),
         ("study.yaml",),
         ("study-regime.yaml",),
         ("real.yaml",),
@@ -152,3 +154,69 @@ def test_seeds_from_the_command_line_become_ints():
     config = {"seeds": ["0", "1", "x"]}
     option_checks.seeds_from_command_line(config)
     assert config["seeds"] == [0, 1, "x"]
+
+
+def test_a_tiny_source_builds_that_size_here_and_only_a_known_architecture():
+    config = preset("paper.yaml", "rehearsal.yaml")
+    assert options.built_sizes(config) == {"1.5b": "small", "7b": "large"}
+    assert options.built_sizes(preset("paper.yaml")) == {}
+    config["sizes"]["7b"]["model"] = "tiny:huge"
+    assert "sizes.7b.model: 'tiny:huge': no tiny architecture 'huge'; known: tiny:small, tiny:large" in lines(
+        config
+    )
+    config = preset("paper.yaml")
+    config["sizes"]["7b"]["sft"] = {"max_steps": 3}  # a fetched size is not warmed up
+    assert any(line.startswith("sizes.7b.sft: only a size built here") for line in lines(config))
+
+
+def test_the_tiny_models_context_bounds_a_built_sizes_lengths():
+    config = preset("paper.yaml", "rehearsal.yaml")
+    config["sizes"]["7b"]["evaluate"]["max_new_tokens"] = 4096
+    assert any(
+        line.startswith("sizes.7b (tiny:large): evaluate.max_new_tokens: 4096 tokens")
+        for line in lines(config)
+    )
+
+
+def test_cpu_training_processes_beyond_the_cores_are_refused_per_node():
+    config = preset("paper.yaml", "rehearsal.yaml")
+    assert list(checks.cpu_process_errors(config, cpu_count=2)) == []
+    found = list(checks.cpu_process_errors(config, cpu_count=1))
+    assert [key for key, _ in found] == ["sizes.1.5b.train.num_processes", "sizes.7b.train.num_processes"]
+    assert (
+        "2 training processes a node on CPU (use_cpu, size '1.5b'), but this machine has 1 cores"
+        in found[0][1]
+    )
+    two_nodes = preset("paper.yaml", "paper-7b-2nodes.yaml", "rehearsal.yaml")  # 2 processes, 1 a node
+    assert [k for k, _ in checks.cpu_process_errors(two_nodes, cpu_count=1)] == [
+        "sizes.1.5b.train.num_processes"
+    ]
+    assert list(checks.cpu_process_errors(preset("paper.yaml"), cpu_count=1)) == []  # GPU processes
+
+
+def test_cpu_deepspeed_needs_a_compiler_and_deepspeed_in_the_train_interpreter():
+    config = preset("paper.yaml", "rehearsal.yaml")
+    has = {"yes": lambda: ("/venv/bin/python", True), "no": lambda: ("/venv/bin/python", False)}
+    assert list(checks.cpu_deepspeed_errors(config, has["yes"], "/usr/bin/g++")) == []
+    assert list(checks.cpu_deepspeed_errors(config, None, "/usr/bin/g++")) == []  # conda: its env brings it
+    ((_, no_compiler),) = checks.cpu_deepspeed_errors(config, has["yes"], None)
+    assert "no g++ is on PATH: install it" in no_compiler
+    ((_, no_deepspeed),) = checks.cpu_deepspeed_errors(config, has["no"], "/usr/bin/g++")
+    assert "/venv/bin/python has no DeepSpeed: build `make deepspeed`" in no_deepspeed
+    assert list(checks.cpu_deepspeed_errors(preset("paper.yaml"), has["no"], None)) == []  # GPU training
+
+
+@pytest.mark.parametrize(
+    ("files", "refused"),
+    [
+        ([("paper.yaml", ("paper", None)), ("rehearsal.yaml", ("paper-rehearsal", "paper"))], []),
+        ([("rehearsal.yaml", ("paper-rehearsal", "paper"))], ["rehearsal.yaml"]),
+        ([("config.yaml", ("tiny", None)), ("rehearsal.yaml", ("paper-rehearsal", "paper"))], ["rehearsal.yaml"]),
+        ([("paper-7b-2nodes.yaml", (None, "paper")), ("rehearsal.yaml", ("paper-rehearsal", "paper"))],
+         ["paper-7b-2nodes.yaml", "rehearsal.yaml"]),
+    ],
+)  # fmt: skip
+def test_an_overlay_must_follow_its_preset(files, refused):
+    found = option_checks.overlay_errors(files)
+    assert [line.split(":")[0] for line in found] == refused
+    assert all("--configfile config/paper.yaml" in line for line in found)

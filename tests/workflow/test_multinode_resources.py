@@ -70,7 +70,8 @@ def test_overlay_changes_only_the_7b_training_layout_and_keeps_the_batch():
     from cwgrpo.train_config import TrainJob
 
     paper, overlay = (yaml.safe_load(p.read_text()) for p in (PRESETS["paper"], TWO_NODES))
-    assert set(overlay) == {"sizes"} and set(overlay["sizes"]) == {"7b"}
+    assert set(overlay) == {"overlay_of", "sizes"} and set(overlay["sizes"]) == {"7b"}
+    assert overlay["overlay_of"] == "paper"  # refused without paper.yaml first
     assert set(overlay["sizes"]["7b"]) == {"train", "resources"}
     assert set(overlay["sizes"]["7b"]["resources"]) == {"train"}
     for size, extra in (("1.5b", {}), ("7b", overlay["sizes"]["7b"]["train"])):

@@ -19,7 +19,7 @@ from snakemake.utils import validate
 # cwgrpo from this checkout (a bare Snakemake environment may lack it)
 sys.path.insert(0, str(Path(workflow.basedir)))
 from cwgrpo.configcheck import ConfigErrors, shorten
-from cwgrpo.dag import checks, commands, option_checks, options, profile, resources
+from cwgrpo.dag import checks, commands, machine, option_checks, options, profile, resources
 from cwgrpo.dag.options import BASE
 
 
@@ -58,6 +58,7 @@ SAMPLES_PAGE = f"{FIG}/samples.html"  # `cwgrpo samples`: completions to read
 # this run names (its footer and table1.provenance.json name that preset); each preset's own stays in FIG.
 SHOWN_TABLE = "figures/table1.pdf"
 SIZES = list(config["sizes"])
+BUILT = options.built_sizes(config)  # size -> tiny architecture, for the sizes built here (build-tiny + sft)
 METHODS = list(config["methods"])
 SEEDS = config["seeds"]
 BENCHMARKS = list(config["data"]["benchmarks"])
@@ -96,17 +97,21 @@ train_rule_name = resources.train_rule_name
 size_resources = functools.partial(resources.size_resources, config)
 
 
-def check_local_gpus():
-    """Before the first job (the Snakefile's `onstart:`), once Snakemake has chosen its executor."""
+def check_machine():
+    """Before the first job (the Snakefile's `onstart:`), once Snakemake has chosen its executor: the GPU
+    cap, and what a CPU training job needs (DeepSpeed, a compiler); a dry run plans without them."""
     cap = profile.run_settings(workflow, SIZES)[1]
     error, warning = resources.local_run_problems(config, workflow.executor_plugin.name, cap, os.environ)
     if warning:
         logger.warning(warning)
     if error:
         raise WorkflowError(error)
+    stop_on(machine.deepspeed_errors(config, profile.run_settings(workflow, SIZES)[0], os.environ))
 
 
-stop_on(checks.collect(checks.preset_checks(config, *profile.run_settings(workflow, SIZES))))
+stop_on(
+    checks.collect(checks.preset_checks(config, *profile.run_settings(workflow, SIZES), os.cpu_count() or 1))
+)
 
 
 wildcard_constraints:
