@@ -74,7 +74,11 @@ def accelerate_config_path(name: str) -> Path:
     return path
 
 
-def gpus_needed(job: TrainJob) -> int:
+def gpus_needed(job: TrainJob, trl_options: Mapping[str, Any] | None = None) -> int:
+    """GPUs the job claims: one per training process and the vLLM server's; none when it trains on the
+    CPU (``use_cpu``), so a CPU machine needs no GPU ids to lease."""
+    if (trl_options or {}).get("use_cpu"):
+        return 0
     return job.num_processes + (1 if job.vllm_server_gpu is not None else 0)
 
 
@@ -92,7 +96,7 @@ def plan(
     processes run ``cwgrpo`` with the arguments ``command``."""
     if ports and len(ports) != ports_needed(job):
         raise ValueError(f"plan() needs {ports_needed(job)} ports for this job, got {list(ports)}")
-    need = gpus_needed(job)
+    need = gpus_needed(job, trl_options)
     if len(gpus) < need:
         raise ConfigError(
             f"num_processes={job.num_processes} plus vllm_server_gpu={job.vllm_server_gpu} need {need} GPUs, "
@@ -149,7 +153,7 @@ def relaunch(
     config_file = str(accelerate_config_path(job.accelerate_config))  # a missing file fails before any claim
     if multinode.is_multinode(job):  # one srun step per node inside a Slurm allocation
         return multinode.relaunch(command, job, str(model_dir), config_file, trl_options or {})
-    with lease(gpus_needed(job), ports_needed(job)) as held:
+    with lease(gpus_needed(job, trl_options), ports_needed(job)) as held:
         server_cmd, server_env, train_cmd, train_env = plan(
             command, job, list(held.gpus), str(model_dir), held.ports, trl_options
         )

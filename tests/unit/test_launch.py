@@ -41,6 +41,17 @@ def test_plan_without_server_uses_the_first_gpus():
     assert env["CUDA_VISIBLE_DEVICES"] == "4,5"
 
 
+def test_a_cpu_run_claims_no_gpu_and_hides_them_from_its_processes(monkeypatch, tmp_path):
+    from cwgrpo.launch import gpus_needed
+
+    job = TrainJob(launcher="accelerate", num_processes=2)
+    assert gpus_needed(job, {"use_cpu": True}) == 0 and gpus_needed(job, {}) == 2
+    _, _, command, env = plan(["train"], job, [], "m", trl_options={"use_cpu": True})
+    assert env["CUDA_VISIBLE_DEVICES"] == "" and command[command.index("--num_processes") + 1] == "2"
+    with pytest.raises(ConfigError, match="need 2 GPUs, but 0 are visible"):
+        plan(["train"], job, [], "m")
+
+
 def test_plan_refuses_too_few_gpus_naming_the_counts():
     job = TrainJob(launcher="accelerate", num_processes=3, vllm_server_gpu=3)
     with pytest.raises(ConfigError, match="need 4 GPUs, but 2 are visible"):
