@@ -308,6 +308,20 @@ def train(
             lock.release()
 
 
+def process_description(accelerator) -> str:
+    """``I of N`` and how they train together: accelerate's distributed type, the ZeRO stage, the backend."""
+    import torch.distributed as dist
+
+    state = accelerator.state
+    how = [str(getattr(state.distributed_type, "value", state.distributed_type))]
+    plugin = getattr(state, "deepspeed_plugin", None)
+    if plugin is not None:
+        how.append(f"ZeRO-{plugin.zero_stage}")
+    if dist.is_available() and dist.is_initialized():
+        how.append(f"backend {dist.get_backend()}")
+    return f"{accelerator.process_index} of {accelerator.num_processes} ({', '.join(how)})"
+
+
 def _is_rank_zero() -> bool:
     """The process that owns the run folder (under accelerate every rank calls ``train``)."""
     return int(os.environ.get("RANK", "0")) == 0
@@ -354,9 +368,7 @@ def _train_locked(plan: TrainPlan) -> int:
         processing_class=plan.tokenizer,
         callbacks=_callbacks(run_dir, plan.block),
     )
-    logger.info(
-        "training process %d of %d", trainer.accelerator.process_index, trainer.accelerator.num_processes
-    )
+    logger.info("training process %s", process_description(trainer.accelerator))
     try:
         trainer.train(resume_from_checkpoint=resume)
     except OSError as err:  # e.g. a full disk inside TRL's save: say where
