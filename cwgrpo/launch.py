@@ -114,6 +114,16 @@ def plan(
     return server_cmd, server_env, train_cmd, train_env
 
 
+def op_cache_env(environ: Mapping[str, str], prefix: str = sys.prefix) -> dict[str, str]:
+    """``TORCH_EXTENSIONS_DIR`` for the training processes: the environment's own op cache
+    (``<prefix>/torch_extensions``, where ``make deepspeed`` compiled DeepSpeed's CPU op) when the variable
+    is unset and that folder exists; else nothing (torch's default, or the user's choice)."""
+    cache = Path(prefix) / "torch_extensions"
+    if "TORCH_EXTENSIONS_DIR" in environ or not cache.is_dir():
+        return {}
+    return {"TORCH_EXTENSIONS_DIR": str(cache)}
+
+
 def relaunch(
     command: Sequence[str], job: TrainJob, model_dir: Path, trl_options: Mapping[str, Any] | None = None
 ) -> int:

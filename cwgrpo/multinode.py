@@ -210,11 +210,14 @@ def relaunch(
 def run_steps(server: Step | None, steps: list[Step], lock_fds: tuple[int, ...] = ()) -> int:
     """Start the server and wait until it answers, then every training step; stop what is left when one
     fails or all are done. Returns the first nonzero exit status (0 if all succeeded)."""
+    from cwgrpo.launch import op_cache_env  # (cwgrpo.launch imports this module)
+
+    base_env = {**op_cache_env(os.environ), **os.environ}  # each node's processes find the compiled op
     started: list[subprocess.Popen] = []
     try:
         if server is not None:
             logger.info("starting vLLM server: %s", " ".join(server.argv))
-            proc = subprocess.Popen(server.argv, env={**os.environ, **server.env}, pass_fds=lock_fds)
+            proc = subprocess.Popen(server.argv, env={**base_env, **server.env}, pass_fds=lock_fds)
             started.append(proc)
             env = steps[0].env
             host, port = env[SERVER_HOST_ENV], env[SERVER_PORT_ENV]
@@ -222,7 +225,7 @@ def run_steps(server: Step | None, steps: list[Step], lock_fds: tuple[int, ...] 
         training = []
         for step in steps:
             logger.info("launching %s: %s", step.name, " ".join(step.argv))
-            proc = subprocess.Popen(step.argv, env={**os.environ, **step.env}, pass_fds=lock_fds)
+            proc = subprocess.Popen(step.argv, env={**base_env, **step.env}, pass_fds=lock_fds)
             started.append(proc)
             training.append(proc)
         status = 0
