@@ -18,6 +18,10 @@ resources by default; ``--overlap`` lets steps share CPUs, memory and GRES). Por
 first node with ``cwgrpo.devices``. Verified against accelerate 1.15's ``accelerate/utils/launch.py``
 (``prepare_deepspeed_cmd_env``/``prepare_multi_gpu_env``: ``nproc_per_node = num_processes //
 num_machines``, ``node_rank = machine_rank``).
+
+Every step runs this interpreter and gets the training environment's compiled DeepSpeed op
+(``TORCH_EXTENSIONS_DIR``, ``cwgrpo.launch.op_cache_env``): the nodes share its paths, as they share the run
+folder. Run for real (one node listed twice, DeepSpeed ZeRO-3 on CPU): ``tests/slurm/test_slurm_zero3.py``.
 """
 
 from __future__ import annotations

@@ -72,7 +72,7 @@ def two_node_options() -> dict:
 
 
 def test_two_node_zero3_trains_through_srun_steps(
-    slurm_cluster: SlurmCluster, deepspeed_python: Path, tmp_path: Path
+    deepspeed_python: Path, slurm_cluster: SlurmCluster, tmp_path: Path
 ):
     options = two_node_options()
     assert (options["accelerate_config"], options["num_nodes"], options["num_processes"]) == ("zero3", 2, 2)
