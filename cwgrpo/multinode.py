@@ -19,6 +19,10 @@ resources by default; ``--overlap`` lets steps share CPUs, memory and GRES). Por
 first node with ``cwgrpo.devices``. Verified against accelerate 1.15's ``accelerate/utils/launch.py``
 (``prepare_deepspeed_cmd_env``/``prepare_multi_gpu_env``: ``nproc_per_node = num_processes //
 num_machines``, ``node_rank = machine_rank``).
+
+Every step runs this interpreter and gets the training environment's compiled DeepSpeed op
+(``TORCH_EXTENSIONS_DIR``, ``cwgrpo.launch.op_cache_env``): the nodes share its paths, as they share the run
+folder. Run for real (one node listed twice, DeepSpeed ZeRO-3 on CPU): ``tests/slurm/test_slurm_zero3.py``.
 """
 
 from __future__ import annotations
@@ -212,6 +216,9 @@ def relaunch(
 def run_steps(server: Step | None, steps: list[Step], lock_fds: tuple[int, ...] = ()) -> int:
     """Start the server and wait until it answers, then every training step; stop what is left when one
     fails or all are done. Returns the first nonzero exit status (0 if all succeeded)."""
+    from cwgrpo.launch import op_cache_env  # (cwgrpo.launch imports this module)
+
+    base_env = {**op_cache_env(os.environ), **os.environ}  # each node's processes find the compiled op
     started: list[subprocess.Popen] = []
     me = os.getpid()  # each command dies with this launcher, even when it is killed (cwgrpo.workers)
     try:
@@ -219,7 +226,7 @@ def run_steps(server: Step | None, steps: list[Step], lock_fds: tuple[int, ...] 
             logger.info("starting vLLM server: %s", " ".join(server.argv))
             proc = subprocess.Popen(
                 server.argv,
-                env={**os.environ, **server.env},
+                env={**base_env, **server.env},
                 pass_fds=lock_fds,
                 preexec_fn=lambda: die_with_parent(me),
             )
@@ -232,7 +239,7 @@ def run_steps(server: Step | None, steps: list[Step], lock_fds: tuple[int, ...] 
             logger.info("launching %s: %s", step.name, " ".join(step.argv))
             proc = subprocess.Popen(
                 step.argv,
-                env={**os.environ, **step.env},
+                env={**base_env, **step.env},
                 pass_fds=lock_fds,
                 preexec_fn=lambda: die_with_parent(me),
             )

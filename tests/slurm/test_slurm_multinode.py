@@ -12,6 +12,7 @@ port lease, the plan, one real `srun` step per node and the `python -m cwgrpo.mu
 Two stand-ins: the one node is listed twice (a cluster of one cannot give two), and each step's
 `accelerate launch` is replaced by a process that joins a torch.distributed (gloo, CPU) group at the
 plan's --main_process_ip:--main_process_port with rank --machine_rank of --num_machines, and all-reduces.
+The same path with the real `accelerate launch` and DeepSpeed ZeRO-3: tests/slurm/test_slurm_zero3.py.
 """
 
 from __future__ import annotations
