@@ -91,12 +91,14 @@ tiny: setup
 # pytest-xdist: one worker per core, each test file on one worker (module fixtures built once), the files in
 # the order tests/conftest.py gives them (longest first); PYTEST_XDIST= runs serially.
 PYTEST_XDIST ?= -n auto --dist loadfile --no-loadscope-reorder
+# The slowest tests' times close the run's output (CI's time budget is watched there).
+PYTEST_DURATIONS ?= --durations=25
 
 # Lint first (a formatting slip fails in seconds, not after the suite); the tests of the paper metric run
 # against the environment just built, and so do vLLM's and DeepSpeed's (CWGRPO_REQUIRE_LIGHTEVAL=1,
 # CWGRPO_REQUIRE_VLLM=1, CWGRPO_REQUIRE_DEEPSPEED=1: a missing one fails them instead of skipping).
 test: setup lighteval vllm deepspeed lint
-	CWGRPO_REQUIRE_LIGHTEVAL=1 CWGRPO_REQUIRE_VLLM=1 CWGRPO_REQUIRE_DEEPSPEED=1 PATH=$(abspath $(BIN)):$$PATH $(BIN)/pytest $(PYTEST_XDIST)
+	CWGRPO_REQUIRE_LIGHTEVAL=1 CWGRPO_REQUIRE_VLLM=1 CWGRPO_REQUIRE_DEEPSPEED=1 PATH=$(abspath $(BIN)):$$PATH $(BIN)/pytest $(PYTEST_XDIST) $(PYTEST_DURATIONS)
 
 # ruff (Python), snakefmt (the Snakefile and workflow/, pinned in the test extra; settings in pyproject.toml)
 # and Snakemake's own lint of the default (tiny) preset.
