@@ -33,6 +33,7 @@ REPO = Path(__file__).resolve().parents[1]
 # / xdist 3.8 the tests of one file still went to both workers, measured on test_stats.py.)
 FIRST = (
     "tests/slurm/test_slurm.py",
+    "tests/workflow/test_user_command.py",
     "tests/e2e/test_real_dag.py",
     "tests/deepspeed/test_kill_resume.py",
     "tests/deepspeed/test_multirank_saves.py",
