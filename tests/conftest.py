@@ -60,6 +60,28 @@ def pytest_collection_modifyitems(config, items) -> None:
     items.sort(key=rank)
 
 
+def side_env_python(label: str, make_target: str) -> Path:
+    """The interpreter of an environment of its own (``make_target``: vllm, deepspeed):
+    ``$CWGRPO_<TARGET>_PYTHON``, else the repository's ``.venv-<target>``."""
+    named = os.environ.get(f"CWGRPO_{make_target.upper()}_PYTHON")
+    python = Path(named) if named else REPO / f".venv-{make_target}" / "bin" / "python"
+    if not python.exists():
+        raise FileNotFoundError(f"no {label} environment at {python} (build it with `make {make_target}`)")
+    return python
+
+
+def side_env_or_skip(label: str, make_target: str) -> Path:
+    """``side_env_python``, or skip saying why; with ``CWGRPO_REQUIRE_<TARGET>=1`` (`make test`, CI) a missing
+    environment fails instead."""
+    try:
+        return side_env_python(label, make_target)
+    except FileNotFoundError as err:
+        require = f"CWGRPO_REQUIRE_{make_target.upper()}"
+        if os.environ.get(require) == "1":
+            pytest.fail(f"{require}=1 but {err}")
+        pytest.skip(str(err))
+
+
 def built_once(tmp_path_factory, name: str, build: Callable[[Path], None]) -> Path:
     """Folder ``name``, made by ``build(folder)`` once per test run and shared by all xdist workers.
 

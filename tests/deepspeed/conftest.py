@@ -26,7 +26,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import built_once
+from tests.conftest import built_once, side_env_or_skip, side_env_python
 
 REPO = Path(__file__).resolve().parents[2]
 SLOW_RNG_SAVE = Path(__file__).with_name("slow_rng_save")
@@ -57,21 +57,12 @@ OPTIONS = {
 
 def find_deepspeed_python() -> Path:
     """The DeepSpeed environment's interpreter: $CWGRPO_DEEPSPEED_PYTHON, else the repository's one."""
-    named = os.environ.get("CWGRPO_DEEPSPEED_PYTHON")
-    python = Path(named) if named else REPO / ".venv-deepspeed" / "bin" / "python"
-    if not python.exists():
-        raise FileNotFoundError(f"no DeepSpeed environment at {python} (build it with `make deepspeed`)")
-    return python
+    return side_env_python("DeepSpeed", "deepspeed")
 
 
 @pytest.fixture(scope="session")
 def deepspeed_python() -> Path:
-    try:
-        return find_deepspeed_python()
-    except FileNotFoundError as err:
-        if os.environ.get("CWGRPO_REQUIRE_DEEPSPEED") == "1":
-            pytest.fail(f"CWGRPO_REQUIRE_DEEPSPEED=1 but {err}")
-        pytest.skip(str(err))
+    return side_env_or_skip("DeepSpeed", "deepspeed")
 
 
 @pytest.fixture(scope="session")

@@ -32,6 +32,7 @@ import pytest
 import yaml
 
 from cwgrpo.dag.options import train_options
+from tests.conftest import side_env_or_skip
 from tests.slurm import test_slurm
 from tests.slurm.slurm_harness import SlurmCluster
 from tests.slurm.test_slurm import PAPER, REPO, _slurm_env
@@ -47,13 +48,7 @@ SHRUNK = {"num_generations": 4, "per_device_train_batch_size": 4, "max_completio
 
 @pytest.fixture(scope="module")
 def deepspeed_python() -> Path:
-    named = os.environ.get("CWGRPO_DEEPSPEED_PYTHON")
-    python = Path(named) if named else REPO / ".venv-deepspeed" / "bin" / "python"
-    if not python.exists():
-        message = f"no DeepSpeed environment at {python} (build it with `make deepspeed`)"
-        if os.environ.get("CWGRPO_REQUIRE_DEEPSPEED") == "1":
-            pytest.fail(f"CWGRPO_REQUIRE_DEEPSPEED=1 but {message}")
-        pytest.skip(message)
+    python = side_env_or_skip("DeepSpeed", "deepspeed")
     if not (python.parent.parent / "torch_extensions").is_dir():
         pytest.fail(f"{python}: its environment has no compiled op in torch_extensions/ (`make deepspeed`)")
     return python

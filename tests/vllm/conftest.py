@@ -15,26 +15,19 @@ from pathlib import Path
 
 import pytest
 
+from tests.conftest import side_env_or_skip, side_env_python
+
 REPO = Path(__file__).resolve().parents[2]
 
 
 def find_vllm_python() -> Path:
     """The vLLM environment's interpreter: $CWGRPO_VLLM_PYTHON, else the repository's .venv-vllm."""
-    named = os.environ.get("CWGRPO_VLLM_PYTHON")
-    python = Path(named) if named else REPO / ".venv-vllm" / "bin" / "python"
-    if not python.exists():
-        raise FileNotFoundError(f"no vLLM environment at {python} (build it with `make vllm`)")
-    return python
+    return side_env_python("vLLM", "vllm")
 
 
 @pytest.fixture(scope="session")
 def vllm_python() -> Path:
-    try:
-        return find_vllm_python()
-    except FileNotFoundError as err:
-        if os.environ.get("CWGRPO_REQUIRE_VLLM") == "1":
-            pytest.fail(f"CWGRPO_REQUIRE_VLLM=1 but {err}")
-        pytest.skip(str(err))
+    return side_env_or_skip("vLLM", "vllm")
 
 
 def run_in_vllm(python: Path, script: str | Path, *args: str, timeout: float = 600) -> str:
