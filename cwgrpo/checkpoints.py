@@ -27,6 +27,7 @@ from cwgrpo.runguard import (
     CHECKPOINT,
     COMPLETE_FLAG,
     PRUNED_FLAG,
+    RunLock,
     aside_path,
     check_logs_cover,
     incomplete_checkpoints,
@@ -143,6 +144,23 @@ def move_aside_changed_run(run_dir: Path, block: dict[str, Any]) -> Path | None:
         aside,
     )
     return aside
+
+
+def move_aside_if_changed(run_dir: Path, config_hash: str, model_dir: Path, train_data: Path) -> None:
+    """``move_aside_changed_run`` under the folder's lock (refused, naming the holder, while a `cwgrpo train`
+    trains into it), for a run of ``config_hash`` on these inputs; missing inputs are left to train to name."""
+    from cwgrpo.identity import run_inputs
+
+    if not complete_checkpoints(run_dir) or not Path(model_dir).is_dir() or not Path(train_data).is_file():
+        return
+    lock = RunLock(run_dir)
+    lock.acquire()
+    try:
+        move_aside_changed_run(
+            run_dir, {"config_hash": config_hash, "inputs": run_inputs(model_dir, train_data)}
+        )
+    finally:
+        lock.release()
 
 
 def _verified(done: dict[int, Path]) -> dict[int, Path]:

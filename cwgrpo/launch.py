@@ -47,7 +47,7 @@ from cwgrpo.configs import ConfigError
 from cwgrpo.devices import lease
 from cwgrpo.multinode import ports_needed
 from cwgrpo.vllm_server import GROUP_PORT_ENV, SERVER_PORT_ENV, vllm_server_options, wait_for_server
-from cwgrpo.workers import LAUNCHER_PID_ENV, LEASE_FDS_ENV, die_with_parent
+from cwgrpo.workers import LAUNCHER_PID_ENV, LEASE_FDS_ENV, die_with_parent, op_cache_env
 
 if TYPE_CHECKING:
     from cwgrpo.train_config import TrainJob
@@ -129,16 +129,6 @@ def plan(
     if server_cmd is not None and ports:
         train_env |= {SERVER_PORT_ENV: str(ports[1]), GROUP_PORT_ENV: str(ports[2])}
     return server_cmd, server_env, train_cmd, train_env
-
-
-def op_cache_env(environ: Mapping[str, str], prefix: str = sys.prefix) -> dict[str, str]:
-    """``TORCH_EXTENSIONS_DIR`` for the training processes: the environment's own op cache
-    (``<prefix>/torch_extensions``, where ``make deepspeed`` compiled DeepSpeed's CPU op) when the variable
-    is unset and that folder exists; else nothing (torch's default, or the user's choice)."""
-    cache = Path(prefix) / "torch_extensions"
-    if "TORCH_EXTENSIONS_DIR" in environ or not cache.is_dir():
-        return {}
-    return {"TORCH_EXTENSIONS_DIR": str(cache)}
 
 
 def relaunch(

@@ -21,7 +21,7 @@ first node with ``cwgrpo.devices``. Verified against accelerate 1.15's ``acceler
 num_machines``, ``node_rank = machine_rank``).
 
 Every step runs this interpreter and gets the training environment's compiled DeepSpeed op
-(``TORCH_EXTENSIONS_DIR``, ``cwgrpo.launch.op_cache_env``): the nodes share its paths, as they share the run
+(``TORCH_EXTENSIONS_DIR``, ``cwgrpo.workers.op_cache_env``): the nodes share its paths, as they share the run
 folder. Run for real (one node listed twice, DeepSpeed ZeRO-3 on CPU): ``tests/slurm/test_slurm_zero3.py``.
 """
 
@@ -45,7 +45,7 @@ from cwgrpo.vllm_server import (
     vllm_server_options,
     wait_for_server,
 )
-from cwgrpo.workers import die_with_parent
+from cwgrpo.workers import die_with_parent, op_cache_env
 
 if TYPE_CHECKING:
     from cwgrpo.train_config import TrainJob
@@ -216,8 +216,6 @@ def relaunch(
 def run_steps(server: Step | None, steps: list[Step], lock_fds: tuple[int, ...] = ()) -> int:
     """Start the server and wait until it answers, then every training step; stop what is left when one
     fails or all are done. Returns the first nonzero exit status (0 if all succeeded)."""
-    from cwgrpo.launch import op_cache_env  # (cwgrpo.launch imports this module)
-
     base_env = {**op_cache_env(os.environ), **os.environ}  # each node's processes find the compiled op
     started: list[subprocess.Popen] = []
     me = os.getpid()  # each command dies with this launcher, even when it is killed (cwgrpo.workers)

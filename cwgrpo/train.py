@@ -33,10 +33,9 @@ from typing import TYPE_CHECKING, Any
 from cwgrpo.checkpoints import (
     check_logs,
     check_resumable,
-    complete_checkpoints,
     finalize,
     log_files,
-    move_aside_changed_run,
+    move_aside_if_changed,
     prune_resume_state,
     reset_logs,
     resumable_checkpoints,
@@ -229,7 +228,7 @@ def run(args: argparse.Namespace) -> int:
     )  # a bad option fails here, in any process
     check_context_fits_model(cfg.trl_kwargs, model_dir)  # before any vLLM engine or server starts
     if "CWGRPO_LAUNCHED" not in os.environ:  # the one process before any training process starts
-        move_aside_if_changed(run_dir, cfg, model_dir, train_data)
+        move_aside_if_changed(run_dir, config_hash(cfg.identity()), model_dir, train_data)
     if cfg.job.launcher == "accelerate" and "CWGRPO_LAUNCHED" not in os.environ:
         from cwgrpo.launch import relaunch
 
@@ -241,22 +240,6 @@ def run(args: argparse.Namespace) -> int:
         with one_gpu():  # this process trains: a GPU of its own on a shared box
             return train(model_dir, train_data, run_dir, cfg, timings)
     return train(model_dir, train_data, run_dir, cfg, timings)
-
-
-def move_aside_if_changed(run_dir: Path, cfg: TrainConfig, model_dir: Path, train_data: Path) -> None:
-    """A run folder trained with other options or inputs is moved aside (``move_aside_changed_run``), under
-    its lock, so the run trains afresh instead of refusing. Missing inputs are left to ``train`` to name."""
-    from cwgrpo.identity import run_inputs
-
-    if not complete_checkpoints(run_dir) or not Path(model_dir).is_dir() or not Path(train_data).is_file():
-        return
-    block = {"config_hash": config_hash(cfg.identity()), "inputs": run_inputs(model_dir, train_data)}
-    lock = RunLock(run_dir)
-    lock.acquire()  # raises, naming the holder, if a `cwgrpo train` trains into it now
-    try:
-        move_aside_changed_run(run_dir, block)
-    finally:
-        lock.release()
 
 
 def launched_command(
@@ -343,20 +326,6 @@ def train(
             lock.release()
 
 
-def process_description(accelerator) -> str:
-    """``I of N`` and how they train together: accelerate's distributed type, the ZeRO stage, the backend."""
-    import torch.distributed as dist
-
-    state = accelerator.state
-    how = [str(getattr(state.distributed_type, "value", state.distributed_type))]
-    plugin = getattr(state, "deepspeed_plugin", None)
-    if plugin is not None:
-        how.append(f"ZeRO-{plugin.zero_stage}")
-    if dist.is_available() and dist.is_initialized():
-        how.append(f"backend {dist.get_backend()}")
-    return f"{accelerator.process_index} of {accelerator.num_processes} ({', '.join(how)})"
-
-
 def _is_rank_zero() -> bool:
     """The process that owns the run folder (under accelerate every rank calls ``train``)."""
     return int(os.environ.get("RANK", "0")) == 0
@@ -406,6 +375,8 @@ def _train_locked(plan: TrainPlan) -> int:
         processing_class=plan.tokenizer,
         callbacks=_callbacks(run_dir, plan.block),
     )
+    from cwgrpo.workers import process_description
+
     logger.info("training process %s", process_description(trainer.accelerator))
     try:
         trainer.train(resume_from_checkpoint=resume)

@@ -13,7 +13,8 @@ runs ``python -m cwgrpo.workers <accelerate launch arguments>`` instead, which
   gone, however the job ends.
 
 A tie is set after the process starts; if the parent is already gone by then (its pid is no longer the
-parent's), the process ends at once instead of running unowned.
+parent's), the process ends at once instead of running unowned. Each worker logs, at its start, how it
+trains with the others (``process_description``).
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ import os
 import signal
 import sys
 from collections.abc import Mapping, MutableMapping, Sequence
+from pathlib import Path
 
 LAUNCHER_PID_ENV = "CWGRPO_LAUNCHER_PID"  # the `cwgrpo train` process that holds the lease
 AGENT_PID_ENV = "CWGRPO_AGENT_PID"  # the agent, parent of every worker
@@ -95,6 +97,30 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = launch_command_parser().parse_args(list(sys.argv[1:] if argv is None else argv))
     launch_command(args)
     return 0
+
+
+def op_cache_env(environ: Mapping[str, str], prefix: str = sys.prefix) -> dict[str, str]:
+    """``TORCH_EXTENSIONS_DIR`` for the training processes: the environment's own op cache
+    (``<prefix>/torch_extensions``, where ``make deepspeed`` compiled DeepSpeed's CPU op) when the variable
+    is unset and that folder exists; else nothing (torch's default, or the user's choice)."""
+    cache = Path(prefix) / "torch_extensions"
+    if "TORCH_EXTENSIONS_DIR" in environ or not cache.is_dir():
+        return {}
+    return {"TORCH_EXTENSIONS_DIR": str(cache)}
+
+
+def process_description(accelerator) -> str:
+    """``I of N`` and how they train together: accelerate's distributed type, the ZeRO stage, the backend."""
+    import torch.distributed as dist
+
+    state = accelerator.state
+    how = [str(getattr(state.distributed_type, "value", state.distributed_type))]
+    plugin = getattr(state, "deepspeed_plugin", None)
+    if plugin is not None:
+        how.append(f"ZeRO-{plugin.zero_stage}")
+    if dist.is_available() and dist.is_initialized():
+        how.append(f"backend {dist.get_backend()}")
+    return f"{accelerator.process_index} of {accelerator.num_processes} ({', '.join(how)})"
 
 
 if __name__ == "__main__":

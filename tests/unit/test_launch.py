@@ -6,9 +6,10 @@ from types import SimpleNamespace
 import pytest
 
 from cwgrpo.configs import ConfigError
-from cwgrpo.launch import accelerate_config_path, op_cache_env, plan, relaunch
+from cwgrpo.launch import accelerate_config_path, plan, relaunch
 from cwgrpo.train_config import TrainJob
 from cwgrpo.vllm_server import apply_endpoints
+from cwgrpo.workers import op_cache_env
 
 
 def test_plan_pins_vllm_server_and_training_to_disjoint_gpus():

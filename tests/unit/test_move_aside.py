@@ -9,7 +9,6 @@ import logging
 import re
 import shlex
 import subprocess
-from types import SimpleNamespace
 
 import pytest
 
@@ -97,7 +96,7 @@ def test_a_run_being_trained_by_another_process_is_never_moved(tmp_path):
     """The move happens under the run folder's lock: while another `cwgrpo train` holds it, it is refused."""
     import sys
 
-    from cwgrpo.train import move_aside_if_changed
+    from cwgrpo.checkpoints import move_aside_if_changed
 
     run_dir = tmp_path / "seed0"
     _run_with_checkpoint(run_dir, "old-hash")
@@ -110,9 +109,8 @@ def test_a_run_being_trained_by_another_process_is_never_moved(tmp_path):
     )  # fmt: skip
     try:
         assert holder.stdout.readline().strip() == "held"
-        config = SimpleNamespace(identity=lambda: {"options": "new"})
         with pytest.raises(ConfigError, match="is being trained into by another"):
-            move_aside_if_changed(run_dir, config, tmp_path / "model", tmp_path / "train.jsonl")
+            move_aside_if_changed(run_dir, "new-hash", tmp_path / "model", tmp_path / "train.jsonl")
     finally:
         holder.kill()
         holder.wait()
