@@ -17,8 +17,12 @@ What it runs (about 10 minutes on one large GPU; estimate, never run on a GPU he
 - server path (``paper``: ``trl vllm-serve`` started as ``cwgrpo.launch`` starts it, with the paper's
   engine flags, ``--gpu_memory_utilization`` lowered to ``--server-memory`` because it shares the one
   GPU): TRL's client as the trainer uses it (``cwgrpo.context_budget``), the paper's generation settings,
-  one generation batch of G = 12. The weight sync (NCCL) needs the server on a GPU of its own, so on one
-  GPU this path generates only;
+  one generation batch of G = 12;
+- weight push (``sync``, 2 GPUs or more: NCCL cannot join two processes on one GPU, and no CPU backend
+  exists): the server on GPU 1, this process as the trainer on GPU 0, as the paper preset's fourth GPU
+  and its training processes; the weights are changed here and pushed as TRL's trainer pushes them
+  (``update_named_param`` over NCCL), and the server's greedy completion of a prompt must change; on one
+  GPU the JSON says it was not run;
 - checks: every completion reaches its budget (the rest of the context, capped by max_completion_length);
   the JSON holds peak GPU memory, step times and the CW-GRPO / GRPO step-time ratio.
 
@@ -33,6 +37,7 @@ import argparse
 import contextlib
 import importlib.util
 import json
+import os
 import subprocess
 import sys
 import tempfile
@@ -173,9 +178,12 @@ def colocated(model_dir: Path, args: argparse.Namespace, tmp: Path) -> dict[str,
 
 
 # -- server path: the launcher's server, TRL's client as the trainer uses it -------------------------------
-def start_server(stack: contextlib.ExitStack, model_dir: Path, context: int, memory: float) -> str:
+def start_server(
+    stack: contextlib.ExitStack, model_dir: Path, context: int, memory: float, gpu: str | None = None
+) -> tuple[str, int]:
     """``trl vllm-serve`` with the paper preset's engine flags, as ``cwgrpo.launch`` builds and starts it
-    (ports claimed through ``cwgrpo.devices``), on this process's GPU; stopped when ``stack`` closes."""
+    (ports claimed through ``cwgrpo.devices``), on ``gpu`` (default: this process's GPU); stopped when
+    ``stack`` closes. Returns its URL and the port of its weight-sync group."""
     from cwgrpo.devices import lease
     from cwgrpo.launch import plan
     from cwgrpo.multinode import ports_needed
@@ -191,11 +199,12 @@ def start_server(stack: contextlib.ExitStack, model_dir: Path, context: int, mem
     ports = stack.enter_context(lease(0, ports_needed(job))).ports
     gpus = [str(i) for i in range(job.vllm_server_gpu + 1)]  # names only: the server shares this GPU
     command, _, _, _ = plan(["train"], job, gpus, str(model_dir), ports, trl_options)
-    server = subprocess.Popen(command)
+    env = None if gpu is None else {**os.environ, "CUDA_VISIBLE_DEVICES": gpu}
+    server = subprocess.Popen(command, env=env)
     stack.callback(lambda: (server.terminate(), server.wait(timeout=60)))
     url = f"http://localhost:{ports[1]}"
     wait_for_server(f"{url}/health", server)
-    return url
+    return url, ports[2]
 
 
 def served(model_dir: Path, args: argparse.Namespace) -> dict[str, Any]:
@@ -207,7 +216,7 @@ def served(model_dir: Path, args: argparse.Namespace) -> dict[str, Any]:
     context = args.prompt_tokens + args.completion_tokens
     started = time.perf_counter()
     with contextlib.ExitStack() as stack:
-        url = args.server_url or start_server(stack, model_dir, context, args.server_memory)
+        url = args.server_url or start_server(stack, model_dir, context, args.server_memory)[0]
         client = VLLMClient(base_url=url, connection_timeout=60)
         served_context = fit_client_to_context(client)
         tokenizer = load_tokenizer(model_dir)
@@ -228,6 +237,46 @@ def served(model_dir: Path, args: argparse.Namespace) -> dict[str, Any]:
         "wall_with_start_s": time.perf_counter() - started,
         "tokens_per_s": sum(lengths) / elapsed,
         **check_lengths(prompt_lengths, lengths, served_context, args.completion_tokens),
+    }
+
+
+# -- weight push: the trainer's NCCL push into the server (the one step no CPU can take) -------------------
+def synced(model_dir: Path, args: argparse.Namespace) -> dict[str, Any]:
+    """Push changed weights from GPU 0 into a server on GPU 1 as TRL's trainer does; the server's greedy
+    completion must change (and, bf16 rounding aside, start as this process's own completion does)."""
+    import torch
+    from transformers import AutoModelForCausalLM
+    from trl.generation.vllm_client import VLLMClient
+
+    from cwgrpo.tiny import load_tokenizer
+
+    if torch.cuda.device_count() < 2:
+        return {"run": False, "why": "needs 2 GPUs: NCCL cannot join two processes on one GPU"}
+    tokenizer = load_tokenizer(model_dir)
+    prompt = tokenizer(prompt_text(tokenizer, args.prompt_tokens)[0], add_special_tokens=False)["input_ids"]
+    greedy = {"n": 1, "temperature": 0.0, "max_tokens": 16}
+    with contextlib.ExitStack() as stack:
+        url, group_port = start_server(stack, model_dir, args.prompt_tokens + 16, args.server_memory, gpu="1")
+        client = VLLMClient(base_url=url, group_port=group_port, connection_timeout=60)
+        before = client.generate(prompts=[prompt], **greedy)["completion_ids"][0]
+        client.init_communicator(device=0)
+        model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.bfloat16).to("cuda:0")
+        with torch.no_grad():
+            for param in model.parameters():
+                param.mul_(-1.0)  # a change no rounding can hide
+        started = time.perf_counter()
+        with client.weight_update():
+            for name, param in model.named_parameters():
+                client.update_named_param(name, param.data)
+        pushed_s = time.perf_counter() - started
+        client.reset_prefix_cache()
+        after = client.generate(prompts=[prompt], **greedy)["completion_ids"][0]
+        here = model.generate(torch.tensor([prompt], device="cuda:0"), do_sample=False, max_new_tokens=1)
+    return {
+        "run": True,
+        "push_s": pushed_s,
+        "changed": after != before,
+        "first_token_as_here": bool(after) and after[0] == int(here[0, -1]),
     }
 
 
@@ -260,7 +309,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--prompt-tokens", type=int, default=512)
     parser.add_argument("--completion-tokens", type=int, default=4096)
     parser.add_argument(
-        "--paths", nargs="+", choices=["colocated", "server"], default=["colocated", "server"]
+        "--paths", nargs="+", choices=["colocated", "server", "sync"], default=["colocated", "server", "sync"]
     )
     parser.add_argument("--methods", nargs="+", default=["grpo", "cw_grpo"])
     parser.add_argument("--server-memory", type=float, default=0.45, help="the server's share of the GPU")
@@ -296,7 +345,10 @@ def main(argv: list[str] | None = None) -> int:
             result["server"] = served(model_dir, args)
         if "colocated" in args.paths:
             result["colocated"] = colocated(model_dir, args, Path(tmp))
+        if "sync" in args.paths and cuda:
+            result["sync"] = synced(model_dir, args)
     checks = [result["server"]["all_reach_budget"]] if "server" in result else []
+    checks += [result["sync"]["changed"]] if result.get("sync", {}).get("run") else []
     checks += [
         r.get("all_reach_budget", False) for m, r in result.get("colocated", {}).items() if m in args.methods
     ]
