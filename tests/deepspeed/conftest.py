@@ -100,7 +100,6 @@ class Job:
         self.env = {
             **os.environ,
             "PYTHONPATH": os.pathsep.join(path),
-            "CUDA_VISIBLE_DEVICES": "0,1",  # ids for the package's own device lease; torch here is CPU-only
             "CWGRPO_LOCK_DIR": str(self.locks),
             "HF_HUB_OFFLINE": "1",
         }
