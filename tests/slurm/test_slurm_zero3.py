@@ -108,7 +108,8 @@ def test_two_node_zero3_trains_through_srun_steps(
     for rank, line in launched.items():
         print(line)
         assert line.startswith(f"srun --nodes=1 --ntasks=1 --nodelist={slurm_cluster.node} --overlap "), line
-        launch = f"{deepspeed_python} -m accelerate.commands.launch --config_file {ZERO3} --num_processes 2"
+        # accelerate launch through cwgrpo.workers (its agent tied to the step, as on one node)
+        launch = f"{deepspeed_python} -m cwgrpo.workers --config_file {ZERO3} --num_processes 2"
         assert (
             f" {launch} --num_machines 2 --machine_rank {rank} --main_process_ip {slurm_cluster.node} "
             in line
