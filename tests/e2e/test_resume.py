@@ -32,20 +32,8 @@ def test_killed_training_resumes_from_its_newest_complete_checkpoint(e2e_inputs,
     for name in ("model", "data"):
         shutil.copytree(e2e_inputs / name, tmp_path / name)
     cmd = [sys.executable, "-m", "cwgrpo.cli", *TRAIN]
-    first = subprocess.Popen(
-        cmd, cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True
-    )
-    marker = tmp_path / "run" / "steps" / "step2.json"
-    deadline = time.monotonic() + 300
-    while not marker.exists():
-        assert first.poll() is None, first.stderr.read().decode()[-3000:]
-        assert time.monotonic() < deadline, "no first checkpoint within 300 s"
-        time.sleep(0.2)
-    os.killpg(first.pid, signal.SIGKILL)  # a hard kill: no handler runs, as on a node failure
-    first.wait()
+    killed_at = _kill_after_first_checkpoint(cmd, tmp_path)  # a hard kill: no handler runs (a node failure)
     assert not (tmp_path / "run" / "run.json").exists(), "the run was not cut before its end"
-    complete = [p for p in (tmp_path / "run").glob("checkpoint-*") if (p / "cwgrpo_complete.json").is_file()]
-    killed_at = max(int(p.name.split("-")[1]) for p in complete)  # the newest complete checkpoint
     assert 2 <= killed_at < 8
 
     second = subprocess.run(cmd, cwd=tmp_path, capture_output=True, text=True, timeout=600)

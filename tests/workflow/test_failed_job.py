@@ -12,17 +12,27 @@ from test_workflow import PRESETS, REPO, run_snakemake
 CAUSE = "cwgrpo build-tiny: error: fake cause of the failure (FAKE_CWGRPO_FAIL=build-tiny)"
 
 
-def test_a_failed_job_prints_the_last_lines_of_its_log(tmp_path):
+def _failed_build_tiny(tmp_path, **env: str):
+    """The tiny preset's first job, failed by the stand-in `cwgrpo` (``env``: more of its settings)."""
     bin_dir, records = _fake_cwgrpo(tmp_path)
-    proc, out = run_snakemake(
+    return run_snakemake(
         tmp_path / "work",
         "--cores",
         "1",
         "results/tiny/models/small/init.json",
         configfile=PRESETS["tiny"],
         path_prefix=bin_dir,
-        env={"FAKE_CWGRPO_FAIL": "build-tiny", "RECORD_DIR": str(records), "CWGRPO_LOCK_DIR": str(tmp_path)},
+        env={
+            "FAKE_CWGRPO_FAIL": "build-tiny",
+            "RECORD_DIR": str(records),
+            "CWGRPO_LOCK_DIR": str(tmp_path),
+            **env,
+        },
     )
+
+
+def test_a_failed_job_prints_the_last_lines_of_its_log(tmp_path):
+    proc, out = _failed_build_tiny(tmp_path)
     assert proc.returncode != 0
     assert "build_tiny failed; the last 20 lines of logs/tiny/build_tiny/small.log:" in out, out[-3000:]
     assert CAUSE in out.split("the last 20 lines of", 1)[1]  # the cause, printed after the header
@@ -56,18 +66,8 @@ def test_a_huge_log_line_is_clipped_and_terminal_escapes_are_shown_not_sent(tmp_
 
 def test_a_long_last_line_is_shortened_between_words(tmp_path):
     """A refusal naming long paths (the command that keeps a run) is shortened, never cut inside a word."""
-    bin_dir, records = _fake_cwgrpo(tmp_path)
     words = [f"word{i:03d}" for i in range(90)]  # 720 characters
-    proc, out = run_snakemake(
-        tmp_path / "work",
-        "--cores",
-        "1",
-        "results/tiny/models/small/init.json",
-        configfile=PRESETS["tiny"],
-        path_prefix=bin_dir,
-        env={"FAKE_CWGRPO_FAIL": "build-tiny", "FAKE_CWGRPO_CAUSE": " ".join(words),
-             "RECORD_DIR": str(records), "CWGRPO_LOCK_DIR": str(tmp_path)},
-    )  # fmt: skip
+    proc, out = _failed_build_tiny(tmp_path, FAKE_CWGRPO_CAUSE=" ".join(words))
     assert proc.returncode != 0
     (line,) = [line.strip() for line in out.splitlines() if "cwgrpo build-tiny: error: word000" in line]
     marker = re.search(r" \[… [\d,]+ characters …\] ", line)
