@@ -272,7 +272,9 @@ def check_benchmarks_fit(
             else messages_to_text(m)
             for m in messages
         ]
-        check_prompts_fit(texts, tokenizer, context, cfg.max_new_tokens, f"{path}: prompt")
+        check_prompts_fit(
+            texts, tokenizer, context, cfg.max_new_tokens, f"{path}: prompt", cfg.add_special_tokens
+        )
 
 
 def _evaluate_one(

@@ -195,14 +195,20 @@ PROMPT_FIX = (
 
 
 def check_prompts_fit(
-    prompts: list[str], tokenizer, context: int | None, completion_budget: int, what: str = "prompt"
+    prompts: list[str],
+    tokenizer,
+    context: int | None,
+    completion_budget: int,
+    what: str = "prompt",
+    add_special_tokens: bool = False,
 ) -> None:
     """Raise ``ConfigError`` naming the first prompt longer than the model's ``context`` (nothing is
     checked when the model states no context); log a warning when prompt plus ``completion_budget``
     exceed it (the paper's 7B settings do: 512 + 4096 tokens on a 4096-token model; generation is then
     cut by the context, which the samples record as truncated).
 
-    ``prompts`` are the texts as the model sees them (chat template applied). A prompt longer than
+    ``prompts`` are the texts as the model sees them (chat template applied; with ``add_special_tokens``
+    tokenised with the tokenizer's special tokens, as ``encode_prompt`` does then). A prompt longer than
     ``context * MAX_CHARS_PER_TOKEN`` characters is refused without tokenising it.
     """
     import logging
@@ -216,7 +222,7 @@ def check_prompts_fit(
                 f"{what} {i} has {len(text)} characters: far more than the model's context of {context} "
                 f"tokens can hold; {PROMPT_FIX}"
             )
-        n = len(tokenizer(text, add_special_tokens=False)["input_ids"])
+        n = len(tokenizer(text, add_special_tokens=add_special_tokens)["input_ids"])
         if n > context:
             raise ConfigError(
                 f"{what} {i} has {n} tokens, more than the model's context of {context} tokens "

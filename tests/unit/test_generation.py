@@ -231,3 +231,19 @@ def test_a_prompt_longer_than_the_context_names_the_fix():
     with pytest.raises(ConfigError, match=r"prompt 1 has 12 tokens, more than the model's context of 10 .*; "
                        r"shorten or remove that problem in the data .*system_prompt.*longer context"):  # fmt: skip
         check_prompts_fit(["short", "x" * 12], tokenizer, 10, 0, "prompt")
+
+
+def test_the_context_check_counts_the_doubled_bos_when_asked():
+    """An evaluation with ``add_special_tokens`` sends one token more than the templated text: the check
+    before any generation counts it."""
+    from cwgrpo.generation import check_prompts_fit
+    from cwgrpo.tiny import build_tokenizer
+
+    tokenizer = build_tokenizer(add_bos=True)
+    text = tokenizer.apply_chat_template(PROMPTS[0], tokenize=False, add_generation_prompt=True)
+    n = len(encode_prompt(tokenizer, PROMPTS[0]))
+    check_prompts_fit([text], tokenizer, n, 0)
+    with pytest.raises(
+        ConfigError, match=rf"prompt 0 has {n + 1} tokens, more than the model's context of {n}"
+    ):
+        check_prompts_fit([text], tokenizer, n, 0, add_special_tokens=True)
