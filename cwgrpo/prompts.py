@@ -46,7 +46,7 @@ OPEN_RS_SYSTEM = (
     "languages."
 )
 
-# Evaluation prompt: `MATH_QUERY_TEMPLATE` of the released src/open_r1/evaluate.py (lines 33-37, adapted
+# Evaluation prompt: `MATH_QUERY_TEMPLATE` of the released src/open_r1/evaluate.py (lines 34-38, adapted
 # there from simple-evals), after its `.format(Question=...)`: `{{ANSWER}}` has become `{ANSWER}`, the
 # double space after "clearly." is the original's. lighteval applies the chat template, no system prompt.
 EVAL_MATH_TEMPLATE = (
