@@ -118,8 +118,8 @@ def check_machine():
     stop_on(machine.deepspeed_errors(config, profile.run_settings(workflow, SIZES)[0], os.environ))
 
 
-NOTES = [options.prompt_note(config)]  # what the dry run says besides errors
-# A reward of the user's: imported (and called on local data) as the jobs will, by the main process only.
+NOTES = []  # what the dry run says besides errors, by the main process only (a cluster job parses again)
+# A reward of the user's: imported (and called on local data) as the jobs will.
 USER_REWARDS = [lambda: user_rewards.reward_errors(config, os.environ, NOTES)]
 stop_on(
     checks.collect(
@@ -127,7 +127,7 @@ stop_on(
         + (USER_REWARDS if workflow.is_main_process else [])
     )
 )
-for line in filter(None, NOTES):
+for line in filter(None, [options.prompt_note(config), *NOTES] if workflow.is_main_process else []):
     print(line, file=sys.stderr)
 
 
