@@ -56,6 +56,10 @@ EVAL_MATH_TEMPLATE = (
     "step by step before answering.\n\n{problem}"
 )
 
+TRAIN_PROMPT_SET = (
+    "tiny"  # `cwgrpo train`'s default; a preset's evaluation takes its training's (cwgrpo.dag.options)
+)
+
 PROMPT_SETS: dict[str, PromptSet] = {
     "open_rs": PromptSet(
         name="open_rs",

@@ -19,7 +19,16 @@ from snakemake.utils import validate
 # cwgrpo from this checkout (a bare Snakemake environment may lack it)
 sys.path.insert(0, str(Path(workflow.basedir)))
 from cwgrpo.configcheck import ConfigErrors, shorten
-from cwgrpo.dag import checks, commands, machine, option_checks, options, profile, resources
+from cwgrpo.dag import (
+    checks,
+    commands,
+    machine,
+    option_checks,
+    options,
+    profile,
+    resources,
+    user_rewards,
+)
 from cwgrpo.dag.options import BASE
 
 
@@ -109,9 +118,17 @@ def check_machine():
     stop_on(machine.deepspeed_errors(config, profile.run_settings(workflow, SIZES)[0], os.environ))
 
 
+NOTES = []  # what the dry run says besides errors, by the main process only (a cluster job parses again)
+# A reward of the user's: imported (and called on local data) as the jobs will.
+USER_REWARDS = [lambda: user_rewards.reward_errors(config, os.environ, NOTES)]
 stop_on(
-    checks.collect(checks.preset_checks(config, *profile.run_settings(workflow, SIZES), os.cpu_count() or 1))
+    checks.collect(
+        checks.preset_checks(config, *profile.run_settings(workflow, SIZES), os.cpu_count() or 1)
+        + (USER_REWARDS if workflow.is_main_process else [])
+    )
 )
+for line in filter(None, [options.prompt_note(config), *NOTES] if workflow.is_main_process else []):
+    print(line, file=sys.stderr)
 
 
 wildcard_constraints:
