@@ -377,6 +377,33 @@ def test_every_broken_rule_of_the_methods_options_is_refused_by_one_dry_run(tmp_
         assert key in out, f"{key!r} not reported:\n{out[-3000:]}"
 
 
+def test_mistakes_of_the_file_and_of_the_options_are_all_reported_by_one_dry_run(tmp_path):
+    """Three file-level mistakes (schema, reward weights) and two option-level ones (a training and an
+    evaluation option its command does not know): five lines in one pass, not three and then two."""
+    config = _tiny()
+    config["colour"] = "blue"  # unknown top-level key
+    config["data"]["retires"] = 3  # unknown key of a section
+    config["sizes"]["small"]["train"]["reward_weights"] = [1.0]  # two reward functions
+    config["train"]["learning_rat"] = 1.0e-4  # not a training option
+    config["evaluate"]["temprature"] = 0.6  # not an evaluation option
+    configfile = tmp_path / "five.yaml"
+    configfile.write_text(yaml.safe_dump(config))
+    proc = dry_run(configfile, tmp_path)
+    out = proc.stdout + proc.stderr
+    assert proc.returncode != 0 and "Job stats" not in out, out[-3000:]
+    block = out[out.index("config errors:") - 2 :].split("\n  File ")[0].splitlines()
+    assert block[0] == "5 config errors:", block
+    for start in (
+        "colour: unknown key",
+        "data.retires: unknown key; did you mean 'retries'?",
+        "sizes.small.train.reward_weights: 1 weight(s) [1.0] for 2 reward function(s)",
+        "train.learning_rat: unknown training option 'learning_rat'",
+        "evaluate.temprature: unknown option 'temprature' for EvalConfig; did you mean 'temperature'?",
+    ):
+        assert sum(line.strip().startswith(start) for line in block[1:]) == 1, (start, block)
+    assert len(block) == 6, block
+
+
 # -- the schema ----------------------------------------------------------------------------------
 
 
