@@ -195,12 +195,13 @@ def job_hours(job: Job, budgets: Mapping[str, Any]) -> float | None:
 
 def wall_hours(jobs: Sequence[Job], budgets: Mapping[str, Any], gpus: int) -> float:
     """Hours until every GPU job has finished on ``gpus`` GPUs (greedy; CPU jobs take no time)."""
-    work = [j for j in jobs if j.gpus]
+    # In the jobs' names' order, not the dry run's (which follows the options files' hashes): ties stable.
+    work = sorted((j for j in jobs if j.gpus), key=lambda j: (j.rule, sorted(j.wildcards.items())))
     if work and max(j.gpus for j in work) > gpus:
         widest = max(j.gpus for j in work)
         raise ConfigError(f"a job needs {widest} GPUs, more than {gpus}: plan for {widest} or more (--gpus)")
     hours = {id(j): budget(j, budgets, "gpu_hours") / j.gpus for j in work}
-    order = {id(j): i for i, j in enumerate(work)}  # ties broken by the dry run's order, not by address
+    order = {id(j): i for i, j in enumerate(work)}
     run_of = lambda j: tuple(j.wildcards.get(k) for k in ("size", "method", "seed"))  # noqa: E731
     trains = [j for j in work if j.kind == "train"]
     last_step = {}

@@ -151,7 +151,7 @@ def test_paper_plan_prices_every_job_of_the_preset(paper_plan):
         "**909**",
         "**613**",
     ) in table  # 909 GPU-hours
-    assert "9.5 days on 4 GPUs, 5.1 days on 8 GPUs, 3.1 days on 16 GPUs." in paper_plan
+    assert "9.5 days on 4 GPUs, 5.2 days on 8 GPUs, 3.1 days on 16 GPUs." in paper_plan
 
 
 def test_the_7b_training_estimate_above_its_runtime_is_a_warning_naming_the_fix(paper_plan):
