@@ -17,6 +17,7 @@ import pandas as pd
 
 from cwgrpo.configs import ConfigError, config_hash
 from cwgrpo.io import ResultFileError, read_json
+from cwgrpo.learning_signal import describe, no_signal
 from cwgrpo.report.load import per_seed_accuracy, run_info
 from cwgrpo.report.options import AVG, ReportConfig
 from cwgrpo.report.provenance import input_identity
@@ -123,8 +124,8 @@ def overall(verdicts: Sequence[str]) -> str:
 
 def silent_runs(runs: Sequence[Path]) -> dict[tuple[str, str], list[str]]:
     """(size, method) -> what each of its runs' ``run.json`` recorded as no learning signal
-    (``cwgrpo.learning_signal``), e.g. ``seed 0: zero reward spread, steps 1-20``. A run.json without
-    ``learning_signal`` counts as learning."""
+    (``cwgrpo.learning_signal.no_signal``), e.g. ``seed 0: zero reward spread, steps 1-20``. A run.json
+    without ``learning_signal``, or with only notices (every completion clipped), counts as learning."""
     silent: dict[tuple[str, str], list[str]] = {}
     for run_dir in runs:
         info = run_info(run_dir)
@@ -139,11 +140,9 @@ def silent_runs(runs: Sequence[Path]) -> dict[tuple[str, str], list[str]]:
                 f"{path}: 'learning_signal' must be a list of {{cause, from_step, to_step}} records "
                 "(cwgrpo train writes them); restore the run's own run.json"
             )
-        for found in recorded:
-            what = f"seed {info['seed']}: {found['cause'].replace('_', ' ')}"
-            silent.setdefault((info["size"], info["method"]), []).append(
-                f"{what}, steps {found['from_step']}-{found['to_step']}"
-            )
+        for found in filter(no_signal, recorded):
+            key = (info["size"], info["method"])
+            silent.setdefault(key, []).append(f"seed {info['seed']}: {describe(found)}")
     return silent
 
 

@@ -503,11 +503,13 @@ def test_metric_sensitivity_of_strict_only_summaries_says_paper_was_not_scored(t
 
 def test_table_marks_a_method_whose_run_had_no_learning_signal(tmp_path):
     """A run whose run.json records no learning signal: its method's row gets a dagger and a note (the
-    row measures a policy that training did not move); rows of runs that learned are unchanged."""
+    row measures a policy that training did not move); rows of runs that learned are unchanged, also one
+    whose every completion was clipped (a notice: its rewards still differed)."""
     runs = []
     for method, signal in (
         ("grpo", []),
-        ("cw_grpo", [{"cause": "all_clipped", "from_step": 1, "to_step": 20}]),
+        ("cw_grpo", [{"cause": "zero_gradient", "from_step": 1, "to_step": 20}]),
+        ("clip_cov", [{"cause": "all_clipped", "from_step": 1, "to_step": 20}]),
     ):
         run = tmp_path / "runs" / method
         run.mkdir(parents=True)
@@ -519,9 +521,11 @@ def test_table_marks_a_method_whose_run_had_no_learning_signal(tmp_path):
     )
     md = out["md"].read_text()
     name = cfg().method_name
-    assert f"| {name('cw_grpo')} † |" in md and f"| {name('grpo')} |" in md
     assert (
-        f"† No learning signal in training: Tiny-S (≈1.5B) {name('cw_grpo')} (seed 0: all clipped, steps 1-20)."
+        f"| {name('cw_grpo')} † |" in md and f"| {name('grpo')} |" in md and f"| {name('clip_cov')} |" in md
+    )
+    assert (
+        f"† No learning signal in training: Tiny-S (≈1.5B) {name('cw_grpo')} (seed 0: zero gradient, steps 1-20)."
         in md
     )
     assert f"{name('cw_grpo')} $\\dagger$" in out["tex"].read_text().replace("\\_", "_")
