@@ -22,6 +22,8 @@ GRPO; s = ``step``):
 4. heavy tail: share of the total |c| carried by the top ``tail_top_fraction`` of sampled tokens of
    ``tail_method``'s runs (mean over logged steps), minus ``tail_share_min``, in percentage points.
 
+Beside them, the paper's covariance quantile table for every size and method (``cov_quantiles``).
+
 Example::
 
     cwgrpo claims --summaries results/tiny/eval/*/*/*/step*/*.summary.json \\
@@ -51,6 +53,7 @@ from cwgrpo.report.claim_checks import (
     report_record,
 )
 from cwgrpo.report.claim_tail import claim_heavy_tail
+from cwgrpo.report.cov_quantiles import quantile_markdown, quantile_rows
 from cwgrpo.report.load import (
     add_input_arguments,
     command_options,
@@ -200,6 +203,7 @@ def claims_markdown(report: Mapping[str, Any], cfg: ClaimsConfig) -> str:
             ]  # fmt: skip
             lines.append("| " + " | ".join(x.replace("|", "\\|") for x in cells) + " |")
         lines.append("")
+    lines += quantile_markdown(report.get("cov_quantiles", []), cfg.size_name, cfg.method_name)
     return "\n".join(lines)
 
 
@@ -233,7 +237,14 @@ def evaluate_claims(
             }
         )
     stand_in = cfg.stand_in_note(sorted(set(frame["benchmark"])), sizes)
-    return {"verdict_rule": VERDICT_RULE, "sizes": sizes, "stand_in": stand_in, "claims": claims}
+    quantiles = quantile_rows(runs, sizes)
+    return {
+        "verdict_rule": VERDICT_RULE,
+        "sizes": sizes,
+        "stand_in": stand_in,
+        "claims": claims,
+        "cov_quantiles": quantiles,
+    }
 
 
 # -- command -----------------------------------------------------------------------------------------

@@ -20,7 +20,16 @@ from snakemake.utils import validate
 sys.path.insert(0, str(Path(workflow.basedir)))
 from cwgrpo import learning_signal
 from cwgrpo.configcheck import ConfigErrors, shorten
-from cwgrpo.dag import checks, commands, machine, option_checks, options, profile, resources
+from cwgrpo.dag import (
+    checks,
+    commands,
+    machine,
+    option_checks,
+    options,
+    profile,
+    resources,
+    user_rewards,
+)
 from cwgrpo.dag.options import BASE
 
 
@@ -31,9 +40,18 @@ def stop_on(lines):
 
 
 SCHEMA = Path(workflow.basedir) / "workflow/schemas/config.schema.yaml"
+
+
+def preset_checks():
+    """Every parse-time check of the preset, with this run's conda use, GPU cap and GPU models."""
+    settings = profile.run_settings(workflow, list(config["sizes"]))
+    return checks.preset_checks(config, *settings, os.cpu_count() or 1)
+
+
 option_checks.seeds_from_command_line(config)
-# Every schema error at once (validate alone stops at the first), then the schema's defaults filled in.
-stop_on(option_checks.preset_file_errors(config, SCHEMA, workflow.configfiles))
+# Every schema error at once (validate alone stops at the first) and, with them, every other check's on
+# the schema's defaults: all mistakes in one pass. Then the schema's defaults filled in.
+stop_on(option_checks.preset_errors(config, SCHEMA, workflow.configfiles, preset_checks))
 validate(config, schema=SCHEMA, set_default=True)
 
 
@@ -110,9 +128,12 @@ def check_machine():
     stop_on(machine.deepspeed_errors(config, profile.run_settings(workflow, SIZES)[0], os.environ))
 
 
-stop_on(
-    checks.collect(checks.preset_checks(config, *profile.run_settings(workflow, SIZES), os.cpu_count() or 1))
-)
+NOTES = []  # what the dry run says besides errors, by the main process only (a cluster job parses again)
+# A reward of the user's: imported (and called on local data) as the jobs will.
+USER_REWARDS = [lambda: user_rewards.reward_errors(config, os.environ, NOTES)]
+stop_on(checks.collect(preset_checks() + (USER_REWARDS if workflow.is_main_process else [])))
+for line in filter(None, [options.prompt_note(config), *NOTES] if workflow.is_main_process else []):
+    print(line, file=sys.stderr)
 
 
 wildcard_constraints:
