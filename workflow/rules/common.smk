@@ -18,6 +18,7 @@ from snakemake.utils import validate
 
 # cwgrpo from this checkout (a bare Snakemake environment may lack it)
 sys.path.insert(0, str(Path(workflow.basedir)))
+from cwgrpo import learning_signal
 from cwgrpo.configcheck import ConfigErrors, shorten
 from cwgrpo.dag import (
     checks,
@@ -256,17 +257,22 @@ def get_final_output():
 
 
 def finished_run_message():
-    """Where a finished run's table, figures, claims and report are (logged by the Snakefile's
-    `onsuccess:`): the files that exist, and the report command with this run's --configfile."""
+    """What a finished run ends with (logged by the Snakefile's `onsuccess:`): Table 1, the runs without
+    learning signal, the files that exist, and the report command with this run's --configfile."""
     shown = [
         ("Table 1", f"{RES}/table1.md"),
         (f"Table 1 of preset {PRESET}", SHOWN_TABLE),
         ("figures", f"{FIG}/"),
         ("claims", f"{RES}/claims.md"),
     ]
-    lines = [f"{what}: {path}" for what, path in shown if Path(path).exists()]
-    configfiles = commands.configfile_args(workflow.overwrite_configfiles or [])
-    return "\n".join(["Results of this run:", *lines, f"report: snakemake --report report.html{configfiles}"])
+    table1 = Path(f"{RES}/table1.md")
+    runs = [run_prefix(size, m, seed) for size in SIZES for m in METHODS for seed in SEEDS]
+    return commands.finished_message(
+        [(what, path) for what, path in shown if Path(path).exists()],
+        table1.read_text(encoding="utf-8") if table1.exists() else None,
+        learning_signal.runs_without_signal(learning_signal.read_recorded(runs)),
+        commands.configfile_args(workflow.overwrite_configfiles or []),
+    )
 
 
 # ---------------------------------------------------------------- input and params functions
