@@ -14,7 +14,7 @@ import copy
 import difflib
 import json
 import re
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -279,4 +279,21 @@ def dataset_errors(datasets: Mapping[str, Any], fields: Iterable[str]) -> list[s
                     f"datasets.{name}.{key}: the column {column!r} appears {columns.count(column)} times in "
                     f"{path.name}; keep one"
                 )
+    return lines
+
+
+def collect(
+    checks: Iterable[Callable[[], Iterable[tuple[str, str]]]], found: Iterable[str] = ()
+) -> list[str]:
+    """``key: message`` lines of every check after those ``found`` already, each once; a check that crashes
+    after an earlier error was collected is taken as that error's consequence."""
+    lines: list[str] = list(found)
+    for check in checks:
+        try:
+            for key, message in check():
+                if f"{key}: {message}" not in lines:
+                    lines.append(f"{key}: {message}")
+        except Exception:
+            if not lines:
+                raise
     return lines

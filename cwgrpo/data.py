@@ -28,7 +28,6 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import logging
-import math
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
@@ -36,7 +35,7 @@ from typing import Any
 from cwgrpo import paper, synthetic
 from cwgrpo.configs import ConfigError
 from cwgrpo.io import ResultFileError, read_jsonl, write_json, write_jsonl
-from cwgrpo.rows import plain
+from cwgrpo.rows import cell_text, plain
 from cwgrpo.scoring import last_boxed
 
 logger = logging.getLogger(__name__)
@@ -193,56 +192,6 @@ def gold_kind_for(benchmark: str, mirror: str | None = None) -> str:
 
 # --------------------------------------------------------------------------------------------------
 # Normalisation (pure)
-
-
-def _float_text(value: Any) -> str:
-    """The shortest text that reads back as the stored binary float (float32 123456.7: ``123456.7``, not the
-    float64 widening's ``123456.703125``), laid out as Python's ``repr`` (scientific outside 1e-4..1e16),
-    without a trailing ``.0`` (``27.0`` -> ``27``)."""
-    import numpy as np
-
-    if value == 0:
-        return "0"
-    if 1e-4 <= abs(float(value)) < 1e16:
-        return np.format_float_positional(value, unique=True, trim="-")
-    return np.format_float_scientific(value, unique=True, trim="-")
-
-
-def cell_text(value: Any) -> str:
-    """One scalar cell as text, the same for every reader: text stripped, integers exact, a binary float by
-    ``_float_text`` of its stored width, a ``Decimal`` exact, UTF-8 bytes decoded.
-
-    Raises:
-        ValueError: a phrase for the row's message: the cell is empty, NaN or infinite, a list or mapping,
-            bytes that are not UTF-8, or text that is not valid Unicode.
-    """
-    import numbers
-    from decimal import Decimal
-
-    if isinstance(value, bytes):
-        try:
-            value = value.decode("utf-8")
-        except UnicodeDecodeError:
-            raise ValueError("is bytes that are not UTF-8 text") from None
-    if isinstance(value, (dict, list, tuple)):
-        raise ValueError(f"is {'a mapping' if isinstance(value, dict) else 'a list'}, not text or a number")
-    if isinstance(value, bool):
-        return str(value)
-    if isinstance(value, numbers.Integral):
-        return str(int(value))
-    if isinstance(value, (numbers.Real, Decimal)):
-        if not math.isfinite(value):
-            kind = "NaN" if math.isnan(value) else "infinite"
-            raise ValueError(f"is {kind}: give a finite number or text, or leave the row out")
-        return str(value) if isinstance(value, Decimal) else _float_text(value)
-    text = "" if value is None else str(value).strip()
-    if not text:
-        raise ValueError("is empty: fill it in or leave the row out")
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        raise ValueError("holds text that is not valid Unicode (a lone surrogate such as \\ud800)") from None
-    return text
 
 
 def _blank(value: Any) -> bool:

@@ -6,7 +6,7 @@ A gold answer keeps the text the user wrote, since a gold wrong at its 17th digi
 wrong: a JSON number keeps its exact decimal text (``12345678901234567890`` and ``1e300`` never pass
 through a float), ``true``/``false`` stay JSON's words, and every CSV cell is text (``007``, ``1.50``,
 ``None`` and ``NA`` kept; no type inference, no NA strings). A binary float keeps its stored type (a
-float32 stays a numpy float32), so that ``cwgrpo.data.cell_text`` writes the text that reads back as it
+float32 stays a numpy float32), so that ``cell_text`` writes the text that reads back as it
 (``123456.7``, not the float64 widening's ``123456.703125``). JSON's ``NaN``/``Infinity`` become floats,
 refused with their row. A problem or answer that is not a scalar (a JSON object or list) is refused,
 naming its row, as is a column the package reads that appears twice. Text files are UTF-8, with or
@@ -248,13 +248,61 @@ def package_rows(spec: str, version: str | None, key: str) -> list[Any]:
     return list(table.values()) if isinstance(table, dict) else list(table)
 
 
-def plain(value: Any) -> Any:
-    """A row's value as JSON holds it, for the columns a dataset of the user's keeps: text as is, a number
-    as its exact text (``cwgrpo.data.cell_text``; NaN and infinities None), lists and mappings item by item."""
+def _float_text(value: Any) -> str:
+    """The shortest text that reads back as the stored binary float (float32 123456.7: ``123456.7``, not the
+    float64 widening's ``123456.703125``), laid out as Python's ``repr`` (scientific outside 1e-4..1e16),
+    without a trailing ``.0`` (``27.0`` -> ``27``)."""
+    import numpy as np
+
+    if value == 0:
+        return "0"
+    if 1e-4 <= abs(float(value)) < 1e16:
+        return np.format_float_positional(value, unique=True, trim="-")
+    return np.format_float_scientific(value, unique=True, trim="-")
+
+
+def cell_text(value: Any) -> str:
+    """One scalar cell as text, the same for every reader: text stripped, integers exact, a binary float by
+    ``_float_text`` of its stored width, a ``Decimal`` exact, UTF-8 bytes decoded.
+
+    Raises:
+        ValueError: a phrase for the row's message: the cell is empty, NaN or infinite, a list or mapping,
+            bytes that are not UTF-8, or text that is not valid Unicode.
+    """
     import numbers
     from decimal import Decimal
 
-    from cwgrpo.data import cell_text
+    if isinstance(value, bytes):
+        try:
+            value = value.decode("utf-8")
+        except UnicodeDecodeError:
+            raise ValueError("is bytes that are not UTF-8 text") from None
+    if isinstance(value, (dict, list, tuple)):
+        raise ValueError(f"is {'a mapping' if isinstance(value, dict) else 'a list'}, not text or a number")
+    if isinstance(value, bool):
+        return str(value)
+    if isinstance(value, numbers.Integral):
+        return str(int(value))
+    if isinstance(value, (numbers.Real, Decimal)):
+        if not math.isfinite(value):
+            kind = "NaN" if math.isnan(value) else "infinite"
+            raise ValueError(f"is {kind}: give a finite number or text, or leave the row out")
+        return str(value) if isinstance(value, Decimal) else _float_text(value)
+    text = "" if value is None else str(value).strip()
+    if not text:
+        raise ValueError("is empty: fill it in or leave the row out")
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        raise ValueError("holds text that is not valid Unicode (a lone surrogate such as \\ud800)") from None
+    return text
+
+
+def plain(value: Any) -> Any:
+    """A row's value as JSON holds it, for the columns a dataset of the user's keeps: text as is, a number
+    as its exact text (``cell_text``; NaN and infinities None), lists and mappings item by item."""
+    import numbers
+    from decimal import Decimal
 
     if value is None or isinstance(value, (str, bool)):
         return value

@@ -66,8 +66,7 @@ def preset_errors(
     (``preset_file_errors``) and, when there are any, what the other checks (``make_checks()``, run on the
     config with the schema's defaults filled in) find as well; a check that crashes on what a file-level
     mistake broke adds nothing. Nothing more beside a misplaced overlay: the rest follows from it."""
-    from cwgrpo.configcheck import fill_defaults, load_schema
-    from cwgrpo.dag.checks import collect
+    from cwgrpo.configcheck import collect, fill_defaults, load_schema
 
     found = preset_file_errors(config, schema_path, files)
     if not found or found == overlay_errors([(f, _name_and_mark(f)) for f in files]):

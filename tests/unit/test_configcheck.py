@@ -85,7 +85,7 @@ def test_a_completion_budget_the_context_cannot_hold_names_the_fix(tmp_path):
 
 
 def test_collected_errors_print_as_one_numbered_block():
-    from cwgrpo.dag.checks import collect
+    from cwgrpo.configcheck import collect
 
     lines = collect([lambda: [("a", "bad"), ("b", "bad")], lambda: [("a", "bad")]])  # each line once
     err = cc.ConfigErrors(lines)

@@ -8,12 +8,13 @@ import yaml
 from dag_presets import REPO, SCHEMA, preset
 
 from cwgrpo import weighting
+from cwgrpo.configcheck import collect
 from cwgrpo.dag import checks, option_checks, options
 
 
 def lines(config: dict, **settings) -> list[str]:
     run = {"uses_conda": False, "gpu_cap": None, "gpu_models": {}} | settings
-    return checks.collect(checks.preset_checks(config, **run))
+    return collect(checks.preset_checks(config, **run))
 
 
 @pytest.mark.parametrize(
@@ -95,9 +96,9 @@ def test_a_check_crashing_after_an_error_is_that_errors_consequence():
         yield "a", "first"
         raise KeyError("consequence")
 
-    assert checks.collect([bad, lambda: [("b", "second")]]) == ["a: first", "b: second"]
+    assert collect([bad, lambda: [("b", "second")]]) == ["a: first", "b: second"]
     with pytest.raises(KeyError):
-        checks.collect([lambda: iter([]), lambda: {}["crash"]])
+        collect([lambda: iter([]), lambda: {}["crash"]])
 
 
 def test_real_preset_refused_under_conda():

@@ -26,6 +26,7 @@ WRITES_NO_NAMED_FILE = {
     "cwgrpo.multinode": "takes GPU positions and a command to exec; names no file",
     "cwgrpo.workers": "accelerate's launcher tied to its parent; the training command it starts is `cwgrpo`",
     "cwgrpo.paper_metric.worker": "reads stdin, writes stdout",
+    "cwgrpo.dag.user_rewards": "the dry run's reward check in the jobs' Python: reads stdin, writes stdout",
     "cwgrpo.optioncheck": "no arguments; rewrites only the packaged grpo_config_fields.json",
 }
 

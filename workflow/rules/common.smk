@@ -19,7 +19,7 @@ from snakemake.utils import validate
 # cwgrpo from this checkout (a bare Snakemake environment may lack it)
 sys.path.insert(0, str(Path(workflow.basedir)))
 from cwgrpo import learning_signal
-from cwgrpo.configcheck import ConfigErrors, shorten
+from cwgrpo.configcheck import ConfigErrors, collect, shorten
 from cwgrpo.dag import (
     checks,
     commands,
@@ -131,7 +131,7 @@ def check_machine():
 NOTES = []  # what the dry run says besides errors, by the main process only (a cluster job parses again)
 # A reward of the user's: imported (and called on local data) as the jobs will.
 USER_REWARDS = [lambda: user_rewards.reward_errors(config, os.environ, NOTES)]
-stop_on(checks.collect(preset_checks() + (USER_REWARDS if workflow.is_main_process else [])))
+stop_on(collect(preset_checks() + (USER_REWARDS if workflow.is_main_process else [])))
 for line in filter(None, [options.prompt_note(config), *NOTES] if workflow.is_main_process else []):
     print(line, file=sys.stderr)
 
@@ -337,7 +337,7 @@ def run_dir_of(wildcards):
 
 
 def check_profile():
-    stop_on(checks.collect([lambda: profile.profile_errors(workflow, config, sys.argv[1:], os.environ)]))
+    stop_on(collect([lambda: profile.profile_errors(workflow, config, sys.argv[1:], os.environ)]))
     line = profile.slurm_line(workflow, SIZES, sys.argv[1:], os.environ)
     if line:
         print(line, file=sys.stderr)
