@@ -245,7 +245,8 @@ def finished_run_message():
     ]
     lines = [f"{what}: {path}" for what, path in shown if Path(path).exists()]
     configfiles = commands.configfile_args(workflow.overwrite_configfiles or [])
-    return "\n".join(["Results of this run:", *lines, f"report: snakemake --report report.html{configfiles}"])
+    command = f"report: snakemake --report {FIG}/report.html{configfiles}"  # one per preset, as its figures
+    return "\n".join(["Results of this run:", *lines, command])
 
 
 # ---------------------------------------------------------------- input and params functions

@@ -1,5 +1,5 @@
 # Table 1, the four figures and the claims report. Captions live in workflow/report/<name>.rst (report()
-# paths are relative to this file); `snakemake --report report.html` embeds every report() output.
+# paths are relative to this file); `snakemake --report figures/<name>/report.html` embeds every report() output.
 # The three commands share the `report` section of the config (step, display names, ...) plus `preset`.
 
 
