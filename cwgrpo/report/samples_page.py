@@ -13,6 +13,7 @@ from html import escape
 from pathlib import Path
 
 from cwgrpo.report.samples_load import Cell, Issue, Sample, SamplesConfig
+from cwgrpo.report.samples_train import TrainStep, train_html
 
 TEMPLATE = Path(__file__).resolve().parent.parent / "resources" / "samples.html"
 METRIC_NAMES = {"strict": "strict (ours)", "paper": "paper (lighteval)"}
@@ -178,7 +179,15 @@ def issues_html(issues: list[Issue]) -> str:
     return f'<section id="issues"><h2>{plural(len(issues), "issue")} with the inputs (also warnings in the log)</h2><ul>{items}</ul></section>'
 
 
-def render_page(title: str, cells: list[Cell], issues: list[Issue], cfg: SamplesConfig) -> str:
+def render_page(
+    title: str,
+    cells: list[Cell],
+    issues: list[Issue],
+    cfg: SamplesConfig,
+    train_steps: list[TrainStep] | None = None,
+) -> str:
+    """The page; with ``train_steps`` (the runs' folders were given), a training section after the
+    evaluation samples."""
     shown = sum(len(c.shown) for c in cells)
     total = sum(len(c.rows) for c in cells)
     metrics = sorted({m for c in cells for m in c.metrics}, key=list(METRIC_NAMES).index)
@@ -189,10 +198,12 @@ def render_page(title: str, cells: list[Cell], issues: list[Issue], cfg: Samples
         f"{', '.join(METRIC_NAMES.get(m, m) for m in metrics) or 'none'}; “wrong” is the verdict of "
         f"{' / '.join(primary) or 'the primary metric'}."
     )
+    training = "" if train_steps is None else train_html(train_steps, cfg)
+    jump = ' <a href="#training">Training completions</a> follow them.' if training else ""
     body = (
-        f'<header><h1>{escape(title)}</h1><p class="lede">{escape(lede)}</p></header>{issues_html(issues)}'
+        f'<header><h1>{escape(title)}</h1><p class="lede">{escape(lede)}{jump}</p></header>{issues_html(issues)}'
         f"{filters_html(cells, cfg) if cells else ''}{overview_html(cells, cfg)}"
-        f'<main id="samples">{"".join(cell_html(c, cfg) for c in cells)}</main>'
+        f'<main id="samples">{"".join(cell_html(c, cfg) for c in cells)}</main>{training}'
     )
     page = TEMPLATE.read_text(encoding="utf-8")
     page = page.replace("<!--SCRIPT_SHA256-->", script_sha256(page))

@@ -107,6 +107,7 @@ rule samples:
     input:
         summaries=all_summaries(),
         samples=[s.removesuffix(".summary.json") + ".jsonl" for s in all_summaries()],
+        runs=[f for f in all_run_files() if f.endswith("/run.json")],  # + completions/ of log_completions
         options=options_file("samples"),
     output:
         html=report(SAMPLES_PAGE, caption="../report/samples.rst", category="Samples"),
@@ -117,8 +118,11 @@ rule samples:
     threads: rule_threads("report")
     resources:
         **fixed_resources("report"),
+    params:
+        runs=runs_arg,
     shell:
-        "cwgrpo samples --summaries {input.summaries:q} --out-html {output.html:q} --config {input.options:q} > {log:q} 2>&1"
+        "cwgrpo samples --summaries {input.summaries:q} {params.runs} --out-html {output.html:q}"
+        " --config {input.options:q} > {log:q} 2>&1"
 
 
 if config.get("study"):
