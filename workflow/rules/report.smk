@@ -107,7 +107,7 @@ rule samples:
     input:
         summaries=all_summaries(),
         samples=[s.removesuffix(".summary.json") + ".jsonl" for s in all_summaries()],
-        runs=[f for f in all_run_files() if f.endswith("/run.json")],  # + completions/ of log_completions
+        runs=[f for f in all_run_files() if f.endswith("run.json")],  # + completions/ of log_completions
         options=options_file("samples"),
     output:
         html=report(SAMPLES_PAGE, caption="../report/samples.rst", category="Samples"),
