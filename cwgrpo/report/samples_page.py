@@ -199,9 +199,10 @@ def render_page(
         f"{' / '.join(primary) or 'the primary metric'}."
     )
     training = "" if train_steps is None else train_html(train_steps, cfg)
-    jump = ' <a href="#training">Training completions</a> follow them.' if training else ""
+    # no link to the section: the address's fragment holds the filters (a jump would clear them)
+    jump = " Training completions follow them, at the end of the page." if training else ""
     body = (
-        f'<header><h1>{escape(title)}</h1><p class="lede">{escape(lede)}{jump}</p></header>{issues_html(issues)}'
+        f'<header><h1>{escape(title)}</h1><p class="lede">{escape(lede + jump)}</p></header>{issues_html(issues)}'
         f"{filters_html(cells, cfg) if cells else ''}{overview_html(cells, cfg)}"
         f'<main id="samples">{"".join(cell_html(c, cfg) for c in cells)}</main>{training}'
     )

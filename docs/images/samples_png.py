@@ -6,8 +6,11 @@
     python docs/images/samples_png.py results/smoke '#method=cw_grpo'
 
 The page is built with `cwgrpo samples` from every evaluation summary and run folder of the run, as the
-workflow's `samples` rule does (a graded summary where the paper metric ran), and opened with the view
+workflow's `samples` rule does (a graded summary where the paper metric ran; the run's newest `samples`
+options), and opened with the view
 given (the filters in the address); the screenshot is 1200 x 1300 pixels. Chromium is Debian's package.
+The image in the repository: the smoke preset cut to two methods (grpo, cw_grpo) and two benchmarks
+(syn_math500, syn_amc23), with log_completions, shot with the view '#method=cw_grpo&step=4'.
 """
 
 from __future__ import annotations
@@ -42,6 +45,8 @@ def main(results: Path, view: str) -> None:
     with tempfile.TemporaryDirectory() as scratch:
         page = Path(scratch) / results.name / "samples.html"
         cmd = [sys.executable, "-m", "cwgrpo.cli", "samples", "--summaries", *map(str, summaries(results))]
+        options = sorted((results / "options").glob("samples.*.yaml"), key=lambda p: p.stat().st_mtime)
+        cmd += ["--config", str(options[-1])] if options else []  # the run's display names, as its page
         subprocess.run([*cmd, "--runs", *map(str, runs), "--out-html", str(page)], check=True)
         subprocess.run(
             [chromium, "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars",
