@@ -25,7 +25,7 @@ from cwgrpo.io import ResultFileError, check_arguments_not_overwritten, write_te
 from cwgrpo.report.load import add_input_arguments
 from cwgrpo.report.samples_load import SamplesConfig, benchmark_files, load_cells, samples_path_of
 from cwgrpo.report.samples_page import render_page
-from cwgrpo.report.samples_train import load_train_steps
+from cwgrpo.report.samples_train import load_train_steps, train_html
 
 log = logging.getLogger(__name__)
 
@@ -61,13 +61,14 @@ def run(args: argparse.Namespace) -> int:
     check_arguments_not_overwritten(args, OUTPUTS, [*samples, *benchmark_files(summaries)])
     cells, issues = load_cells(summaries, cfg)
     title = args.title or f"Samples: {args.out_html.resolve().parent.name}"
-    train_steps = None
+    training = ""
     if args.runs is not None:
         train_steps, train_issues = load_train_steps(args.runs, cfg)
         issues += train_issues
+        training = train_html(train_steps, cfg)
     for issue in issues:
         log.warning("%s: %s", issue.where, issue.why)
-    write_text(args.out_html, render_page(title, cells, issues, cfg, train_steps))
+    write_text(args.out_html, render_page(title, cells, issues, cfg, training))
     shown = sum(len(c.shown) for c in cells)
     log.info("%s: %d samples of %d cells (%d issues)", args.out_html, shown, len(cells), len(issues))
     return 0

@@ -13,7 +13,6 @@ from html import escape
 from pathlib import Path
 
 from cwgrpo.report.samples_load import Cell, Issue, Sample, SamplesConfig
-from cwgrpo.report.samples_train import TrainStep, train_html
 
 TEMPLATE = Path(__file__).resolve().parent.parent / "resources" / "samples.html"
 METRIC_NAMES = {"strict": "strict (ours)", "paper": "paper (lighteval)"}
@@ -184,10 +183,10 @@ def render_page(
     cells: list[Cell],
     issues: list[Issue],
     cfg: SamplesConfig,
-    train_steps: list[TrainStep] | None = None,
+    training: str = "",
 ) -> str:
-    """The page; with ``train_steps`` (the runs' folders were given), a training section after the
-    evaluation samples."""
+    """The page; ``training``, the training completions' section (``samples_train.train_html``), follows
+    the evaluation samples."""
     shown = sum(len(c.shown) for c in cells)
     total = sum(len(c.rows) for c in cells)
     metrics = sorted({m for c in cells for m in c.metrics}, key=list(METRIC_NAMES).index)
@@ -198,7 +197,6 @@ def render_page(
         f"{', '.join(METRIC_NAMES.get(m, m) for m in metrics) or 'none'}; “wrong” is the verdict of "
         f"{' / '.join(primary) or 'the primary metric'}."
     )
-    training = "" if train_steps is None else train_html(train_steps, cfg)
     # no link to the section: the address's fragment holds the filters (a jump would clear them)
     jump = " Training completions follow them, at the end of the page." if training else ""
     body = (

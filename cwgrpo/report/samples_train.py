@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from cwgrpo.report.samples_load import Issue, SamplesConfig
+from cwgrpo.report.samples_page import clip
 
 FOLDER = "completions"  # TRL's, under output_dir
 _STEP = re.compile(r"completions_(\d+)\.parquet")
@@ -103,8 +104,6 @@ def load_train_steps(run_dirs: list[Path], cfg: SamplesConfig) -> tuple[list[Tra
 
 def train_html(steps: list[TrainStep], cfg: SamplesConfig) -> str:
     """The page's training section (id ``training``): one block per run and step."""
-    from cwgrpo.report.samples_page import clip
-
     blocks = []
     for s in steps:
         t = s.tags
