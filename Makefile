@@ -85,7 +85,9 @@ $(DEEPSPEED_VENV)/.ready: $(DEEPSPEED_REQS)
 
 deepspeed: $(DEEPSPEED_VENV)/.ready
 
+# First its job count and expected time on this machine's idle cores (and how busy the machine is).
 tiny: setup
+	@$(BIN)/cwgrpo plan --brief --configfile config/config.yaml
 	PATH=$(abspath $(BIN)):$$PATH snakemake --cores all
 
 # pytest-xdist: one worker per core, each test file on one worker (module fixtures built once), the files in

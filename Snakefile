@@ -38,7 +38,7 @@ onerror:
 
 
 onsuccess:
-    logger.info(finished_run_message())  # the table, figures, claims and report of the run
+    logger.info(finished_run_message())  # Table 1, runs without learning signal, the outputs, the report
 
 
 localrules:

@@ -50,7 +50,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "cwgrpo.report.study",
         "the pre-registered study's analysis: claims table, regime check, ablation, power",
     ),
-    "plan": ("cwgrpo.plan", "a preset's jobs, GPU-hours, disk and wall time on N GPUs, without running it"),
+    "plan": ("cwgrpo.plan", "a preset's jobs, resources, estimates and wall time, without running it"),
     "doctor": ("cwgrpo.doctor", "say what will and will not work on this machine, and which preset to run"),
 }
 
@@ -289,7 +289,8 @@ def _main(argv: list[str]) -> int:
 
     def run(args: argparse.Namespace) -> int:
         code = _naming_missing_extras(name, module.run, args)  # optional libraries imported where used
-        _log_resource_use(name)
+        if name != "plan":  # a DAG job's; `make tiny` prints the plan's lines alone
+            _log_resource_use(name)
         return code
 
     return run_checked(module, parser, rest, run)

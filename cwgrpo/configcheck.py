@@ -10,6 +10,7 @@ jsonschema (which Snakemake itself needs).
 
 from __future__ import annotations
 
+import copy
 import difflib
 import json
 import re
@@ -152,6 +153,27 @@ def schema_errors(config: Mapping[str, Any], schema: Mapping[str, Any]) -> list[
 
 def load_schema(path: str | Path) -> dict[str, Any]:
     return yaml.safe_load(Path(path).read_text(encoding="utf-8"))
+
+
+def fill_defaults(config: dict[str, Any], schema: Mapping[str, Any]) -> dict[str, Any]:
+    """``config`` with the schema's defaults set where it has none, as Snakemake's
+    ``validate(set_default=True)`` sets them, but whatever errors the schema finds (they are reported
+    apart): the option-level checks then run on a config that has file-level mistakes too."""
+    import jsonschema
+
+    cls = jsonschema.validators.validator_for(schema)
+    properties = cls.VALIDATORS["properties"]
+
+    def set_defaults(validator: Any, props: Any, instance: Any, sub: Any) -> Iterator[Any]:
+        if isinstance(instance, dict):
+            for key, spec in props.items():
+                if isinstance(spec, Mapping) and "default" in spec:
+                    instance.setdefault(key, copy.deepcopy(spec["default"]))
+        yield from properties(validator, props, instance, sub)
+
+    for _ in jsonschema.validators.extend(cls, {"properties": set_defaults})(schema).iter_errors(config):
+        pass
+    return config
 
 
 # ---------------------------------------------------------------- cross-field checks that need no model

@@ -108,6 +108,15 @@ class CWOptions(SignalOptions):
             "whole prompt). None: no cut. No prompt is ever dropped."
         },
     )
+    cw_rollout_add_special_tokens: bool = field(
+        default=False,
+        metadata={
+            "help": "Generate each rollout after the prompt ids with the tokenizer's own special tokens added, "
+            "as the released run's vLLM 0.7.2 tokenised its text prompts: a second BOS with DeepSeek-R1-Distill "
+            "(paper preset: true for 1.5B). The loss and the reference log-probs keep TRL's ids (one BOS), as "
+            "released. Applies whichever engine generates."
+        },
+    )
     cw_diagnostics: bool = field(
         default=True,
         metadata={"help": "Log covariance and weight diagnostics under 'cw/' every micro-batch."},

@@ -36,6 +36,7 @@ from typing import Any
 from cwgrpo import paper, synthetic
 from cwgrpo.configs import ConfigError
 from cwgrpo.io import ResultFileError, read_jsonl, write_json, write_jsonl
+from cwgrpo.rows import plain
 from cwgrpo.scoring import last_boxed
 
 logger = logging.getLogger(__name__)
@@ -85,6 +86,7 @@ class DatasetSpec:
     package: str | None = None
     local_path: str | None = None
     gold_kind: str | None = None
+    own: bool = False  # a dataset of the user's: each record keeps its row's columns (cwgrpo.train_rows)
 
     @property
     def synthetic(self) -> bool:
@@ -104,8 +106,7 @@ def _paper_names(benchmark: str, gold_kind: str) -> dict[str, str]:
     return {"display": paper.BENCHMARK_DISPLAY[benchmark], "mirrors": benchmark, "gold_kind": gold_kind}
 
 
-# Revisions: no network here, so no commit sha could be looked up; "main" is recorded as is, and the
-# manifest of each prepared file stores the sha256 of the bytes written, which is what pins the data.
+# Revisions: "main" (no sha could be looked up offline); each prepared file's manifest pins its bytes' sha256.
 _HF_SPECS = (
     DatasetSpec(
         "open_rs",
@@ -269,7 +270,7 @@ def _text(spec: DatasetSpec, i: int, column: str, value: Any, convert: Any = cel
 
 
 def normalise(spec: DatasetSpec, rows: Iterable[Mapping[str, Any]]) -> list[dict[str, str]]:
-    """Raw dataset rows -> records ``{id, problem, answer, source[, solution]}`` (no row-count check here).
+    """Raw rows -> records ``{id, problem, answer, source[, solution][, columns]}`` (no row-count check).
 
     Raises:
         ValueError: a column is missing (names the dataset, the column and the columns found), a problem
@@ -299,6 +300,8 @@ def normalise(spec: DatasetSpec, rows: Iterable[Mapping[str, Any]]) -> list[dict
         if spec.solution_column is not None:
             solution = row[spec.solution_column]
             record["solution"] = "" if _blank(solution) else _text(spec, i, spec.solution_column, solution)
+        if spec.own:
+            record["columns"] = plain(dict(row))
         records.append(record)
     return records
 

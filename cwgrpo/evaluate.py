@@ -95,6 +95,13 @@ class EvalConfig:
         default=None,
         metadata={"help": "system message of the prompts, replacing the prompt set's ('': none)"},
     )
+    add_special_tokens: bool = field(
+        default=False,
+        metadata={
+            "help": "tokenise the templated prompt with the tokenizer's own special tokens, as the released "
+            "lighteval did: a second BOS with DeepSeek-R1-Distill (paper preset: true for 1.5B)"
+        },
+    )
     limit: int | None = field(
         default=None, metadata={"help": "evaluate only the first N problems (smoke runs)"}
     )
@@ -165,6 +172,7 @@ class EvalConfig:
             "batch_size": self.batch_size,
             "seed": self.seed,
             "cpu_threads": self.cpu_threads,
+            "add_special_tokens": self.add_special_tokens,
         }
         if self.dtype is not None:
             options["dtype"] = self.dtype
@@ -264,7 +272,9 @@ def check_benchmarks_fit(
             else messages_to_text(m)
             for m in messages
         ]
-        check_prompts_fit(texts, tokenizer, context, cfg.max_new_tokens, f"{path}: prompt")
+        check_prompts_fit(
+            texts, tokenizer, context, cfg.max_new_tokens, f"{path}: prompt", cfg.add_special_tokens
+        )
 
 
 def _evaluate_one(

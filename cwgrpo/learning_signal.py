@@ -1,25 +1,29 @@
-"""Whether a GRPO run can learn: a stretch of steps with no reward spread, or every completion clipped.
+"""Whether a GRPO run can learn: a stretch of steps with no reward spread or no gradient, and (a notice,
+not a lack of signal) a stretch where every completion was clipped.
 
 GRPO's advantage of a completion is its reward minus its group's mean: when every group's rewards are
-equal (TRL logs ``frac_reward_zero_std`` = 1) every advantage is 0 and the policy does not move; when every
-completion hits the completion budget (``completions/clipped_ratio`` = 1) no answer is ever finished. TRL
-averages each metric over the steps of one log line, so a logged value of 1 means it held at every one of
-them. Both make a run that trains nothing and is marked complete; :func:`findings` names such a stretch
-from the logged records (pure), :class:`SignalOptions` holds its length, and :func:`monitor` is the
-callback that warns once per cause while the run trains. ``cwgrpo train`` records the findings of the
-whole log in ``run.json`` (``learning_signal``), where the report reads them.
+equal (TRL logs ``frac_reward_zero_std`` = 1) every advantage is 0 and the policy does not move; a
+``grad_norm`` of 0 says the same of the update itself. Both make a run that trains nothing and is marked
+complete: *no learning signal* (:func:`no_signal`). When every completion hits the completion budget
+(``completions/clipped_ratio`` = 1) no answer is ever finished, but rewards that still differ give a
+gradient and the run learns (from unfinished answers): a notice. TRL averages each metric over the steps
+of one log line, so a logged value of 1 (or a ``grad_norm`` of 0) means it held at every one of them.
+:func:`findings` names such stretches from the logged records (pure), :class:`SignalOptions` holds their
+length, and :func:`monitor` is the callback that warns once per cause while the run trains. ``cwgrpo
+train`` records the findings of the whole log in ``run.json`` (``learning_signal``), where the report and
+the end-of-run block (:func:`runs_without_signal`) read them.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 DEFAULT_STEPS = 20
-ZERO_SPREAD, ALL_CLIPPED = "zero_reward_spread", "all_clipped"
-_KEYS = {ZERO_SPREAD: "frac_reward_zero_std", ALL_CLIPPED: "completions/clipped_ratio"}
+ZERO_SPREAD, ZERO_GRADIENT, ALL_CLIPPED = "zero_reward_spread", "zero_gradient", "all_clipped"
+NO_SIGNAL = (ZERO_SPREAD, ZERO_GRADIENT)  # the causes after which a run cannot learn
 _SHOWN = ("reward", "reward_std", "frac_reward_zero_std", "completions/clipped_ratio", "grad_norm")
 
 
@@ -30,9 +34,10 @@ class SignalOptions:
     cw_no_signal_steps: int = field(
         default=DEFAULT_STEPS,
         metadata={
-            "help": "Warn (and record in run.json) once every group had zero reward spread, or every completion "
-            "was clipped at max_completion_length, for this many consecutive optimiser steps (a shorter run: "
-            "all of its steps); 0 switches the check off."
+            "help": "Warn (and record in run.json) once every group had zero reward spread, the gradient "
+            "norm was 0, or every completion was clipped at max_completion_length (a notice: the run may "
+            "still learn), for this many consecutive optimiser steps (a shorter run: all of its steps); 0 "
+            "switches the check off."
         },
     )
 
@@ -54,8 +59,21 @@ def stretch(no_signal_steps: int, max_steps: int | None) -> int:
     return min(no_signal_steps, max_steps) if max_steps and max_steps > 0 else no_signal_steps
 
 
-def _at_one(value: Any) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and value >= 1 - 1e-9
+def _number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+_HOLDS: dict[str, tuple[str, Callable[[float], bool]]] = {  # cause -> (metric, when it holds)
+    ZERO_SPREAD: ("frac_reward_zero_std", lambda v: v >= 1 - 1e-9),
+    ZERO_GRADIENT: ("grad_norm", lambda v: v == 0),
+    ALL_CLIPPED: ("completions/clipped_ratio", lambda v: v >= 1 - 1e-9),
+}
+
+
+def no_signal(found: Mapping[str, Any]) -> bool:
+    """Whether a finding (of :func:`findings`, or as run.json records it) means the run cannot learn: zero
+    reward spread or zero gradient. Every completion clipped is a notice: with reward spread the run learns."""
+    return found.get("cause") in NO_SIGNAL
 
 
 def _mean(records: list[Mapping[str, Any]], key: str) -> float | None:
@@ -70,15 +88,18 @@ def findings(
 
     ``records`` are training log lines (``step`` plus TRL's metrics), in any order; a line covers the steps
     since the previous line. A line without the metric (an evaluation line, a NaN logged as null) breaks
-    a stretch. Each finding: its cause, its first and last step, and the means of the shown metrics over
-    it (``message`` says the same in words).
+    a stretch. Zero gradient is looked for only without zero reward spread (which explains it). Each
+    finding: its cause, its first and last step, and the means of the shown metrics over it (``message``
+    says the same in words).
     """
     lines = sorted((r for r in records if isinstance(r.get("step"), int)), key=lambda r: r["step"])
-    out = []
-    for cause, key in _KEYS.items():
+    out: list[dict[str, Any]] = []
+    for cause, (key, holds) in _HOLDS.items():
+        if cause == ZERO_GRADIENT and any(f["cause"] == ZERO_SPREAD for f in out):
+            continue
         start, held = 0, []
         for r in lines:
-            if not _at_one(r.get(key)):
+            if not (_number(r.get(key)) and holds(r[key])):
                 start, held = r["step"], []
                 continue
             held.append(r)
@@ -102,6 +123,13 @@ def message(found: Mapping[str, Any], completion_budget: int | None = None) -> s
     """The warning, with the numbers, for one finding of :func:`findings`."""
     first, last = found["from_step"], found["to_step"]
     numbers = ", ".join(f"{k} {v:g}" for k, v in found["means"].items())
+    if found["cause"] == ALL_CLIPPED:
+        budget = "" if completion_budget is None else f"={completion_budget}"
+        return (
+            f"every completion was clipped at the completion budget (max_completion_length{budget}) at steps "
+            f"{first}-{last} ({numbers}): no completion ends with an answer, so where rewards still differ "
+            "the run learns from unfinished ones; raise max_completion_length or shorten the prompt's task"
+        )
     if found["cause"] == ZERO_SPREAD:
         what = "every group had zero reward spread (all completions of a prompt scored the same)"
         why = (
@@ -109,10 +137,24 @@ def message(found: Mapping[str, Any], completion_budget: int | None = None) -> s
             "data and the prompts (a reward that is constant, or 0 for every completion)"
         )
     else:
-        budget = "" if completion_budget is None else f"={completion_budget}"
-        what = f"every completion was clipped at the completion budget (max_completion_length{budget})"
-        why = "no completion ends with an answer; raise max_completion_length or shorten the prompt's task"
+        what = "the gradient norm was 0"
+        why = "the policy does not change; check the loss options (a zero learning signal or a masked loss)"
     return f"no learning signal: {what} at steps {first}-{last} ({numbers}): {why}"
+
+
+def describe(found: Mapping[str, Any]) -> str:
+    """One finding as run.json records it, in a few words: ``zero reward spread, steps 1-20``."""
+    return f"{str(found['cause']).replace('_', ' ')}, steps {found['from_step']}-{found['to_step']}"
+
+
+def runs_without_signal(recorded: Mapping[str, Sequence[Mapping[str, Any]]]) -> list[str]:
+    """``RUN: CAUSE, steps A-B`` for each run (name -> its run.json's ``learning_signal``) that recorded
+    no learning signal, for the end-of-run block; notices (every completion clipped) are left out."""
+    return [
+        f"{run}: " + "; ".join(describe(f) for f in found if no_signal(f))
+        for run, found in recorded.items()
+        if any(no_signal(f) for f in found)
+    ]
 
 
 def monitor(no_signal_steps: int):
@@ -139,3 +181,17 @@ def monitor(no_signal_steps: int):
                     log.warning(found["message"])
 
     return LearningSignalMonitor()
+
+
+def read_recorded(run_dirs: Iterable[str | Path]) -> dict[str, list[dict[str, Any]]]:
+    """Each run folder (as given) -> its run.json's ``learning_signal``; a folder without run.json (a run
+    that did not finish) is left out."""
+    import json
+
+    out = {}
+    for run in run_dirs:
+        path = Path(run) / "run.json"
+        if path.is_file():
+            recorded = json.loads(path.read_text(encoding="utf-8")).get("learning_signal")
+            out[str(run)] = [f for f in recorded or [] if isinstance(f, dict)]
+    return out

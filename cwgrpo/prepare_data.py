@@ -102,6 +102,7 @@ class OwnDataset:
             display=self.display or name,
             mirrors=self.mirrors,
             local_path=self.path,
+            own=True,
         )
 
 

@@ -46,7 +46,7 @@ OPEN_RS_SYSTEM = (
     "languages."
 )
 
-# Evaluation prompt: `MATH_QUERY_TEMPLATE` of the released src/open_r1/evaluate.py (lines 33-37, adapted
+# Evaluation prompt: `MATH_QUERY_TEMPLATE` of the released src/open_r1/evaluate.py (lines 34-38, adapted
 # there from simple-evals), after its `.format(Question=...)`: `{{ANSWER}}` has become `{ANSWER}`, the
 # double space after "clearly." is the original's. lighteval applies the chat template, no system prompt.
 EVAL_MATH_TEMPLATE = (
@@ -54,6 +54,10 @@ EVAL_MATH_TEMPLATE = (
     "of the following format: 'Therefore, the final answer is: $\\boxed{ANSWER}$. I hope it is correct' "
     "(without quotes) where ANSWER is just the final number or expression that solves the problem. Think "
     "step by step before answering.\n\n{problem}"
+)
+
+TRAIN_PROMPT_SET = (
+    "tiny"  # `cwgrpo train`'s default; a preset's evaluation takes its training's (cwgrpo.dag.options)
 )
 
 PROMPT_SETS: dict[str, PromptSet] = {

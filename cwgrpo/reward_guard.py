@@ -1,9 +1,10 @@
 """Rewards checked before and while a run trains: a reward that cannot work fails in seconds, not hours.
 
-- Before any model loads, each reward is called once on the first training row, as TRL calls it (prompts,
-  completions, completion ids and every dataset column by keyword), with the row's gold answer as the
-  completion: a reward that raises, or does not return one number or None per completion, is a
-  ``ConfigError`` naming it.
+- Before any model loads, each reward is called once on the first training rows (``cwgrpo.train_rows``), as
+  TRL calls it (prompts, completions, completion ids and every dataset column by keyword), with each row's
+  gold answer as its completion: a reward that raises (named with the keywords it got), or does not return
+  one number or None per completion, is a ``ConfigError``. The dry run does the same where the training
+  data is a local file (``cwgrpo.dag.user_rewards``).
 - ``reward_timeout_s`` (``TrainJob``): a wall-clock budget of one call of each reward; a call over it stops
   the run naming the reward (without it, a reward that hangs blocks training for ever). The sample call
   has the same budget, or ``SAMPLE_BUDGET_S`` without one.
@@ -108,16 +109,22 @@ def is_async(func: Callable[..., Any]) -> bool:
     return not inspect.isroutine(target) and inspect.iscoroutinefunction(type(target).__call__)
 
 
-def sample_call(row: Mapping[str, Any]) -> dict[str, Any]:
-    """The keyword arguments of one TRL reward call on ``row``, its gold answer as the completion."""
-    prompt = row["prompt"]
-    text = f"The answer is \\boxed{{{row.get('answer', '')}}}."
-    completion = [{"role": "assistant", "content": text}] if isinstance(prompt, list) else text
-    columns = {key: [value] for key, value in row.items() if key != "prompt"}
+def sample_call(rows: Mapping[str, Any] | Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """The keyword arguments of one TRL reward call on ``rows`` (one row, or several), each row's gold answer
+    as its completion."""
+    rows = [rows] if isinstance(rows, Mapping) else list(rows)
+    prompts, completions = [], []
+    for row in rows:
+        text = f"The answer is \\boxed{{{row.get('answer', '')}}}."
+        prompts.append(row["prompt"])
+        completions.append(
+            [{"role": "assistant", "content": text}] if isinstance(row["prompt"], list) else text
+        )
+    columns = {key: [row.get(key) for row in rows] for key in rows[0] if key != "prompt"}
     return {
-        "prompts": [prompt],
-        "completions": [completion],
-        "completion_ids": [[0]],
+        "prompts": prompts,
+        "completions": completions,
+        "completion_ids": [[0] for _ in rows],
         **columns,
         "trainer_state": None,
         "log_extra": lambda *a, **k: None,
@@ -125,43 +132,53 @@ def sample_call(row: Mapping[str, Any]) -> dict[str, Any]:
     }
 
 
-def check_on_sample(name: str, func: RewardFunc, row: Mapping[str, Any], budget: float | None) -> None:
-    """Call ``func`` once on ``row``; a reward that raises or returns anything but one float (or None) is a
-    ``ConfigError`` naming it."""
-    where = f"reward {name!r}, called on the first training row before training"
+def check_on_sample(
+    name: str, func: RewardFunc, rows: Mapping[str, Any] | Sequence[Mapping[str, Any]], budget: float | None
+) -> None:
+    """Call ``func`` once on ``rows`` (the first training rows) as TRL calls it; a reward that raises or does
+    not return one float (or None) per completion is a ``ConfigError`` naming it (and, if it raised, the
+    keywords it was called with)."""
+    kwargs = sample_call(rows)
+    n = len(kwargs["completions"])
+    where = f"reward {name!r}, called as TRL calls it on the first {n} training row(s) before training"
     seconds = budget or SAMPLE_BUDGET_S
     try:
         if is_async(func):
-            out = asyncio.run(_await_within(seconds, where, func, **sample_call(row)))
+            out = asyncio.run(_await_within(seconds, where, func, **kwargs))
         else:
-            out = call_within(seconds, where, func, **sample_call(row))
+            out = call_within(seconds, where, func, **kwargs)
     except RewardTimeout as err:
         raise ConfigError(f"{err}: a reward must return within its budget; set reward_timeout_s") from err
     except Exception as err:  # a user's function may raise anything; it is named, not hidden
-        raise ConfigError(f"{where}, raised {type(err).__name__}: {err}") from err
+        raise ConfigError(
+            f"{where}, raised {type(err).__name__}: {err}; it was called with the keywords "
+            f"{', '.join(kwargs)} (each column of the training data under its own name, and `answer`)"
+        ) from err
     if isinstance(out, (str, bytes, Mapping)) or not (
         hasattr(out, "__len__") and hasattr(out, "__getitem__")
     ):
         raise ConfigError(
             f"{where}, returned {type(out).__name__}, not a list of one float or None per completion"
         )
-    if len(out) != 1:
-        raise ConfigError(f"{where}, returned {len(out)} values for 1 completion: return one per completion")
-    value = out[0]
-    if value is not None and (isinstance(value, bool) or not isinstance(value, numbers.Real)):
+    if len(out) != n:
         raise ConfigError(
-            f"{where}, returned {value!r} ({type(value).__name__}): a reward is a float or None"
+            f"{where}, returned {len(out)} values for {n} completions: return one per completion"
         )
+    for value in out:
+        if value is not None and (isinstance(value, bool) or not isinstance(value, numbers.Real)):
+            raise ConfigError(
+                f"{where}, returned {value!r} ({type(value).__name__}): a reward is a float or None"
+            )
 
 
 def prepared_rewards(
-    names: Sequence[str], row: Mapping[str, Any], budget: float | None = None
+    names: Sequence[str], rows: Mapping[str, Any] | Sequence[Mapping[str, Any]], budget: float | None = None
 ) -> list[RewardFunc]:
-    """The reward functions of ``names``, each checked on ``row`` and given the per-call ``budget``."""
+    """The reward functions of ``names``, each checked on ``rows`` and given the per-call ``budget``."""
     funcs = []
     for name in names:
         func = get_reward(name)
-        check_on_sample(name, func, row, budget)
+        check_on_sample(name, func, rows, budget)
         funcs.append(with_budget(name, func, budget))
     return funcs
 

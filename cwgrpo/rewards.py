@@ -139,14 +139,21 @@ def get_reward(name: str) -> RewardFunc:
     as a reward (``f(completions, **kwargs)``: TRL passes prompts, completions and every dataset column by
     keyword), is a ``ConfigError`` naming the path, before any model or data is loaded.
     """
+    check_reward_name(name)
+    return _import_reward(name) if ":" in name else REWARDS[name]
+
+
+def check_reward_name(name: str) -> None:
+    """A registered name or a well-formed ``package.module:function``, checked without importing anything
+    (the workflow's parse imports a user's module only where the jobs would: ``cwgrpo.dag.user_rewards``)."""
     if ":" in name:
-        return _import_reward(name)
-    try:
-        return REWARDS[name]
-    except KeyError:
+        module_name, _, attr = name.partition(":")
+        if not module_name or not attr:
+            raise ConfigError(f"reward {name!r}: expected package.module:function")
+    elif name not in REWARDS:
         raise ConfigError(
             f"unknown reward {name!r}; known: {sorted(REWARDS)}, or a dotted path package.module:function"
-        ) from None
+        )
 
 
 def _import_reward(path: str) -> RewardFunc:
@@ -154,13 +161,14 @@ def _import_reward(path: str) -> RewardFunc:
     import inspect
 
     module_name, _, attr = path.partition(":")
-    if not module_name or not attr:
-        raise ConfigError(f"reward {path!r}: expected package.module:function")
     try:
         module = importlib.import_module(module_name)
     except Exception as err:  # ImportError, or the module's own error at import time
         raise ConfigError(
-            f"reward {path!r}: module {module_name!r} does not import: {type(err).__name__}: {err}"
+            f"reward {path!r}: module {module_name!r} does not import ({type(err).__name__}: {err}); the "
+            "training jobs run `cwgrpo train` in processes of their own, so it must be importable there: "
+            "put its folder on PYTHONPATH (export PYTHONPATH=FOLDER before snakemake) or install it "
+            "(pip install -e FOLDER)"
         ) from err
     func = module
     for part in attr.split("."):

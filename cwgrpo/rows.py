@@ -19,6 +19,7 @@ import codecs
 import csv
 import io
 import json
+import math
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
@@ -245,3 +246,25 @@ def package_rows(spec: str, version: str | None, key: str) -> list[Any]:
     """The rows under ``key`` of a JSON file in an installed package (``package_file``), in file order."""
     table = json.loads(package_file(spec, version).read_text(encoding="utf-8"))[key]
     return list(table.values()) if isinstance(table, dict) else list(table)
+
+
+def plain(value: Any) -> Any:
+    """A row's value as JSON holds it, for the columns a dataset of the user's keeps: text as is, a number
+    as its exact text (``cwgrpo.data.cell_text``; NaN and infinities None), lists and mappings item by item."""
+    import numbers
+    from decimal import Decimal
+
+    from cwgrpo.data import cell_text
+
+    if value is None or isinstance(value, (str, bool)):
+        return value
+    if isinstance(value, bytes):
+        return value.decode("utf-8", errors="replace")
+    if isinstance(value, dict):
+        return {str(k): plain(v) for k, v in value.items()}
+    if isinstance(value, (numbers.Real, Decimal)):
+        return cell_text(value) if math.isfinite(value) else None
+    if isinstance(value, (list, tuple)) or hasattr(value, "tolist"):  # a numpy array or scalar too
+        items = value.tolist() if hasattr(value, "tolist") else value
+        return [plain(v) for v in items] if isinstance(items, list) else plain(items)
+    return str(value)

@@ -90,9 +90,12 @@ def _byte_to_unicode() -> dict[int, str]:
     return out
 
 
-def build_tokenizer() -> Any:
-    """The tiny tokenizer as a ``PreTrainedTokenizerFast`` (left padding, chat template, no auto BOS)."""
-    from tokenizers import AddedToken, Tokenizer, decoders, models, pre_tokenizers
+def build_tokenizer(add_bos: bool = False) -> Any:
+    """The tiny tokenizer as a ``PreTrainedTokenizerFast`` (left padding, chat template, no auto BOS).
+
+    ``add_bos``: the tokenizer also adds a BOS to every text it encodes with special tokens, as
+    DeepSeek-R1-Distill's does, whose chat template emits one too (tests of the released doubled BOS)."""
+    from tokenizers import AddedToken, Tokenizer, decoders, models, pre_tokenizers, processors
     from transformers import PreTrainedTokenizerFast
 
     byte_chars = _byte_to_unicode()
@@ -102,6 +105,11 @@ def build_tokenizer() -> Any:
     backend.decoder = decoders.ByteLevel()
     backend.add_special_tokens([AddedToken(t, special=True, normalized=False) for t in SPECIAL_TOKENS])
     backend.add_tokens([AddedToken(t, special=False, normalized=False) for t in ADDED_TOKENS])
+    if add_bos:
+        bos = [(BOS, vocab[BOS])]
+        backend.post_processor = processors.TemplateProcessing(
+            single=f"{BOS} $A", pair=f"{BOS} $A {BOS} $B", special_tokens=bos
+        )
     tokenizer = PreTrainedTokenizerFast(
         tokenizer_object=backend,
         bos_token=BOS,

@@ -162,26 +162,16 @@ def _callbacks(run_dir: Path, provenance_block: dict[str, Any]):
 
 
 def build_dataset(records: list[dict], job: TrainJob):
-    """Records -> a TRL dataset: a conversational ``prompt``, the gold ``answer`` and, where the records
-    carry one, the worked ``solution`` (the released accuracy reward reads its gold from it).
+    """Records -> a TRL dataset of ``cwgrpo.train_rows.training_rows``.
 
     Every record becomes a prompt: a long prompt is cut for the loss by the trainer
     (``max_prompt_length``), never dropped, so the dataset and its seeded order are the released run's.
     """
     from datasets import Dataset
 
-    from cwgrpo.prompts import get_prompt_set, train_messages
+    from cwgrpo.train_rows import training_rows
 
-    prompt_set = get_prompt_set(job.prompt_set)
-    if job.system_prompt is not None:
-        prompt_set = dataclasses.replace(prompt_set, train_system=job.system_prompt or None)
-    with_solution = any("solution" in r for r in records)
-    rows = []
-    for r in records:
-        row = {"prompt": train_messages(prompt_set, r["problem"]), "answer": r["answer"]}
-        if with_solution:
-            row["solution"] = r.get("solution") or ""
-        rows.append(row)
+    rows = training_rows(records, job.prompt_set, job.system_prompt)
     if not rows:
         raise ConfigError("no training problem: the training data is empty")
     return Dataset.from_list(rows)
@@ -226,8 +216,10 @@ def run(args: argparse.Namespace) -> int:
     cfg = build_train_config(
         options, run_dir, parse_tags(args.tag)
     )  # a bad option fails here, in any process
-    check_context_fits_model(cfg.trl_kwargs, model_dir)  # before any vLLM engine or server starts
     if "CWGRPO_LAUNCHED" not in os.environ:  # the one process before any training process starts
+        check_rewards(cfg.job, train_data)
+    check_context_fits_model(cfg.trl_kwargs, model_dir)  # before any vLLM engine or server starts
+    if "CWGRPO_LAUNCHED" not in os.environ:
         move_aside_if_changed(run_dir, config_hash(cfg.identity()), model_dir, train_data)
     if cfg.job.launcher == "accelerate" and "CWGRPO_LAUNCHED" not in os.environ:
         from cwgrpo.launch import relaunch
@@ -240,6 +232,23 @@ def run(args: argparse.Namespace) -> int:
         with one_gpu():  # this process trains: a GPU of its own on a shared box
             return train(model_dir, train_data, run_dir, cfg, timings)
     return train(model_dir, train_data, run_dir, cfg, timings)
+
+
+def check_rewards(job: TrainJob, train_data: Path) -> None:
+    """Each reward imported and called on the first training rows, as the dry run does where the data is
+    a local file (``cwgrpo.dag.user_rewards``): the same refusal, before any model or launcher starts."""
+    from cwgrpo.reward_guard import prepared_rewards
+    from cwgrpo.train_rows import first_rows
+
+    if Path(train_data).is_file():  # a missing file is named by the data check in train
+        rows = first_rows(train_data, job.prompt_set, job.system_prompt)
+        prepared_rewards(job.reward_funcs, rows, job.reward_timeout_s)
+
+
+def first(dataset: Dataset) -> list[dict]:
+    from cwgrpo.train_rows import SAMPLE_ROWS
+
+    return [dataset[i] for i in range(min(SAMPLE_ROWS, len(dataset)))]
 
 
 def launched_command(
@@ -293,7 +302,7 @@ def train(
         dataset=dataset,
         tokenizer=tokenizer,
         init_kwargs=model_init_kwargs(config),
-        reward_funcs=prepared_rewards(job.reward_funcs, dataset[0], job.reward_timeout_s),  # no model yet
+        reward_funcs=prepared_rewards(job.reward_funcs, first(dataset), job.reward_timeout_s),  # no model yet
         resolved=cfg.resolved(),
         block={
             "tags": cfg.tags,

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from cwgrpo.configs import ConfigError, build_config, coerce_value
+from cwgrpo.prompts import TRAIN_PROMPT_SET
 from cwgrpo.vllm_checks import check_vllm_options
 
 # The run folder's undeclared folder of growing logs (cwgrpo.train); TRL's covariance samples go there too.
@@ -39,7 +40,9 @@ class TrainJob:
         default=None,
         metadata={"help": "wall-clock budget of one call of each reward, in seconds (default: none)"},
     )
-    prompt_set: str = field(default="tiny", metadata={"help": "prompt set (cwgrpo.prompts.PROMPT_SETS)"})
+    prompt_set: str = field(
+        default=TRAIN_PROMPT_SET, metadata={"help": "prompt set (cwgrpo.prompts.PROMPT_SETS)"}
+    )
     system_prompt: str | None = field(
         default=None,
         metadata={
@@ -91,7 +94,7 @@ class TrainJob:
     def __post_init__(self) -> None:
         """Check names and counts here, so a typo fails before TRL, the data or the model load."""
         from cwgrpo.prompts import check_system_prompt, get_prompt_set
-        from cwgrpo.rewards import get_reward
+        from cwgrpo.rewards import check_reward_name
 
         check_system_prompt(self.system_prompt)
 
@@ -101,7 +104,7 @@ class TrainJob:
         if not self.reward_funcs:
             raise ConfigError("reward_funcs is empty: name at least one reward function")
         for name in self.reward_funcs:
-            get_reward(name)  # raises, listing the known rewards
+            check_reward_name(name)  # imported and called on the data before training (cwgrpo.reward_guard)
         budget = self.reward_timeout_s
         if budget is not None and not (math.isfinite(budget) and budget > 0):
             raise ConfigError(

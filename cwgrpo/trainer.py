@@ -17,7 +17,7 @@ it accepts with shape (B, T). The method needs two overrides, and no parent code
   ``released`` variant the gradient flows through the weights, as in the authors' code, and no extra
   forward pass is needed.
 
-Three options reproduce the released run's semantics (TRL 0.15.2 as vendored by the authors; every
+Four options reproduce the released run's semantics (TRL 0.15.2 as vendored by the authors; every
 setting is in ``docs/fidelity.md``), each off by default so that a plain TRL script keeps TRL 1.16's
 behaviour:
 
@@ -31,6 +31,9 @@ behaviour:
 - ``max_prompt_length``: prompt ids cut from the left after generation, for the loss and the reference
   log-probs (TRL 0.15.2's ``prompt_ids[:, -max_prompt_length:]``; generation saw the whole prompt, as the
   released vLLM path did). TRL 1.16 has no such option; no prompt is dropped.
+- ``cw_rollout_add_special_tokens``: generation sees the prompt ids with the tokenizer's special tokens
+  added (vLLM 0.7.2 tokenised the released text prompts so: two BOS with the R1-Distill tokenizer), the
+  loss TRL's ids (one BOS), as released.
 
 Diagnostics (spec method.md §4) are appended to TRL's metrics under ``cw/`` every micro-batch; for
 methods that do not reweight, the ``cw/weight_*`` keys describe the weights CW-GRPO would have assigned.
@@ -56,6 +59,7 @@ from trl.trainer.utils import get_config_model_id
 from cwgrpo import context_budget, learning_signal, released_stats, weighting
 from cwgrpo.cw_options import CWOptions, geometry_problems
 from cwgrpo.fused_head import fused_head_temperature
+from cwgrpo.generation import with_special_tokens
 from cwgrpo.io import append_jsonl
 from cwgrpo.one_group import check_one_group
 from cwgrpo.probe_kl import ProbeKL
@@ -115,7 +119,8 @@ class CWGRPOTrainer(GRPOTrainer):
     """``GRPOTrainer`` that applies ``args.cw_method`` to the advantages inside the loss.
 
     Overridden: ``_compute_loss`` and ``_get_per_token_logps_and_entropies`` (the method), ``_generate``
-    (the released prompt cut, a no-op unless ``max_prompt_length`` is set), and ``__init__`` (the fused
+    (the released prompt cut, a no-op unless ``max_prompt_length`` is set), ``_generate_single_turn`` (the
+    released rollout prompt, a no-op unless ``cw_rollout_add_special_tokens`` is set), and ``__init__`` (the fused
     LM head's temperature, unchanged unless ``cw_logprob_temperature`` is set; in server mode, each
     request's ``max_tokens`` cut to the rest of the server's context: ``cwgrpo.context_budget``); see the
     module docstring.
@@ -215,6 +220,17 @@ class CWGRPOTrainer(GRPOTrainer):
             return out
         prompt_ids, *rest = out
         return ([ids[-keep:] for ids in prompt_ids], *rest)
+
+    def _generate_single_turn(self, prompt_ids, *args, **kwargs):
+        """TRL's generation from ``rollout_prompt_ids``; the loss keeps TRL's ``prompt_ids``."""
+        return super()._generate_single_turn(self.rollout_prompt_ids(prompt_ids), *args, **kwargs)
+
+    def rollout_prompt_ids(self, prompt_ids: list[list[int]]) -> list[list[int]]:
+        """The prompt ids generation sees: TRL's, or with ``cw_rollout_add_special_tokens`` the tokenizer's
+        special tokens added (the released run's rollouts: two BOS with the R1-Distill tokenizer)."""
+        if not self.args.cw_rollout_add_special_tokens:
+            return prompt_ids
+        return [with_special_tokens(self._tokenizer, list(ids)) for ids in prompt_ids]
 
     # -- helpers -----------------------------------------------------------------------------------------
     @staticmethod

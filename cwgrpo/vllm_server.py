@@ -33,10 +33,10 @@ def vllm_server_options(job: TrainJob, trl_options: Mapping[str, Any] | None = N
 
     ``vllm_max_model_length`` (TRL's name) becomes ``--max_model_len``: prompt + completion tokens per
     request (the released run's in-process engine: 4096). vLLM's server refuses a request whose prompt
-    plus ``max_tokens`` exceeds it, so the paper preset sends no ``max_tokens``
-    (``generation_kwargs: {max_tokens: null}``) and vLLM gives each request the rest of the context, as the
-    released engine did. ``vllm_gpu_memory_utilization`` becomes ``--gpu_memory_utilization`` (released:
-    0.7), and the job's ``vllm_enforce_eager`` ``--enforce_eager`` (released: true).
+    plus ``max_tokens`` exceeds it and turns a null ``max_tokens`` into 16, so the trainer's client sends
+    each prompt length its own ``max_tokens``, the rest of this context (``cwgrpo.context_budget``), as
+    the released engine gave it. ``vllm_gpu_memory_utilization`` becomes ``--gpu_memory_utilization``
+    (released: 0.7), and the job's ``vllm_enforce_eager`` ``--enforce_eager`` (released: true).
     """
     trl_options = trl_options or {}
     options = []

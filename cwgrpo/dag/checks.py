@@ -33,10 +33,10 @@ def size_names(kind: str) -> tuple[str, ...] | None:
     return {"tiny": tuple(tiny.SIZES), "paper": tuple(paper.SIZES)}.get(kind)
 
 
-def collect(checks: Iterable[Callable[[], Iterable[Error]]]) -> list[str]:
-    """``key: message`` lines of every check, each once; a check that crashes after an earlier error was
-    collected is taken as that error's consequence."""
-    lines: list[str] = []
+def collect(checks: Iterable[Callable[[], Iterable[Error]]], found: Iterable[str] = ()) -> list[str]:
+    """``key: message`` lines of every check after those ``found`` already, each once; a check that crashes
+    after an earlier error was collected is taken as that error's consequence."""
+    lines: list[str] = list(found)
     for check in checks:
         try:
             for key, message in check():

@@ -94,3 +94,21 @@ def summaries_arg(wildcards: Any, input: Sequence[str]) -> str:
 def configfile_args(files: Sequence[str | Path]) -> str:
     """` --configfile F ...` of a run, for the report command it ends with."""
     return "".join(f" --configfile {shlex.quote(str(f))}" for f in files)
+
+
+def finished_message(
+    shown: Sequence[tuple[str, str]], table1: str | None, silent: Sequence[str], configfiles: str, report: str
+) -> str:
+    """The block a finished run ends with (the Snakefile's `onsuccess:`): Table 1 as text, the runs that had
+    no learning signal (``cwgrpo.learning_signal.runs_without_signal``), where the outputs are, and the
+    report command (``configfiles`` from :func:`configfile_args`) writing ``report``, the preset's own."""
+    lines = [table1.rstrip(), ""] if table1 else []
+    if silent:
+        lines += [
+            f"No learning signal in {len(silent)} run{'s' if len(silent) > 1 else ''} (Table 1 marks their "
+            "rows †, the claims they feed are 'not testable'; each job's log has the numbers):",
+            *(f"  {s}" for s in silent),
+            "",
+        ]
+    lines += ["Results of this run:", *(f"{what}: {path}" for what, path in shown)]
+    return "\n".join([*lines, f"report: snakemake --report {report}{configfiles}"])

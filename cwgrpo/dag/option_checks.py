@@ -2,14 +2,15 @@
 
 ``preset_file_errors`` runs on the raw config (before Snakemake's schema validation, whose first error
 would hide the rest); ``command_option_errors`` on the validated one: each job's merged options against
-its command's config class (cwgrpo.optioncheck), naming the section a bad key came from.
+its command's config class (cwgrpo.optioncheck), naming the section a bad key came from. With file-level
+mistakes, every check runs all the same on the schema's defaults (``preset_errors``): all in one pass.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import sys
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +25,8 @@ from cwgrpo.dag.options import (
     where_set,
 )
 from cwgrpo.dag.resources import Error
+
+Check = Callable[[], Iterable[Error]]
 
 
 def seeds_from_command_line(config: dict[str, Any]) -> None:
@@ -51,6 +54,30 @@ def preset_file_errors(config: Mapping[str, Any], schema_path: Path, files: Iter
     lines += [f"{key}: {message}" for key, message in cc.missing_local_paths(config)]
     own = {f.name for f in dataclasses.fields(OwnDataset)}
     return lines + cc.dataset_errors(config.get("datasets") or {}, own)
+
+
+def preset_errors(
+    config: dict[str, Any],
+    schema_path: Path,
+    files: Iterable[str],
+    make_checks: Callable[[], Iterable[Check]],
+) -> list[str]:
+    """Every mistake of the preset files in one pass, one line each: the file-level ones
+    (``preset_file_errors``) and, when there are any, what the other checks (``make_checks()``, run on the
+    config with the schema's defaults filled in) find as well; a check that crashes on what a file-level
+    mistake broke adds nothing. Nothing more beside a misplaced overlay: the rest follows from it."""
+    from cwgrpo.configcheck import fill_defaults, load_schema
+    from cwgrpo.dag.checks import collect
+
+    found = preset_file_errors(config, schema_path, files)
+    if not found or found == overlay_errors([(f, _name_and_mark(f)) for f in files]):
+        return found
+    fill_defaults(config, load_schema(schema_path))
+    try:
+        more = list(make_checks())
+    except Exception:  # a config too broken for the checks to be listed
+        return found
+    return collect(more, found)
 
 
 def overlay_errors(files: list[tuple[str, tuple[Any, Any]]]) -> list[str]:

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from cwgrpo.configs import ConfigError, options_text, recorded_digest
+from cwgrpo.prompts import TRAIN_PROMPT_SET
 
 BASE = "base"  # method label of the untrained model, evaluated at step 0
 # Options that fix the step markers or the seed wildcard: never set per method.
@@ -75,10 +76,57 @@ def where_set(sources: list[tuple[str, Mapping]], key: Any) -> str | None:
     return next((name for name, options in reversed(sources) if options and key in options), None)
 
 
+def training_prompts(config: Mapping[str, Any], size: str, method: str | None = None) -> dict:
+    """``prompt_set`` and ``system_prompt`` of a size's training (of one method's, if given)."""
+    if method is None:
+        opts = {**config["train"], **config["sizes"][size].get("train", {})}
+    else:
+        opts = train_options(config, size, method)
+    return {
+        "prompt_set": opts.get("prompt_set", TRAIN_PROMPT_SET),
+        "system_prompt": opts.get("system_prompt"),
+    }
+
+
 def evaluate_options(config: Mapping[str, Any], size: str) -> dict:
-    """Options of `cwgrpo evaluate`: evaluate (less the workflow switches), then sizes.<size>.evaluate."""
+    """Options of `cwgrpo evaluate`: evaluate (less the workflow switches), then sizes.<size>.evaluate.
+
+    The prompt is one setting: ``prompt_set`` and ``system_prompt`` are the training's unless an evaluate
+    section sets its own (the way to set evaluation apart; ``prompt_note`` says so in the dry run). A null
+    ``system_prompt`` is the prompt set's own, the command's default, so it is not written."""
     opts = {k: v for k, v in config["evaluate"].items() if k not in EVAL_SWITCHES}
-    return {**opts, **config["sizes"][size].get("evaluate", {})}
+    opts = {**opts, **config["sizes"][size].get("evaluate", {})}
+    for key, value in training_prompts(config, size).items():
+        opts.setdefault(key, value)
+    if opts["system_prompt"] is None:
+        del opts["system_prompt"]
+    return opts
+
+
+def prompt_note(config: Mapping[str, Any]) -> str | None:
+    """One line when a run is evaluated with another prompt than it trained with (an evaluate section, or a
+    method, sets them apart), naming both; None when every run's are the same."""
+    from cwgrpo.configcheck import shorten
+
+    def said(prompts: Mapping[str, Any]) -> str:
+        system = prompts.get("system_prompt")
+        text = "the set's own" if system is None else repr(shorten(system, 60)) if system else "none"
+        return f"prompt_set {prompts['prompt_set']}, system prompt {text}"
+
+    for size in config["sizes"]:
+        evaluation = evaluate_options(config, size)
+        for method in config["methods"]:
+            training = training_prompts(config, size, method)
+            if {k: evaluation.get(k) for k in training} != training:
+                own = {**config["evaluate"], **config["sizes"][size].get("evaluate", {})}
+                keys = [f"evaluate.{k}" for k in training if k in own]
+                keys = keys or [f"methods.{method}.{k}" for k in training if k in config["methods"][method]]
+                where = ", ".join(keys)
+                return (
+                    f"note: prompts set apart on purpose ({where}): training (size {size}, {method}) uses "
+                    f"{said(training)}; evaluation uses {said(evaluation)}. Remove {where} to use one prompt."
+                )
+    return None
 
 
 def stage_options(config: Mapping[str, Any], stage: str, size: str) -> dict:

@@ -144,13 +144,28 @@ def messages_to_text(messages: Messages) -> str:
     return "\n".join(m["content"] for m in messages)
 
 
-def encode_prompt(tokenizer: Any, messages: Messages) -> list[int]:
+def encode_prompt(tokenizer: Any, messages: Messages, add_special_tokens: bool = False) -> list[int]:
     """Prompt token ids, as both backends build them: the chat template (which adds any BOS itself), or the
-    plain joined text."""
+    plain joined text. ``add_special_tokens`` also tokenises the templated text with the tokenizer's own
+    special tokens, as lighteval at the released commit did: a second BOS for a tokenizer that adds one
+    (DeepSeek-R1-Distill: the released 1.5B evaluation; docs/fidelity.md)."""
     if getattr(tokenizer, "chat_template", None):
         text = tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
-        return tokenizer(text, add_special_tokens=False)["input_ids"]
+        return tokenizer(text, add_special_tokens=add_special_tokens)["input_ids"]
     return tokenizer(messages_to_text(messages))["input_ids"]
+
+
+def with_special_tokens(tokenizer: Any, ids: list[int]) -> list[int]:
+    """``ids`` with the special tokens the tokenizer adds around a text (``add_special_tokens=True``), as
+    vLLM 0.7.2 tokenised the released run's text prompts: a BOS before the template's own for a tokenizer
+    that adds one, ``ids`` unchanged for one that adds none (Qwen2.5)."""
+    probe = "a"
+    plain = tokenizer(probe, add_special_tokens=False)["input_ids"]
+    full = tokenizer(probe, add_special_tokens=True)["input_ids"]
+    start = next((i for i in range(len(full)) if full[i : i + len(plain)] == plain), None)
+    if start is None:
+        raise ValueError(f"the tokenizer's special tokens do not wrap the text: {plain} vs {full}")
+    return [*full[:start], *ids, *full[start + len(plain) :]]
 
 
 # A token of the tokenizers used here is at most a few dozen characters, so a prompt of more than this
@@ -180,14 +195,20 @@ PROMPT_FIX = (
 
 
 def check_prompts_fit(
-    prompts: list[str], tokenizer, context: int | None, completion_budget: int, what: str = "prompt"
+    prompts: list[str],
+    tokenizer,
+    context: int | None,
+    completion_budget: int,
+    what: str = "prompt",
+    add_special_tokens: bool = False,
 ) -> None:
     """Raise ``ConfigError`` naming the first prompt longer than the model's ``context`` (nothing is
     checked when the model states no context); log a warning when prompt plus ``completion_budget``
     exceed it (the paper's 7B settings do: 512 + 4096 tokens on a 4096-token model; generation is then
     cut by the context, which the samples record as truncated).
 
-    ``prompts`` are the texts as the model sees them (chat template applied). A prompt longer than
+    ``prompts`` are the texts as the model sees them (chat template applied; with ``add_special_tokens``
+    tokenised with the tokenizer's special tokens, as ``encode_prompt`` does then). A prompt longer than
     ``context * MAX_CHARS_PER_TOKEN`` characters is refused without tokenising it.
     """
     import logging
@@ -201,7 +222,7 @@ def check_prompts_fit(
                 f"{what} {i} has {len(text)} characters: far more than the model's context of {context} "
                 f"tokens can hold; {PROMPT_FIX}"
             )
-        n = len(tokenizer(text, add_special_tokens=False)["input_ids"])
+        n = len(tokenizer(text, add_special_tokens=add_special_tokens)["input_ids"])
         if n > context:
             raise ConfigError(
                 f"{what} {i} has {n} tokens, more than the model's context of {context} tokens "

@@ -68,6 +68,7 @@ class TransformersBackend:
             one thread can be many times faster for tiny models than oversubscribed cores.
         seed: unused (the seed comes with each call's ``SamplingSettings``); accepted so that every
             backend takes the same keyword arguments.
+        add_special_tokens: prompts also get the tokenizer's own special tokens (``encode_prompt``).
     """
 
     name = "transformers"
@@ -81,6 +82,7 @@ class TransformersBackend:
         progress: bool = True,
         cpu_threads: int | None = None,
         seed: int | None = None,
+        add_special_tokens: bool = False,
     ) -> None:
         import torch
         from transformers import AutoModelForCausalLM, AutoTokenizer, GenerationConfig
@@ -96,6 +98,7 @@ class TransformersBackend:
         self.model.to(self.device).eval()
         self.batch_size = batch_size
         self.progress = progress
+        self.add_special_tokens = add_special_tokens
         self.pad_id = self.tokenizer.pad_token_id
         if self.pad_id is None:
             self.pad_id = self.tokenizer.eos_token_id
@@ -133,7 +136,7 @@ class TransformersBackend:
         repeated = repeat_greedy(self.generate, prompts, n, settings)
         if repeated is not None:
             return repeated
-        encoded = [encode_prompt(self.tokenizer, m) for m in prompts]
+        encoded = [encode_prompt(self.tokenizer, m, self.add_special_tokens) for m in prompts]
         rows = [(i, j) for i in range(len(prompts)) for j in range(n)]
         config = GenerationConfig(
             max_new_tokens=settings.max_new_tokens,

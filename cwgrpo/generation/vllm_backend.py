@@ -2,7 +2,8 @@
 
 Tested on vLLM's CPU build (tests/vllm); kept small and close to vLLM's documented API:
 ``LLM(model, dtype, seed)``, ``SamplingParams(n, temperature, top_p, max_tokens, seed)``, and prompts
-given as token ids so that the chat template's BOS is not doubled by vLLM's own tokenisation.
+given as token ids so that the chat template's BOS is doubled only when asked (``add_special_tokens``: as
+the released evaluation did, whose lighteval handed vLLM text that it tokenised with special tokens).
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ class VLLMBackend:
         max_model_len: context length cap (default: the model's).
         gpu_memory_utilization: share of GPU memory vLLM may take.
         tensor_parallel_size: GPUs per model.
+        add_special_tokens: prompts also get the tokenizer's own special tokens (``encode_prompt``).
     """
 
     name = "vllm"
@@ -48,6 +50,7 @@ class VLLMBackend:
         gpu_memory_utilization: float = 0.9,
         tensor_parallel_size: int = 1,
         enforce_eager: bool = False,
+        add_special_tokens: bool = False,
     ) -> None:
         try:
             import vllm
@@ -58,6 +61,7 @@ class VLLMBackend:
             ) from err
         self._vllm = vllm
         self.progress = progress
+        self.add_special_tokens = add_special_tokens
         self.llm = vllm.LLM(
             model=str(model_dir),
             dtype=dtype,
@@ -85,7 +89,9 @@ class VLLMBackend:
             )
             for i in range(len(prompts))
         ]
-        requests = [{"prompt_token_ids": encode_prompt(self.tokenizer, m)} for m in prompts]
+        requests = [
+            {"prompt_token_ids": encode_prompt(self.tokenizer, m, self.add_special_tokens)} for m in prompts
+        ]
         outputs = self.llm.generate(requests, params, use_tqdm=self.progress)
         return [
             [

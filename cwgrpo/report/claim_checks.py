@@ -17,22 +17,25 @@ import pandas as pd
 
 from cwgrpo.configs import ConfigError, config_hash
 from cwgrpo.io import ResultFileError, read_json
+from cwgrpo.learning_signal import describe, no_signal
 from cwgrpo.report.load import per_seed_accuracy, run_info
 from cwgrpo.report.options import AVG, ReportConfig
 from cwgrpo.report.provenance import input_identity
 from cwgrpo.stats import Effect, mean_ci, seed_effect
 
 log = logging.getLogger(__name__)
+NO_EFFECT = Effect(math.nan, math.nan, math.nan, 0, False, (), "not measured")
 HOLDS, FAILS, INCONCLUSIVE, NOT_TESTABLE = "holds", "does not hold", "inconclusive", "not testable"
 ENTROPY_STATS = ("std", "range")
 VERDICT_RULE = (
-    "Each effect is signed so that a positive value supports the claim. Verdict per size: 'does not hold' "
-    "if the mean effect over seeds is <= 0 (or the claim's stated precondition fails); 'holds' if the "
-    "whole 95 % t-interval over seeds lies above 0; otherwise 'inconclusive' (the interval reaches 0, or "
-    "fewer than 2 seeds make it unavailable); 'not testable' if a run it needs had no learning signal (every "
-    "group with zero reward spread, or every completion clipped; run.json's learning_signal) or logged only "
-    "zero covariances. Overall: 'holds' if it holds for every size, 'does not hold' if it fails for any "
-    "size, 'not testable' if no size is testable, else 'inconclusive'."
+    "Each effect is signed so that a positive value supports the claim. Verdict per size: 'holds' if the "
+    "whole 95 % t-interval over seeds lies above 0; 'does not hold' if it lies below 0 (so it needs at least "
+    "2 seeds); 'inconclusive' otherwise (the interval reaches 0, or fewer than 2 seeds give no interval, "
+    "whatever the sign of the mean); 'not testable' if a precondition cannot be met: the claim's own (claim 3: "
+    "GRPO degrades, and a later checkpoint exists), a run it needs had no learning signal (zero reward spread "
+    "or zero gradient; run.json's learning_signal), or only zero covariances were logged. Overall: 'holds' "
+    "if it holds for every size, 'does not hold' if it fails for any size, 'not testable' if no size is "
+    "testable, else 'inconclusive'."
 )
 
 
@@ -86,20 +89,27 @@ class ClaimsConfig(ReportConfig):
 
 
 # -- verdicts ----------------------------------------------------------------------------------------
-def decide(effect: Effect, precondition: bool = True, precondition_failed: str = "") -> tuple[str, str]:
-    """The verdict of one effect under :data:`VERDICT_RULE`, with the reason in words."""
+def decide(effect: Effect, untestable: str = "") -> tuple[str, str]:
+    """The verdict of one effect under :data:`VERDICT_RULE`, with the reason in words.
+
+    ``untestable`` names a precondition that is not met (the verdict is then 'not testable'). Only an
+    interval over at least two seeds decides either way: one seed's effect, even 0 or negative, cannot
+    tell a method's effect from the spread between seeds.
+    """
+    if untestable:
+        return NOT_TESTABLE, untestable
     if not math.isfinite(effect.mean):
         return INCONCLUSIVE, "no measurement"
-    if effect.mean <= 0:
-        below = effect.has_ci and effect.hi < 0
-        return FAILS, "the effect is not positive" + (" (the whole 95 % CI is below 0)" if below else "")
-    if not precondition:
-        return FAILS, precondition_failed
-    if not effect.has_ci:
-        return INCONCLUSIVE, "the effect is positive but its CI is unavailable (fewer than 2 seeds)"
+    if effect.n < 2 or not effect.has_ci:
+        return (
+            INCONCLUSIVE,
+            "fewer than 2 seeds: no 95 % CI over seeds, so the sign of one seed's effect decides nothing",
+        )
     if effect.lo > 0:
         return HOLDS, "the whole 95 % CI is above 0"
-    return INCONCLUSIVE, "the effect is positive but the 95 % CI includes 0"
+    if effect.hi < 0:
+        return FAILS, "the whole 95 % CI is below 0"
+    return INCONCLUSIVE, "the 95 % CI includes 0"
 
 
 def overall(verdicts: Sequence[str]) -> str:
@@ -114,8 +124,8 @@ def overall(verdicts: Sequence[str]) -> str:
 
 def silent_runs(runs: Sequence[Path]) -> dict[tuple[str, str], list[str]]:
     """(size, method) -> what each of its runs' ``run.json`` recorded as no learning signal
-    (``cwgrpo.learning_signal``), e.g. ``seed 0: zero reward spread, steps 1-20``. A run.json without
-    ``learning_signal`` counts as learning."""
+    (``cwgrpo.learning_signal.no_signal``), e.g. ``seed 0: zero reward spread, steps 1-20``. A run.json
+    without ``learning_signal``, or with only notices (every completion clipped), counts as learning."""
     silent: dict[tuple[str, str], list[str]] = {}
     for run_dir in runs:
         info = run_info(run_dir)
@@ -130,11 +140,9 @@ def silent_runs(runs: Sequence[Path]) -> dict[tuple[str, str], list[str]]:
                 f"{path}: 'learning_signal' must be a list of {{cause, from_step, to_step}} records "
                 "(cwgrpo train writes them); restore the run's own run.json"
             )
-        for found in recorded:
-            what = f"seed {info['seed']}: {found['cause'].replace('_', ' ')}"
-            silent.setdefault((info["size"], info["method"]), []).append(
-                f"{what}, steps {found['from_step']}-{found['to_step']}"
-            )
+        for found in filter(no_signal, recorded):
+            key = (info["size"], info["method"])
+            silent.setdefault(key, []).append(f"seed {info['seed']}: {describe(found)}")
     return silent
 
 
@@ -147,8 +155,8 @@ def mark_untestable(per_size: list[dict[str, Any]], runs: Sequence[Path], method
             silent.setdefault(size, []).extend(f"{method} {t}" for t in texts)
     for result in per_size:
         if result["size"] in silent and result["verdict"] != NOT_TESTABLE:
-            result["verdict"] = NOT_TESTABLE
-            result["reason"] = "no learning signal in training (" + "; ".join(silent[result["size"]]) + ")"
+            why = "no learning signal in training (" + "; ".join(silent[result["size"]]) + ")"
+            result["verdict"], result["reason"] = decide(NO_EFFECT, untestable=why)
 
 
 def _scaled(e: Effect, k: float) -> Effect:
@@ -313,9 +321,8 @@ def claim_degradation(frame: pd.DataFrame, cfg: ClaimsConfig, sizes: Sequence[st
         late = _late_step(frame, cfg, size, benchmarks)
         if late is None or late <= cfg.step:
             eff = Effect(math.nan, math.nan, math.nan, 0, False, (), f"no checkpoint after step {cfg.step}")
-            out.append(
-                _size_result(cfg, size, eff, "accuracy points", (INCONCLUSIVE, eff.note), late_step=None)
-            )
+            verdict = decide(eff, untestable=eff.note)
+            out.append(_size_result(cfg, size, eff, "accuracy points", verdict, late_step=None))
             continue
         drop: dict[str, dict[int, float]] = {}
         for method in (cfg.treatment_method, cfg.reference_method):
@@ -325,14 +332,9 @@ def claim_degradation(frame: pd.DataFrame, cfg: ClaimsConfig, sizes: Sequence[st
             drop[method] = {int(s): float(at[s] - later[s]) for s in seeds}
         eff = _scaled(seed_effect(drop[cfg.reference_method], drop[cfg.treatment_method]), 100)
         ref_drop = float(np.mean(list(drop[cfg.reference_method].values())))
-        verdict = decide(
-            eff,
-            precondition=ref_drop > 0,
-            precondition_failed=(
-                f"{cfg.method_name(cfg.reference_method)} does not degrade "
-                f"(mean drop {100 * ref_drop:+.2f} points ≤ 0)"
-            ),
-        )
+        ref_name = cfg.method_name(cfg.reference_method)
+        no_drop = f"{ref_name} does not degrade (mean drop {100 * ref_drop:+.2f} points ≤ 0)"
+        verdict = decide(eff, untestable="" if ref_drop > 0 else no_drop)
         out.append(
             _size_result(
                 cfg,

@@ -16,7 +16,6 @@ import pandas as pd
 
 from cwgrpo.io import ResultFileError
 from cwgrpo.report.claim_checks import (
-    NOT_TESTABLE,
     ClaimsConfig,
     _ci_dict,
     _size_result,
@@ -60,7 +59,7 @@ def claim_heavy_tail(
             seeds = tuple(sorted(all_zero[size]))
             eff = Effect(math.nan, math.nan, math.nan, len(seeds), False, seeds, "not measured")
             reason = ALL_ZERO.format(seeds=", ".join(map(str, seeds)))
-            out.append(_tail_result(cfg, size, eff, (NOT_TESTABLE, reason), None, None))
+            out.append(_tail_result(cfg, size, eff, decide(eff, untestable=reason), None, None))
             continue
         if not values:
             raise ResultFileError(

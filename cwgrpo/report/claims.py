@@ -2,11 +2,13 @@
 
 Each claim becomes one measured *effect* per size, signed so that a positive value supports the claim,
 with a 95 % t-interval over seeds (paired by seed where both methods have the same seeds; with fewer
-than two seeds the interval is unavailable). One rule turns an effect into a verdict:
+than two seeds the interval is unavailable). One rule (``claim_checks.decide``) turns an effect into a
+verdict:
 
-- ``does not hold`` if the effect is zero or negative (or a stated precondition fails);
 - ``holds`` if the whole 95 % interval lies above zero;
-- ``inconclusive`` otherwise (positive, but the interval reaches zero or is unavailable).
+- ``does not hold`` if the whole 95 % interval lies below zero (at least two seeds);
+- ``inconclusive`` otherwise (the interval reaches zero, or one seed gives none);
+- ``not testable`` if a precondition cannot be met (claim 3: GRPO does not degrade; no learning signal).
 
 A claim holds overall if it holds for every size, does not hold if it fails for any size, and is
 inconclusive otherwise. The four measures (T = ``treatment_method``, CW-GRPO; R = ``reference_method``,
@@ -16,9 +18,11 @@ GRPO; s = ``step``):
 2. entropy stability: stat(R) - stat(T), stat = ``entropy_stat`` (std or range) of the per-step entropy
    over the last ``entropy_window`` of each run's steps, in nats;
 3. late degradation: drop(R) - drop(T), drop = Avg(s) - Avg(late), late = the last step evaluated for
-   both methods, in points; precondition: R's mean drop is positive (GRPO does degrade);
+   both methods, in points; precondition: R's mean drop is positive (GRPO does degrade), else "not testable";
 4. heavy tail: share of the total |c| carried by the top ``tail_top_fraction`` of sampled tokens of
    ``tail_method``'s runs (mean over logged steps), minus ``tail_share_min``, in percentage points.
+
+Beside them, the paper's covariance quantile table for every size and method (``cov_quantiles``).
 
 Example::
 
@@ -49,6 +53,7 @@ from cwgrpo.report.claim_checks import (
     report_record,
 )
 from cwgrpo.report.claim_tail import claim_heavy_tail
+from cwgrpo.report.cov_quantiles import quantile_markdown, quantile_rows
 from cwgrpo.report.load import (
     add_input_arguments,
     command_options,
@@ -104,7 +109,7 @@ def claim_texts(cfg: ClaimsConfig, reported: Mapping[str, Any]) -> dict[int, dic
                     if cfg.late_step is not None
                     else "the last step evaluated for both methods"
                 )
-                + f"; paired by seed. Precondition: {r}'s mean drop is > 0 (it does degrade), else 'does not hold'."
+                + f"; paired by seed. Precondition: {r}'s mean drop is > 0 (it does degrade), else 'not testable'."
             ),
         },
         4: {
@@ -198,6 +203,7 @@ def claims_markdown(report: Mapping[str, Any], cfg: ClaimsConfig) -> str:
             ]  # fmt: skip
             lines.append("| " + " | ".join(x.replace("|", "\\|") for x in cells) + " |")
         lines.append("")
+    lines += quantile_markdown(report.get("cov_quantiles", []), cfg.size_name, cfg.method_name)
     return "\n".join(lines)
 
 
@@ -223,15 +229,22 @@ def evaluate_claims(
             {
                 "id": i,
                 **texts[i],
-                "rule": "holds if the 95 % CI of the measure lies above 0; does not hold if its mean is ≤ 0"
-                + (" or the precondition fails" if i == 3 else "")
-                + "; inconclusive otherwise",
+                "rule": "holds if the 95 % CI of the measure lies above 0; does not hold if it lies below 0; "
+                "inconclusive otherwise (one seed gives no CI)"
+                + ("; not testable if the precondition fails" if i == 3 else ""),
                 "verdict": overall([r["verdict"] for r in per_size]),
                 "per_size": per_size,
             }
         )
     stand_in = cfg.stand_in_note(sorted(set(frame["benchmark"])), sizes)
-    return {"verdict_rule": VERDICT_RULE, "sizes": sizes, "stand_in": stand_in, "claims": claims}
+    quantiles = quantile_rows(runs, sizes)
+    return {
+        "verdict_rule": VERDICT_RULE,
+        "sizes": sizes,
+        "stand_in": stand_in,
+        "claims": claims,
+        "cov_quantiles": quantiles,
+    }
 
 
 # -- command -----------------------------------------------------------------------------------------

@@ -6,6 +6,7 @@ Pure formatting of frames that :mod:`cwgrpo.report.table` computed; nothing here
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -39,7 +40,32 @@ class Grid:
     title: str = ""
 
 
-def table_grid(cells: pd.DataFrame, cfg: TableConfig) -> Grid:
+def paper_rows(reported: Mapping[str, Any], cfg: TableConfig, sizes: Iterable[str], other: bool) -> list[str]:
+    """The paper's Table 1 rows as notes, for the paper sizes that ``sizes`` mirror (all if none does),
+    marked as other models and benchmarks when ``other`` (a stand-in preset)."""
+    table = reported["table1"]
+    mirrored = {cfg.size_mirror(s) for s in sizes} - {None}
+    cols = [*reported["benchmark_order"], AVG]
+    names = [reported["benchmark_display"].get(b, "Avg") for b in cols]
+    which = (
+        "other models and benchmarks, so not comparable cell by cell; its effects over GRPO are beside ours "
+        "in reported_vs_ours.md and table1_avg.png"
+        if other
+        else "the same models and benchmarks, one sample per problem"
+    )
+    notes = [f"The paper's Table 1 (step {table['step']}; {which}), {', '.join(names)}:"]
+    for psize, display in reported["size_display"].items():
+        if mirrored and psize not in mirrored:
+            continue
+        rows = [r for r in table["rows"] if r["size"] == psize]
+        text = "; ".join(
+            f"{cfg.method_name(r['method'])} " + " / ".join(f"{r[c]:.1f}" for c in cols) for r in rows
+        )
+        notes.append(f"Paper, {display}: {text}.")
+    return notes
+
+
+def table_grid(cells: pd.DataFrame, cfg: TableConfig, reported: Mapping[str, Any] | None = None) -> Grid:
     benchmarks = [b for b in dict.fromkeys(cells["benchmark"]) if b != AVG]
     ref_name = cfg.method_name(cfg.reference_method)
     header = ["Method", *[cfg.benchmark_name(b) for b in benchmarks], "Avg", f"Δ Avg vs {ref_name}"]
@@ -82,6 +108,8 @@ def table_grid(cells: pd.DataFrame, cfg: TableConfig) -> Grid:
     stand_in = cfg.stand_in_note(benchmarks, dict.fromkeys(cells["size"]))
     if stand_in:
         notes.append(stand_in)
+    if reported is not None:
+        notes += paper_rows(reported, cfg, dict.fromkeys(cells["size"]), other=bool(stand_in))
     title = f"Table 1: accuracy (%) at step {cfg.step}"
     return Grid(header, sections, notes, title)
 

@@ -23,7 +23,7 @@ import pandas as pd
 
 from cwgrpo.configs import add_config_arguments, describe_options
 from cwgrpo.io import ResultFileError, read_json, write_json, write_text
-from cwgrpo.report.claim_checks import decide, top_share
+from cwgrpo.report.claim_checks import top_share
 from cwgrpo.report.load import (
     add_input_arguments,
     command_options,
@@ -34,7 +34,14 @@ from cwgrpo.report.load import (
     run_info,
 )
 from cwgrpo.report.options import AVG
-from cwgrpo.report.study_design import CLAIM_TEXT, MEASURES, PRIMARY, SECONDARY, StudyConfig
+from cwgrpo.report.study_design import (
+    CLAIM_TEXT,
+    MEASURES,
+    PRIMARY,
+    SECONDARY,
+    StudyConfig,
+    registered_verdict,
+)
 from cwgrpo.stats import Effect, paired_mde, paired_sd, seed_effect
 
 
@@ -200,7 +207,7 @@ def analyse(
             if gated and not precondition
             else ""
         )
-        verdict, reason = decide(eff, precondition or not gated, why_not)
+        verdict, reason = registered_verdict(eff, precondition or not gated, why_not)
         if why_not and reason != why_not:  # a gated claim whose effect also fails: say both
             reason = f"{why_not}; {reason}"
         claims.append(

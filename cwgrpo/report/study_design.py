@@ -6,10 +6,12 @@ writes it; neither imports the other's module for these.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
 from cwgrpo.configs import ConfigError
 from cwgrpo.report.options import ReportConfig
+from cwgrpo.stats import Effect
 
 
 @dataclass
@@ -80,3 +82,23 @@ CLAIM_TEXT = {
     3: "CW-GRPO holds its accuracy: best-minus-last over the checkpoints, R - T",
     4: "a few tokens carry most of the covariance (as `cwgrpo claims`)",
 }
+
+
+def registered_verdict(effect: Effect, precondition: bool, precondition_failed: str) -> tuple[str, str]:
+    """The verdict rule as registered (preregistration.md section 3), kept so the study reads as it was
+    registered: 'does not hold' for a mean <= 0 or a failed precondition, whatever the interval.
+    ``cwgrpo claims`` has its own rule (``claim_checks.decide``)."""
+    if not math.isfinite(effect.mean):
+        return "inconclusive", "no measurement"
+    if effect.mean <= 0:
+        below = effect.has_ci and effect.hi < 0
+        return "does not hold", "the effect is not positive" + (
+            " (the whole 95 % CI is below 0)" if below else ""
+        )
+    if not precondition:
+        return "does not hold", precondition_failed
+    if not effect.has_ci:
+        return "inconclusive", "the effect is positive but its CI is unavailable (fewer than 2 seeds)"
+    if effect.lo > 0:
+        return "holds", "the whole 95 % CI is above 0"
+    return "inconclusive", "the effect is positive but the 95 % CI includes 0"

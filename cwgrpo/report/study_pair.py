@@ -29,6 +29,10 @@ STUDIES = {  # label -> (study.json, what differs)
     "second": (Path("docs/study/results-regime/study.json"), "lr 2e-4 cosine to 0.1, 10 % warm-up, KL 0.04"),
 }
 METHODS = ("grpo", "cw_grpo", "cw_grpo_described", "clip_cov")  # those a study ran
+# The claims a study tests only if GRPO is unstable (its precondition); both registrations report them as
+# "precondition failed", with their numbers, when it is not.
+GATED = (2, 3)
+PRECONDITION_FAILED = "precondition failed"
 BLOCK = re.compile(r"(<!-- generated: study-pair -->\n).*?(<!-- /generated: study-pair -->)", re.S)
 
 
@@ -48,7 +52,8 @@ def regime_effect(first: Mapping[str, Any], second: Mapping[str, Any]) -> dict[s
 
 
 def claims_table(reports: Mapping[str, Mapping[str, Any]]) -> str:
-    """One row per claim: effect [CI], MDE and verdict in each study."""
+    """One row per claim: effect [CI], MDE and verdict in each study ("precondition failed" for a gated
+    claim of a study whose precondition failed)."""
     labels = list(reports)
     header = ["#", "measure", *(f"{lab} study: effect [95 % CI], MDE → verdict" for lab in labels)]
     lines = ["| " + " | ".join(header) + " |", "|---|---|" + "---|" * len(labels)]
@@ -64,10 +69,11 @@ def claims_table(reports: Mapping[str, Mapping[str, Any]]) -> str:
             digits = 3 if c.get("unit") == "nats" else 1
             mean = c["effect"].get("mean")
             mde = c.get("mde_80")
+            gated_out = cid in GATED and not reports[lab]["regime"]["precondition"]
             cells.append(
                 f"{num_text(mean, digits)} {ci_text(c['effect'], digits)}"
                 + (f", MDE {mde:.{digits}f}" if isinstance(mde, float) else "")
-                + f" → **{c['verdict']}**"
+                + f" → **{PRECONDITION_FAILED if gated_out else c['verdict']}**"
             )
         lines.append(
             f"| {cid} | {first.get('measure', first.get('claim', ''))} | " + " | ".join(cells) + " |"

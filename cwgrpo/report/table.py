@@ -301,9 +301,9 @@ TABLE_OUTPUTS = {
 # Optional: the same PDF again where the README's `snakemake ... figures/table1.pdf` asks for it (its footer
 # names the preset, so the copy cannot pass as another preset's).
 COPY_OUTPUTS = {"copy_pdf": "a copy of the typeset table, e.g. figures/table1.pdf"}
-# Optional, both or neither: each method's Avg with its interval beside the paper's (cwgrpo.report.table1_avg).
+# Optional, both or neither: each method's Δ Avg vs GRPO beside the paper's (cwgrpo.report.table1_avg).
 PICTURE_OUTPUTS = {
-    "avg_pdf": "Table 1's Avg column as a figure, beside the paper's, e.g. figures/tiny/table1_avg.pdf",
+    "avg_pdf": "Table 1's Δ Avg (effects) as a figure, beside the paper's, e.g. figures/tiny/table1_avg.pdf",
     "avg_png": "the same as PNG",
 }
 
@@ -346,8 +346,8 @@ def write_table(
 
     frame = load_summaries(summaries, cfg)
     cells, per_seed = build_table1(frame, cfg)
-    grid = mark_silent_rows(table_grid(cells, cfg), cfg, list(runs or []))
     reported = load_reported(reported_path)
+    grid = mark_silent_rows(table_grid(cells, cfg, reported), cfg, list(runs or []))
     cmp = reported_vs_ours(cells, per_seed, cfg, reported)
     identity = input_identity(summary_paths=summaries)
     chash = config_hash(cfg)

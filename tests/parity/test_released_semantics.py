@@ -5,7 +5,9 @@ while the behaviour does not (docs/fidelity.md lists every setting and where the
 
 - one group per loss micro-batch (released: each device micro-step held one prompt's 12 completions);
 - log-probs of unscaled logits while sampling at temperature 0.7 (released ``_get_per_token_logps``);
-- prompt ids cut from the left to ``max_prompt_length`` for the loss, no prompt dropped.
+- prompt ids cut from the left to ``max_prompt_length`` for the loss, no prompt dropped;
+- the 1.5B rollouts' doubled BOS (vLLM 0.7.2 tokenised the templated text with special tokens), the
+  loss's single one.
 """
 
 from __future__ import annotations
@@ -243,3 +245,38 @@ def test_covariance_sample_skips_groups_with_equal_rewards(tiny_model_dir, tmp_p
     assert [ask(2, 1, zero), ask(2, 2, zero), ask(2, 3, zero)] == [False, False, False]  # not a sampled step
     step = config.save_steps  # the next sampled step: no micro-batch has a covariance, the last one is kept
     assert [ask(step, 1, zero), ask(step, 2, zero), ask(step, 3, zero)] == [False, False, True]
+
+
+@pytest.mark.parametrize("option", [True, False])
+def test_rollouts_see_the_released_doubled_bos_and_the_loss_one(tiny_model_dir, tmp_path, option):
+    """With an R1-Distill-like tokenizer (it adds a BOS, its chat template emits one):
+    ``cw_rollout_add_special_tokens`` generates after two BOS, as the released vLLM rollouts did; the loss
+    and reference log-probs keep one, as released; without the option both see one."""
+    import shutil
+
+    from cwgrpo.tiny import build_tokenizer
+
+    model_dir = tmp_path / "r1-like"
+    shutil.copytree(tiny_model_dir, model_dir)
+    build_tokenizer(add_bos=True).save_pretrained(model_dir)
+    config = _config(tmp_path, num_generations=2, per_device_train_batch_size=2, max_steps=1,
+                     cw_rollout_add_special_tokens=option)  # fmt: skip
+    trainer = _trainer(model_dir, config, prompts=["1+2=", "3+4="])
+    tokenizer = trainer.processing_class
+    bos, user = tokenizer.bos_token_id, tokenizer.convert_tokens_to_ids("<|user|>")
+    rollouts = []
+    generate = trainer.model.generate
+
+    def record(input_ids, attention_mask, **kwargs):
+        rollouts.extend(ids[m.bool()].tolist() for ids, m in zip(input_ids, attention_mask, strict=True))
+        return generate(input_ids=input_ids, attention_mask=attention_mask, **kwargs)
+
+    trainer.model.generate = record
+    seen = _record_micro_batches(trainer)
+    trainer.train()
+    loss_prompts = [
+        ids[m.bool()].tolist() for b in seen for ids, m in zip(b["prompt_ids"], b["prompt_mask"], strict=True)
+    ]
+    assert rollouts and loss_prompts
+    assert all(p[:2] == [bos, user] and p.count(bos) == 1 for p in loss_prompts)
+    assert all(r == ([bos] if option else []) + p for r, p in zip(rollouts, loss_prompts, strict=True))

@@ -4,7 +4,8 @@ cases that run snakemake are in tests/workflow/test_presets.py)."""
 from __future__ import annotations
 
 import pytest
-from dag_presets import SCHEMA, preset
+import yaml
+from dag_presets import REPO, SCHEMA, preset
 
 from cwgrpo import weighting
 from cwgrpo.dag import checks, option_checks, options
@@ -148,6 +149,19 @@ def test_preset_file_errors_are_all_shown_before_validation(tmp_path):
     config = {"name": "x", "kind": "tiny", "sizes": {}, "methods": {}, "data": {}, "tarin": {}, "sedes": [0]}
     found = option_checks.preset_file_errors(config, SCHEMA, [])
     assert len([line for line in found if "tarin" in line or "sedes" in line]) == 2
+
+
+def test_option_level_checks_run_beside_file_level_mistakes():
+    """A schema mistake does not hide an option its command does not know: both in one pass, and the
+    checks see the schema's defaults (the raw tiny preset has no `resources:`, which they read)."""
+    config = yaml.safe_load((REPO / "config" / "config.yaml").read_text())
+    config.pop("resources")
+    config["colour"] = "blue"
+    config["evaluate"]["temprature"] = 0.6
+    run = {"uses_conda": False, "gpu_cap": None, "gpu_models": {}}
+    found = option_checks.preset_errors(config, SCHEMA, [], lambda: checks.preset_checks(config, **run))
+    assert [line.split(":")[0] for line in found] == ["colour", "evaluate.temprature"], found
+    assert config["resources"]["default"] == {}  # the schema's default, filled in
 
 
 def test_seeds_from_the_command_line_become_ints():

@@ -320,15 +320,18 @@ def test_package_dataset_of_another_version_is_a_clear_error():
 
 def test_own_local_dataset_with_its_own_columns(tmp_path):
     source = tmp_path / "mine.jsonl"
-    source.write_text('{"question": "1+1?", "gold": 2}\n{"question": "2+2?", "gold": "4"}\n')
+    source.write_text('{"question": "1+1?", "gold": 2, "tags": [1.50]}\n{"question": "2+2?", "gold": "4"}\n')
     out = tmp_path / "data" / "mine.jsonl"
     args = ["prepare-data", "--dataset", "mine", "--out", str(out), "--set", f"path={source}"]
     assert cli.main([*args, "--set", "problem=question", "--set", "answer=gold"]) == 0
     records = data.load_records(out)
-    assert records == [
-        {"id": "mine-0000", "problem": "1+1?", "answer": "2", "source": f"file:{source}"},
-        {"id": "mine-0001", "problem": "2+2?", "answer": "4", "source": f"file:{source}"},
-    ]
+    file = f"file:{source}"
+    assert records == [  # every column of the file kept under its own name, numbers as their text
+        {"id": "mine-0000", "problem": "1+1?", "answer": "2", "source": file,
+         "columns": {"question": "1+1?", "gold": "2", "tags": ["1.50"]}},
+        {"id": "mine-0001", "problem": "2+2?", "answer": "4", "source": file,
+         "columns": {"question": "2+2?", "gold": "4"}},
+    ]  # fmt: skip
     manifest = json.loads(data.manifest_path(out).read_text())
     assert (manifest["rows"], manifest["display"], manifest["mirrors"]) == (2, "mine", None)
 

@@ -65,6 +65,48 @@ def test_encode_applies_the_chat_template(backend):
     assert ids.count(backend.tokenizer.bos_token_id) == 1
 
 
+def _r1_like_model_dir(tiny_model_dir, tmp_path):
+    """The tiny model with a tokenizer that adds a BOS and whose chat template emits one, as
+    DeepSeek-R1-Distill's (the released 1.5B)."""
+    import shutil
+
+    from cwgrpo.tiny import build_tokenizer
+
+    out = tmp_path / "r1-like"
+    shutil.copytree(tiny_model_dir, out)
+    build_tokenizer(add_bos=True).save_pretrained(out)
+    return out
+
+
+def test_evaluation_prompts_get_the_doubled_bos_only_when_asked(tiny_model_dir, tmp_path):
+    """The released 1.5B evaluation (lighteval at ed084813) tokenised the templated prompt with special
+    tokens: two BOS with R1-Distill's tokenizer. ``add_special_tokens`` reproduces it; off, one BOS."""
+    from cwgrpo.evaluate import EvalConfig
+    from cwgrpo.tiny import build_tokenizer
+
+    r1_like, qwen_like = build_tokenizer(add_bos=True), build_tokenizer()
+    bos = r1_like.bos_token_id
+    once = encode_prompt(r1_like, PROMPTS[0])
+    assert once[:2] == [bos, r1_like.convert_tokens_to_ids("<|user|>")] and once.count(bos) == 1
+    assert encode_prompt(r1_like, PROMPTS[0], add_special_tokens=True) == [bos, *once]
+    assert encode_prompt(qwen_like, PROMPTS[0], add_special_tokens=True) == once  # no BOS of its own: 7B
+    assert EvalConfig(add_special_tokens=True).backend_options()["add_special_tokens"] is True
+
+    seen = []
+
+    def recording(generate):
+        return lambda input_ids, **kw: (
+            seen.append(input_ids[0].tolist()) or generate(input_ids=input_ids, **kw)
+        )
+
+    for option in (True, False):
+        model_dir = _r1_like_model_dir(tiny_model_dir, tmp_path / str(option))
+        backend = get_backend("transformers", model_dir, progress=False, add_special_tokens=option)
+        backend.model.generate = recording(backend.model.generate)
+        backend.generate(PROMPTS[:1], 1, SamplingSettings(0.0, 1.0, 2, 0))
+    assert seen == [[bos, *once], once]
+
+
 def test_generate_shape_and_fields(backend):
     out = backend.generate(PROMPTS, 3, SamplingSettings(1.0, 0.95, MAX_NEW, 0))
     assert len(out) == len(PROMPTS) and all(len(row) == 3 for row in out)
@@ -124,13 +166,16 @@ def test_vllm_engine_settings_reach_the_vllm_backend_only():
         "batch_size": 32,
         "seed": 0,
         "cpu_threads": None,
+        "add_special_tokens": False,
         "max_model_len": 4096,
         "gpu_memory_utilization": 0.8,
         "tensor_parallel_size": 2,
         "enforce_eager": True,
     }
     # The transformers backend takes no engine settings: they are not passed to it.
-    assert set(EvalConfig(max_model_len=4096).backend_options()) == {"batch_size", "seed", "cpu_threads"}
+    assert set(EvalConfig(max_model_len=4096).backend_options()) == {
+        "batch_size", "seed", "cpu_threads", "add_special_tokens"
+    }  # fmt: skip
     for bad in ({"max_model_len": 0}, {"gpu_memory_utilization": 1.5}, {"tensor_parallel_size": 0}):
         with pytest.raises(ConfigError, match=next(iter(bad))):
             EvalConfig(**bad)
@@ -186,3 +231,19 @@ def test_a_prompt_longer_than_the_context_names_the_fix():
     with pytest.raises(ConfigError, match=r"prompt 1 has 12 tokens, more than the model's context of 10 .*; "
                        r"shorten or remove that problem in the data .*system_prompt.*longer context"):  # fmt: skip
         check_prompts_fit(["short", "x" * 12], tokenizer, 10, 0, "prompt")
+
+
+def test_the_context_check_counts_the_doubled_bos_when_asked():
+    """An evaluation with ``add_special_tokens`` sends one token more than the templated text: the check
+    before any generation counts it."""
+    from cwgrpo.generation import check_prompts_fit
+    from cwgrpo.tiny import build_tokenizer
+
+    tokenizer = build_tokenizer(add_bos=True)
+    text = tokenizer.apply_chat_template(PROMPTS[0], tokenize=False, add_generation_prompt=True)
+    n = len(encode_prompt(tokenizer, PROMPTS[0]))
+    check_prompts_fit([text], tokenizer, n, 0)
+    with pytest.raises(
+        ConfigError, match=rf"prompt 0 has {n + 1} tokens, more than the model's context of {n}"
+    ):
+        check_prompts_fit([text], tokenizer, n, 0, add_special_tokens=True)

@@ -4,12 +4,23 @@ from __future__ import annotations
 
 import pytest
 
-from cwgrpo.learning_signal import ALL_CLIPPED, ZERO_SPREAD, SignalOptions, findings, stretch
+from cwgrpo.dag.commands import finished_message
+from cwgrpo.learning_signal import (
+    ALL_CLIPPED,
+    ZERO_GRADIENT,
+    ZERO_SPREAD,
+    SignalOptions,
+    findings,
+    no_signal,
+    runs_without_signal,
+    stretch,
+)
 
 
 def line(step, zero=1.0, clipped=0.25, reward=0.0, **extra):
+    """A log line; its gradient is 0 where every group had zero spread, else 0.5."""
     return {"step": step, "frac_reward_zero_std": zero, "completions/clipped_ratio": clipped,
-            "reward": reward, "reward_std": 0.0, "grad_norm": 0.0, **extra}  # fmt: skip
+            "reward": reward, "reward_std": 0.0, "grad_norm": 0.0 if zero == 1.0 else 0.5, **extra}  # fmt: skip
 
 
 def test_a_stretch_of_zero_spread_is_found_with_its_numbers():
@@ -39,14 +50,60 @@ def test_a_logged_line_covers_the_steps_since_the_previous_one():
     assert findings([line(5), line(10)], 11) == []
 
 
-def test_every_completion_clipped_is_its_own_cause():
-    records = [line(s, zero=0.5, clipped=1.0) for s in (1, 2, 3)]
+def test_every_completion_clipped_is_a_notice_not_a_lack_of_signal():
+    """All clipped, but rewards differ and the gradient is 7.1: the run learns, so the message does not
+    say "no learning signal" and the finding is no reason to call the run silent."""
+    records = [line(s, zero=0.5, clipped=1.0, grad_norm=7.1) for s in (1, 2, 3)]
     (found,) = findings(records, 3)
     assert found["cause"] == ALL_CLIPPED and "max_completion_length)" in found["message"]
+    assert not no_signal(found) and "no learning signal" not in found["message"]
     (found,) = findings(records, 3, completion_budget=16)
-    assert "clipped at the completion budget (max_completion_length=16) at steps 1-3" in found["message"]
+    assert found["message"].startswith(
+        "every completion was clipped at the completion budget (max_completion_length=16) at steps 1-3 "
+        "(reward 0, reward_std 0, frac_reward_zero_std 0.5, completions/clipped_ratio 1, grad_norm 7.1): "
+    )
     both = findings([line(s, clipped=1.0) for s in (1, 2)], 2)
     assert [f["cause"] for f in both] == [ZERO_SPREAD, ALL_CLIPPED]
+    assert [no_signal(f) for f in both] == [True, False]
+
+
+def test_a_zero_gradient_with_reward_spread_is_no_learning_signal():
+    records = [line(s, zero=0.5, grad_norm=0.0) for s in (1, 2, 3)]
+    (found,) = findings(records, 3)
+    assert (found["cause"], no_signal(found)) == (ZERO_GRADIENT, True)
+    assert found["message"].startswith("no learning signal: the gradient norm was 0 at steps 1-3 (")
+    assert findings([line(s, zero=0.5, grad_norm=0.1) for s in (1, 2, 3)], 3) == []
+    # zero spread explains a zero gradient: one finding, not two
+    assert [f["cause"] for f in findings([line(s) for s in (1, 2, 3)], 3)] == [ZERO_SPREAD]
+
+
+@pytest.mark.parametrize(
+    ("cause", "silent"), [(ZERO_SPREAD, True), (ZERO_GRADIENT, True), (ALL_CLIPPED, False), ("other", False)]
+)
+def test_no_signal_classifies_a_recorded_finding(cause, silent):
+    assert no_signal({"cause": cause, "from_step": 1, "to_step": 20}) is silent
+
+
+def test_the_end_of_run_block_names_the_runs_without_signal_and_prints_table_1():
+    recorded = {
+        "runs/s/grpo/seed0": [{"cause": ZERO_SPREAD, "from_step": 1, "to_step": 20}],
+        "runs/s/cw_grpo/seed0": [{"cause": ALL_CLIPPED, "from_step": 1, "to_step": 20}],
+        "runs/s/clip_cov/seed0": [],
+    }
+    silent = runs_without_signal(recorded)
+    assert silent == ["runs/s/grpo/seed0: zero reward spread, steps 1-20"]
+    block = finished_message(
+        [("claims", "c.md")], "# Table 1\n\n| a |\n", silent, " --configfile x.yaml", "figures/s/report.html"
+    )
+    assert block.splitlines() == [
+        "# Table 1", "", "| a |", "",
+        "No learning signal in 1 run (Table 1 marks their rows †, the claims they feed are 'not testable'; "
+        "each job's log has the numbers):",
+        "  runs/s/grpo/seed0: zero reward spread, steps 1-20", "",
+        "Results of this run:", "claims: c.md", "report: snakemake --report figures/s/report.html --configfile x.yaml",
+    ]  # fmt: skip
+    quiet = finished_message([], None, [], "", "figures/s/report.html")
+    assert quiet == "Results of this run:\nreport: snakemake --report figures/s/report.html"
 
 
 def test_missing_or_null_metrics_break_a_stretch_and_order_does_not_matter():

@@ -20,7 +20,7 @@ from cwgrpo.report.load import load_reported, load_summaries, summaries_frame
 from cwgrpo.report.options import TableConfig
 from cwgrpo.report.table import build_table1, write_table
 from cwgrpo.stats import mean_ci, seed_effect
-from tests.hand import T975_2
+from tests.hand import T975_2, t_interval_3
 
 TINY = {
     "kind": "tiny",
@@ -244,6 +244,24 @@ def test_table_markdown_shows_mean_pm_half_width(tiny_out):
     half = 100 * T975_2 * 0.04 / math.sqrt(3)  # 9.9365...
     assert f"84.0 ± {half:.1f}" in md  # "84.0 ± 9.9"
     assert "Syn-L1 (≈MATH-500)" in md and "Tiny-S (≈1.5B)" in md
+
+
+def test_table_shows_the_papers_rows_marked_as_other_models_and_benchmarks(tiny_out):
+    """Table 1 names the paper's rows of the size it mirrors (Tiny-S stands for 1.5B), marked as other
+    models and benchmarks, in the Markdown, the TeX caption and so the PDF's notes."""
+    md, tex = tiny_out["md"].read_text(), tiny_out["tex"].read_text()
+    assert (
+        "The paper's Table 1 (step 100; other models and benchmarks, so not comparable cell by cell; its "
+        "effects over GRPO are beside ours in reported_vs_ours.md and table1_avg.png), AIME24, MATH-500, "
+        "AMC23, Minerva, OlympiadBench, Avg:" in md
+    )
+    assert (
+        "Paper, 1.5B (DeepSeek-R1-Distill-Qwen-1.5B): Base 28.8 / 82.8 / 62.9 / 26.5 / 43.3 / 48.9; "
+        "GRPO 33.3 / 85.0 / 67.5 / 27.2 / 49.9 / 52.6; Clip-Cov 33.3 / 85.5 / 70.0 / 29.0 / 50.0 / 53.6; "
+        "CW-GRPO 30.0 / 87.0 / 77.5 / 29.8 / 52.0 / 55.3." in md
+    )
+    assert "Paper, 7B" not in md  # no size here stands for 7B
+    assert "Paper, 1.5B (DeepSeek-R1-Distill-Qwen-1.5B): Base 28.8" in tex
 
 
 def test_table_best_per_column(tmp_path):
@@ -503,11 +521,13 @@ def test_metric_sensitivity_of_strict_only_summaries_says_paper_was_not_scored(t
 
 def test_table_marks_a_method_whose_run_had_no_learning_signal(tmp_path):
     """A run whose run.json records no learning signal: its method's row gets a dagger and a note (the
-    row measures a policy that training did not move); rows of runs that learned are unchanged."""
+    row measures a policy that training did not move); rows of runs that learned are unchanged, also one
+    whose every completion was clipped (a notice: its rewards still differed)."""
     runs = []
     for method, signal in (
         ("grpo", []),
-        ("cw_grpo", [{"cause": "all_clipped", "from_step": 1, "to_step": 20}]),
+        ("cw_grpo", [{"cause": "zero_gradient", "from_step": 1, "to_step": 20}]),
+        ("clip_cov", [{"cause": "all_clipped", "from_step": 1, "to_step": 20}]),
     ):
         run = tmp_path / "runs" / method
         run.mkdir(parents=True)
@@ -519,9 +539,11 @@ def test_table_marks_a_method_whose_run_had_no_learning_signal(tmp_path):
     )
     md = out["md"].read_text()
     name = cfg().method_name
-    assert f"| {name('cw_grpo')} † |" in md and f"| {name('grpo')} |" in md
     assert (
-        f"† No learning signal in training: Tiny-S (≈1.5B) {name('cw_grpo')} (seed 0: all clipped, steps 1-20)."
+        f"| {name('cw_grpo')} † |" in md and f"| {name('grpo')} |" in md and f"| {name('clip_cov')} |" in md
+    )
+    assert (
+        f"† No learning signal in training: Tiny-S (≈1.5B) {name('cw_grpo')} (seed 0: zero gradient, steps 1-20)."
         in md
     )
     assert f"{name('cw_grpo')} $\\dagger$" in out["tex"].read_text().replace("\\_", "_")
@@ -557,31 +579,56 @@ def test_notes_and_columns_come_from_the_results_never_a_presets_name(tmp_path):
         assert not re.search(r"(?i)\b(tiny|real|paper) preset|SmolLM2|CHAMP", text), text
 
 
-def test_table1_as_a_figure_draws_each_avg_with_its_interval_beside_the_papers(tmp_path):
-    """The picture's dots are the table's Avg cells (with their intervals), the paper's Avg of the mirrored
-    size an open diamond on the same method's row; ``cwgrpo table`` writes it as PDF and PNG."""
-    from cwgrpo.report.table1_avg import avg_figure
+def test_avg_effects_are_ours_and_the_papers_method_minus_grpo(tmp_path):
+    """The figure's data: each method's Avg minus GRPO's in points, ours paired by seed with its interval
+    (base: one seed, so a point marked as such), the paper's from its Table 1 rows of the mirrored size."""
+    from cwgrpo.report.table1_avg import avg_effects
+
+    config = cfg()
+    summaries = make_results(tmp_path)
+    cells, _ = build_table1(load_summaries(summaries, config), config)
+    e = avg_effects(cells, config, load_reported()).set_index("method")
+    assert list(e.index) == ["base", "clip_cov", "cw_grpo"]  # the table's order, GRPO left out
+    m, lo, hi = t_interval_3([5.5, 5.5, 8.5])  # CW-GRPO's Avg minus GRPO's per seed, in points
+    assert (
+        e.loc["cw_grpo", "ours"],
+        e.loc["cw_grpo", "ours_lo"],
+        e.loc["cw_grpo", "ours_hi"],
+    ) == pytest.approx((m, lo, hi))
+    assert e.loc["base", "ours"] == pytest.approx(40.0 - 51.0) and e.loc["base", "one_seed"]
+    assert math.isnan(e.loc["base", "ours_lo"]) and not e.loc["cw_grpo", "one_seed"]
+    assert e["paper"].to_dict() == pytest.approx(
+        {"base": 48.9 - 52.6, "clip_cov": 53.6 - 52.6, "cw_grpo": 55.3 - 52.6}
+    )
+    unmirrored = TableConfig(**{**TINY, "size_mirrors": {}, "size_display": {}})
+    cells, _ = build_table1(load_summaries(summaries, unmirrored), unmirrored)
+    assert avg_effects(cells, unmirrored, load_reported())["paper"].isna().all()
+
+
+def test_table1_as_a_figure_draws_effects_beside_the_papers(tmp_path):
+    """The picture's dots are the table's Δ Avg cells (with their intervals; an open dot for one seed), the
+    paper's effect of the mirrored size an open diamond on the same method's row; ``cwgrpo table`` writes
+    it as PDF and PNG."""
+    from cwgrpo.report.table1_avg import avg_effects, avg_figure
 
     config = cfg()
     frame = load_summaries(make_results(tmp_path / "r"), config)
     cells, _ = build_table1(frame, config)
     fig = avg_figure(cells, config, load_reported(), "footer")
     ax = fig.axes[0]
-    assert [t.get_text() for t in ax.get_yticklabels()] == ["Base", "GRPO", "Clip-Cov", "CW-GRPO"]  # top down
-    avg = cells[cells["benchmark"] == "avg"].set_index("method")
-    dots = {
-        round(float(line.get_ydata()[0])): float(line.get_xdata()[0])
-        for line in ax.lines
-        if line.get_marker() == "o"
-    }
-    assert dots[0] == pytest.approx(100 * avg.loc["cw_grpo", "accuracy"])  # the bottom row
-    diamonds = [line for line in ax.lines if line.get_marker() == "D"]
-    paper = {r["method"]: r["avg"] for r in load_reported()["table1"]["rows"] if r["size"] == "1.5b"}
-    assert sorted(float(d.get_xdata()[0]) for d in diamonds) == sorted(paper.values())
+    assert [t.get_text() for t in ax.get_yticklabels()] == ["Base", "Clip-Cov", "CW-GRPO"]  # top down
+    assert ax.get_xlabel() == "Δ Avg vs GRPO (points)"
+    e = avg_effects(cells, config, load_reported()).set_index("method")
+    dots = {round(float(ln.get_ydata()[0])): ln for ln in ax.lines if ln.get_marker() == "o"}
+    assert float(dots[0].get_xdata()[0]) == pytest.approx(e.loc["cw_grpo", "ours"])  # the bottom row
+    assert dots[2].get_markerfacecolor() == "white"  # base: one seed, an open dot
+    diamonds = [ln for ln in ax.lines if ln.get_marker() == "D"]
+    assert sorted(float(d.get_xdata()[0]) for d in diamonds) == pytest.approx(sorted(e["paper"]))
     bars = [c for c in ax.collections if len(c.get_segments()) == 1]
-    (seg,) = bars[0].get_segments()
-    half = 100 * (avg.loc["cw_grpo", "ci95_hi"] - avg.loc["cw_grpo", "ci95_lo"]) / 2
-    assert seg[1][0] - seg[0][0] == pytest.approx(2 * half)
+    assert len(bars) == 2  # Clip-Cov and CW-GRPO have intervals over seeds; base has none
+    widths = sorted(seg[1][0] - seg[0][0] for b in bars for seg in b.get_segments())
+    expected = sorted(e.loc[m, "ours_hi"] - e.loc[m, "ours_lo"] for m in ("clip_cov", "cw_grpo"))
+    assert widths == pytest.approx(expected)
     out = outputs(tmp_path / "t.pdf", tmp_path / "o")
     args = [
         "table",

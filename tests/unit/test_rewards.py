@@ -130,7 +130,7 @@ def test_reward_by_dotted_path(user_module):
     ("path", "message"),
     [
         ("no_such_pkg_xyz.mod:f", "module 'no_such_pkg_xyz.mod' does not import"),
-        ("broken_rewards:f", "does not import: ModuleNotFoundError"),
+        ("broken_rewards:f", r"does not import \(ModuleNotFoundError"),
         ("my_rewards:missing", "has no 'missing'"),
         ("my_rewards:NOT_A_FUNCTION", "is not a function"),
         ("my_rewards:no_kwargs", r"signature \(completions\) is not a reward's"),
@@ -170,6 +170,9 @@ HOSTILE_REWARDS = textwrap.dedent(
 
     def fine(completions, answer, **kwargs):
         return [1.0 if a in c[-1]["content"] else 0.0 for c, a in zip(completions, answer)]
+
+    def wants_gold(completions, gold_answer, **kwargs):
+        return [0.0 for _ in completions]
     """
 )
 
@@ -210,7 +213,7 @@ def _train(tmp_path: Path, model_dir: Path, reward: str, **job) -> int:
     [
         ("raising", "raised KeyError: 'no such column'"),
         ("returns_none", "returned NoneType, not a list"),
-        ("too_many", "returned 2 values for 1 completion"),
+        ("too_many", "returned 3 values for 2 completions"),
         ("text", "returned '1.0' \\(str\\)"),
     ],
 )
@@ -219,9 +222,40 @@ def test_a_reward_that_cannot_work_fails_before_the_model_loads(
 ):
     """Weak spot: a reward that raised or returned None failed with a traceback after load and generation."""
     with pytest.raises(
-        ConfigError, match=f"reward '{user_rewards}:{function}', called on the first training row.*{message}"
+        ConfigError,
+        match=f"reward '{user_rewards}:{function}', called as TRL calls it on the first 2 training.*{message}",
     ):
         _train(tmp_path, tiny_model_dir, f"{user_rewards}:{function}")
+    assert not (tmp_path / "run").exists()
+
+
+def test_the_train_command_refuses_a_reward_before_it_launches_anything_with_the_dry_runs_message(
+    tmp_path, tiny_model_dir, user_rewards, no_model_load, capfd
+):
+    """Issue 37: where the dry run cannot call a reward (training data the workflow builds), the training
+    job's first step does, before its launcher, tokenizer or model: the same one line."""
+    from cwgrpo import cli
+
+    data = tmp_path / "train.jsonl"
+    data.write_text(json.dumps({"id": "p-0", "problem": "1+1", "answer": "2", "source": "test"}) + "\n")
+    args = [
+        "train",
+        "--model-dir",
+        str(tiny_model_dir),
+        "--train-data",
+        str(data),
+        "--run-dir",
+        str(tmp_path / "run"),
+    ]
+    options = {**TWO_STEP_TRL, "reward_funcs": [f"{user_rewards}:wants_gold"], "launcher": "accelerate"}
+    (tmp_path / "options.yaml").write_text(json.dumps({**options, "num_processes": 2}))
+    assert cli.main([*args, "--config", str(tmp_path / "options.yaml")]) == 2
+    err = capfd.readouterr().err
+    assert (
+        f"reward '{user_rewards}:wants_gold', called as TRL calls it on the first 1 training row(s) before "
+        "training, raised TypeError: wants_gold() missing 1 required positional argument: 'gold_answer'; it was "
+        "called with the keywords prompts, completions, completion_ids, answer, trainer_state," in err
+    ), err
     assert not (tmp_path / "run").exists()
 
 

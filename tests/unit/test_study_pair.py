@@ -68,6 +68,7 @@ def test_the_page_block_names_each_studys_verdicts_and_precondition():
     assert "| first | lr 2e-4 constant, no KL | 40.0 | 2 of 3 | holds |" in block
     assert "| second |" in block and "| 0 of 3 | fails |" in block
     assert "+0.012 n/a → **does not hold**" in block  # nats get three digits; no interval says so
+    assert "+0.012 n/a → **precondition failed**" in block  # claim 2 of the study whose precondition failed
     assert "**inconclusive**" in block and ", MDE 4.0" in block
     assert "Welch interval, 3 and 3 seeds): **+5.0 points [" in block
     assert "first study `entropy`; second study `entropy`" in block  # neither report names a key

@@ -1,14 +1,18 @@
-"""config/byo.yaml, the template for your own model and data: every mistake at once, then the whole DAG.
+"""config/byo.yaml, the template for your own model, data and reward: every mistake at once, then the DAG.
 
-The end-to-end test gives the template a tiny model folder (tests/conftest.py) and two JSONL files whose
-columns are not ours (`question`, `gold`), shrinks the run to one step and two problems through a second
-config file (the user changes only the template's marked lines), and runs every job up to Table 1.
+The end-to-end test gives the template a tiny model folder (tests/conftest.py), two JSONL files whose
+columns are not ours (`question`, `ans`, `source`) and a reward module of its own that reads them by those
+names (importable through PYTHONPATH, as docs/usage.md tells a user), shrinks the run to one step and two
+problems through a second config file (the user changes only the template's marked lines), and runs every
+job up to Table 1. The fast tests are the dry run's refusals of a reward the jobs could not import or call,
+and the one prompt training and evaluation share.
 """
 
 from __future__ import annotations
 
 import csv
 import json
+import os
 import time
 from pathlib import Path
 
@@ -20,23 +24,42 @@ from tests.workflow.test_workflow import REPO, job_stats, run_snakemake
 TEMPLATE = REPO / "config" / "byo.yaml"
 
 
-def _own_files(root: Path, model: Path) -> Path:
-    """JSONL files of the user's (other column names, an extra column) and the config that points at them."""
+# The user's reward: it reads the user's own columns by their names (`ans`, `source`), as TRL passes them.
+OWN_REWARD = """
+def exact(completions, ans, source, **kwargs):
+    assert set(source) == {"mine"}, source
+    texts = [c[-1]["content"] if isinstance(c, list) else c for c in completions]
+    return [float(t.strip() == a) for t, a in zip(texts, ans)]
+
+def wants_gold(completions, gold_answer, **kwargs):
+    return [0.0 for _ in completions]
+"""
+
+
+def _own_files(root: Path, model: Path, **train: object) -> Path:
+    """JSONL files of the user's (other column names, an extra column), a reward module of the user's in
+    ``root`` and the config that points at them (``train``: options over the template's)."""
     root.mkdir(parents=True, exist_ok=True)
-    rows = [{"question": f"{a}+{a + 1}", "gold": str(2 * a + 1), "source": "mine"} for a in range(8)]
+    rows = [{"question": f"{a}+{a + 1}", "ans": str(2 * a + 1), "source": "mine"} for a in range(8)]
     (root / "train.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
     (root / "test.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows[:4]))
+    (root / "byo_rewards.py").write_text(OWN_REWARD)
     mine = {
         "sizes": {"my-model": {"model": str(model)}},
         "datasets": {
-            "my_train": {"path": str(root / "train.jsonl")},
-            "my_bench": {"path": str(root / "test.jsonl")},
+            "my_train": {"path": str(root / "train.jsonl"), "answer": "ans"},
+            "my_bench": {"path": str(root / "test.jsonl"), "answer": "ans"},
         },
-        "train": {"system_prompt": None},  # the tiny tokenizer reads digits and operators only
+        "train": {"system_prompt": None, **train},  # the tiny tokenizer reads digits and operators only
     }
     path = root / "mine.yaml"
     path.write_text(yaml.safe_dump(mine))
     return path
+
+
+def _importable(folder: Path) -> dict[str, str]:
+    """The environment that makes a user's module in ``folder`` importable by the jobs (docs/usage.md)."""
+    return {"PYTHONPATH": os.pathsep.join(filter(None, [str(folder), os.environ.get("PYTHONPATH")]))}
 
 
 SMALLEST = {  # one step, groups of 2, two problems: every job of the DAG still runs once
@@ -100,18 +123,83 @@ def test_a_completion_budget_longer_than_the_models_context_names_the_fix(tiny_m
     assert f"set max_completion_length to at most {context // 2}" in out
 
 
+def test_a_reward_the_jobs_cannot_import_is_refused_in_the_dry_run_naming_the_fix(tiny_model_dir, tmp_path):
+    """Issue 37: the dry run passed and the first training job failed 82 s in; the module was not on the
+    jobs' path (the jobs run `cwgrpo train` in processes of their own)."""
+    mine = _own_files(tmp_path / "own", tiny_model_dir, reward_funcs=["byo_rewards:exact"])
+    proc, out = run_snakemake(tmp_path / "w", "-n", "--configfile", str(TEMPLATE), str(mine))  # no PYTHONPATH
+    assert proc.returncode != 0
+    line = next(line for line in out.splitlines() if "train.reward_funcs: " in line)
+    assert "module 'byo_rewards' does not import (ModuleNotFoundError" in line, line
+    assert "export PYTHONPATH=FOLDER before snakemake" in line and "pip install -e FOLDER" in line
+    assert not (tmp_path / "w" / "results").exists()
+
+
+def test_a_reward_called_with_keywords_it_lacks_is_refused_naming_the_keywords(tiny_model_dir, tmp_path):
+    """Issue 37: the reward wanted a column the data does not have; the TypeError came from the job and did
+    not say what it was called with."""
+    own = tmp_path / "own"
+    mine = _own_files(own, tiny_model_dir, reward_funcs=["byo_rewards:wants_gold"])
+    proc, out = run_snakemake(
+        tmp_path / "w", "-n", "--configfile", str(TEMPLATE), str(mine), env=_importable(own)
+    )
+    assert proc.returncode != 0
+    line = next(line for line in out.splitlines() if "train.reward_funcs: " in line)
+    assert "reward 'byo_rewards:wants_gold', called as TRL calls it on the first 4 training row(s)" in line
+    assert "raised TypeError: wants_gold() missing 1 required positional argument: 'gold_answer'" in line
+    assert (
+        "called with the keywords prompts, completions, completion_ids, answer, ans, question, source,"
+        in line
+    )
+
+
+def test_the_training_prompt_is_the_evaluation_prompt_unless_set_apart(tiny_model_dir, tmp_path):
+    """Issue 37: byo.yaml's system prompt reached training only; evaluation had none, silently."""
+    mine = _own_files(tmp_path / "own", tiny_model_dir, system_prompt="Be brief.")
+    proc, out = run_snakemake(tmp_path / "w", "-n", "--configfile", str(TEMPLATE), str(mine))
+    assert proc.returncode == 0, out[-3000:]
+    [options] = (tmp_path / "w/results/mine/options/evaluate").glob("my-model.*.yaml")
+    assert yaml.safe_load(options.read_text())["system_prompt"] == "Be brief."
+    assert "prompts set apart" not in out
+    apart = tmp_path / "apart.yaml"
+    apart.write_text(yaml.safe_dump({"evaluate": {"system_prompt": ""}}))
+    proc, out = run_snakemake(tmp_path / "w2", "-n", "--configfile", str(TEMPLATE), str(mine), str(apart))
+    assert proc.returncode == 0, out[-3000:]
+    [note] = [line for line in out.splitlines() if "prompts set apart" in line]
+    assert note == (
+        "note: prompts set apart on purpose (evaluate.system_prompt): training (size my-model, grpo) uses "
+        "prompt_set tiny, system prompt 'Be brief.'; evaluation uses prompt_set tiny, system prompt none. "
+        "Remove evaluate.system_prompt to use one prompt."
+    )
+
+
 @pytest.mark.slow
-def test_the_template_runs_end_to_end_on_a_model_folder_and_jsonl_files_of_its_own(tiny_model_dir, tmp_path):
-    mine = _own_files(tmp_path / "own", tiny_model_dir)
+def test_the_template_runs_end_to_end_on_a_model_folder_jsonl_files_and_a_reward_of_its_own(
+    tiny_model_dir, tmp_path
+):
+    own = tmp_path / "own"
+    mine = _own_files(own, tiny_model_dir, reward_funcs=["byo_rewards:exact"])
     smallest = tmp_path / "smallest.yaml"
     smallest.write_text(yaml.safe_dump(SMALLEST))
     work = tmp_path / "w"
     start = time.monotonic()
     proc, out = run_snakemake(
-        work, "table", "--cores", "2", "--configfile", str(TEMPLATE), str(mine), str(smallest)
+        work,
+        "table",
+        "--cores",
+        "2",
+        "--configfile",
+        str(TEMPLATE),
+        str(mine),
+        str(smallest),
+        env=_importable(own),
     )
     wall = time.monotonic() - start
     assert proc.returncode == 0, out[-4000:]
+    metrics = [
+        json.loads(line) for line in (work / "results/mine/runs/my-model/grpo/seed0/metrics.jsonl").open()
+    ]
+    assert "rewards/exact/mean" in metrics[0], sorted(metrics[0])  # the user's reward, by its own columns
     stats = job_stats(out)
     assert stats == {"fetch_model": 1, "prepare_data": 2, "train_my_model": 2, "evaluate": 1,
                      "evaluate_run_my_model": 2, "table": 1}, stats  # fmt: skip

@@ -18,8 +18,18 @@ from snakemake.utils import validate
 
 # cwgrpo from this checkout (a bare Snakemake environment may lack it)
 sys.path.insert(0, str(Path(workflow.basedir)))
+from cwgrpo import learning_signal
 from cwgrpo.configcheck import ConfigErrors, shorten
-from cwgrpo.dag import checks, commands, machine, option_checks, options, profile, resources
+from cwgrpo.dag import (
+    checks,
+    commands,
+    machine,
+    option_checks,
+    options,
+    profile,
+    resources,
+    user_rewards,
+)
 from cwgrpo.dag.options import BASE
 
 
@@ -30,9 +40,18 @@ def stop_on(lines):
 
 
 SCHEMA = Path(workflow.basedir) / "workflow/schemas/config.schema.yaml"
+
+
+def preset_checks():
+    """Every parse-time check of the preset, with this run's conda use, GPU cap and GPU models."""
+    settings = profile.run_settings(workflow, list(config["sizes"]))
+    return checks.preset_checks(config, *settings, os.cpu_count() or 1)
+
+
 option_checks.seeds_from_command_line(config)
-# Every schema error at once (validate alone stops at the first), then the schema's defaults filled in.
-stop_on(option_checks.preset_file_errors(config, SCHEMA, workflow.configfiles))
+# Every schema error at once (validate alone stops at the first) and, with them, every other check's on
+# the schema's defaults: all mistakes in one pass. Then the schema's defaults filled in.
+stop_on(option_checks.preset_errors(config, SCHEMA, workflow.configfiles, preset_checks))
 validate(config, schema=SCHEMA, set_default=True)
 
 
@@ -109,9 +128,12 @@ def check_machine():
     stop_on(machine.deepspeed_errors(config, profile.run_settings(workflow, SIZES)[0], os.environ))
 
 
-stop_on(
-    checks.collect(checks.preset_checks(config, *profile.run_settings(workflow, SIZES), os.cpu_count() or 1))
-)
+NOTES = []  # what the dry run says besides errors, by the main process only (a cluster job parses again)
+# A reward of the user's: imported (and called on local data) as the jobs will.
+USER_REWARDS = [lambda: user_rewards.reward_errors(config, os.environ, NOTES)]
+stop_on(checks.collect(preset_checks() + (USER_REWARDS if workflow.is_main_process else [])))
+for line in filter(None, [options.prompt_note(config), *NOTES] if workflow.is_main_process else []):
+    print(line, file=sys.stderr)
 
 
 wildcard_constraints:
@@ -235,18 +257,23 @@ def get_final_output():
 
 
 def finished_run_message():
-    """Where a finished run's table, figures, claims and report are (logged by the Snakefile's
-    `onsuccess:`): the files that exist, and the report command with this run's --configfile."""
+    """What a finished run ends with (logged by the Snakefile's `onsuccess:`): Table 1, the runs without
+    learning signal, the files that exist, and the report command with this run's --configfile."""
     shown = [
         ("Table 1", f"{RES}/table1.md"),
         (f"Table 1 of preset {PRESET}", SHOWN_TABLE),
         ("figures", f"{FIG}/"),
         ("claims", f"{RES}/claims.md"),
     ]
-    lines = [f"{what}: {path}" for what, path in shown if Path(path).exists()]
-    configfiles = commands.configfile_args(workflow.overwrite_configfiles or [])
-    command = f"report: snakemake --report {FIG}/report.html{configfiles}"  # one per preset, as its figures
-    return "\n".join(["Results of this run:", *lines, command])
+    table1 = Path(f"{RES}/table1.md")
+    runs = [run_prefix(size, m, seed) for size in SIZES for m in METHODS for seed in SEEDS]
+    return commands.finished_message(
+        [(what, path) for what, path in shown if Path(path).exists()],
+        table1.read_text(encoding="utf-8") if table1.exists() else None,
+        learning_signal.runs_without_signal(learning_signal.read_recorded(runs)),
+        commands.configfile_args(workflow.overwrite_configfiles or []),
+        f"{FIG}/report.html",  # one per preset, as its figures
+    )
 
 
 # ---------------------------------------------------------------- input and params functions
