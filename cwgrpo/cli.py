@@ -27,7 +27,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "cwgrpo.prepare_data",
         "write a training set or benchmark to a local JSONL file with a manifest",
     ),
-    "fetch-model": ("cwgrpo.hub", "download a Hugging Face model at a pinned revision to a local folder"),
+    "fetch-model": ("cwgrpo.hub", "a Hub model, local model folder or GGUF file -> a local model folder"),
     "build-tiny": ("cwgrpo.tiny", "build the offline tiny tokenizer and model (tiny preset)"),
     "sft": ("cwgrpo.sft", "supervised warm-up of a tiny model into a 'base' model (tiny preset)"),
     "train": (

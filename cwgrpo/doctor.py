@@ -98,6 +98,19 @@ def check_vllm() -> Check:
         return Check("vllm", False, f"installed but does not import: {type(err).__name__}: {err}", ("paper",))
 
 
+def check_tensorboard() -> Check:
+    """TRL's ``report_to=tensorboard`` (live metrics); optional, so it blocks no preset."""
+    try:
+        import tensorboard  # noqa: F401  -- importing is the check
+    except ImportError:
+        return Check(
+            "tensorboard", False, "not installed (pip install 'cwgrpo[tensorboard]'; make setup installs it)"
+        )
+    return Check(
+        "tensorboard", True, f"{_version('tensorboard') or 'importable'} (--set report_to=tensorboard)"
+    )
+
+
 def check_lighteval(conda: bool) -> Check:
     """The paper metric's own environment (lighteval 0.8.1); with conda, envs/lighteval.yaml can make it."""
     from cwgrpo.configs import ConfigError
@@ -159,7 +172,7 @@ def run_checks(results: Path, offline: bool) -> list[Check]:
     checks = [check_python(), *check_libraries()]
     if _version("torch") is not None:
         checks.append(check_gpus())
-    checks.append(check_vllm())
+    checks += [check_vllm(), check_tensorboard()]
     hub = Check("huggingface hub", False, "not checked (--offline)") if offline else check_hub()
     data = check_paper_data(results)
     if not hub.ok and not data.ok:  # the paper preset needs one of the two

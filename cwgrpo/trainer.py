@@ -48,11 +48,13 @@ import dataclasses
 import logging
 import math
 import os
+import textwrap
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 import torch
 from trl import GRPOConfig, GRPOTrainer
+from trl.trainer.utils import get_config_model_id
 
 from cwgrpo import context_budget, learning_signal, released_stats, weighting
 from cwgrpo.cw_options import CWOptions, geometry_problems
@@ -67,12 +69,14 @@ logger = logging.getLogger(__name__)
 
 
 @dataclass
-class CWGRPOConfig(GRPOConfig, CWOptions):
+class CWGRPOConfig(CWOptions, GRPOConfig):
     """``GRPOConfig`` plus the options of the covariance-aware methods (``CWOptions``: their fields,
-    defaults and rules, which the workflow's parse checks too); here the rules that need TRL's fields."""
+    defaults and rules, which the workflow's parse checks too); here the rules that need TRL's fields.
+    ``CWOptions`` comes first among the bases so that its fields come last: ``output_dir`` stays the first
+    positional field, as in ``GRPOConfig("out")``."""
 
     def __post_init__(self) -> None:
-        super().__post_init__()
+        GRPOConfig.__post_init__(self)
         self.check_cw_options()
         if self.loss_type not in TRL_LOSS_TYPES:  # TRL itself only notices at the first loss computation
             raise ValueError(f"loss_type={self.loss_type!r}; valid in TRL 1.16: {list(TRL_LOSS_TYPES)}")
@@ -100,6 +104,17 @@ class CWGRPOConfig(GRPOConfig, CWOptions):
         return weighting.MethodOptions(**{n: clip[n] if n in clip else getattr(self, n) for n in names})
 
 
+def default_config(model: Any) -> CWGRPOConfig:
+    """The config of a trainer built without ``args``, named after the model as ``GRPOTrainer`` names its
+    ``GRPOConfig`` (``<model>-CW-GRPO``). Without any accelerator it sets ``use_cpu``: TRL's default (bf16)
+    is refused there by transformers, which asks for exactly that."""
+    name = model if isinstance(model, str) else get_config_model_id(model.config)
+    use_cpu = not torch.accelerator.is_available()
+    if use_cpu:
+        logger.info("CWGRPOTrainer without args and without an accelerator: default config with use_cpu=True")
+    return CWGRPOConfig(f"{name.split('/')[-1]}-CW-GRPO", use_cpu=use_cpu)
+
+
 class CWGRPOTrainer(GRPOTrainer):
     """``GRPOTrainer`` that applies ``args.cw_method`` to the advantages inside the loss.
 
@@ -111,12 +126,38 @@ class CWGRPOTrainer(GRPOTrainer):
     module docstring.
     """
 
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        config = kwargs.get("args", args[2] if len(args) > 2 else None)  # (model, reward_funcs, args, ...)
-        if not isinstance(config, CWGRPOConfig):
-            raise TypeError(f"CWGRPOTrainer needs a CWGRPOConfig, got {type(config).__name__}")
-        with fused_head_temperature(config.cw_logprob_temperature):
-            super().__init__(*args, **kwargs)
+    _tag_names: ClassVar[list[str]] = [
+        "trl",
+        "grpo",
+        "cw-grpo",
+    ]  # TRL's model card: tags, trainer name and the paper to cite
+    _name = "CW-GRPO"
+    _paper: ClassVar[dict[str, str]] = {
+        "title": "Taming Extreme Tokens: Covariance-Aware GRPO with Gaussian-Kernel Advantage Reweighting",
+        "id": "2605.11538",
+        # docstyle-ignore
+        "citation": textwrap.dedent("""\
+            @inproceedings{wang2026taming,
+                title     = {{Taming Extreme Tokens: Covariance-Aware GRPO with Gaussian-Kernel Advantage Reweighting}},
+                author    = {Cheng Wang and Qin Liu and Wenxuan Zhou and Muhao Chen},
+                booktitle = {Proceedings of the 64th Annual Meeting of the Association for Computational Linguistics (Volume 2: Short Papers)},
+                pages     = {540--546},
+                year      = 2026,
+                eprint    = {arXiv:2605.11538},
+            }"""),
+    }
+
+    def __init__(
+        self, model: Any, reward_funcs: Any = None, args: Any = None, *rest: Any, **kwargs: Any
+    ) -> None:
+        if args is None:
+            args = default_config(model)
+        if not isinstance(args, CWGRPOConfig):
+            raise TypeError(
+                f"CWGRPOTrainer needs a CWGRPOConfig (or none, for the defaults), got {type(args).__name__}"
+            )
+        with fused_head_temperature(args.cw_logprob_temperature):
+            super().__init__(model, reward_funcs, args, *rest, **kwargs)
         self.add_callback(learning_signal.monitor(self.args.cw_no_signal_steps))
         if self.args.cw_probe_prompts > 0:
             self.add_callback(ProbeKL(self, self.args.cw_probe_prompts))

@@ -8,7 +8,9 @@ file ``X.jsonl`` beside it (``X.graded.summary.json``: ``X.graded.jsonl``, with 
 verdicts). Of each cell the page shows a fixed, seeded choice of ``per_cell`` samples with the problem (from
 the benchmark file the summary names, when it is still there with the same SHA-256), the gold, each metric's
 extracted answer and verdict, and whether the completion was truncated, and counts over the whole file.
-A malformed line or file is named on the page and in a warning, and the page is built from the rest.
+With ``--runs``, the runs' training completions (TRL's ``log_completions``: :mod:`cwgrpo.report.samples_train`)
+follow in a section of their own. A malformed line or file is named on the page and in a warning, and the
+page is built from the rest.
 Reading is :mod:`cwgrpo.report.samples_load`, the page :mod:`cwgrpo.report.samples_page`.
 """
 
@@ -23,12 +25,21 @@ from cwgrpo.io import ResultFileError, check_arguments_not_overwritten, write_te
 from cwgrpo.report.load import add_input_arguments
 from cwgrpo.report.samples_load import SamplesConfig, benchmark_files, load_cells, samples_path_of
 from cwgrpo.report.samples_page import render_page
+from cwgrpo.report.samples_train import load_train_steps, train_html
 
 log = logging.getLogger(__name__)
 
 
 def configure_parser(parser: argparse.ArgumentParser) -> None:
     add_input_arguments(parser, runs=False)
+    parser.add_argument(
+        "--runs",
+        nargs="*",
+        action="extend",
+        type=Path,
+        default=None,
+        help="run folders: their training completions (TRL's log_completions) in a section of their own",
+    )
     parser.add_argument("--out-html", required=True, type=Path, help="e.g. figures/<preset>/samples.html")
     parser.add_argument("--title", default=None, help="the page's title (default: from the output's folder)")
     add_config_arguments(parser)
@@ -49,10 +60,15 @@ def run(args: argparse.Namespace) -> int:
     samples = [samples_path_of(p) for p in summaries if p.name.endswith(".summary.json")]
     check_arguments_not_overwritten(args, OUTPUTS, [*samples, *benchmark_files(summaries)])
     cells, issues = load_cells(summaries, cfg)
+    title = args.title or f"Samples: {args.out_html.resolve().parent.name}"
+    training = ""
+    if args.runs is not None:
+        train_steps, train_issues = load_train_steps(args.runs, cfg)
+        issues += train_issues
+        training = train_html(train_steps, cfg)
     for issue in issues:
         log.warning("%s: %s", issue.where, issue.why)
-    title = args.title or f"Samples: {args.out_html.resolve().parent.name}"
-    write_text(args.out_html, render_page(title, cells, issues, cfg))
+    write_text(args.out_html, render_page(title, cells, issues, cfg, training))
     shown = sum(len(c.shown) for c in cells)
     log.info("%s: %d samples of %d cells (%d issues)", args.out_html, shown, len(cells), len(issues))
     return 0

@@ -178,7 +178,15 @@ def issues_html(issues: list[Issue]) -> str:
     return f'<section id="issues"><h2>{plural(len(issues), "issue")} with the inputs (also warnings in the log)</h2><ul>{items}</ul></section>'
 
 
-def render_page(title: str, cells: list[Cell], issues: list[Issue], cfg: SamplesConfig) -> str:
+def render_page(
+    title: str,
+    cells: list[Cell],
+    issues: list[Issue],
+    cfg: SamplesConfig,
+    training: str = "",
+) -> str:
+    """The page; ``training``, the training completions' section (``samples_train.train_html``), follows
+    the evaluation samples."""
     shown = sum(len(c.shown) for c in cells)
     total = sum(len(c.rows) for c in cells)
     metrics = sorted({m for c in cells for m in c.metrics}, key=list(METRIC_NAMES).index)
@@ -189,10 +197,12 @@ def render_page(title: str, cells: list[Cell], issues: list[Issue], cfg: Samples
         f"{', '.join(METRIC_NAMES.get(m, m) for m in metrics) or 'none'}; “wrong” is the verdict of "
         f"{' / '.join(primary) or 'the primary metric'}."
     )
+    # no link to the section: the address's fragment holds the filters (a jump would clear them)
+    jump = " Training completions follow them, at the end of the page." if training else ""
     body = (
-        f'<header><h1>{escape(title)}</h1><p class="lede">{escape(lede)}</p></header>{issues_html(issues)}'
+        f'<header><h1>{escape(title)}</h1><p class="lede">{escape(lede + jump)}</p></header>{issues_html(issues)}'
         f"{filters_html(cells, cfg) if cells else ''}{overview_html(cells, cfg)}"
-        f'<main id="samples">{"".join(cell_html(c, cfg) for c in cells)}</main>'
+        f'<main id="samples">{"".join(cell_html(c, cfg) for c in cells)}</main>{training}'
     )
     page = TEMPLATE.read_text(encoding="utf-8")
     page = page.replace("<!--SCRIPT_SHA256-->", script_sha256(page))

@@ -186,7 +186,7 @@ def test_the_sample_browser_filters_in_chromium(evaluations, tmp_path):
     injected.write_text(_with_script(text, "document.title = 'pwned';", allowed=False))
     assert "<title>pwned" not in _chromium_run(injected, tmp_path, "--dump-dom").stdout
 
-    # a view in the address: the page opens with those filters set (docs/images/samples.png is this view)
+    # a view in the address: the page opens with those filters set (as docs/images/samples_png.py uses)
     view = page.as_uri() + "#method=cw_grpo"
     linked = _chromium_run(page, tmp_path, "--dump-dom", uri=view).stdout
     assert re.search(rf'<output id="count"[^>]*>showing 5 of {len(rows)} samples<', linked), linked[-3000:]

@@ -72,7 +72,9 @@ def check_a_second_preset_beside(workdir: Path, first: str, first_config: Path, 
     # the finished run points to its own outputs and to the report command with its --configfile
     shown = "Table 1: results/second/table1.md\nTable 1 of preset second: figures/table1.pdf\nfigures: figures/second/\n"
     assert shown in said, said[-2000:]
-    assert f"report: snakemake --report report.html --configfile {configs['second']}" in said, said[-2000:]
+    assert (
+        f"report: snakemake --report figures/second/report.html --configfile {configs['second']}" in said
+    ), said[-2000:]
     # each preset's figures in its own folder; figures/table1.pdf is the last run's table (its preset's)
     assert sorted(p.name for p in (workdir / "figures").iterdir()) == sorted([*configs, "table1.pdf"])
     shown = (workdir / "figures" / "table1.pdf").read_bytes()

@@ -6,6 +6,7 @@ Each run must change the parameters and log every diagnostic of spec method.md Â
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 import torch
@@ -143,3 +144,53 @@ def test_released_entropy_and_kl_are_means_of_completion_means(tiny_model_dir, t
         if not any(c[2] for c in calls):  # completions of one length: the two means are the same number
             assert entry["entropy_per_completion"] == pytest.approx(entry["entropy"], rel=1e-5)
             assert entry["kl_per_completion"] == pytest.approx(entry["kl"], rel=1e-5, abs=1e-9)
+
+
+def test_without_args_builds_the_default_config_as_grpo_trainer_does(tiny_model_dir, tmp_path, monkeypatch):
+    """TRL's minimal call, ``GRPOTrainer(model, reward_funcs=..., train_dataset=...)``, works unchanged:
+    the default config is a ``CWGRPOConfig`` named after the model, as TRL names ``GRPOConfig``'s (on a
+    machine without an accelerator, with ``use_cpu``, where TRL's own default is refused)."""
+    from datasets import Dataset
+
+    monkeypatch.chdir(tmp_path)  # the default output_dir is relative, as TRL's
+    data = Dataset.from_list([{"prompt": [{"role": "user", "content": f"{i}+{i}"}]} for i in range(8)])
+    trainer = CWGRPOTrainer(str(tiny_model_dir), reward_funcs=_length_reward, train_dataset=data)
+    assert isinstance(trainer.args, CWGRPOConfig)
+    assert trainer.args.output_dir == f"{tiny_model_dir.name}-CW-GRPO"
+    assert trainer.args.cw_method == "cw_grpo"
+    assert trainer.args.use_cpu == (not torch.accelerator.is_available())
+    assert trainer.args.cw_samples_path == f"{tiny_model_dir.name}-CW-GRPO/cov_samples.jsonl"
+
+
+def test_a_run_writes_its_model_card_and_completions_and_no_samples_when_off(tiny_model_dir, tmp_path):
+    """A checkpoint writes TRL's model card, which names CW-GRPO and cites the paper; ``log_completions``
+    saves each step's completions where the sample browser reads them; ``cw_sample_every=-1`` writes no
+    ``cov_samples.jsonl``."""
+    from cwgrpo.report.samples_load import SamplesConfig
+    from cwgrpo.report.samples_train import load_train_steps
+
+    trainer, _ = _tiny_trainer(
+        tiny_model_dir,
+        tmp_path,
+        8,
+        per_device_train_batch_size=4,
+        cw_sample_every=-1,
+        save_strategy="steps",
+        save_steps=2,
+        log_completions=True,
+    )
+    trainer.train()
+    card = (tmp_path / "README.md").read_text(encoding="utf-8")
+    assert "CW-GRPO" in card and "Taming Extreme Tokens" in card
+    assert "@inproceedings{wang2026taming" in card
+    assert not (tmp_path / "cov_samples.jsonl").exists()
+    (tmp_path / "run.json").write_text(
+        json.dumps({"tags": {"size": "small", "method": "cw_grpo", "seed": 0}})
+    )
+    steps, issues = load_train_steps([tmp_path], SamplesConfig(kind="tiny", per_cell=4))
+    assert issues == [] and [s.step for s in steps] == [1, 2]
+    assert all(s.total == trainer.args.generation_batch_size == len(s.rows) == 4 for s in steps)
+    assert (
+        re.fullmatch(r"user: (\d)\+\1", steps[0].rows[0]["prompt"])
+        and "_length_reward" in steps[0].rows[0]["rewards"]
+    )

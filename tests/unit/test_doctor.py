@@ -77,3 +77,16 @@ def test_a_missing_workflow_library_names_the_extra(monkeypatch):
         assert checks[dist].detail == "not installed (pip install 'cwgrpo[workflow]')"
         assert "tiny" in checks[dist].blocks
     assert checks["torch"].detail == "1"
+
+
+def test_tensorboard_is_reported_and_blocks_nothing(monkeypatch):
+    """`cwgrpo doctor` says whether TRL's report_to=tensorboard can work, and how to get it."""
+    import importlib.util
+
+    from cwgrpo.doctor import check_tensorboard
+
+    assert check_tensorboard().ok == (importlib.util.find_spec("tensorboard") is not None)
+    monkeypatch.setitem(sys.modules, "tensorboard", None)  # import tensorboard raises ImportError
+    missing = check_tensorboard()
+    assert not missing.ok and missing.blocks == ()
+    assert "pip install 'cwgrpo[tensorboard]'" in missing.detail

@@ -59,6 +59,30 @@ def test_package_gguf_found_without_importing_the_package(tmp_path, monkeypatch)
         hub.parse_source("gguf:shipsmodel/other.gguf")
 
 
+def test_fetch_model_help_gives_an_example_of_every_source_kind(tmp_path, monkeypatch, capsys):
+    """`cwgrpo fetch-model --help` names Hub ids, folders and GGUF files, and each example parses as the
+    kind it is listed under."""
+    with pytest.raises(SystemExit):
+        cli.main(["fetch-model", "--help"])
+    text = capsys.readouterr().out
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "path" / "to" / "my-model").mkdir(parents=True)
+    (tmp_path / "path" / "to" / "model.Q4_1.gguf").write_bytes(b"GGUF")
+    listed = text.split("sources (--source), one example each:\n")[1].split("\n\n")[0].splitlines()
+    kinds = {}
+    for line in listed:
+        source, *rest = line[22:].split()
+        revision = rest[1] if rest[:1] == ["--revision"] else None
+        kinds[line[:22].strip()] = hub.parse_source(source, revision).kind
+    assert kinds == {
+        "a Hub id": "hub",
+        "a paper model": "hub",
+        "a local folder": "folder",
+        "a GGUF file": "gguf",
+        "a GGUF in a package": "gguf",
+    }
+
+
 def test_file_that_is_not_gguf_is_refused_before_loading(tmp_path, capsys):
     fake = tmp_path / "weights.gguf"
     fake.write_bytes(b"PK\x03\x04 a zip, not a model")

@@ -92,16 +92,18 @@ def test_the_end_of_run_block_names_the_runs_without_signal_and_prints_table_1()
     }
     silent = runs_without_signal(recorded)
     assert silent == ["runs/s/grpo/seed0: zero reward spread, steps 1-20"]
-    block = finished_message([("claims", "c.md")], "# Table 1\n\n| a |\n", silent, " --configfile x.yaml")
+    block = finished_message(
+        [("claims", "c.md")], "# Table 1\n\n| a |\n", silent, " --configfile x.yaml", "figures/s/report.html"
+    )
     assert block.splitlines() == [
         "# Table 1", "", "| a |", "",
         "No learning signal in 1 run (Table 1 marks their rows †, the claims they feed are 'not testable'; "
         "each job's log has the numbers):",
         "  runs/s/grpo/seed0: zero reward spread, steps 1-20", "",
-        "Results of this run:", "claims: c.md", "report: snakemake --report report.html --configfile x.yaml",
+        "Results of this run:", "claims: c.md", "report: snakemake --report figures/s/report.html --configfile x.yaml",
     ]  # fmt: skip
-    quiet = finished_message([], None, [], "")
-    assert quiet == "Results of this run:\nreport: snakemake --report report.html"
+    quiet = finished_message([], None, [], "", "figures/s/report.html")
+    assert quiet == "Results of this run:\nreport: snakemake --report figures/s/report.html"
 
 
 def test_missing_or_null_metrics_break_a_stretch_and_order_does_not_matter():

@@ -311,3 +311,64 @@ def test_samples_a_summary_named_twice_is_one_cell(tmp_path):
     out = tmp_path / "page.html"
     assert _samples(summary, out, tmp_path / "cell" / ".." / "cell" / summary.name) == 0
     assert out.read_text(encoding="utf-8").count('<section class="cell"') == 1
+
+
+def write_train_completions(run_dir: Path, steps: list[int], rows: int = 6, method: str = "grpo") -> None:
+    """A run folder's run.json and the files TRL's log_completions writes (GRPOTrainer.log: a DataFrame of
+    the generation batch to <output_dir>/completions/completions_<step:05d>.parquet)."""
+    import pandas as pd
+
+    (run_dir / "completions").mkdir(parents=True)
+    (run_dir / "run.json").write_text(json.dumps({"tags": {"size": "small", "method": method, "seed": 0}}))
+    for step in steps:
+        table = {
+            "step": [step] * rows,
+            "prompt": [[{"role": "system", "content": "Think."}, {"role": "user", "content": f"{i}+1"}] for i in range(rows)],
+            "completion": [[{"role": "assistant", "content": f"<b>{i + step}</b>"}] for i in range(rows)],
+            "accuracy_reward": [float(i % 2) for i in range(rows)],
+            "advantage": [0.5 - i % 2 for i in range(rows)],
+        }  # fmt: skip
+        pd.DataFrame(table).to_parquet(run_dir / "completions" / f"completions_{step:05d}.parquet")
+
+
+def test_training_completions_follow_the_evaluation_samples(tmp_path):
+    """With --runs, each run's first and last logged step of TRL's log_completions, per_cell rows each,
+    in their own section; model output stays text."""
+    summary = write_cell(tmp_path / "eval", [row(0, strict=True, paper=True)])
+    run_dir = tmp_path / "runs" / "grpo"
+    write_train_completions(run_dir, [1, 2, 3])
+    out = tmp_path / "p.html"
+    argv = ["samples", "--summaries", str(summary), "--runs", str(run_dir), "--out-html", str(out)]
+    assert cli.main([*argv, "--set", "per_cell=4"]) == 0
+    page = out.read_text()
+    training = page.split('<section id="training">', 1)[1]
+    arts = parse(training).articles
+    assert len(arts) == 8  # steps 1 and 3, 4 rows each
+    assert (
+        "GRPO · small (≈1.5B) · seed 0 · step 1" in training
+        and "· step 3" in training
+        and "· step 2" not in training
+    )
+    assert "4 of 6 completions of this step" in training
+    assert "system: Think.\nuser: 0+1" in arts[0]["text"] and "<b>1</b>" in arts[0]["text"]
+    assert "accuracy_reward 0, advantage +0.5" in arts[0]["text"]
+    assert "<b>1</b>" not in page  # escaped
+    assert len(parse(page.split('<section id="training">', 1)[0]).articles) == 1  # the evaluation sample
+
+
+def test_runs_without_training_completions_say_how_to_get_them(tmp_path):
+    summary = write_cell(tmp_path / "eval", [row(0, strict=True, paper=True)])
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    (run_dir / "run.json").write_text(json.dumps({"tags": {"size": "small", "method": "grpo", "seed": 0}}))
+    out = tmp_path / "p.html"
+    assert (
+        cli.main(["samples", "--summaries", str(summary), "--runs", str(run_dir), "--out-html", str(out)])
+        == 0
+    )
+    assert "with log_completions: true in the preset&#x27;s train: section" in out.read_text()
+    bad = tmp_path / "bad"
+    write_train_completions(bad, [2])
+    (bad / "completions" / "completions_00002.parquet").write_bytes(b"not parquet")
+    assert cli.main(["samples", "--summaries", str(summary), "--runs", str(bad), "--out-html", str(out)]) == 0
+    assert "completions_00002.parquet</code>: not a readable completions file" in out.read_text()

@@ -272,6 +272,7 @@ def finished_run_message():
         table1.read_text(encoding="utf-8") if table1.exists() else None,
         learning_signal.runs_without_signal(learning_signal.read_recorded(runs)),
         commands.configfile_args(workflow.overwrite_configfiles or []),
+        f"{FIG}/report.html",  # one per preset, as its figures
     )
 
 

@@ -1,5 +1,5 @@
 # Table 1, the four figures and the claims report. Captions live in workflow/report/<name>.rst (report()
-# paths are relative to this file); `snakemake --report report.html` embeds every report() output.
+# paths are relative to this file); `snakemake --report figures/<name>/report.html` embeds every report() output.
 # The three commands share the `report` section of the config (step, display names, ...) plus `preset`.
 
 
@@ -107,6 +107,7 @@ rule samples:
     input:
         summaries=all_summaries(),
         samples=[s.removesuffix(".summary.json") + ".jsonl" for s in all_summaries()],
+        runs=[f for f in all_run_files() if f.endswith("run.json")],  # + completions/ of log_completions
         options=options_file("samples"),
     output:
         html=report(SAMPLES_PAGE, caption="../report/samples.rst", category="Samples"),
@@ -117,8 +118,11 @@ rule samples:
     threads: rule_threads("report")
     resources:
         **fixed_resources("report"),
+    params:
+        runs=runs_arg,
     shell:
-        "cwgrpo samples --summaries {input.summaries:q} --out-html {output.html:q} --config {input.options:q} > {log:q} 2>&1"
+        "cwgrpo samples --summaries {input.summaries:q} {params.runs} --out-html {output.html:q}"
+        " --config {input.options:q} > {log:q} 2>&1"
 
 
 if config.get("study"):
