@@ -10,18 +10,32 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from cwgrpo import weighting
 from cwgrpo.learning_signal import SignalOptions, check_no_signal_steps
 from cwgrpo.one_group import check_one_group_geometry
-from cwgrpo.weighting.covariance import CENTRINGS
-from cwgrpo.weighting.kernel import NORMALISERS
+
+# The choices of the method options, named here so that the workflow's parse-time check runs without torch
+# (it cost 2 of a dry run's 5 CPU-seconds, and every Slurm job parses again). cwgrpo.weighting, which imports
+# nothing outside itself, holds the methods and these choices as its own; tests/unit/test_cw_options.py
+# checks that both name the same ones.
+METHOD_NAMES = ("clip_cov", "cw_grpo", "grpo", "kl_cov")
+CW_VARIANTS = ("released", "described")
+CENTRINGS = ("batch", "sequence")  # the log-prob centring: micro-batch (described) or per sequence (released)
+NORMALISERS = ("valid", "padded")  # Z = N (valid tokens) or Z = B*T (padding counted)
 
 # (the options a broken rule spans, message): the message starts with ``option=value`` of the first
 Problem = tuple[tuple[str, ...], str]
+
+
+def method_names() -> list[str]:
+    """The methods a run may name: the package's and, in a process that has loaded the registry (a training
+    job, a TRL script), every method registered there too (one of the user's own)."""
+    registry = sys.modules.get("cwgrpo.weighting.registry")
+    return sorted({*METHOD_NAMES, *(registry.METHODS if registry else ())})
 
 
 @dataclass
@@ -32,7 +46,7 @@ class CWOptions(SignalOptions):
         default="cw_grpo",
         metadata={
             "help": "Per-token advantage method, a name registered in cwgrpo.weighting.METHODS "
-            f"({', '.join(sorted(weighting.METHODS))}; spec method.md §2-§3)."
+            f"({', '.join(METHOD_NAMES)}; spec method.md §2-§3)."
         },
     )
     cw_variant: str = field(
@@ -155,8 +169,8 @@ class CWOptions(SignalOptions):
         """Every broken rule of these options, as (option, message)."""
         found: list[Problem] = []
         choices = {  # (valid values, and null's meaning where null is allowed)
-            "cw_method": (sorted(weighting.METHODS), ""),
-            "cw_variant": (list(weighting.CW_VARIANTS), ""),
+            "cw_method": (method_names(), ""),
+            "cw_variant": (list(CW_VARIANTS), ""),
             "cw_centring": (list(CENTRINGS), " or null (the variant's)"),
             "cw_normaliser": (list(NORMALISERS), " or null (the variant's)"),
             "cw_weight_gradient": ([True, False], " or null (the variant's)"),

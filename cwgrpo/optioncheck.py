@@ -77,12 +77,11 @@ def describe_config(cls: type) -> dict[str, Any]:
     }
 
 
-@functools.cache
 def package_choices() -> dict[str, list[str]]:
-    """The methods registered now (a new one needs no other edit) and the CW variants. Imports torch."""
-    from cwgrpo import weighting
+    """The methods (``cw_options.method_names``) and the CW variants; no torch."""
+    from cwgrpo.cw_options import CW_VARIANTS, method_names
 
-    return {"cw_method": sorted(weighting.METHODS), "cw_variant": list(weighting.CW_VARIANTS)}
+    return {"cw_method": method_names(), "cw_variant": list(CW_VARIANTS)}
 
 
 @functools.cache

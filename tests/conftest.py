@@ -19,6 +19,11 @@ os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 os.environ.setdefault("MPLBACKEND", "Agg")
+# One torch thread per test process: `make test` runs one xdist worker per core, and torch's default (a
+# thread per core) in both workers beside a DAG's jobs spent half its CPU waiting for the other thread
+# (tests/parity/test_trainer_parity.py on a loaded 2-core machine: 27 CPU-s with 2 threads, 14 with 1).
+# Workflow jobs keep their own: Snakemake sets OMP_NUM_THREADS to each job's threads.
+os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 
 REPO = Path(__file__).resolve().parents[1]

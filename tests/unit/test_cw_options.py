@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from cwgrpo.cw_options import CWOptions
+from cwgrpo.cw_options import CENTRINGS, CW_VARIANTS, METHOD_NAMES, NORMALISERS, CWOptions
 from cwgrpo.optioncheck import train_option_errors
 
 # Every rule CWGRPOConfig enforces on its own options: (options, the option the error names).
@@ -82,3 +82,25 @@ def test_the_jobs_config_keeps_the_samples_path_default_in_one_place(tmp_path):
     config = CWGRPOConfig(output_dir=str(tmp_path), report_to="none", use_cpu=True, bf16=False)
     assert config.cw_samples_path == str(tmp_path / "cov_samples.jsonl")
     assert isinstance(config, CWOptions)
+
+
+def test_the_torch_free_choices_are_the_registrys_and_the_kernels():
+    """The parse-time check reads these names (no torch); cwgrpo.weighting holds the methods and choices
+    themselves. A method added to the registry must be named here too, and the parse must not import torch."""
+    import subprocess
+    import sys
+
+    from cwgrpo import weighting
+    from cwgrpo.weighting import covariance, kernel
+
+    assert set(METHOD_NAMES) == set(weighting.METHODS)
+    assert (CW_VARIANTS, CENTRINGS, NORMALISERS) == (
+        kernel.CW_VARIANTS,
+        covariance.CENTRINGS,
+        kernel.NORMALISERS,
+    )
+    loaded = subprocess.run(
+        [sys.executable, "-c", "import sys, cwgrpo.optioncheck, cwgrpo.dag.checks; print('torch' in sys.modules)"],
+        capture_output=True, text=True, check=True,
+    ).stdout.strip()  # fmt: skip
+    assert loaded == "False"

@@ -55,21 +55,21 @@ def test_every_registered_method_is_a_known_cw_method():
     assert key == f"methods.{first}.cw_method" and "unknown or missing method 'cw_grop'" in message
 
 
-def test_a_newly_registered_method_passes_the_parse_time_checks_with_no_other_edit():
-    from cwgrpo.optioncheck import check_train_options, package_choices
+def test_a_method_registered_in_the_process_passes_the_option_checks():
+    """A method of the user's own, registered in a process that loaded the registry (a TRL script), passes
+    the option checks there; the workflow's torch-free parse knows the package's (``METHOD_NAMES``)."""
+    from cwgrpo.optioncheck import check_train_options
 
     config = preset("config.yaml")
     first = next(iter(config["methods"]))
     config["methods"][first]["cw_method"] = "parse_probe"
     assert [key for key, _ in checks.method_errors(config)] == [f"methods.{first}.cw_method"]
     weighting.register_method("parse_probe")(weighting.METHODS["grpo"])
-    package_choices.cache_clear()  # a parse reads the registry once, after every method is registered
     try:
         assert list(checks.method_errors(config)) == []
         check_train_options({"cw_method": "parse_probe"})  # the `train` section's check: no error
     finally:
         del weighting.METHODS["parse_probe"]
-        package_choices.cache_clear()
 
 
 def test_a_typo_in_a_train_option_names_its_section():

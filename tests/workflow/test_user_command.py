@@ -70,8 +70,9 @@ def conda_standin(folder: Path) -> Path:
 
 
 def user_env(*extra_bin: Path) -> dict[str, str]:
-    """The environment of a user with .venv active (its bin first on PATH), no Slurm variables."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("SLURM")}
+    """The environment of a user with .venv active (its bin first on PATH), no Slurm variables and not the
+    tests' one torch thread."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SLURM") and k != "OMP_NUM_THREADS"}
     path = [*map(str, extra_bin), str(Path(sys.executable).parent), os.environ.get("PATH", "")]
     env["PATH"] = os.pathsep.join(path)
     return env
