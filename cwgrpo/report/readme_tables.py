@@ -63,9 +63,11 @@ def table1_blocks(table1_md: str) -> dict[str, str]:
 def claims_block(claims_md: str) -> str:
     """``tiny-claims``: per claim, each size's effect with its interval, and the overall verdict."""
     overview = [r for r in markdown_rows(claims_md) if len(r) == 3 and r[0].isdigit()]
-    sections = re.split(r"^## Claim (\d+):.*$", claims_md, flags=re.M)
+    sections = re.split(r"^## (.*)$", claims_md, flags=re.M)  # each section ends at the next heading
     per_claim = {
-        sections[i]: [r for r in markdown_rows(sections[i + 1])[1:]] for i in range(1, len(sections) - 1, 2)
+        m.group(1): markdown_rows(sections[i + 1])[1:]
+        for i in range(1, len(sections) - 1, 2)
+        if (m := re.match(r"Claim (\d+):", sections[i]))
     }
     sizes = [r[0] for r in next(iter(per_claim.values()))]
     rows = []
