@@ -70,5 +70,7 @@ def test_a_constant_reward_warns_once_and_claims_say_not_testable(e2e_inputs, tm
     assert "no learning signal" in (tmp_path / "claims.md").read_text()
     silent = runs_without_signal(read_recorded(tmp_path / run for run in runs))
     assert silent == [f"{tmp_path / 'runs/grpo'}: zero reward spread, steps 1-3"]
-    block = finished_message([("claims", "claims.md")], "# Table 1: accuracy (%) at step 3", silent, "")
+    block = finished_message(
+        [("claims", "claims.md")], "# Table 1: accuracy (%) at step 3", silent, "", "figures/t/report.html"
+    )
     assert "No learning signal in 1 run (Table 1 marks their rows †" in block and "runs/cw_grpo" not in block

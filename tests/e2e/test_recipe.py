@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from cwgrpo.devices import lease
 from tests.e2e.conftest import cwgrpo
 
 pytestmark = pytest.mark.slow
@@ -88,10 +89,14 @@ def test_recipe_runs_under_accelerate_launch_with_two_cpu_processes(warmed_model
     path, run_dir = _recipe(warmed_model, tmp_path, "two")
     # `--cpu` would take accelerate's single-process launcher (multi-CPU there needs mpirun); `--multi_gpu` is
     # its torchrun launcher, and with the recipe's use_cpu: true the two processes train on CPU over gloo.
-    cmd = [accelerate, "launch", "--multi_gpu", "--num_processes", "2", "--num_machines", "1", "--mixed_precision", "no",
-           "--dynamo_backend", "no", "-m", "cwgrpo", "train", "--config", str(path)]  # fmt: skip
     env = {**os.environ, "OMP_NUM_THREADS": "1", "ACCELERATE_CONFIG_FILE": str(tmp_path / "none.yaml")}
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=900, env=env)
+    # The rendezvous port from the package's port lease, as a workflow job gets its own: accelerate's default
+    # (29500) is the lease's first port, which a job on the other test worker may hold.
+    with lease(0, 1, env) as held:
+        cmd = [accelerate, "launch", "--multi_gpu", "--num_processes", "2", "--num_machines", "1",
+               "--main_process_port", str(held.ports[0]), "--mixed_precision", "no", "--dynamo_backend", "no",
+               "-m", "cwgrpo", "train", "--config", str(path)]  # fmt: skip
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=900, env=env)
     assert proc.returncode == 0, proc.stderr[-4000:]
     _check_run(run_dir)
     _timings(run_dir / "timings.jsonl")  # no --timings: the default, in the run folder
