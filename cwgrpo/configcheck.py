@@ -235,11 +235,22 @@ def missing_local_paths(config: Mapping[str, Any]) -> list[tuple[str, str]]:
     missing = []
     for size, spec in (config.get("sizes") or {}).items():
         model = str(spec.get("model") or "")
-        if model.startswith(("/", "./", "../", "~")) and not Path(model).expanduser().exists():
+        if Path(model).expanduser().exists():
+            continue
+        if model.startswith(("/", "./", "../", "~")):
             missing.append(
                 (
                     f"sizes.{size}.model",
                     f"{model}: no such folder or file (a model folder, a .gguf file, or owner/name@revision)",
+                )
+            )
+        elif "/" in model and not re.search(r"[@:]", model) and not spec.get("revision"):
+            # folder/name reads as a Hub id too: without a revision it can only have meant a folder
+            missing.append(
+                (
+                    f"sizes.{size}.model",
+                    f"{model}: no such folder or file here, and as a Hub model it needs a revision "
+                    "(owner/name@revision)",
                 )
             )
     for name, spec in (config.get("datasets") or {}).items():

@@ -116,8 +116,9 @@ def _hub(spec: str, text: str, revision: str | None) -> ModelSource:
         raise ConfigError(f"model source {spec!r} names revision {rev!r} but --revision is {revision!r}")
     rev = rev or revision
     if not rev:
-        raise ConfigError(
-            f"model source {spec!r}: a Hub model needs a revision (owner/name@sha or --revision)"
+        raise ConfigError(  # owner/name is also how a relative folder reads: say both
+            f"model source {spec!r}: no folder or file of that name here ({Path.cwd()}), and as a Hub "
+            "model it needs a revision (owner/name@sha or --revision)"
         )
     return ModelSource("hub", hub_id, rev, spec)
 

@@ -96,11 +96,13 @@ def test_collected_errors_print_as_one_numbered_block():
 def test_local_paths_that_are_not_there_are_named_and_hub_ids_are_not_paths(tmp_path):
     (tmp_path / "data.jsonl").write_text("{}\n")
     config = {
-        "sizes": {"a": {"model": str(tmp_path / "gone")}, "b": {"model": "owner/name@main"}, "c": {"model": str(tmp_path)}},
+        "sizes": {"a": {"model": str(tmp_path / "gone")}, "b": {"model": "owner/name@main"}, "c": {"model": str(tmp_path)},
+                  "d": {"model": "mine/model"}, "e": {"model": "owner/name", "revision": "main"}},
         "datasets": {"mine": {"path": str(tmp_path / "data.jsonl")}, "lost": {"path": "lost.csv"}, "hub": {"id": "o/n"}},
     }  # fmt: skip
     assert cc.missing_local_paths(config) == [
         ("sizes.a.model", f"{tmp_path / 'gone'}: no such folder or file (a model folder, a .gguf file, or owner/name@revision)"),
+        ("sizes.d.model", "mine/model: no such folder or file here, and as a Hub model it needs a revision (owner/name@revision)"),
         ("datasets.lost.path", "lost.csv: no such file (.jsonl, .json, .csv or .parquet)"),
     ]  # fmt: skip
 

@@ -33,6 +33,11 @@ def test_parse_source_kinds(tmp_path):
     ("spec", "revision", "message"),
     [
         ("org/model", None, "needs a revision"),
+        (
+            "mine/model",
+            None,
+            r"no folder or file of that name here \(.*\), and as a Hub model it needs a revision",
+        ),
         ("org/model@a", "b", "names revision 'a' but --revision is 'b'"),
         ("./no/such/folder", None, "no such folder"),
         ("a/b/c", None, "no such folder"),
