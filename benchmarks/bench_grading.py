@@ -1,4 +1,4 @@
-"""Grading throughput of ``cwgrpo.scoring.grade_many`` with the per-answer time budget on.
+"""Grading throughput of ``cwgrpo.grading.scoring.grade_many`` with the per-answer time budget on.
 
 Run from the repository root::
 
@@ -30,7 +30,7 @@ import random
 import time
 from pathlib import Path
 
-from cwgrpo.scoring import DEFAULT_TIMEOUT_S, grade_many
+from cwgrpo.grading.scoring import DEFAULT_TIMEOUT_S, grade_many
 
 GOAL_PER_S = 500.0
 FILLER = "Let me reconsider the previous step and check the arithmetic once more. "

@@ -120,7 +120,7 @@ def _paper_step(args, tmp: Path) -> dict:
     """Median loss + backward time and peak memory per method at the paper's micro-batch."""
     from transformers import Qwen2Config, Qwen2ForCausalLM
 
-    from cwgrpo.tiny import save_tiny
+    from cwgrpo.models.tiny import save_tiny
 
     cuda = torch.cuda.is_available() and args.arch != "tiny"
     if args.arch != "tiny" and not cuda:
@@ -202,7 +202,7 @@ def main() -> None:
         return
     torch.set_num_threads(1)
 
-    from cwgrpo.tiny import save_tiny
+    from cwgrpo.models.tiny import save_tiny
 
     with tempfile.TemporaryDirectory() as tmp:
         model_dir = Path(tmp) / "model"

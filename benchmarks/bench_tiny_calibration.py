@@ -44,10 +44,10 @@ def main() -> None:
     import torch
     from transformers import AutoModelForCausalLM
 
+    from cwgrpo.data.synthetic import BENCHMARKS, generate_split
     from cwgrpo.io import read_json, write_jsonl
-    from cwgrpo.sft import greedy_accuracy
-    from cwgrpo.synthetic import BENCHMARKS, generate_split
-    from cwgrpo.tiny import load_tokenizer
+    from cwgrpo.models.sft import greedy_accuracy
+    from cwgrpo.models.tiny import load_tokenizer
 
     torch.set_num_threads(args.threads)
     overrides = list(args.overrides)

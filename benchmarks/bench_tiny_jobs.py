@@ -34,7 +34,7 @@ from cwgrpo.generation import encode_prompt
 from cwgrpo.io import write_json
 
 LINE = re.compile(r"resource use: cwgrpo (\S+): ([0-9.]+) s CPU")
-# The tiny preset's shapes (config/config.yaml, cwgrpo.sft defaults).
+# The tiny preset's shapes (config/config.yaml, cwgrpo.models.sft defaults).
 EVAL = {"benchmarks": 5, "problems": 50, "k": 2, "batch": 32, "new_tokens": 64}
 TRAIN = {"steps": 16, "completions": 128, "micro_batch": 8, "new_tokens": 64}
 SFT = {"batch": 32, "dev": 100, "dev_tokens": 96, "eval_every": 25}

@@ -14,9 +14,9 @@ What it runs (about 10 minutes on one large GPU; estimate, never run on a GPU he
 - colocated path (``paper-1gpu``: TRL's in-process vLLM engine, ``vllm_gpu_memory_utilization`` 0.3): one
   full training step (generation, weight sync, loss, optimiser) of GRPO and one of CW-GRPO, each in a
   process of its own (one engine per process), with the preset's training options;
-- server path (``paper``: ``trl vllm-serve`` started as ``cwgrpo.launch`` starts it, with the paper's
+- server path (``paper``: ``trl vllm-serve`` started as ``cwgrpo.launch.launcher`` starts it, with the paper's
   engine flags, ``--gpu_memory_utilization`` lowered to ``--server-memory`` because it shares the one
-  GPU): TRL's client as the trainer uses it (``cwgrpo.context_budget``), the paper's generation settings,
+  GPU): TRL's client as the trainer uses it (``cwgrpo.generation.context_budget``), the paper's generation settings,
   one generation batch of G = 12;
 - weight push (``sync``, 2 GPUs or more: NCCL cannot join two processes on one GPU, and no CPU backend
   exists): the server on GPU 1, this process as the trainer on GPU 0, as the paper preset's fourth GPU
@@ -50,7 +50,7 @@ sys.path[:0] = [str(REPO), str(REPO / "benchmarks")]
 
 import yaml  # noqa: E402
 
-from cwgrpo.context_budget import completion_budget  # noqa: E402
+from cwgrpo.generation.context_budget import completion_budget  # noqa: E402
 
 GROUP = 12  # the paper's G: one prompt's completions per generation batch
 
@@ -71,7 +71,7 @@ def build_model(arch: str, out: Path, cuda: bool) -> Path:
     from bench_step_ratio import ARCHS
     from transformers import Qwen2Config, Qwen2ForCausalLM
 
-    from cwgrpo.tiny import save_tiny
+    from cwgrpo.models.tiny import save_tiny
 
     save_tiny(out, "small", seed=0)
     torch.manual_seed(0)
@@ -109,8 +109,8 @@ def colocated_step(method: str, model_dir: Path, args: argparse.Namespace, out: 
     from datasets import Dataset
     from transformers import AutoModelForCausalLM
 
-    from cwgrpo.tiny import load_tokenizer
-    from cwgrpo.train_config import build_train_config
+    from cwgrpo.models.tiny import load_tokenizer
+    from cwgrpo.train.options import build_train_config
     from cwgrpo.trainer import CWGRPOTrainer
 
     tokenizer = load_tokenizer(model_dir)
@@ -181,14 +181,14 @@ def colocated(model_dir: Path, args: argparse.Namespace, tmp: Path) -> dict[str,
 def start_server(
     stack: contextlib.ExitStack, model_dir: Path, context: int, memory: float, gpu: str | None = None
 ) -> tuple[str, int]:
-    """``trl vllm-serve`` with the paper preset's engine flags, as ``cwgrpo.launch`` builds and starts it
-    (ports claimed through ``cwgrpo.devices``), on ``gpu`` (default: this process's GPU); stopped when
+    """``trl vllm-serve`` with the paper preset's engine flags, as ``cwgrpo.launch.launcher`` builds and starts it
+    (ports claimed through ``cwgrpo.launch.devices``), on ``gpu`` (default: this process's GPU); stopped when
     ``stack`` closes. Returns its URL and the port of its weight-sync group."""
-    from cwgrpo.devices import lease
-    from cwgrpo.launch import plan
-    from cwgrpo.multinode import ports_needed
-    from cwgrpo.train_config import split_options
-    from cwgrpo.vllm_server import wait_for_server
+    from cwgrpo.launch.devices import lease
+    from cwgrpo.launch.launcher import plan
+    from cwgrpo.launch.multinode import ports_needed
+    from cwgrpo.launch.vllm_server import wait_for_server
+    from cwgrpo.train.options import split_options
 
     options = {
         **preset_train("paper"),
@@ -210,8 +210,8 @@ def start_server(
 def served(model_dir: Path, args: argparse.Namespace) -> dict[str, Any]:
     from trl.generation.vllm_client import VLLMClient
 
-    from cwgrpo.context_budget import fit_client_to_context
-    from cwgrpo.tiny import load_tokenizer
+    from cwgrpo.generation.context_budget import fit_client_to_context
+    from cwgrpo.models.tiny import load_tokenizer
 
     context = args.prompt_tokens + args.completion_tokens
     started = time.perf_counter()
@@ -248,7 +248,7 @@ def synced(model_dir: Path, args: argparse.Namespace) -> dict[str, Any]:
     from transformers import AutoModelForCausalLM
     from trl.generation.vllm_client import VLLMClient
 
-    from cwgrpo.tiny import load_tokenizer
+    from cwgrpo.models.tiny import load_tokenizer
 
     if torch.cuda.device_count() < 2:
         return {"run": False, "why": "needs 2 GPUs: NCCL cannot join two processes on one GPU"}

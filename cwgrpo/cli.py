@@ -24,18 +24,24 @@ T = TypeVar("T")
 # name -> (module, one-line help). Order is the order of the pipeline.
 COMMANDS: dict[str, tuple[str, str]] = {
     "prepare-data": (
-        "cwgrpo.prepare_data",
+        "cwgrpo.data.prepare_data",
         "write a training set or benchmark to a local JSONL file with a manifest",
     ),
-    "fetch-model": ("cwgrpo.hub", "a Hub model, local model folder or GGUF file -> a local model folder"),
-    "build-tiny": ("cwgrpo.tiny", "build the offline tiny tokenizer and model (tiny preset)"),
-    "sft": ("cwgrpo.sft", "supervised warm-up of a tiny model into a 'base' model (tiny preset)"),
+    "fetch-model": (
+        "cwgrpo.models.hub",
+        "a Hub model, local model folder or GGUF file -> a local model folder",
+    ),
+    "build-tiny": ("cwgrpo.models.tiny", "build the offline tiny tokenizer and model (tiny preset)"),
+    "sft": ("cwgrpo.models.sft", "supervised warm-up of a tiny model into a 'base' model (tiny preset)"),
     "train": (
-        "cwgrpo.train",
+        "cwgrpo.train.run",
         "GRPO / CW-GRPO / Clip-Cov / KL-Cov training with checkpoint markers, resumable",
     ),
-    "evaluate": ("cwgrpo.evaluate", "sample k answers per problem of a benchmark and grade them"),
-    "grade": ("cwgrpo.grade", "one verdict per answer under the strict (ours) or paper (lighteval) metric"),
+    "evaluate": ("cwgrpo.evaluate.run", "sample k answers per problem of a benchmark and grade them"),
+    "grade": (
+        "cwgrpo.grading.grade",
+        "one verdict per answer under the strict (ours) or paper (lighteval) metric",
+    ),
     "table": ("cwgrpo.report.table", "Table 1 (PDF, CSV, TeX, Markdown) and the reported-vs-ours table"),
     "figure": ("cwgrpo.report.figures", "entropy, checkpoint, covariance and training-curve figures"),
     "claims": (
@@ -50,7 +56,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "cwgrpo.report.study",
         "the pre-registered study's analysis: claims table, regime check, ablation, power",
     ),
-    "plan": ("cwgrpo.plan", "a preset's jobs, resources, estimates and wall time, without running it"),
+    "plan": ("cwgrpo.dag.plan", "a preset's jobs, resources, estimates and wall time, without running it"),
     "doctor": ("cwgrpo.doctor", "say what will and will not work on this machine, and which preset to run"),
 }
 
@@ -226,9 +232,9 @@ def _exec_in(python: str, argv: Sequence[str]) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    from cwgrpo.workers import tie_worker
+    from cwgrpo.launch.workers import tie_worker
 
-    tie_worker(os.environ)  # a training process of `cwgrpo.workers`: dies with its agent
+    tie_worker(os.environ)  # a training process of `cwgrpo.launch.workers`: dies with its agent
     argv = list(sys.argv[1:] if argv is None else argv)
     name = f" {argv[0]}" if argv and argv[0] in COMMANDS else ""
     try:

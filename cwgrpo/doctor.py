@@ -114,7 +114,7 @@ def check_tensorboard() -> Check:
 def check_lighteval(conda: bool) -> Check:
     """The paper metric's own environment (lighteval 0.8.1); with conda, envs/lighteval.yaml can make it."""
     from cwgrpo.configs import ConfigError
-    from cwgrpo.paper_metric import find_lighteval_python
+    from cwgrpo.grading.paper_metric import find_lighteval_python
 
     try:
         return Check("lighteval env", True, f"{find_lighteval_python()} (paper metric)")

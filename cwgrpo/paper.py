@@ -1,5 +1,5 @@
 """The paper's own names, defined once: its training set, its five benchmarks in Table 1's order, their
-display names, and its two model sizes. ``cwgrpo.data``, ``cwgrpo.doctor`` and ``cwgrpo.report`` read
+display names, and its two model sizes. ``cwgrpo.data.registry``, ``cwgrpo.doctor`` and ``cwgrpo.report`` read
 them from here; ``tests/unit/test_facts.py`` ties them to the other places that must agree.
 """
 

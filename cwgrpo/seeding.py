@@ -4,7 +4,7 @@
 through ``PYTHONHASHSEED``, the string hashing of the Python processes started after it. Python reads
 that variable once, at interpreter start, so setting it cannot change this process's hashes (they stay
 as the process started; start the command with ``PYTHONHASHSEED`` set to fix them too). It matters for
-the fresh interpreters that inherit the environment later: the forkserver of ``cwgrpo.scoring``'s
+the fresh interpreters that inherit the environment later: the forkserver of ``cwgrpo.grading.scoring``'s
 grading workers (math-verify and sympy, whose set iteration order follows string hashes) and vLLM's
 engine processes. Plain forks (``fork``) keep their parent's hashes whatever the variable says.
 """

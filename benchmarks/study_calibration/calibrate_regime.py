@@ -36,7 +36,7 @@ from calibrate import (
     train,
 )
 
-from cwgrpo.hub import file_sha256
+from cwgrpo.models.hub import file_sha256
 
 # The regime: the paper's optimisation settings (docs/fidelity.md; config/paper.yaml) over the study
 # preset's train options. learning_rate is the calibrated peak.

@@ -4,7 +4,7 @@ and `negacc` (1 - accuracy, a sign check). Usage: python custom.py train ... --s
 import random
 import sys
 
-import cwgrpo.rewards as rewards
+import cwgrpo.grading.rewards as rewards
 from cwgrpo.cli import main
 
 _rng = random.Random(0)

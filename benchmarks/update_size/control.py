@@ -6,7 +6,7 @@ below GRPO. One explanation: the released normaliser (Z = B*T / N) makes the mea
 >= 1, so CW-GRPO may take larger steps than GRPO at the same learning rate, and larger steps are what
 collapse GRPO in that regime. This script measures, per optimiser step and for both methods on the first
 study's settings: the gradient norm (TRL's `grad_norm`, before clipping), the KL between consecutive
-policies on a fixed probe set (`probe/kl_consecutive`, 32 prompts: cwgrpo.probe_kl) and the mean CW weight
+policies on a fixed probe set (`probe/kl_consecutive`, 32 prompts: cwgrpo.trainer.probe_kl) and the mean CW weight
 (`cw/weight_mean`). Then the control, fixed here before any run:
 
     s = sqrt(geometric mean over seeds of  mean_{steps 1-8} KL_cw / mean_{steps 1-8} KL_grpo)

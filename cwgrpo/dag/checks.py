@@ -28,13 +28,14 @@ NAME = r"[A-Za-z0-9_]+"  # a method label: it reaches file names and shell comma
 
 def size_names(kind: str) -> tuple[str, ...] | None:
     """The sizes a preset of ``kind`` may have (None: any name, the real kind)."""
-    from cwgrpo import paper, tiny
+    from cwgrpo import paper
+    from cwgrpo.models import tiny
 
     return {"tiny": tuple(tiny.SIZES), "paper": tuple(paper.SIZES)}.get(kind)
 
 
 def size_errors(config: Mapping[str, Any]) -> Iterator[Error]:
-    from cwgrpo import tiny
+    from cwgrpo.models import tiny
 
     kind, built = config["kind"], built_sizes(config)
     allowed = size_names(kind)
@@ -77,9 +78,9 @@ def data_errors(config: Mapping[str, Any]) -> Iterator[Error]:
 
 def name_errors(config: Mapping[str, Any]) -> Iterator[Error]:
     """Each dataset name is a registry name or one of the preset's own (`datasets:`), which are named as
-    `cwgrpo prepare-data` accepts them (``cwgrpo.prepare_data.name_error``)."""
-    from cwgrpo.data import DATASETS
-    from cwgrpo.prepare_data import name_error
+    `cwgrpo prepare-data` accepts them (``cwgrpo.data.prepare_data.name_error``)."""
+    from cwgrpo.data.prepare_data import name_error
+    from cwgrpo.data.registry import DATASETS
 
     data, own = config["data"], config.get("datasets", {})
     for name in own:
@@ -99,7 +100,7 @@ def name_errors(config: Mapping[str, Any]) -> Iterator[Error]:
 
 
 def method_errors(config: Mapping[str, Any]) -> Iterator[Error]:
-    from cwgrpo.optioncheck import package_choices
+    from cwgrpo.dag.optioncheck import package_choices
 
     cw_methods = package_choices()["cw_method"]
     first = next(iter(config["sizes"]))
@@ -233,7 +234,8 @@ def deployment_errors(config: Mapping[str, Any], uses_conda: bool) -> Iterator[E
 def context_errors(config: Mapping[str, Any]) -> Iterator[Error]:
     """A completion budget the model's context cannot hold, for sizes whose model is a local folder or
     built here (the tiny models' context)."""
-    from cwgrpo import configcheck, tiny
+    from cwgrpo.dag import configcheck
+    from cwgrpo.models import tiny
 
     built = built_sizes(config)
     for size, spec in config["sizes"].items():

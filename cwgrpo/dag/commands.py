@@ -100,7 +100,7 @@ def finished_message(
     shown: Sequence[tuple[str, str]], table1: str | None, silent: Sequence[str], configfiles: str, report: str
 ) -> str:
     """The block a finished run ends with (the Snakefile's `onsuccess:`): Table 1 as text, the runs that had
-    no learning signal (``cwgrpo.learning_signal.runs_without_signal``), where the outputs are, and the
+    no learning signal (``cwgrpo.trainer.learning_signal.runs_without_signal``), where the outputs are, and the
     report command (``configfiles`` from :func:`configfile_args`) writing ``report``, the preset's own."""
     lines = [table1.rstrip(), ""] if table1 else []
     if silent:

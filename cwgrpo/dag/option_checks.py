@@ -2,7 +2,7 @@
 
 ``preset_file_errors`` runs on the raw config (before Snakemake's schema validation, whose first error
 would hide the rest); ``command_option_errors`` on the validated one: each job's merged options against
-its command's config class (cwgrpo.optioncheck), naming the section a bad key came from. With file-level
+its command's config class (cwgrpo.dag.optioncheck), naming the section a bad key came from. With file-level
 mistakes, every check runs all the same on the schema's defaults (``preset_errors``): all in one pass.
 """
 
@@ -41,8 +41,8 @@ def preset_file_errors(config: Mapping[str, Any], schema_path: Path, files: Iter
     """Duplicate keys in the config files read, every schema violation, mismatched reward weights and
     local paths that are not there, all in one pass, one line each (jsonschema alone stops at the first
     and quotes the whole schema)."""
-    from cwgrpo import configcheck as cc
-    from cwgrpo.prepare_data import OwnDataset
+    from cwgrpo.dag import configcheck as cc
+    from cwgrpo.data.prepare_data import OwnDataset
 
     files = list(files)
     misplaced = overlay_errors([(f, _name_and_mark(f)) for f in files])
@@ -66,7 +66,7 @@ def preset_errors(
     (``preset_file_errors``) and, when there are any, what the other checks (``make_checks()``, run on the
     config with the schema's defaults filled in) find as well; a check that crashes on what a file-level
     mistake broke adds nothing. Nothing more beside a misplaced overlay: the rest follows from it."""
-    from cwgrpo.configcheck import collect, fill_defaults, load_schema
+    from cwgrpo.dag.configcheck import collect, fill_defaults, load_schema
 
     found = preset_file_errors(config, schema_path, files)
     if not found or found == overlay_errors([(f, _name_and_mark(f)) for f in files]):
@@ -125,7 +125,7 @@ def _sourced(err: Any, sources: list[tuple[str, Mapping]]) -> Error:
 
 
 def _checked(check: Any, options: Mapping, sources: list[tuple[str, Mapping]]) -> Iterator[Error]:
-    from cwgrpo.optioncheck import OptionError
+    from cwgrpo.dag.optioncheck import OptionError
 
     try:
         check(options)
@@ -136,10 +136,10 @@ def _checked(check: Any, options: Mapping, sources: list[tuple[str, Mapping]]) -
 def command_option_errors(config: Mapping[str, Any]) -> Iterator[Error]:
     """Every option of every command, checked by the command's own config classes, so a typo fails here
     and not in a job hours later."""
-    from cwgrpo.evaluate import EvalConfig
-    from cwgrpo.optioncheck import check_options, train_option_errors
-    from cwgrpo.sft import SftConfig
-    from cwgrpo.tiny import TinyConfig
+    from cwgrpo.dag.optioncheck import check_options, train_option_errors
+    from cwgrpo.evaluate.run import EvalConfig
+    from cwgrpo.models.sft import SftConfig
+    from cwgrpo.models.tiny import TinyConfig
 
     seed = config["seeds"][0]
     for size, spec in config["sizes"].items():
@@ -158,7 +158,7 @@ def command_option_errors(config: Mapping[str, Any]) -> Iterator[Error]:
 
 
 def _report_option_errors(config: Mapping[str, Any]) -> Iterator[Error]:
-    from cwgrpo.optioncheck import check_options
+    from cwgrpo.dag.optioncheck import check_options
 
     try:  # the report commands need pandas, which a bare Snakemake environment may lack
         from cwgrpo.report.claim_checks import ClaimsConfig

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from cwgrpo.configs import ConfigError, options_text, recorded_digest
-from cwgrpo.prompts import TRAIN_PROMPT_SET
+from cwgrpo.data.prompts import TRAIN_PROMPT_SET
 
 BASE = "base"  # method label of the untrained model, evaluated at step 0
 # Options that fix the step markers or the seed wildcard: never set per method.
@@ -34,7 +34,9 @@ EVAL_SWITCHES = (  # workflow keys of `evaluate`, not passed on
     "grade_processes",
 )
 REPORT_COMMANDS = ("table", "figure", "claims", "samples")
-TINY_SOURCE = "tiny:"  # a size's `model` built here: `tiny:ARCH` (ARCH of cwgrpo.tiny.SIZES), then warmed up
+TINY_SOURCE = (
+    "tiny:"  # a size's `model` built here: `tiny:ARCH` (ARCH of cwgrpo.models.tiny.SIZES), then warmed up
+)
 
 
 def built_sizes(config: Mapping[str, Any]) -> dict[str, str]:
@@ -106,7 +108,7 @@ def evaluate_options(config: Mapping[str, Any], size: str) -> dict:
 def prompt_note(config: Mapping[str, Any]) -> str | None:
     """One line when a run is evaluated with another prompt than it trained with (an evaluate section, or a
     method, sets them apart), naming both; None when every run's are the same."""
-    from cwgrpo.configcheck import shorten
+    from cwgrpo.dag.configcheck import shorten
 
     def said(prompts: Mapping[str, Any]) -> str:
         system = prompts.get("system_prompt")

@@ -1,7 +1,7 @@
 """The profile and command line of a Snakemake run against its workflow, once every rule exists.
 
 ``workflow`` is Snakemake's own object (its rules and the resource settings it parsed); the checks of each
-part are in cwgrpo.profilecheck.
+part are in cwgrpo.dag.profilecheck.
 """
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ from typing import Any
 
 import yaml
 
-from cwgrpo import profilecheck as pc
-from cwgrpo.configcheck import duplicate_keys_in_files
+from cwgrpo.dag import profilecheck as pc
+from cwgrpo.dag.configcheck import duplicate_keys_in_files
 from cwgrpo.dag.resources import Error, train_rule_name
 
 

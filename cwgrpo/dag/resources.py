@@ -1,6 +1,6 @@
 """Resources of the workflow's jobs and the GPU layout of its training jobs, from a preset's config.
 
-A training job's nodes and GPUs per node come from ``cwgrpo.multinode`` (the launcher that places the
+A training job's nodes and GPUs per node come from ``cwgrpo.launch.multinode`` (the launcher that places the
 processes), so Slurm is asked for exactly what the job will use. Checks yield ``(config key, message)``.
 """
 
@@ -69,10 +69,10 @@ def train_rule_name(size: str) -> str:
 
 
 def _layouts(config: Mapping[str, Any], size: str) -> set[tuple[int, int]]:
-    """(nodes, GPUs each node needs) of each method's training job, as cwgrpo.multinode places it."""
+    """(nodes, GPUs each node needs) of each method's training job, as cwgrpo.launch.multinode places it."""
     from cwgrpo.configs import build_config
-    from cwgrpo.multinode import gpus_per_node, nodes_needed
-    from cwgrpo.train_config import TrainJob
+    from cwgrpo.launch.multinode import gpus_per_node, nodes_needed
+    from cwgrpo.train.options import TrainJob
 
     fields = {f.name for f in dataclasses.fields(TrainJob)}
     layouts = set()
@@ -196,8 +196,8 @@ def local_run_problems(
 
 
 def _local_gpu_error(cap: int, env: Mapping[str, str]) -> str | None:
-    """A GPU cap above the GPUs this machine shows (cwgrpo.devices.gpu_pool: what the jobs will use)."""
-    from cwgrpo.devices import gpu_pool
+    """A GPU cap above the GPUs this machine shows (cwgrpo.launch.devices.gpu_pool: what the jobs will use)."""
+    from cwgrpo.launch.devices import gpu_pool
 
     seen = len(gpu_pool(env))
     if cap <= seen:

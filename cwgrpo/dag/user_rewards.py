@@ -4,8 +4,8 @@ The jobs run ``cwgrpo train`` in processes of their own, where the Snakefile's f
 module the parse could import may not import there. So the check runs in a new process of the jobs'
 interpreter (``cwgrpo.dag.machine.train_python``), without the working folder on its path (``python -P``),
 which imports each reward and, where the training data is a local file of the user's, calls it on the
-first training rows exactly as the job does before its model loads (``cwgrpo.reward_guard``,
-``cwgrpo.train_rows``): the same refusal, in one line, before any job starts. Training data the workflow
+first training rows exactly as the job does before its model loads (``cwgrpo.grading.reward_guard``,
+``cwgrpo.train.rows``): the same refusal, in one line, before any job starts. Training data the workflow
 builds (a registry or Hub dataset) is not there yet: then the call runs in the training job's first step,
 and the dry run says so. Only the main Snakemake process checks (a cluster job's own parse does not).
 """
@@ -27,7 +27,7 @@ IMPORT_BUDGET_S = 120.0  # the probe's start and imports, on top of each reward'
 def reward_groups(config: Mapping[str, Any]) -> dict[tuple, str]:
     """(user rewards, prompt_set, system_prompt, reward_timeout_s) of each distinct training -> the config
     key that sets its reward_funcs."""
-    from cwgrpo.prompts import TRAIN_PROMPT_SET
+    from cwgrpo.data.prompts import TRAIN_PROMPT_SET
 
     groups: dict[tuple, str] = {}
     for size in config["sizes"]:
@@ -45,9 +45,9 @@ def reward_groups(config: Mapping[str, Any]) -> dict[tuple, str]:
 def local_records(config: Mapping[str, Any]) -> list[dict] | None:
     """The first training records, read now from the user's local file as `prepare-data` will; None when
     the training data is not such a file (or cannot be read: its own check names why)."""
-    from cwgrpo.data import load_rows, normalise
-    from cwgrpo.prepare_data import OwnDataset
-    from cwgrpo.train_rows import SAMPLE_ROWS
+    from cwgrpo.data.prepare_data import OwnDataset
+    from cwgrpo.data.registry import load_rows, normalise
+    from cwgrpo.train.rows import SAMPLE_ROWS
 
     name = config["data"]["train"]
     spec = (config.get("datasets") or {}).get(name) or {}
@@ -63,7 +63,7 @@ def local_records(config: Mapping[str, Any]) -> list[dict] | None:
 def reward_errors(config: Mapping[str, Any], env: Mapping[str, str], notes: list[str]) -> Iterator[Error]:
     """(reward_funcs key, refusal) of each user reward the jobs could not import or call; a note appended to
     ``notes`` where the call waits for the training job."""
-    from cwgrpo.train_rows import training_rows
+    from cwgrpo.train.rows import training_rows
 
     groups = reward_groups(config)
     records = local_records(config) if groups else None
@@ -85,7 +85,7 @@ def probe(
 ) -> list[str]:
     """The refusals of ``main`` for ``names``, run in the jobs' interpreter."""
     from cwgrpo.dag.machine import train_python
-    from cwgrpo.reward_guard import SAMPLE_BUDGET_S
+    from cwgrpo.grading.reward_guard import SAMPLE_BUDGET_S
 
     python = train_python(env)
     request = json.dumps({"names": names, "rows": rows, "budget": budget})
@@ -108,8 +108,8 @@ def main() -> int:
     """Read ``{names, rows, budget}`` on stdin; write the refusals as one JSON list, the last line of stdout
     (whatever a reward prints goes to stderr)."""
     from cwgrpo.configs import ConfigError
-    from cwgrpo.reward_guard import check_on_sample
-    from cwgrpo.rewards import get_reward
+    from cwgrpo.grading.reward_guard import check_on_sample
+    from cwgrpo.grading.rewards import get_reward
 
     request, out = json.load(sys.stdin), sys.stdout
     sys.stdout = sys.stderr

@@ -17,11 +17,11 @@ import pandas as pd
 
 from cwgrpo.configs import ConfigError, config_hash
 from cwgrpo.io import ResultFileError, read_json
-from cwgrpo.learning_signal import describe, no_signal
 from cwgrpo.report.load import per_seed_accuracy, run_info
 from cwgrpo.report.options import AVG, ReportConfig
 from cwgrpo.report.provenance import input_identity
 from cwgrpo.stats import Effect, mean_ci, seed_effect
+from cwgrpo.trainer.learning_signal import describe, no_signal
 
 log = logging.getLogger(__name__)
 NO_EFFECT = Effect(math.nan, math.nan, math.nan, 0, False, (), "not measured")
@@ -124,7 +124,7 @@ def overall(verdicts: Sequence[str]) -> str:
 
 def silent_runs(runs: Sequence[Path]) -> dict[tuple[str, str], list[str]]:
     """(size, method) -> what each of its runs' ``run.json`` recorded as no learning signal
-    (``cwgrpo.learning_signal.no_signal``), e.g. ``seed 0: zero reward spread, steps 1-20``. A run.json
+    (``cwgrpo.trainer.learning_signal.no_signal``), e.g. ``seed 0: zero reward spread, steps 1-20``. A run.json
     without ``learning_signal``, or with only notices (every completion clipped), counts as learning."""
     silent: dict[tuple[str, str], list[str]] = {}
     for run_dir in runs:

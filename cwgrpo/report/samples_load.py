@@ -18,7 +18,7 @@ from typing import Any
 from cwgrpo.configs import ConfigError
 from cwgrpo.report.options import PAPER_BENCHMARKS, ReportConfig
 
-METRICS = ("strict", "paper")  # cwgrpo.grade's metrics: the verdict `correct_<m>`, the answer below
+METRICS = ("strict", "paper")  # cwgrpo.grading.grade's metrics: the verdict `correct_<m>`, the answer below
 ANSWER_KEYS = {"strict": "extracted", "paper": "paper_pred"}
 CELL_TAGS = ("size", "method", "seed", "step")
 

@@ -1,5 +1,5 @@
-"""Real trainings on the paper preset's launch path, on CPU: `cwgrpo train` → cwgrpo.launch →
-`accelerate launch` (through cwgrpo.workers) with the bundled zero2.yaml / zero3.yaml unchanged, 2
+"""Real trainings on the paper preset's launch path, on CPU: `cwgrpo train` → cwgrpo.launch.launcher →
+`accelerate launch` (through cwgrpo.launch.workers) with the bundled zero2.yaml / zero3.yaml unchanged, 2
 processes, DeepSpeed's CPU accelerator over gloo, `use_cpu: true`, bf16, a reference model, the tiny model.
 
 They run in the training environment with DeepSpeed (`make deepspeed`: .venv-deepspeed, DeepSpeed's CPU op
@@ -190,7 +190,7 @@ def ds_job(deepspeed_python, ds_inputs, tmp_path) -> Callable[..., Job]:
 def checkpoint_files(ckpt: Path) -> list[str]:
     """A checkpoint's files, relative, its step written ``{step}``, cwgrpo's own flags left out: the layout
     the recorded files of tests/fixtures/checkpoint_layouts hold."""
-    from cwgrpo.runguard import COMPLETE_FLAG, PRUNED_FLAG
+    from cwgrpo.train.runguard import COMPLETE_FLAG, PRUNED_FLAG
 
     step = ckpt.name.split("-")[1]
     return sorted(

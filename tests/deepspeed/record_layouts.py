@@ -15,7 +15,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from cwgrpo.checkpoints import complete_checkpoints
+from cwgrpo.train.checkpoints import complete_checkpoints
 from tests.deepspeed.conftest import OPTIONS, Job, checkpoint_files, find_deepspeed_python
 from tests.unit.checkpoint_layouts import LAYOUTS
 

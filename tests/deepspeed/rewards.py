@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from cwgrpo.rewards import completion_text
+from cwgrpo.grading.rewards import completion_text
 
 
 def digits(completions: Sequence, **kwargs: Any) -> list[float]:

@@ -1,5 +1,5 @@
 """A kill of a DeepSpeed training job ends every training process, and its port (and GPU) leases are free
-only once the last of them is gone (cwgrpo.workers): torch's elastic agent starts each worker in a
+only once the last of them is gone (cwgrpo.launch.workers): torch's elastic agent starts each worker in a
 session of its own, out of reach of a signal to the job's process group."""
 
 from __future__ import annotations

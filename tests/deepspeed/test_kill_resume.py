@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from cwgrpo.runguard import COMPLETE_FLAG
+from cwgrpo.train.runguard import COMPLETE_FLAG
 from tests.deepspeed.conftest import SAVE_STEPS, STEPS, Job, logged_steps
 
 pytestmark = pytest.mark.slow

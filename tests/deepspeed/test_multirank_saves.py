@@ -9,8 +9,8 @@ from fnmatch import fnmatch
 
 import pytest
 
-from cwgrpo.checkpoints import RESUME_STATE, complete_checkpoints
-from cwgrpo.runguard import COMPLETE_FLAG, PRUNED_FLAG, missing_rank_files, verify_checkpoint
+from cwgrpo.train.checkpoints import RESUME_STATE, complete_checkpoints
+from cwgrpo.train.runguard import COMPLETE_FLAG, PRUNED_FLAG, missing_rank_files, verify_checkpoint
 from tests.deepspeed.conftest import SAVE_STEPS, STEPS, checkpoint_files
 from tests.unit.checkpoint_layouts import recorded_layout
 

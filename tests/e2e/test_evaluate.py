@@ -131,7 +131,7 @@ def test_evaluate_bad_benchmark_file_exit_2(tmp_path, capsys):
 @pytest.fixture(scope="module")
 def second_tiny_model_dir(tmp_path_factory) -> Path:
     """A second `small` tiny model (other random weights), so that the two models' samples differ."""
-    from cwgrpo.tiny import save_tiny
+    from cwgrpo.models.tiny import save_tiny
 
     out = tmp_path_factory.mktemp("tiny-small-seed1")
     save_tiny(out, "small", seed=1)

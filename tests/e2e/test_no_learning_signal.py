@@ -11,7 +11,7 @@ import shutil
 import pytest
 
 from cwgrpo.dag.commands import finished_message
-from cwgrpo.learning_signal import read_recorded, runs_without_signal
+from cwgrpo.trainer.learning_signal import read_recorded, runs_without_signal
 from tests.e2e.conftest import cwgrpo
 
 pytestmark = pytest.mark.slow

@@ -1,6 +1,6 @@
 """A run killed while it prunes the optimiser state of an older checkpoint resumes from the newest one.
 
-The kill is placed exactly: the training process runs with cwgrpo.checkpoints' file removal replaced by one
+The kill is placed exactly: the training process runs with cwgrpo.train.checkpoints' file removal replaced by one
 that removes its first file and then exits at once (os._exit: no handler, no cleanup, as SIGKILL).
 """
 
@@ -20,7 +20,7 @@ pytestmark = pytest.mark.slow
 STEPS = ["--set", "max_steps=6"]  # checkpoints 2, 4, 6 (TRAIN saves every 2 steps)
 DIE_WHILE_PRUNING = """
 import os, sys
-import cwgrpo.checkpoints as checkpoints
+import cwgrpo.train.checkpoints as checkpoints
 real_remove = checkpoints._remove
 def remove_one_then_die(path):
     real_remove(path)

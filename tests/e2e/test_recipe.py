@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from cwgrpo.devices import lease
+from cwgrpo.launch.devices import lease
 from tests.e2e.conftest import cwgrpo
 
 pytestmark = pytest.mark.slow

@@ -39,8 +39,8 @@ HAND_ROWS = [  # (strict, paper, truncated, completion)
 
 
 def _lighteval_python() -> str | None:
-    from cwgrpo import paper_metric
     from cwgrpo.configs import ConfigError
+    from cwgrpo.grading import paper_metric
 
     try:
         return str(paper_metric.find_lighteval_python())

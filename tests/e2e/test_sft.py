@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 import yaml
 
+from cwgrpo.data.synthetic import generate_split
 from cwgrpo.io import write_jsonl
-from cwgrpo.synthetic import generate_split
 
 FLOOR = 0.10  # greedy syn_math500 accuracy after the smoke warm-up; measured 0.255 (seed 0), 0.235 (seed 1)
 REPO = Path(__file__).resolve().parents[2]
@@ -29,7 +29,7 @@ CLI = [sys.executable, "-m", "cwgrpo.cli"]
 def test_sft_smoke_raises_easiest_split_accuracy(tmp_path):
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from cwgrpo.sft import greedy_accuracy
+    from cwgrpo.models.sft import greedy_accuracy
 
     write_jsonl(tmp_path / "train.jsonl", generate_split("syn_train"))
     write_jsonl(tmp_path / "dev.jsonl", generate_split("syn_dev"))

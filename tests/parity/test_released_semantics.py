@@ -109,7 +109,7 @@ def test_one_group_geometry_is_checked_before_any_model_loads(tmp_path, override
 
 
 def test_runtime_check_refuses_a_mixed_micro_batch(tiny_model_dir, tmp_path):
-    from cwgrpo.one_group import check_one_group
+    from cwgrpo.trainer.one_group import check_one_group
 
     ids = torch.tensor([[5, 6, 7]] * 3 + [[5, 6, 8]])
     mask = torch.ones_like(ids)
@@ -254,7 +254,7 @@ def test_rollouts_see_the_released_doubled_bos_and_the_loss_one(tiny_model_dir, 
     and reference log-probs keep one, as released; without the option both see one."""
     import shutil
 
-    from cwgrpo.tiny import build_tokenizer
+    from cwgrpo.models.tiny import build_tokenizer
 
     model_dir = tmp_path / "r1-like"
     shutil.copytree(tiny_model_dir, model_dir)

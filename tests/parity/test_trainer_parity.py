@@ -17,7 +17,7 @@ from transformers import AutoModelForCausalLM, AutoTokenizer
 from trl import GRPOConfig, GRPOTrainer
 
 from cwgrpo.trainer import CWGRPOConfig, CWGRPOTrainer
-from cwgrpo.trl_loss import aggregate_like_trl
+from cwgrpo.trainer.trl_loss import aggregate_like_trl
 
 LOSS_TYPES = ["grpo", "sapo", "bnpo", "dr_grpo", "dapo", "cispo", "vespo", "luspo"]
 B, P, T = 4, 5, 7

@@ -32,8 +32,8 @@ def _train_one_step(model_dir: Path, run_dir: Path, logprob_temperature: float |
     from datasets import Dataset
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from cwgrpo.prompts import train_messages
-    from cwgrpo.rewards import get_reward
+    from cwgrpo.data.prompts import train_messages
+    from cwgrpo.grading.rewards import get_reward
     from cwgrpo.trainer import CWGRPOConfig, CWGRPOTrainer
 
     seen: dict = {}
@@ -121,7 +121,7 @@ def test_model_folder_is_plain_float_model_with_chatml(real_model_dir):
 
 
 def test_prompts_are_the_models_own_chat_template(recorded):
-    from cwgrpo.prompts import train_messages
+    from cwgrpo.data.prompts import train_messages
 
     tok = recorded["tokenizer"]
     expected = {

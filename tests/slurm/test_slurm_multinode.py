@@ -6,9 +6,9 @@
 one task per node and --gres=gpu:4 per node. The test node has no GPU, so sbatch refuses both after that.
 
 `test_two_node_launch_runs_one_srun_step_per_node`: what can run of a 2-node job on one CPU node.
-`cwgrpo.multinode.relaunch`, as `cwgrpo train` calls it, runs in the batch step of a real allocation:
+`cwgrpo.launch.multinode.relaunch`, as `cwgrpo train` calls it, runs in the batch step of a real allocation:
 the node list from `scontrol` (SLURM_JOB_NODELIST removed, as the Snakemake job-step plugin does), a
-port lease, the plan, one real `srun` step per node and the `python -m cwgrpo.multinode --gpus` wrapper.
+port lease, the plan, one real `srun` step per node and the `python -m cwgrpo.launch.multinode --gpus` wrapper.
 Two stand-ins: the one node is listed twice (a cluster of one cannot give two), and each step's
 `accelerate launch` is replaced by a process that joins a torch.distributed (gloo, CPU) group at the
 plan's --main_process_ip:--main_process_port with rank --machine_rank of --num_machines, and all-reduces.
@@ -68,8 +68,8 @@ def test_sbatch_lines_of_a_1_node_and_a_2_node_training_job(slurm_cluster: Slurm
 
 DRIVER = """
 import json, os, sys
-from cwgrpo import multinode
-from cwgrpo.train_config import TrainJob
+from cwgrpo.launch import multinode
+from cwgrpo.train.options import TrainJob
 
 os.environ.pop("SLURM_JOB_NODELIST", None)  # as the Snakemake job-step plugin leaves the environment
 real_nodes, real_plan = multinode.allocation_nodes, multinode.plan

@@ -4,7 +4,7 @@
 config/paper-7b-2nodes.yaml config/rehearsal.yaml` (zero3, num_nodes 2, 2 processes: 1 a node, use_cpu,
 bf16, the reference model, 2 steps, a checkpoint at step 2) runs in the batch step of a real allocation
 under the training interpreter (`CWGRPO_TRAIN_PYTHON`, the DeepSpeed environment), as the train rule's
-command does. From there everything is the package's and the libraries' own: `cwgrpo.multinode.relaunch`
+command does. From there everything is the package's and the libraries' own: `cwgrpo.launch.multinode.relaunch`
 reads the node list from `scontrol`, claims the rendezvous port, starts one real `srun` step per node,
 each running `accelerate launch` with the bundled zero3.yaml, `--num_machines 2 --machine_rank I`, which
 starts one training process that joins DeepSpeed ZeRO-3 over gloo (DeepSpeed's CPU accelerator).
@@ -108,8 +108,8 @@ def test_two_node_zero3_trains_through_srun_steps(
     for rank, line in launched.items():
         print(line)
         assert line.startswith(f"srun --nodes=1 --ntasks=1 --nodelist={slurm_cluster.node} --overlap "), line
-        # accelerate launch through cwgrpo.workers (its agent tied to the step, as on one node)
-        launch = f"{deepspeed_python} -m cwgrpo.workers --config_file {ZERO3} --num_processes 2"
+        # accelerate launch through cwgrpo.launch.workers (its agent tied to the step, as on one node)
+        launch = f"{deepspeed_python} -m cwgrpo.launch.workers --config_file {ZERO3} --num_processes 2"
         assert (
             f" {launch} --num_machines 2 --machine_rank {rank} --main_process_ip {slurm_cluster.node} "
             in line

@@ -1,4 +1,4 @@
-"""A run folder's checkpoint bookkeeping (cwgrpo.checkpoints): complete checkpoints, pruned resume state,
+"""A run folder's checkpoint bookkeeping (cwgrpo.train.checkpoints): complete checkpoints, pruned resume state,
 cut logs, the outputs written at the end. Checkpoints have the layouts recorded from real ZeRO-2 and ZeRO-3
 saves of 2 processes (tests/fixtures/checkpoint_layouts), their files holding stand-in bytes."""
 
@@ -8,7 +8,9 @@ import json
 
 import pytest
 
-from cwgrpo.checkpoints import (
+from cwgrpo.configs import ConfigError
+from cwgrpo.io import write_json
+from cwgrpo.train.checkpoints import (
     PRUNED_FLAG,
     check_resumable,
     complete_checkpoints,
@@ -18,9 +20,7 @@ from cwgrpo.checkpoints import (
     resumable_checkpoints,
     truncate_log,
 )
-from cwgrpo.configs import ConfigError
-from cwgrpo.io import write_json
-from cwgrpo.runguard import COMPLETE_FLAG, flag_record, missing_rank_files, verify_checkpoint
+from cwgrpo.train.runguard import COMPLETE_FLAG, flag_record, missing_rank_files, verify_checkpoint
 from tests.unit.checkpoint_layouts import make_checkpoint, recorded_layout
 
 # What evaluation reads of a checkpoint, and all that pruning may leave of an older one.
@@ -160,7 +160,7 @@ def _user_folder(path):
 def test_a_checkpoint_planted_as_a_link_is_never_removed_through(tmp_path):
     """A ``checkpoint-N`` link without a flag is named, not removed; a link among a checkpoint's resume
     state is removed as a link, and the folder it points to kept."""
-    from cwgrpo.checkpoints import remove_incomplete_checkpoints
+    from cwgrpo.train.checkpoints import remove_incomplete_checkpoints
 
     run = tmp_path / "run"
     run.mkdir()

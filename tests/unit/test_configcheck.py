@@ -1,4 +1,4 @@
-"""cwgrpo.configcheck: every mistake of a preset found in one pass, one line each."""
+"""cwgrpo.dag.configcheck: every mistake of a preset found in one pass, one line each."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from cwgrpo import configcheck as cc
+from cwgrpo.dag import configcheck as cc
 
 REPO = Path(__file__).resolve().parents[2]
 SCHEMA = cc.load_schema(REPO / "workflow/schemas/config.schema.yaml")
@@ -85,7 +85,7 @@ def test_a_completion_budget_the_context_cannot_hold_names_the_fix(tmp_path):
 
 
 def test_collected_errors_print_as_one_numbered_block():
-    from cwgrpo.configcheck import collect
+    from cwgrpo.dag.configcheck import collect
 
     lines = collect([lambda: [("a", "bad"), ("b", "bad")], lambda: [("a", "bad")]])  # each line once
     err = cc.ConfigErrors(lines)
@@ -108,8 +108,8 @@ def test_local_paths_that_are_not_there_are_named_and_hub_ids_are_not_paths(tmp_
 
 
 def test_a_misspelt_command_option_gets_the_nearest_name():
-    from cwgrpo.evaluate import EvalConfig
-    from cwgrpo.optioncheck import OptionError, check_options, check_train_options
+    from cwgrpo.dag.optioncheck import OptionError, check_options, check_train_options
+    from cwgrpo.evaluate.run import EvalConfig
 
     with pytest.raises(OptionError, match=r"'learnig_rate'.*; did you mean 'learning_rate'\?"):
         check_train_options({"learnig_rate": 1e-4})

@@ -1,11 +1,11 @@
-"""The server path's per-request completion budget (cwgrpo.context_budget); on the real server:
+"""The server path's per-request completion budget (cwgrpo.generation.context_budget); on the real server:
 tests/vllm/test_server.py."""
 
 from __future__ import annotations
 
 import pytest
 
-from cwgrpo.context_budget import budget_groups, completion_budget, fit_to_context, merge_outputs
+from cwgrpo.generation.context_budget import budget_groups, completion_budget, fit_to_context, merge_outputs
 
 
 def test_budget_is_the_rest_of_the_context_capped_by_max_tokens():

@@ -1,12 +1,12 @@
-"""cwgrpo.cw_options: the covariance-aware methods' options, one validator at the workflow's parse (through
-cwgrpo.optioncheck, as the Snakefile calls it) and in the job (CWGRPOConfig)."""
+"""cwgrpo.trainer.options: the covariance-aware methods' options, one validator at the workflow's parse (through
+cwgrpo.dag.optioncheck, as the Snakefile calls it) and in the job (CWGRPOConfig)."""
 
 from __future__ import annotations
 
 import pytest
 
-from cwgrpo.cw_options import CENTRINGS, CW_VARIANTS, METHOD_NAMES, NORMALISERS, CWOptions
-from cwgrpo.optioncheck import train_option_errors
+from cwgrpo.dag.optioncheck import train_option_errors
+from cwgrpo.trainer.options import CENTRINGS, CW_VARIANTS, METHOD_NAMES, NORMALISERS, CWOptions
 
 # Every rule CWGRPOConfig enforces on its own options: (options, the option the error names).
 BROKEN_RULES = {
@@ -100,7 +100,7 @@ def test_the_torch_free_choices_are_the_registrys_and_the_kernels():
         kernel.NORMALISERS,
     )
     loaded = subprocess.run(
-        [sys.executable, "-c", "import sys, cwgrpo.optioncheck, cwgrpo.dag.checks; print('torch' in sys.modules)"],
+        [sys.executable, "-c", "import sys, cwgrpo.dag.optioncheck, cwgrpo.dag.checks; print('torch' in sys.modules)"],
         capture_output=True, text=True, check=True,
     ).stdout.strip()  # fmt: skip
     assert loaded == "False"

@@ -8,8 +8,8 @@ import yaml
 from dag_presets import REPO, SCHEMA, preset
 
 from cwgrpo import weighting
-from cwgrpo.configcheck import collect
 from cwgrpo.dag import checks, option_checks, options
+from cwgrpo.dag.configcheck import collect
 
 
 def lines(config: dict, **settings) -> list[str]:
@@ -35,7 +35,8 @@ def test_shipped_presets_pass_every_check(names):
 
 
 def test_size_names_are_the_packages_own():
-    from cwgrpo import paper, tiny
+    from cwgrpo import paper
+    from cwgrpo.models import tiny
 
     assert checks.size_names("tiny") == tuple(tiny.SIZES) and checks.size_names("paper") == paper.SIZES
     assert checks.size_names("real") is None
@@ -58,7 +59,7 @@ def test_every_registered_method_is_a_known_cw_method():
 def test_a_method_registered_in_the_process_passes_the_option_checks():
     """A method of the user's own, registered in a process that loaded the registry (a TRL script), passes
     the option checks there; the workflow's torch-free parse knows the package's (``METHOD_NAMES``)."""
-    from cwgrpo.optioncheck import check_train_options
+    from cwgrpo.dag.optioncheck import check_train_options
 
     config = preset("config.yaml")
     first = next(iter(config["methods"]))

@@ -1,4 +1,4 @@
-"""cwgrpo.dag.resources and commands: jobs' resources, training layouts (from cwgrpo.multinode), GPU caps and
+"""cwgrpo.dag.resources and commands: jobs' resources, training layouts (from cwgrpo.launch.multinode), GPU caps and
 the command-line pieces, on config dicts."""
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ from dag_presets import preset
 from cwgrpo.configs import build_config
 from cwgrpo.dag import commands, resources
 from cwgrpo.dag.options import train_options
-from cwgrpo.multinode import gpus_per_node, nodes_needed
-from cwgrpo.train_config import TrainJob
+from cwgrpo.launch.multinode import gpus_per_node, nodes_needed
+from cwgrpo.train.options import TrainJob
 
 
 def test_two_node_layout_is_the_launchers_own():

@@ -10,10 +10,12 @@ from pathlib import Path
 
 import pytest
 
-from cwgrpo import cli, data, paper, prepare_data, synthetic
+from cwgrpo import cli, paper
 from cwgrpo.configs import ConfigError
+from cwgrpo.data import prepare_data, synthetic
+from cwgrpo.data import registry as data
+from cwgrpo.data.rows import package_file
 from cwgrpo.io import ResultFileError
-from cwgrpo.rows import package_file
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "datasets"
 HF_NAMES = ["open_rs", "aime24", "math500", "amc23", "minerva", "olympiadbench"]
@@ -218,11 +220,11 @@ def test_manifest_path():
 
 
 # --------------------------------------------------------------------------------------------------
-# cwgrpo.hub (the download itself is faked: no test touches the network)
+# cwgrpo.models.hub (the download itself is faked: no test touches the network)
 
 
 def test_hub_sources_registry_and_errors():
-    from cwgrpo import hub
+    from cwgrpo.models import hub
 
     def hub_source(spec: str, revision: str | None) -> tuple[str, str, str | None]:
         source = hub.parse_source(spec, revision)
@@ -388,8 +390,8 @@ def test_own_dataset_bad_options(options, message):
 def test_a_dataset_name_outside_the_pattern_says_so_at_parse_time_and_run_time(tmp_path, capsys, name):
     """Weak spot: the workflow called 'my data' unknown and then listed it among the known names, while
     prepare-data accepted it."""
-    from cwgrpo.configcheck import collect
     from cwgrpo.dag import checks
+    from cwgrpo.dag.configcheck import collect
     from tests.unit.dag_presets import preset
 
     config = preset("byo.yaml")

@@ -1,4 +1,4 @@
-"""GPU and port leases (cwgrpo.devices) and the launcher that uses them, with fake devices: no GPU here.
+"""GPU and port leases (cwgrpo.launch.devices) and the launcher that uses them, with fake devices: no GPU here.
 
 Devices are faked with CUDA_VISIBLE_DEVICES; `trl vllm-serve` is a stand-in script on PATH that answers
 /health on the port it is given; the training command is replaced by a recorder.
@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from cwgrpo.configs import ConfigError
-from cwgrpo.devices import claim_gpus, claim_ports, gpu_pool, lease, one_gpu, port_range
+from cwgrpo.launch.devices import claim_gpus, claim_ports, gpu_pool, lease, one_gpu, port_range
 
 
 def _env(tmp_path: Path, gpus: str | None = "0,1,2,3,4,5,6,7", **extra: str) -> dict[str, str]:
@@ -57,7 +57,7 @@ def test_more_gpus_than_the_box_has_fails_at_once_naming_the_counts(tmp_path):
 
 def test_a_killed_job_leaves_no_gpu_claimed(tmp_path):
     env = _env(tmp_path, gpus="0")
-    code = "import sys, time; from cwgrpo.devices import lease\nwith lease(1, 0):\n    print('held', flush=True); time.sleep(60)"
+    code = "import sys, time; from cwgrpo.launch.devices import lease\nwith lease(1, 0):\n    print('held', flush=True); time.sleep(60)"
     holder = subprocess.Popen([sys.executable, "-c", code], env=env, stdout=subprocess.PIPE, text=True)
     try:
         assert holder.stdout.readline().strip() == "held"
@@ -99,8 +99,8 @@ http.server.HTTPServer(("127.0.0.1", port), Health).serve_forever()
 JOB = """
 # One paper-shaped training job (3 training GPUs + 1 vLLM GPU) whose training command only records.
 import json, os, sys, time
-import cwgrpo.launch as launch
-from cwgrpo.train_config import TrainJob
+import cwgrpo.launch.launcher as launch
+from cwgrpo.train.options import TrainJob
 
 real_plan = launch.plan
 RECORD = (
@@ -179,7 +179,7 @@ def test_a_child_given_the_lock_descriptors_keeps_the_claim_after_its_parent_die
     env = _env(tmp_path, gpus="0")
     code = textwrap.dedent("""
         import os, subprocess, sys
-        from cwgrpo.devices import lease
+        from cwgrpo.launch.devices import lease
         with lease(1, 0) as held:
             child = subprocess.Popen(
                 [sys.executable, "-c", "import time; time.sleep(60)"],
@@ -260,7 +260,7 @@ def test_two_jobs_given_one_device_in_two_spellings_never_share_it(tmp_path, fir
 
 
 def test_a_uuid_prefix_locks_the_gpu_it_names():
-    from cwgrpo.devices import device_lock_ids
+    from cwgrpo.launch.devices import device_lock_ids
 
     uuids = {"0": "GPU-aaaa-1111", "1": "GPU-bbbb-2222"}
     pool = gpu_pool({"CUDA_VISIBLE_DEVICES": "GPU-AAAA,GPU-BBBB"})

@@ -23,11 +23,11 @@ PACKAGE = REPO / "cwgrpo"
 WRITES_NO_NAMED_FILE = {
     "cwgrpo.__main__": "the `cwgrpo` command line; every command is walked in test_no_overwrite.py",
     "cwgrpo.cli": "the `cwgrpo` command line; every command is walked in test_no_overwrite.py",
-    "cwgrpo.multinode": "takes GPU positions and a command to exec; names no file",
-    "cwgrpo.workers": "accelerate's launcher tied to its parent; the training command it starts is `cwgrpo`",
-    "cwgrpo.paper_metric.worker": "reads stdin, writes stdout",
+    "cwgrpo.launch.multinode": "takes GPU positions and a command to exec; names no file",
+    "cwgrpo.launch.workers": "accelerate's launcher tied to its parent; the training command it starts is `cwgrpo`",
+    "cwgrpo.grading.paper_metric.worker": "reads stdin, writes stdout",
     "cwgrpo.dag.user_rewards": "the dry run's reward check in the jobs' Python: reads stdin, writes stdout",
-    "cwgrpo.optioncheck": "no arguments; rewrites only the packaged grpo_config_fields.json",
+    "cwgrpo.dag.optioncheck": "no arguments; rewrites only the packaged grpo_config_fields.json",
 }
 
 

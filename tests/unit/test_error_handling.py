@@ -32,12 +32,12 @@ from typing import Any
 import pytest
 import torch
 
-from cwgrpo import rewards as rewards_mod
 from cwgrpo import weighting as W
 from cwgrpo.configs import ConfigError, build_config, parse_overrides
-from cwgrpo.data import DATASETS, get_dataset, load_records, normalise, prepare
-from cwgrpo.evaluate import EvalConfig, ModelJobs, evaluate_models
+from cwgrpo.data.registry import DATASETS, get_dataset, load_records, normalise, prepare
+from cwgrpo.evaluate.run import EvalConfig, ModelJobs, evaluate_models
 from cwgrpo.generation import check_model_dir
+from cwgrpo.grading import rewards as rewards_mod
 from cwgrpo.io import ResultFileError
 from cwgrpo.report import claims as claims_mod
 from cwgrpo.report.load import cov_samples, metrics_frame, summaries_frame
@@ -97,7 +97,7 @@ def _summary(ctx: Ctx, name: str = "s.summary.json") -> Path:
 
 
 def _split(options: dict[str, Any]):
-    from cwgrpo.train_config import split_options
+    from cwgrpo.train.options import split_options
 
     return split_options(options)
 
@@ -109,9 +109,9 @@ def _trl(**kw: Any):
 
 
 def _train(ctx: Ctx, model_dir: Path, trl: dict[str, Any], **job: Any):
-    """``cwgrpo.train.train`` into ``ctx.tmp / 'run'`` (CPU settings; no GPU is assumed)."""
-    from cwgrpo.train import train
-    from cwgrpo.train_config import build_train_config
+    """``cwgrpo.train.run.train`` into ``ctx.tmp / 'run'`` (CPU settings; no GPU is assumed)."""
+    from cwgrpo.train.options import build_train_config
+    from cwgrpo.train.run import train
 
     trl = {"use_cpu": True, "bf16": False, "max_steps": 1, **trl}
     return train(
@@ -730,8 +730,8 @@ def trained_run(tmp_path_factory, tiny_model_dir):
     The run's options name its folder (``output_dir``), so a case works in the same folder each time,
     restored from the pristine copy by :func:`_run_copy` (cases run one after the other).
     """
-    from cwgrpo.train import train
-    from cwgrpo.train_config import build_train_config
+    from cwgrpo.train.options import build_train_config
+    from cwgrpo.train.run import train
 
     root = tmp_path_factory.mktemp("trained-run")
     work = root / "work"
@@ -752,14 +752,14 @@ def _run_copy(ctx: Ctx) -> tuple[Path, Path, Path]:
 
 
 def _retrain(model: Path, data: Path, run: Path, **trl: Any) -> int:
-    from cwgrpo.train import train
-    from cwgrpo.train_config import build_train_config
+    from cwgrpo.train.options import build_train_config
+    from cwgrpo.train.run import train
 
     return train(model, data, run, build_train_config({**RUN_TRL, **trl}, run))
 
 
 def _changed_model(ctx: Ctx):
-    from cwgrpo.tiny import save_tiny
+    from cwgrpo.models.tiny import save_tiny
 
     model, data, run = _run_copy(ctx)
     save_tiny(model, "small", seed=1)  # `cwgrpo sft` rewrote the base model
@@ -838,7 +838,7 @@ def _locked_run(ctx: Ctx):
     """Another `cwgrpo train` (here: a process holding the run folder's lock) is training into it."""
     run = ctx.tmp / "run"
     run.mkdir()
-    code = "import sys; from cwgrpo.runguard import RunLock; RunLock(sys.argv[1]).acquire(); print('held', flush=True); sys.stdin.read()"
+    code = "import sys; from cwgrpo.train.runguard import RunLock; RunLock(sys.argv[1]).acquire(); print('held', flush=True); sys.stdin.read()"
     holder = subprocess.Popen(
         [sys.executable, "-c", code, str(run)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
     )
@@ -869,8 +869,8 @@ def _evaluate_huge_problem(ctx: Ctx):
 
 
 def _train_huge_problem(ctx: Ctx, chars: int):
-    from cwgrpo.train import train
-    from cwgrpo.train_config import build_train_config
+    from cwgrpo.train.options import build_train_config
+    from cwgrpo.train.run import train
 
     trl = {"use_cpu": True, "bf16": False, "max_steps": 1}
     return train(
@@ -905,7 +905,7 @@ def _summary_with(ctx: Ctx, **values: Any):
 
 
 def _failing_trainer_start(ctx: Ctx, monkeypatch_target: str = "_train_locked"):
-    import cwgrpo.train as train_mod
+    import cwgrpo.train.run as train_mod
 
     original = getattr(train_mod, monkeypatch_target)
 
@@ -954,13 +954,13 @@ FAULT_RAISES = [
 
 
 def _grade(completion: Any, gold: Any, timeout_s: Any):
-    from cwgrpo.scoring import grade
+    from cwgrpo.grading.scoring import grade
 
     return grade(completion, gold, timeout_s=timeout_s)
 
 
 def _grade_many(timeout_s: float):
-    from cwgrpo.scoring import grade_many
+    from cwgrpo.grading.scoring import grade_many
 
     return grade_many([("\\boxed{1}", "1")], processes=1, timeout_s=timeout_s)
 
@@ -1051,8 +1051,8 @@ def _bf16(variant: str) -> None:
 
 
 def _partial_checkpoint(ctx: Ctx) -> None:
-    from cwgrpo.checkpoints import complete_checkpoints, remove_incomplete_checkpoints
-    from cwgrpo.runguard import COMPLETE_FLAG
+    from cwgrpo.train.checkpoints import complete_checkpoints, remove_incomplete_checkpoints
+    from cwgrpo.train.runguard import COMPLETE_FLAG
 
     run = ctx.tmp / "run"
     for step in (10, 20):
@@ -1066,7 +1066,7 @@ def _partial_checkpoint(ctx: Ctx) -> None:
 
 
 def _cut_log_line(ctx: Ctx) -> None:
-    from cwgrpo.checkpoints import truncate_log
+    from cwgrpo.train.checkpoints import truncate_log
 
     log = ctx.write("metrics.jsonl", '{"step": 1}\n{"step": 2}\n{"step": 3, "lo')
     truncate_log(log, 5)
@@ -1119,8 +1119,8 @@ DEFINED = [
 
 
 def _user_checkpoint_copies_kept(ctx: Ctx) -> None:
-    from cwgrpo.checkpoints import remove_incomplete_checkpoints
-    from cwgrpo.runguard import COMPLETE_FLAG
+    from cwgrpo.train.checkpoints import remove_incomplete_checkpoints
+    from cwgrpo.train.runguard import COMPLETE_FLAG
 
     run = ctx.tmp / "run"
     for name in ("checkpoint-8", "checkpoint-8.bak", "checkpoint-final", "checkpoint-9"):
@@ -1144,7 +1144,7 @@ def _resume_past_a_truncated_checkpoint(ctx: Ctx) -> int:
 def _disk_full_names_the_folder(ctx: Ctx) -> None:
     import shutil as sh
 
-    from cwgrpo.runguard import check_free_space
+    from cwgrpo.train.runguard import check_free_space
 
     (ctx.tmp / "checkpoint-4").mkdir()
     (ctx.tmp / "checkpoint-4" / "model.safetensors").write_bytes(b"\0" * 4096)
@@ -1199,7 +1199,7 @@ def _fetch_model_network_down(ctx: Ctx) -> None:
     """An HTTP-stack error while downloading is one line naming the model, not a traceback."""
     import huggingface_hub
 
-    from cwgrpo import hub
+    from cwgrpo.models import hub
 
     class ConnectError(Exception):
         pass
@@ -1237,7 +1237,7 @@ def _repeated_list_flags_extend(ctx: Ctx) -> None:
 
 
 def _unparseable_gold_is_unscorable(ctx: Ctx) -> None:
-    from cwgrpo.scoring import grade_detailed
+    from cwgrpo.grading.scoring import grade_detailed
 
     for gold in ("\\frac{", "???"):
         result = grade_detailed("\\boxed{" + gold + "}", gold)  # the same string: no longer "correct"
@@ -1247,7 +1247,7 @@ def _unparseable_gold_is_unscorable(ctx: Ctx) -> None:
 
 
 def _unfinished_reasoning_has_no_answer(ctx: Ctx) -> None:
-    from cwgrpo.scoring import grade_detailed
+    from cwgrpo.grading.scoring import grade_detailed
 
     result = grade_detailed("<think>\n88-52=", "88")
     assert result.extracted is None and not result.correct

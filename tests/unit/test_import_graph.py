@@ -142,5 +142,5 @@ def test_the_checker_finds_function_level_and_type_only_cycles(tmp_path):
     assert graph["pkg.sub.b"] == {"pkg.a": 3, "pkg": 4}
     assert cycles(graph) == [["pkg.a", "pkg.sub.b"]]
     real = import_graph(PACKAGE)
-    assert "cwgrpo.weighting" in real["cwgrpo.trainer"]
-    assert "cwgrpo.configs" in real["cwgrpo.train"]
+    assert "cwgrpo.weighting" in real["cwgrpo.trainer.grpo"]
+    assert "cwgrpo.configs" in real["cwgrpo.train.run"]

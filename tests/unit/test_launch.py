@@ -6,10 +6,10 @@ from types import SimpleNamespace
 import pytest
 
 from cwgrpo.configs import ConfigError
-from cwgrpo.launch import accelerate_config_path, plan, relaunch
-from cwgrpo.train_config import TrainJob
-from cwgrpo.vllm_server import apply_endpoints
-from cwgrpo.workers import op_cache_env
+from cwgrpo.launch.launcher import accelerate_config_path, plan, relaunch
+from cwgrpo.launch.vllm_server import apply_endpoints
+from cwgrpo.launch.workers import op_cache_env
+from cwgrpo.train.options import TrainJob
 
 
 def test_plan_pins_vllm_server_and_training_to_disjoint_gpus():
@@ -22,7 +22,7 @@ def test_plan_pins_vllm_server_and_training_to_disjoint_gpus():
     assert env["CWGRPO_LAUNCHED"] == "1"
     assert cmd[cmd.index("--num_processes") + 1] == "3"
     assert cmd[cmd.index("--config_file") + 1].endswith("accelerate/zero2.yaml")
-    assert cmd[1:3] == ["-m", "cwgrpo.workers"]  # accelerate launch, each worker tied to the job
+    assert cmd[1:3] == ["-m", "cwgrpo.launch.workers"]  # accelerate launch, each worker tied to the job
     assert cmd[-len(argv) :] == argv
 
 
@@ -43,7 +43,7 @@ def test_plan_without_server_uses_the_first_gpus():
 
 
 def test_a_cpu_run_claims_no_gpu_and_hides_them_from_its_processes(monkeypatch, tmp_path):
-    from cwgrpo.launch import gpus_needed
+    from cwgrpo.launch.launcher import gpus_needed
 
     job = TrainJob(launcher="accelerate", num_processes=2)
     assert gpus_needed(job, {"use_cpu": True}) == 0 and gpus_needed(job, {}) == 2
@@ -136,7 +136,8 @@ def test_train_gives_relaunch_plain_values_with_the_folders_a_recipe_names(tmp_p
     whatever `sys.argv` holds (here pytest's: no --model-dir there to read back)."""
     import yaml
 
-    from cwgrpo import cli, launch
+    from cwgrpo import cli
+    from cwgrpo.launch import launcher as launch
 
     seen = {}
 
@@ -171,8 +172,10 @@ def test_train_gives_relaunch_plain_values_with_the_folders_a_recipe_names(tmp_p
 def test_a_workflow_jobs_options_file_reaches_every_launched_process_unchanged(tmp_path, monkeypatch):
     """The workflow gives `cwgrpo train` one options file (cwgrpo.dag.options) and no --set: the accelerate
     and multi-node launchers pass that file on as it is, with no --set round trip."""
-    from cwgrpo import cli, launch, multinode
+    from cwgrpo import cli
     from cwgrpo.dag.options import write_options
+    from cwgrpo.launch import launcher as launch
+    from cwgrpo.launch import multinode
 
     seen = {}
     monkeypatch.setattr(

@@ -1,11 +1,11 @@
-"""The detector of runs that cannot learn (cwgrpo.learning_signal), on hand-made log records."""
+"""The detector of runs that cannot learn (cwgrpo.trainer.learning_signal), on hand-made log records."""
 
 from __future__ import annotations
 
 import pytest
 
 from cwgrpo.dag.commands import finished_message
-from cwgrpo.learning_signal import (
+from cwgrpo.trainer.learning_signal import (
     ALL_CLIPPED,
     ZERO_GRADIENT,
     ZERO_SPREAD,

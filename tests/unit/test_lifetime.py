@@ -1,6 +1,6 @@
-"""Processes the package starts die with the process that started them (``cwgrpo.lifetime``): a killed
+"""Processes the package starts die with the process that started them (``cwgrpo.grading.lifetime``): a killed
 ``cwgrpo grade`` leaves no grading workers, forkserver or resource tracker behind, and the commands
-``cwgrpo.multinode``/``cwgrpo.launch`` start end with their launcher."""
+``cwgrpo.launch.multinode``/``cwgrpo.launch.launcher`` start end with their launcher."""
 
 from __future__ import annotations
 
@@ -72,7 +72,7 @@ def test_a_killed_grade_leaves_no_process_behind(tmp_path, how):
 def test_a_killed_launcher_takes_its_commands_with_it(tmp_path):
     script = textwrap.dedent(
         """
-        from cwgrpo.multinode import Step, run_steps
+        from cwgrpo.launch.multinode import Step, run_steps
         run_steps(None, [Step("a", ["sleep", "600"]), Step("b", ["sleep", "600"])])
         """
     )

@@ -12,9 +12,9 @@ import subprocess
 
 import pytest
 
-from cwgrpo.checkpoints import check_same_config, move_aside_changed_run
 from cwgrpo.configs import ConfigError
-from cwgrpo.runguard import COMPLETE_FLAG, aside_path, check_logs_cover
+from cwgrpo.train.checkpoints import check_same_config, move_aside_changed_run
+from cwgrpo.train.runguard import COMPLETE_FLAG, aside_path, check_logs_cover
 
 INPUTS = {"model": {"files_sha256": "m", "files": 1, "marker": {}}, "train_data_sha256": "d"}
 
@@ -76,7 +76,7 @@ def test_a_changed_configuration_moves_the_old_run_aside_and_leaves_the_folder_f
     _run_with_checkpoint(run_dir, "old-hash")
     (run_dir / "live").mkdir()
     (run_dir / "live" / "metrics.jsonl").write_text('{"step": 2}\n')
-    with caplog.at_level(logging.WARNING, logger="cwgrpo.train"):
+    with caplog.at_level(logging.WARNING, logger="cwgrpo.train.run"):
         aside = move_aside_changed_run(run_dir, {"config_hash": "new-hash", "inputs": INPUTS})
     assert aside == run_dir.with_name("seed0.old-1") and not run_dir.exists()
     assert (aside / "checkpoint-2" / "model.safetensors").read_bytes() == b"weights"  # nothing deleted
@@ -96,14 +96,14 @@ def test_a_run_being_trained_by_another_process_is_never_moved(tmp_path):
     """The move happens under the run folder's lock: while another `cwgrpo train` holds it, it is refused."""
     import sys
 
-    from cwgrpo.checkpoints import move_aside_if_changed
+    from cwgrpo.train.checkpoints import move_aside_if_changed
 
     run_dir = tmp_path / "seed0"
     _run_with_checkpoint(run_dir, "old-hash")
     (tmp_path / "model").mkdir()
     (tmp_path / "train.jsonl").write_text("{}\n")
     holder = subprocess.Popen(
-        [sys.executable, "-c", "import sys, time; from cwgrpo.runguard import RunLock; "
+        [sys.executable, "-c", "import sys, time; from cwgrpo.train.runguard import RunLock; "
          "RunLock(sys.argv[1]).acquire(); print('held', flush=True); time.sleep(60)", str(run_dir)],
         stdout=subprocess.PIPE, text=True,
     )  # fmt: skip

@@ -5,11 +5,11 @@ from pathlib import Path
 
 import pytest
 
-from cwgrpo import multinode
 from cwgrpo.configs import ConfigError
-from cwgrpo.launch import relaunch
-from cwgrpo.train_config import TrainJob
-from cwgrpo.vllm_server import apply_endpoints
+from cwgrpo.launch import multinode
+from cwgrpo.launch.launcher import relaunch
+from cwgrpo.launch.vllm_server import apply_endpoints
+from cwgrpo.train.options import TrainJob
 
 ARGV = ["train", "--model-dir", "m", "--train-data", "d", "--run-dir", "r"]
 
@@ -30,7 +30,7 @@ def test_two_nodes_one_srun_each_with_machine_rank_and_the_first_node_as_rendezv
         assert step.argv[:6] == ["srun", "--nodes=1", "--ntasks=1", f"--nodelist={node}", "--overlap",
                                  "--kill-on-bad-exit=1"]  # fmt: skip
         launch = step.argv[step.argv.index("--", 6) + 1 :]
-        assert launch[1:3] == ["-m", "cwgrpo.workers"]
+        assert launch[1:3] == ["-m", "cwgrpo.launch.workers"]
         assert _opt(launch, "--num_processes") == "6" and _opt(launch, "--num_machines") == "2"
         assert _opt(launch, "--machine_rank") == str(rank)
         assert _opt(launch, "--main_process_ip") == "gpu-a" and _opt(launch, "--main_process_port") == "29500"

@@ -17,10 +17,10 @@ from pathlib import Path
 
 import pytest
 
-from cwgrpo import paper_metric
 from cwgrpo.cli import main
 from cwgrpo.configs import ConfigError
-from cwgrpo.grade import grade_items
+from cwgrpo.grading import paper_metric
+from cwgrpo.grading.grade import grade_items
 
 REPO = Path(__file__).resolve().parents[2]
 SAMPLE = REPO / "tests" / "fixtures" / "paper_metric" / "champ_sample.jsonl"
@@ -198,7 +198,7 @@ def test_a_hanging_answer_gets_a_timeout_verdict_and_the_rest_are_scored(tmp_pat
 def test_grade_takes_each_files_gold_kind_from_its_summary(tmp_path):
     """Without --gold-kind, a samples file is graded with the kind of the benchmark its summary names, or of
     the paper benchmark the summary says it mirrors; one that has neither is an error naming it."""
-    from cwgrpo.grade import summary_gold_kind
+    from cwgrpo.grading.grade import summary_gold_kind
 
     def summary(**fields) -> Path:
         path = tmp_path / f"{fields['benchmark']}.summary.json"
@@ -214,7 +214,7 @@ def test_grade_takes_each_files_gold_kind_from_its_summary(tmp_path):
 
 
 def test_conda_env_pins_the_same_as_the_venv():
-    reqs = REPO / "cwgrpo" / "paper_metric" / "requirements.txt"
+    reqs = REPO / "cwgrpo" / "grading" / "paper_metric" / "requirements.txt"
     pins = {
         line.strip() for line in reqs.read_text().splitlines() if line.strip() and not line.startswith("#")
     }
@@ -240,7 +240,7 @@ def test_worker_imports_only_lighteval_and_the_standard_library():
 
 
 def test_merge_makes_the_primary_metric_correct_and_keeps_both():
-    from cwgrpo.grade import merge_verdicts, merged_summary
+    from cwgrpo.grading.grade import merge_verdicts, merged_summary
 
     rows = [
         {
@@ -267,7 +267,7 @@ def test_merge_makes_the_primary_metric_correct_and_keeps_both():
 
 
 def test_paper_gold_restores_math_delimiters_for_latex_golds():
-    from cwgrpo.grade import paper_gold
+    from cwgrpo.grading.grade import paper_gold
 
     assert paper_gold("\\frac{1}{2}", "latex") == "$\\frac{1}{2}$"
     assert paper_gold("x=1$, $y=2", "latex") == "$x=1$, $y=2$"  # OlympiadBench's own form, restored

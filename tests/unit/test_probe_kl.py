@@ -9,7 +9,7 @@ import math
 import pytest
 import torch
 
-from cwgrpo.probe_kl import KEYS, completion_mask, mean_token_kl
+from cwgrpo.trainer.probe_kl import KEYS, completion_mask, mean_token_kl
 from tests.conftest import TWO_STEP_TRL
 
 
@@ -75,8 +75,8 @@ def spread(completions, **kwargs):
 def _train_lines(tmp_path, model_dir, monkeypatch, method: str, probes: int) -> list[dict]:
     """The step lines of metrics.jsonl of a real 2-step ``cwgrpo train`` of the tiny model (lr 1e-2)."""
     from cwgrpo.io import read_jsonl
-    from cwgrpo.train import train
-    from cwgrpo.train_config import build_train_config
+    from cwgrpo.train.options import build_train_config
+    from cwgrpo.train.run import train
 
     (tmp_path / "probe_rewards.py").write_text(REWARD)
     monkeypatch.syspath_prepend(str(tmp_path))
@@ -124,16 +124,16 @@ def test_the_probe_leaves_the_run_unchanged(tmp_path, tiny_model_dir, monkeypatc
 
 def test_a_negative_probe_count_is_refused(tmp_path):
     from cwgrpo.configs import ConfigError
-    from cwgrpo.train_config import build_train_config
+    from cwgrpo.train.options import build_train_config
 
     with pytest.raises(ConfigError, match=r"cw_probe_prompts=-1: must be an integer >= 0"):
         build_train_config({**TWO_STEP_TRL, "cw_probe_prompts": -1}, tmp_path / "run")
 
 
 def test_more_probe_prompts_than_training_prompts_are_cut_with_a_warning(caplog):
-    from cwgrpo.probe_kl import probe_count
+    from cwgrpo.trainer.probe_kl import probe_count
 
-    with caplog.at_level("WARNING", logger="cwgrpo.probe_kl"):
+    with caplog.at_level("WARNING", logger="cwgrpo.trainer.probe_kl"):
         assert probe_count(100_000, 6, 8, 266) == 6
     assert "cw_probe_prompts=100000 is more than the 6 training prompts: the probe uses all 6" in caplog.text
     caplog.clear()
@@ -142,7 +142,7 @@ def test_more_probe_prompts_than_training_prompts_are_cut_with_a_warning(caplog)
 
 
 def test_a_probe_too_large_to_keep_is_refused_before_generating():
-    from cwgrpo.probe_kl import probe_count
+    from cwgrpo.trainer.probe_kl import probe_count
 
     assert probe_count(32, 40_000, 64, 152_064)  # the docstring's 2.5 GB
     with pytest.raises(

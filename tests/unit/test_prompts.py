@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from cwgrpo.configs import ConfigError
-from cwgrpo.prompts import PROMPT_SETS, eval_messages, get_prompt_set, train_messages
+from cwgrpo.data.prompts import PROMPT_SETS, eval_messages, get_prompt_set, train_messages
 
 PROBLEM = "Compute $\\frac{1}{2} + \\{x\\}$ for {x} = 3."
 
@@ -49,7 +49,7 @@ def test_get_prompt_set_unknown_lists_names():
 
 
 def test_evaluate_system_prompt_replaces_the_prompt_sets_own():
-    from cwgrpo.evaluate import EvalConfig
+    from cwgrpo.evaluate.run import EvalConfig
 
     given = eval_messages(
         EvalConfig(prompt_set="tiny", system_prompt="Reply with the number.").prompts(), "1+2"
@@ -65,7 +65,7 @@ def test_evaluate_system_prompt_replaces_the_prompt_sets_own():
 
 
 def test_evaluation_log_line_rounds_every_number():
-    from cwgrpo.eval_summary import summary_line
+    from cwgrpo.evaluate.summary import summary_line
 
     summary = {"pass1": 0.25, "k": 2, "avg_k": 0.1875, "avg_k_ci95": [0.24024999999999636, None]}
     assert summary_line("syn", summary) == "syn: pass1 0.250, avg@2 0.188 [0.240, none]"

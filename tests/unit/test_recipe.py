@@ -8,7 +8,7 @@ import pytest
 import yaml
 
 from cwgrpo.configs import ConfigError
-from cwgrpo.recipe import is_recipe, parse_recipe
+from cwgrpo.train.recipe import is_recipe, parse_recipe
 
 REPO = Path(__file__).resolve().parents[2]
 CPU = {"use_cpu": True, "bf16": False}  # GRPOConfig defaults to bf16, which a CPU-only machine refuses

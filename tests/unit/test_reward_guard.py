@@ -1,4 +1,4 @@
-"""Rewards TRL accepts are accepted and bounded (``cwgrpo.reward_guard``): async rewards, NumPy values, and a
+"""Rewards TRL accepts are accepted and bounded (``cwgrpo.grading.reward_guard``): async rewards, NumPy values, and a
 reward stuck in C code, which no in-process timer can interrupt, stops the process instead of hanging."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import time
 import numpy as np
 import pytest
 
-from cwgrpo import reward_guard
+from cwgrpo.grading import reward_guard
 
 ROW = {"prompt": "1+1=", "answer": "2"}
 
@@ -68,7 +68,7 @@ def test_a_reward_stuck_in_c_code_stops_the_process_naming_its_line(tmp_path):
     )
     script = textwrap.dedent(
         """
-        from cwgrpo import reward_guard
+        from cwgrpo.grading import reward_guard
         from c_rewards import sums
 
         reward_guard.HARD_STOP_S = 1.0

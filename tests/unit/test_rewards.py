@@ -1,5 +1,5 @@
 """TRL reward functions: signature, string and conversational completions, unscorable gold, registry; a
-user's reward by dotted path, and the checks that stop one that cannot work (cwgrpo.reward_guard)."""
+user's reward by dotted path, and the checks that stop one that cannot work (cwgrpo.grading.reward_guard)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,13 @@ from pathlib import Path
 import pytest
 
 from cwgrpo.configs import ConfigError
-from cwgrpo.rewards import REWARDS, accuracy_reward, format_reward, get_reward, released_accuracy_reward
+from cwgrpo.grading.rewards import (
+    REWARDS,
+    accuracy_reward,
+    format_reward,
+    get_reward,
+    released_accuracy_reward,
+)
 from tests.conftest import TWO_STEP_TRL
 
 
@@ -87,7 +93,7 @@ RELEASED_VS_OURS = [
 
 @pytest.mark.parametrize(("completion", "solution", "answer", "released", "ours"), RELEASED_VS_OURS)
 def test_released_accuracy_reward_reads_as_released(completion, solution, answer, released, ours):
-    from cwgrpo.rewards import get_reward
+    from cwgrpo.grading.rewards import get_reward
 
     conversation = [[{"role": "assistant", "content": completion}]]
     assert get_reward("accuracy_released")(conversation, solution=[solution]) == [released]
@@ -95,7 +101,7 @@ def test_released_accuracy_reward_reads_as_released(completion, solution, answer
 
 
 def test_released_accuracy_reward_needs_the_solution_column():
-    from cwgrpo.rewards import get_reward
+    from cwgrpo.grading.rewards import get_reward
 
     with pytest.raises(ValueError, match="'solution'"):
         get_reward("accuracy_released")(["\\boxed{1}"], answer=["1"])
@@ -142,7 +148,7 @@ def test_reward_path_errors_name_the_path(user_module, path, message):
         get_reward(path)
 
 
-# -- a user's reward that cannot work (cwgrpo.reward_guard): it fails before any model loads, or stops the
+# -- a user's reward that cannot work (cwgrpo.grading.reward_guard): it fails before any model loads, or stops the
 # run with an error, not a traceback after generation, a hang, or a run marked complete with zero gradient
 
 HOSTILE_REWARDS = textwrap.dedent(
@@ -196,8 +202,8 @@ def no_model_load(monkeypatch):
 
 
 def _train(tmp_path: Path, model_dir: Path, reward: str, **job) -> int:
-    from cwgrpo.train import train
-    from cwgrpo.train_config import build_train_config
+    from cwgrpo.train.options import build_train_config
+    from cwgrpo.train.run import train
 
     data = tmp_path / "train.jsonl"
     records = [{"id": f"p-{i}", "problem": "1+1", "answer": "2", "source": "test"} for i in range(2)]
@@ -268,7 +274,7 @@ def test_a_reward_over_its_time_budget_stops_naming_it(tmp_path, tiny_model_dir,
 def test_the_sample_call_is_bounded_without_a_budget_too(
     tmp_path, tiny_model_dir, user_rewards, no_model_load, monkeypatch
 ):
-    from cwgrpo import reward_guard
+    from cwgrpo.grading import reward_guard
 
     monkeypatch.setattr(reward_guard, "SAMPLE_BUDGET_S", 0.5)
     with pytest.raises(ConfigError, match=r"took more than 0.5 s.*set reward_timeout_s"):
@@ -277,15 +283,15 @@ def test_the_sample_call_is_bounded_without_a_budget_too(
 
 @pytest.mark.parametrize("budget", [0, -1, math.nan, math.inf])
 def test_a_bad_time_budget_is_refused(tmp_path, budget):
-    from cwgrpo.train_config import build_train_config
+    from cwgrpo.train.options import build_train_config
 
     with pytest.raises(ConfigError, match=r"reward_timeout_s=.*: must be a number of seconds > 0"):
         build_train_config({**TWO_STEP_TRL, "reward_timeout_s": budget}, tmp_path / "run")
 
 
 def test_the_budget_bounds_every_call_and_keeps_the_name(user_rewards):
-    from cwgrpo import reward_guard
-    from cwgrpo.rewards import get_reward
+    from cwgrpo.grading import reward_guard
+    from cwgrpo.grading.rewards import get_reward
 
     bounded = reward_guard.with_budget("x", get_reward(f"{user_rewards}:sleeps"), 0.2)
     assert bounded.__name__ == "sleeps"  # TRL names the reward's metrics by it
@@ -294,7 +300,7 @@ def test_the_budget_bounds_every_call_and_keeps_the_name(user_rewards):
 
 
 def test_a_step_with_every_reward_missing_warns_and_a_run_of_them_is_an_error():
-    from cwgrpo import reward_guard
+    from cwgrpo.grading import reward_guard
 
     warnings = []
     count = reward_guard.MissingRewards(limit=3, warn=lambda *a: warnings.append(a[0] % a[1:]))
@@ -327,7 +333,7 @@ def test_a_run_whose_rewards_are_all_nan_is_an_error_not_a_complete_run(
 
 
 def test_a_reward_that_works_passes_the_sample_call(user_rewards):
-    from cwgrpo import reward_guard
+    from cwgrpo.grading import reward_guard
 
     row = {"prompt": [{"role": "user", "content": "1+1"}], "answer": "2"}
     funcs = reward_guard.prepared_rewards([f"{user_rewards}:fine", "format"], row, budget=5)

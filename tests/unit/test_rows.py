@@ -1,4 +1,4 @@
-"""Reading a dataset's rows as stored (``cwgrpo.rows``, through ``cwgrpo prepare-data``): every reader
+"""Reading a dataset's rows as stored (``cwgrpo.data.rows``, through ``cwgrpo prepare-data``): every reader
 gives the gold text the user sees, reads what Excel and editors write, and refuses, in one line naming
 the file, row and column, what it cannot read as written.
 """
@@ -13,7 +13,10 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from cwgrpo import cli, configcheck, data, rows
+from cwgrpo import cli
+from cwgrpo.dag import configcheck
+from cwgrpo.data import registry as data
+from cwgrpo.data import rows
 
 # --------------------------------------------------------------------------------------------------
 # Your own data: gold answers keep the text the user wrote

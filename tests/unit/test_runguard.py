@@ -1,4 +1,4 @@
-"""The run folder's lock (cwgrpo.runguard.RunLock): one trainer at a time, and no file written through a link."""
+"""The run folder's lock (cwgrpo.train.runguard.RunLock): one trainer at a time, and no file written through a link."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import sys
 import pytest
 
 from cwgrpo.configs import ConfigError
-from cwgrpo.runguard import LOCK_NAME, RunLock
+from cwgrpo.train.runguard import LOCK_NAME, RunLock
 
 
 def test_a_run_lock_planted_as_a_link_is_refused_and_its_target_kept(tmp_path):
@@ -41,7 +41,7 @@ def test_a_run_folder_that_is_a_file_is_named(tmp_path):
 def test_a_lock_left_by_a_killed_trainer_is_taken_and_a_live_one_is_named(tmp_path):
     """The kernel drops a dead holder's lock: its file stays, and the next trainer takes it. A live holder
     is named by what it wrote."""
-    code = "import sys; from cwgrpo.runguard import RunLock; RunLock(sys.argv[1]).acquire(); print('held', flush=True); sys.stdin.read()"
+    code = "import sys; from cwgrpo.train.runguard import RunLock; RunLock(sys.argv[1]).acquire(); print('held', flush=True); sys.stdin.read()"
     holder = subprocess.Popen([sys.executable, "-c", code, str(tmp_path)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)  # fmt: skip
     try:
         assert holder.stdout.readline().strip() == "held"
@@ -61,14 +61,14 @@ def test_a_start_that_loses_the_lock_leaves_the_winners_new_folder(tmp_path, tin
     folder it made."""
     import json
 
-    from cwgrpo import train as train_module
-    from cwgrpo.train_config import build_train_config
+    from cwgrpo.train import run as train_module
+    from cwgrpo.train.options import build_train_config
     from tests.conftest import TWO_STEP_TRL
 
     data = tmp_path / "train.jsonl"
     data.write_text("".join(json.dumps({"id": f"p-{i}", "problem": "1+1", "answer": "2", "source": "t"}) + "\n" for i in range(2)))  # fmt: skip
     run = tmp_path / "run"
-    code = "import sys; from cwgrpo.runguard import RunLock; RunLock(sys.argv[1]).acquire(); print('held', flush=True); sys.stdin.read()"
+    code = "import sys; from cwgrpo.train.runguard import RunLock; RunLock(sys.argv[1]).acquire(); print('held', flush=True); sys.stdin.read()"
     holders = []
 
     class LosingLock(RunLock):

@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from cwgrpo.scoring import (
+from cwgrpo.grading.scoring import (
     GradeResult,
     grade,
     grade_detailed,
@@ -136,7 +136,7 @@ def test_unboxed_power_tower_is_not_read_as_its_first_term():
 
 
 def test_grade_from_a_thread_uses_a_helper_process():
-    from cwgrpo.scoring import _helper_pool
+    from cwgrpo.grading.scoring import _helper_pool
 
     def pool_calls() -> int:
         info = _helper_pool.cache_info()
@@ -167,7 +167,7 @@ def test_grade_many_matches_sequential_and_keeps_order():
 
 
 def test_grade_accepts_the_tiny_presets_worked_solutions():
-    from cwgrpo.synthetic import generate_split, worked_solution
+    from cwgrpo.data.synthetic import generate_split, worked_solution
 
     records = generate_split("syn_olympiad")[:20]
     pairs = [(worked_solution(r["problem"]), r["answer"]) for r in records]
@@ -183,7 +183,7 @@ def test_first_answer_of_a_fresh_process_is_not_charged_for_the_import():
     import sys
 
     code = (
-        "from cwgrpo.scoring import grade_detailed\n"
+        "from cwgrpo.grading.scoring import grade_detailed\n"
         "print(not grade_detailed('', '1/3', timeout_s=0.5).unscorable)\n"
         "print(grade_detailed('\\\\boxed{\\\\frac{1}{3}}', '2/6', timeout_s=0.5).correct)\n"
     )

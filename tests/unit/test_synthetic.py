@@ -1,4 +1,4 @@
-"""Unit tests of the synthetic arithmetic task (cwgrpo.synthetic)."""
+"""Unit tests of the synthetic arithmetic task (cwgrpo.data.synthetic)."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ import re
 
 import pytest
 
-from cwgrpo import synthetic
-from cwgrpo.synthetic import BENCHMARKS, SPLITS, generate_split, solve, worked_solution
+from cwgrpo.data import synthetic
+from cwgrpo.data.synthetic import BENCHMARKS, SPLITS, generate_split, solve, worked_solution
 
 
 @pytest.fixture(scope="module")

@@ -1,5 +1,5 @@
-"""The one wall-clock budget (``cwgrpo.time_budget``) and the reward budget built on it
-(``cwgrpo.reward_guard``): it survives math-verify's own ``signal.alarm`` timeouts, an ``except Exception``
+"""The one wall-clock budget (``cwgrpo.grading.time_budget``) and the reward budget built on it
+(``cwgrpo.grading.reward_guard``): it survives math-verify's own ``signal.alarm`` timeouts, an ``except Exception``
 in the reward, and nesting."""
 
 from __future__ import annotations
@@ -9,9 +9,9 @@ import time
 
 import pytest
 
-from cwgrpo import reward_guard
-from cwgrpo.rewards import get_reward
-from cwgrpo.time_budget import OutOfTime, time_budget
+from cwgrpo.grading import reward_guard
+from cwgrpo.grading.rewards import get_reward
+from cwgrpo.grading.time_budget import OutOfTime, time_budget
 
 TOLERANCE_S = 1.5  # a loaded 2-core machine: the budget fires within this much after its deadline
 
@@ -21,7 +21,7 @@ REWARDS = textwrap.dedent(
 
     import math_verify
 
-    from cwgrpo.rewards import released_accuracy
+    from cwgrpo.grading.rewards import released_accuracy
 
 
     def verifies_then_sleeps(completions, **kwargs):

@@ -1,4 +1,4 @@
-"""Unit tests of the offline tiny tokenizer and models (cwgrpo.tiny)."""
+"""Unit tests of the offline tiny tokenizer and models (cwgrpo.models.tiny)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,8 @@ import json
 
 import pytest
 
-from cwgrpo import cli, tiny
+from cwgrpo import cli
+from cwgrpo.models import tiny
 
 TEXTS = [
     "47+35",

@@ -3,9 +3,9 @@
 import pytest
 
 from cwgrpo.configs import ConfigError, parse_tags
-from cwgrpo.context_budget import completion_budget
-from cwgrpo.optioncheck import OptionError, check_train_options
-from cwgrpo.train_config import build_train_config, split_options
+from cwgrpo.dag.optioncheck import OptionError, check_train_options
+from cwgrpo.generation.context_budget import completion_budget
+from cwgrpo.train.options import build_train_config, split_options
 
 
 def test_split_options_separates_job_and_trl_fields():
@@ -21,7 +21,7 @@ def test_job_fields_never_shadow_trl_fields():
     silently keep that value from TRL (as `vllm_gpu_memory_utilization` once did)."""
     import dataclasses
 
-    from cwgrpo.train_config import TrainJob
+    from cwgrpo.train.options import TrainJob
     from cwgrpo.trainer import CWGRPOConfig
 
     shared = {f.name for f in dataclasses.fields(TrainJob)} & {
@@ -48,15 +48,15 @@ def test_parse_tags_keeps_integers_as_integers():
 
 def test_shipped_grpo_config_fields_equal_the_live_class():
     """The workflow checks `train` options against cwgrpo/resources/grpo_config_fields.json (no TRL import
-    at parse time); after a TRL upgrade, `python -m cwgrpo.optioncheck` rewrites it."""
-    from cwgrpo.optioncheck import describe_config, shipped_fields
+    at parse time); after a TRL upgrade, `python -m cwgrpo.dag.optioncheck` rewrites it."""
+    from cwgrpo.dag.optioncheck import describe_config, shipped_fields
     from cwgrpo.trainer import CWGRPOConfig
 
     assert shipped_fields() == describe_config(CWGRPOConfig)
 
 
 def test_option_check_without_trl_names_the_bad_key():
-    from cwgrpo.optioncheck import OptionError, check_train_options
+    from cwgrpo.dag.optioncheck import OptionError, check_train_options
 
     check_train_options({"learning_rate": 1e-4, "cw_variant": "released", "reward_funcs": ["accuracy"]})
     for options, key, named in (
@@ -72,7 +72,7 @@ def test_option_check_without_trl_names_the_bad_key():
 
 
 def test_monitoring_names_from_tags_only_when_a_logger_is_on(monkeypatch):
-    from cwgrpo.train_config import monitoring_names
+    from cwgrpo.train.options import monitoring_names
 
     monkeypatch.delenv("WANDB_RUN_GROUP", raising=False)
     tags = {"size": "135m", "method": "cw_grpo", "seed": 0}
@@ -89,7 +89,7 @@ def test_training_config_raises_no_futurewarning_about_gradient_checkpointing(tm
     TRL gets the current name, with the same value, and run.json keeps the option as written."""
     import warnings
 
-    from cwgrpo.train_config import build_train_config
+    from cwgrpo.train.options import build_train_config
 
     options = {"max_steps": 1, "use_cpu": True, "bf16": False, **given}
     with warnings.catch_warnings():
@@ -102,7 +102,7 @@ def test_training_config_raises_no_futurewarning_about_gradient_checkpointing(tm
 def test_a_run_folder_copied_elsewhere_keeps_its_config_hash(tmp_path):
     """Weak spot: a copied run folder was refused as 'changed the options': its own path was hashed."""
     from cwgrpo.configs import config_hash
-    from cwgrpo.train_config import build_train_config
+    from cwgrpo.train.options import build_train_config
 
     options = {"max_steps": 2, "use_cpu": True, "bf16": False}
     here = build_train_config(options, tmp_path / "runs" / "a")
@@ -133,7 +133,7 @@ def test_a_completion_budget_below_one_token_is_refused_before_a_request():
 
 def test_a_system_prompt_with_a_lone_surrogate_is_refused_before_the_model_loads():
     from cwgrpo.configs import build_config
-    from cwgrpo.evaluate import EvalConfig
+    from cwgrpo.evaluate.run import EvalConfig
 
     bad = "Think step by step \ud800"  # YAML's "\ud800" escape; the tokenizer fails on it with a TypeError
     with pytest.raises(ConfigError, match="system_prompt: character 19 is a lone surrogate"):

@@ -1,9 +1,9 @@
-"""The rows a training run's rewards are called with (``cwgrpo.train_rows``): the user's own columns by the
+"""The rows a training run's rewards are called with (``cwgrpo.train.rows``): the user's own columns by the
 user's names beside the package's ``answer``; names TRL's call uses keep TRL's meaning."""
 
 from __future__ import annotations
 
-from cwgrpo.train_rows import training_rows
+from cwgrpo.train.rows import training_rows
 
 OWN = {"id": "m-0", "problem": "1+1", "answer": "2", "source": "file:x",
        "columns": {"q": "1+1", "ans": "2", "prompt": "1+1", "completions": "x", "level": "3"}}  # fmt: skip

@@ -1,4 +1,4 @@
-"""vLLM settings that vLLM would refuse once its engine starts get one line first (cwgrpo.vllm_checks), at
+"""vLLM settings that vLLM would refuse once its engine starts get one line first (cwgrpo.generation.vllm_checks), at
 the workflow's parse (optioncheck) and in ``cwgrpo train`` (split_options, then the model's context)."""
 
 from __future__ import annotations
@@ -8,9 +8,9 @@ import json
 import pytest
 
 from cwgrpo.configs import ConfigError
-from cwgrpo.optioncheck import OptionError, check_train_options
-from cwgrpo.train_config import split_options
-from cwgrpo.vllm_checks import check_context_fits_model, check_vllm_options
+from cwgrpo.dag.optioncheck import OptionError, check_train_options
+from cwgrpo.generation.vllm_checks import check_context_fits_model, check_vllm_options
+from cwgrpo.train.options import split_options
 
 
 @pytest.mark.parametrize("share", [0, -0.1, 1.5])
@@ -31,7 +31,7 @@ def test_memory_shares_vllm_accepts_pass():
 
 @pytest.mark.parametrize("share", [0, 1.5, float("nan"), float("inf")])
 def test_evaluation_refuses_the_memory_shares_training_refuses(share):
-    from cwgrpo.evaluate import EvalConfig
+    from cwgrpo.evaluate.run import EvalConfig
 
     with pytest.raises(ConfigError, match=rf"^gpu_memory_utilization={share}: .* in \(0, 1\]$"):
         EvalConfig(backend="vllm", gpu_memory_utilization=share)

@@ -1,4 +1,4 @@
-"""cwgrpo.workers' tie of a process to its parent (the agent to `cwgrpo train`, a worker to the agent),
+"""cwgrpo.launch.workers' tie of a process to its parent (the agent to `cwgrpo train`, a worker to the agent),
 on real processes: the tied one dies with its parent, and one whose parent is already gone ends at once.
 The whole launch, killed mid-training, is tests/deepspeed/test_kill_job.py."""
 
@@ -12,7 +12,7 @@ import time
 
 import pytest
 
-from cwgrpo.workers import AGENT_PID_ENV, lease_fds
+from cwgrpo.launch.workers import AGENT_PID_ENV, lease_fds
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="PR_SET_PDEATHSIG is Linux's")
 
@@ -22,7 +22,7 @@ PARENT = """
 import os, subprocess, sys, time
 child = subprocess.Popen([sys.executable, "-c", '''
 import os, time
-from cwgrpo.workers import tie_worker
+from cwgrpo.launch.workers import tie_worker
 tie_worker(os.environ)
 time.sleep(120)
 '''], env={**os.environ, "CWGRPO_AGENT_PID": str(os.getpid())}, start_new_session=True)
@@ -54,14 +54,14 @@ def test_a_tied_process_dies_with_its_parent_even_in_a_session_of_its_own():
 
 def test_a_process_whose_parent_is_already_gone_ends_at_once():
     env = {**os.environ, AGENT_PID_ENV: "1" if os.getppid() != 1 else "2"}  # not this process's parent
-    code = "import os; from cwgrpo.workers import tie_worker; tie_worker(os.environ); print('ran on')"
+    code = "import os; from cwgrpo.launch.workers import tie_worker; tie_worker(os.environ); print('ran on')"
     done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=60)
     assert done.returncode == -signal.SIGKILL and "ran on" not in done.stdout
 
 
 def test_the_tie_is_not_inherited_by_what_a_worker_starts():
     env = {**os.environ, AGENT_PID_ENV: str(os.getpid())}  # this process is the child's parent: it runs on
-    code = "import os; from cwgrpo.workers import tie_worker; tie_worker(os.environ); print(dict(os.environ))"
+    code = "import os; from cwgrpo.launch.workers import tie_worker; tie_worker(os.environ); print(dict(os.environ))"
     done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
     assert AGENT_PID_ENV not in done.stdout

@@ -39,8 +39,8 @@ _KS_ALPHA = 1e-3
 
 
 def _prompts(prompt_set: str, n: int) -> list[list[dict[str, str]]]:
-    from cwgrpo.prompts import eval_messages
-    from cwgrpo.synthetic import generate_split
+    from cwgrpo.data.prompts import eval_messages
+    from cwgrpo.data.synthetic import generate_split
 
     return [eval_messages(prompt_set, r["problem"]) for r in generate_split("syn_math500")[:n]]
 

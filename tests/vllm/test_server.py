@@ -1,9 +1,9 @@
 """The paper preset's vLLM server on real vLLM (CPU build): its command line, vLLM's parser, and the
 trainer's generation through it.
 
-One server for the module (start-up 40-60 s), started as ``cwgrpo.launch`` starts it: the command
+One server for the module (start-up 40-60 s), started as ``cwgrpo.launch.launcher`` starts it: the command
 ``launch.plan`` builds from the paper preset's training options, ports claimed through
-``cwgrpo.devices`` (in ``SERVER_PORTS``), ``vllm_server.wait_for_server``. Its context is shrunk from 4096 to
+``cwgrpo.launch.devices`` (in ``SERVER_PORTS``), ``vllm_server.wait_for_server``. Its context is shrunk from 4096 to
 ``SHRUNK_CONTEXT`` (the tiny model has 256 positions; the bug and its fix do not depend on the size), and
 GPU ids are names only (vLLM's CPU build ignores ``CUDA_VISIBLE_DEVICES``).
 """
@@ -21,11 +21,11 @@ from typing import Any
 import pytest
 import yaml
 
-from cwgrpo.devices import PORT_RANGE_ENV, lease
-from cwgrpo.launch import plan
-from cwgrpo.multinode import ports_needed
-from cwgrpo.train_config import split_options
-from cwgrpo.vllm_server import wait_for_server
+from cwgrpo.launch.devices import PORT_RANGE_ENV, lease
+from cwgrpo.launch.launcher import plan
+from cwgrpo.launch.multinode import ports_needed
+from cwgrpo.launch.vllm_server import wait_for_server
+from cwgrpo.train.options import split_options
 from tests.vllm.conftest import REPO, run_in_vllm
 
 HERE = Path(__file__).resolve().parent

@@ -49,13 +49,13 @@ def text_hash_reward(completions, **kwargs) -> list[float]:
     """A reward that differs between distinct completions (a hash of the text, 0-7), deterministic."""
     import zlib
 
-    from cwgrpo.rewards import completion_text
+    from cwgrpo.grading.rewards import completion_text
 
     return [float(zlib.crc32(completion_text(c).encode()) % 8) for c in completions]
 
 
 def fixed_sequence(tokenizer) -> list[int]:
-    from cwgrpo.prompts import train_messages
+    from cwgrpo.data.prompts import train_messages
 
     text = tokenizer.apply_chat_template(
         train_messages("tiny", "12+35-8"), tokenize=False, add_generation_prompt=True
@@ -118,8 +118,8 @@ def main(model_dir: str, work_dir: str, out_path: str, method: str) -> None:
     import yaml
 
     from cwgrpo.cli import main as cwgrpo
+    from cwgrpo.data.synthetic import generate_split
     from cwgrpo.io import write_jsonl
-    from cwgrpo.synthetic import generate_split
     from tests.vllm.cpu_linear_without_prepacking import keep_cpu_linear_weights
 
     keep_cpu_linear_weights()

@@ -2,7 +2,7 @@
 running ``trl vllm-serve``, with a preset's training options; print each completion's lengths as JSON.
 
 Argument: a JSON file {options, model_dir, run_dir, prompts}. The server's ports come from the
-environment, as the launcher gives them to its training processes (cwgrpo.vllm_server.apply_endpoints).
+environment, as the launcher gives them to its training processes (cwgrpo.launch.vllm_server.apply_endpoints).
 The weight sync is skipped: TRL pushes weights to the server over NCCL, which a CPU cannot run.
 """
 
@@ -28,10 +28,10 @@ def main(spec_path: str) -> None:
     from datasets import Dataset
     from transformers import AutoModelForCausalLM
 
-    from cwgrpo.tiny import load_tokenizer
-    from cwgrpo.train_config import build_train_config
+    from cwgrpo.launch.vllm_server import apply_endpoints
+    from cwgrpo.models.tiny import load_tokenizer
+    from cwgrpo.train.options import build_train_config
     from cwgrpo.trainer import CWGRPOTrainer
-    from cwgrpo.vllm_server import apply_endpoints
 
     spec = json.loads(Path(spec_path).read_text())
     skip_nccl_weight_sync()

@@ -1,5 +1,5 @@
 """A stand-in for the `cwgrpo` command in scheduling tests: it claims the job's GPUs as the real launchers
-do (cwgrpo.devices, over the fake devices of CUDA_VISIBLE_DEVICES), holds them for a moment, records what
+do (cwgrpo.launch.devices, over the fake devices of CUDA_VISIBLE_DEVICES), holds them for a moment, records what
 it held and when in $RECORD_DIR, and writes the outputs (and `train`'s timings log) the rule declares.
 Nothing is trained. With FAKE_CWGRPO_FAIL=COMMAND, that command fails, its cause (FAKE_CWGRPO_CAUSE, or a
 fixed one) on its last line.
@@ -19,7 +19,7 @@ from pathlib import Path
 
 import yaml
 
-from cwgrpo.devices import gpu_pool, lease
+from cwgrpo.launch.devices import gpu_pool, lease
 
 HOLD_S = {"train": 1.0, "evaluate": 0.3}
 

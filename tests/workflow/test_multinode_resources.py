@@ -63,11 +63,11 @@ def test_a_gpu_model_for_a_multinode_rule_is_refused_naming_the_fix(tmp_path):
 
 def test_overlay_changes_only_the_7b_training_layout_and_keeps_the_batch():
     """144 completions (12 prompts x G=12) per optimiser step and one group per micro-batch, as 3 x 12 x 4;
-    the layout the workflow derives (2 nodes, 4 GPUs each) is the one cwgrpo.multinode plans."""
+    the layout the workflow derives (2 nodes, 4 GPUs each) is the one cwgrpo.launch.multinode plans."""
     import dataclasses
 
-    from cwgrpo import multinode
-    from cwgrpo.train_config import TrainJob
+    from cwgrpo.launch import multinode
+    from cwgrpo.train.options import TrainJob
 
     paper, overlay = (yaml.safe_load(p.read_text()) for p in (PRESETS["paper"], TWO_NODES))
     assert set(overlay) == {"overlay_of", "sizes"} and set(overlay["sizes"]) == {"7b"}

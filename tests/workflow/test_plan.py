@@ -16,7 +16,7 @@ from test_workflow import REPO
 
 from cwgrpo.cli import main
 from cwgrpo.configs import ConfigError
-from cwgrpo.plan import Job, brief, load_budgets, makespan_hours, parse_dry_run, plan_markdown, wall_hours
+from cwgrpo.dag.plan import Job, brief, load_budgets, makespan_hours, parse_dry_run, plan_markdown, wall_hours
 
 DRY_RUN = """\
 [Tue Dec  1 22:28:28 2026]

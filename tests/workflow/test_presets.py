@@ -352,7 +352,7 @@ def test_bad_config_fails_at_parse_time_naming_the_key(case, tmp_path):
 
 
 def test_every_broken_rule_of_the_methods_options_is_refused_by_one_dry_run(tmp_path):
-    """The rules of CWGRPOConfig's own options (cwgrpo.cw_options), not only their choices, fail `snakemake
+    """The rules of CWGRPOConfig's own options (cwgrpo.trainer.options), not only their choices, fail `snakemake
     -n`, all in one pass, each naming its section and option (tests/unit/test_cw_options.py lists every rule)."""
     config = _tiny()
     config["train"] |= {"cw_probe_prompts": -1, "cw_sample_size": 0}
@@ -522,7 +522,7 @@ RECIPE_FIELDS = 46  # top-level fields of each of the four recipes
 
 def _resolved(sets: dict, tmp_path):
     """CWGRPOConfig of one paper job as `cwgrpo train` builds it (bf16 off: this machine has no GPU)."""
-    from cwgrpo.train_config import build_train_config
+    from cwgrpo.train.options import build_train_config
 
     cfg = build_train_config({**sets, "bf16": False, "use_cpu": True}, tmp_path)
     return cfg.job, cfg.trl

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from cwgrpo import profilecheck as pc
+from cwgrpo.dag import profilecheck as pc
 from tests.workflow.test_workflow import PRESETS, REPO, run_snakemake
 
 

@@ -16,8 +16,8 @@ import yaml
 from test_workflow import REPO, jobs, run_snakemake
 
 from cwgrpo.configs import build_config
-from cwgrpo.launch import plan
-from cwgrpo.train_config import TrainJob
+from cwgrpo.launch.launcher import plan
+from cwgrpo.train.options import TrainJob
 
 PAPER = REPO / "config" / "paper.yaml"
 TWO_NODES = REPO / "config" / "paper-7b-2nodes.yaml"
@@ -104,7 +104,7 @@ def test_rehearsal_plans_the_paper_rules_with_only_its_cpu_deviations(tmp_path, 
             TrainJob, overrides={k: v for k, v in got.items() if k in TrainJob.__dataclass_fields__}
         )
         _, _, train_cmd, _ = plan(["train"], job, ["0", "1"], "model")
-        assert train_cmd[1:3] == ["-m", "cwgrpo.workers"]  # accelerate launch, tied to cwgrpo train
+        assert train_cmd[1:3] == ["-m", "cwgrpo.launch.workers"]  # accelerate launch, tied to cwgrpo train
         assert Path(train_cmd[train_cmd.index("--config_file") + 1]).name == "zero2.yaml"
         assert train_cmd[train_cmd.index("--num_processes") + 1] == "2"
 

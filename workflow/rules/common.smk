@@ -18,8 +18,8 @@ from snakemake.utils import validate
 
 # cwgrpo from this checkout (a bare Snakemake environment may lack it)
 sys.path.insert(0, str(Path(workflow.basedir)))
-from cwgrpo import learning_signal
-from cwgrpo.configcheck import ConfigErrors, collect, shorten
+from cwgrpo.trainer import learning_signal
+from cwgrpo.dag.configcheck import ConfigErrors, collect, shorten
 from cwgrpo.dag import (
     checks,
     commands,

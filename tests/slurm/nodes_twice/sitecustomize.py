@@ -1,6 +1,6 @@
 """Test-only (tests/slurm/test_slurm_zero3.py), on PYTHONPATH: a one-node Slurm cluster as two nodes.
 
-With ``CWGRPO_TEST_NODES_TWICE=1``, ``cwgrpo.multinode.allocation_nodes`` returns the allocation's node
+With ``CWGRPO_TEST_NODES_TWICE=1``, ``cwgrpo.launch.multinode.allocation_nodes`` returns the allocation's node
 list (read from ``scontrol``, as always) twice: a cluster of one node cannot give two. In each training
 process (``RANK`` set), ``CWGRPO_TEST_RECORD_DIR/rankR.json`` records the Slurm step, node and the
 devices and DeepSpeed op cache it runs with.
@@ -26,7 +26,7 @@ if os.environ.get("CWGRPO_TEST_NODES_TWICE") == "1":
         with open(os.path.join(folder, f"rank{os.environ['RANK']}.json"), "w") as f:
             json.dump(record, f)
     elif not os.environ.get("CWGRPO_LAUNCHED"):
-        import cwgrpo.multinode as _multinode
+        import cwgrpo.launch.multinode as _multinode
 
         _real = _multinode.allocation_nodes
         _multinode.allocation_nodes = lambda env: _real(env) * 2

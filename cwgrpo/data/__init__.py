@@ -1,0 +1,3 @@
+"""Data stage: the dataset registry and normalised problem records (``registry``), raw rows as stored
+(``rows``), the synthetic arithmetic task (``synthetic``), prompt sets (``prompts``), and the
+``cwgrpo prepare-data`` command (``prepare``)."""

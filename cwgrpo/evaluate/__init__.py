@@ -1,0 +1,2 @@
+"""Evaluation stage: ``cwgrpo evaluate`` (``run``: sample, grade, summarise) and what it writes of one
+benchmark (``summary``)."""

@@ -1,0 +1,391 @@
+"""``cwgrpo evaluate``: sample k answers per benchmark problem, grade them, write samples and a summary.
+
+    cwgrpo evaluate --model-dir results/tiny/models/small/base \\
+        --benchmark-file results/tiny/data/syn_math500.jsonl \\
+        --out results/tiny/eval/small/base/seed0/step0/syn_math500.jsonl \\
+        --summary results/tiny/eval/small/base/seed0/step0/syn_math500.summary.json \\
+        --tag size=small --tag method=base --tag seed=0 --tag step=0 \\
+        --set prompt_set=tiny --set k=4 --set max_new_tokens=64
+
+Several models in one process (one Python start and one set of imports for all the checkpoints of a
+run): each ``--model-dir`` starts a new model, and the ``--tag``, ``--benchmark-file``, ``--out`` and
+``--summary`` given after it are that model's (those given before the first ``--model-dir`` belong to
+the first). The files of each model are byte-identical to those of one ``cwgrpo evaluate`` per model::
+
+    cwgrpo evaluate --set prompt_set=tiny --set k=2 \
+        --model-dir runs/small/grpo/seed0/checkpoint-8 --tag step=8 \
+            --benchmark-file data/syn_math500.jsonl --out eval/step8/syn_math500.jsonl \
+            --summary eval/step8/syn_math500.summary.json \
+        --model-dir runs/small/grpo/seed0/checkpoint-16 --tag step=16 \
+            --benchmark-file data/syn_math500.jsonl --out eval/step16/syn_math500.jsonl \
+            --summary eval/step16/syn_math500.summary.json
+
+Outputs (``docs/architecture.md``): one JSONL line per (problem, sample) ``{id, sample, completion,
+extracted, gold, correct, correct_strict, unscorable, truncated, tokens}`` (``correct`` is the
+strict metric's verdict; ``cwgrpo grade --summary-in`` adds the paper metric's and may make it the
+primary one), then the summary JSON (``pass1`` = accuracy of sample 0, ``avg_k`` = mean over problems of the share of correct samples, its standard error and a
+bootstrap 95 % interval over problems). Samples whose gold answer is unscorable count as incorrect and
+are counted in ``n_unscorable``. Everything is checked before the model is loaded, both files are
+written atomically (samples first, summary last), and the same inputs and seed give byte-identical
+files with the transformers backend (no timings are stored).
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import hashlib
+import logging
+import math
+from dataclasses import field
+from pathlib import Path
+from typing import Any
+
+from cwgrpo.configs import (
+    ConfigError,
+    add_config_arguments,
+    config_from_args,
+    config_hash,
+    describe_options,
+    parse_tags,
+)
+from cwgrpo.data.prompts import PromptSet, check_system_prompt, eval_messages, get_prompt_set
+from cwgrpo.data.registry import load_records
+from cwgrpo.evaluate.summary import benchmark_identity, sample_rows, summarise, summary_line
+from cwgrpo.generation import SamplingSettings, check_backend_name, check_model_dir
+from cwgrpo.generation.vllm_checks import check_memory_share
+from cwgrpo.grading.scoring import DEFAULT_TIMEOUT_S
+from cwgrpo.io import ResultFileError, check_outputs_not_inputs, write_json, write_jsonl
+from cwgrpo.launch.devices import one_gpu
+
+logger = logging.getLogger(__name__)
+
+# Weight dtypes both backends accept by these names (torch's attribute names, vLLM's `dtype` strings).
+DTYPES = ("float32", "bfloat16", "float16")
+
+
+@dataclasses.dataclass
+class EvalConfig:
+    """Options of ``cwgrpo evaluate``."""
+
+    backend: str = field(
+        default="transformers", metadata={"help": "generation backend: transformers or vllm"}
+    )
+    k: int = field(default=1, metadata={"help": "samples per problem (the paper reports one)"})
+    temperature: float = field(default=0.6, metadata={"help": "sampling temperature; 0 is greedy"})
+    top_p: float = field(default=0.95, metadata={"help": "nucleus sampling mass"})
+    max_new_tokens: int = field(
+        default=4096, metadata={"help": "most new tokens per answer (paper: 32768 for 1.5B, 4096 for 7B)"}
+    )
+    seed: int = field(default=0, metadata={"help": "seed of sampling and of the bootstrap interval"})
+    batch_size: int = field(
+        default=32, metadata={"help": "sequences per generate call (transformers backend)"}
+    )
+    dtype: str | None = field(
+        default=None,
+        metadata={
+            "help": "weights dtype: float32, bfloat16 or float16 (paper: bfloat16); "
+            "null: the backend's default (vllm: bfloat16; transformers: bfloat16 on CUDA, float32 on CPU)"
+        },
+    )
+    prompt_set: str = field(
+        default="open_rs", metadata={"help": "prompt set (cwgrpo.data.prompts): open_rs or tiny"}
+    )
+    system_prompt: str | None = field(
+        default=None,
+        metadata={"help": "system message of the prompts, replacing the prompt set's ('': none)"},
+    )
+    add_special_tokens: bool = field(
+        default=False,
+        metadata={
+            "help": "tokenise the templated prompt with the tokenizer's own special tokens, as the released "
+            "lighteval did: a second BOS with DeepSeek-R1-Distill (paper preset: true for 1.5B)"
+        },
+    )
+    limit: int | None = field(
+        default=None, metadata={"help": "evaluate only the first N problems (smoke runs)"}
+    )
+    cpu_threads: int | None = field(
+        default=None, metadata={"help": "torch CPU threads for generation (transformers); null keeps torch's"}
+    )
+    max_model_len: int | None = field(
+        default=None,
+        metadata={
+            "help": "vllm: context length cap (released evaluation: 32768 for 1.5B, 4096 for 7B); null: the model's"
+        },
+    )
+    gpu_memory_utilization: float = field(
+        default=0.9, metadata={"help": "vllm: share of GPU memory the engine may take, in (0, 1]"}
+    )
+    tensor_parallel_size: int = field(default=1, metadata={"help": "vllm: GPUs per model"})
+    enforce_eager: bool = field(
+        default=False,
+        metadata={
+            "help": "vllm: no compilation or CUDA graphs (starts in seconds, not minutes; slower on GPU)"
+        },
+    )
+    grading_processes: int = field(default=2, metadata={"help": "worker processes for grading"})
+    grading_timeout_s: float = field(
+        default=DEFAULT_TIMEOUT_S, metadata={"help": "wall-clock budget for grading one answer, seconds"}
+    )
+
+    def __post_init__(self) -> None:
+        if self.k < 1:
+            raise ConfigError(f"k must be >= 1, got {self.k}")
+        if self.batch_size < 1:
+            raise ConfigError(f"batch_size must be >= 1, got {self.batch_size}")
+        if self.limit is not None and self.limit < 1:
+            raise ConfigError(f"limit must be >= 1 or null, got {self.limit}")
+        if self.dtype is not None and self.dtype not in DTYPES:
+            raise ConfigError(f"dtype must be one of {list(DTYPES)} or null, got {self.dtype!r}")
+        if self.cpu_threads is not None and self.cpu_threads < 1:
+            raise ConfigError(f"cpu_threads must be >= 1 or null, got {self.cpu_threads}")
+        if self.max_model_len is not None and self.max_model_len < 1:
+            raise ConfigError(f"max_model_len must be >= 1 or null, got {self.max_model_len}")
+        check_memory_share("gpu_memory_utilization", self.gpu_memory_utilization)
+        if self.tensor_parallel_size < 1:
+            raise ConfigError(f"tensor_parallel_size must be >= 1, got {self.tensor_parallel_size}")
+        if self.grading_processes < 1:
+            raise ConfigError(f"grading_processes must be >= 1, got {self.grading_processes}")
+        if not (math.isfinite(self.grading_timeout_s) and self.grading_timeout_s > 0):
+            raise ConfigError(f"grading_timeout_s must be a finite number > 0, got {self.grading_timeout_s}")
+        check_backend_name(self.backend)
+        check_system_prompt(self.system_prompt)
+        self.prompts()  # checks the prompt set's name
+        self.sampling()  # checks temperature, top_p and max_new_tokens
+
+    def prompts(self) -> PromptSet:
+        """The prompt set, its evaluation system message replaced by ``system_prompt`` when one is given."""
+        found = get_prompt_set(self.prompt_set)
+        return (
+            found
+            if self.system_prompt is None
+            else dataclasses.replace(found, eval_system=self.system_prompt or None)
+        )
+
+    def sampling(self) -> SamplingSettings:
+        return SamplingSettings(self.temperature, self.top_p, self.max_new_tokens, self.seed)
+
+    def backend_options(self) -> dict[str, Any]:
+        """Keyword arguments of the backend's constructor; the engine settings go to vllm only."""
+        options: dict[str, Any] = {
+            "batch_size": self.batch_size,
+            "seed": self.seed,
+            "cpu_threads": self.cpu_threads,
+            "add_special_tokens": self.add_special_tokens,
+        }
+        if self.dtype is not None:
+            options["dtype"] = self.dtype
+        if self.backend == "vllm":
+            options |= {
+                "max_model_len": self.max_model_len,
+                "gpu_memory_utilization": self.gpu_memory_utilization,
+                "tensor_parallel_size": self.tensor_parallel_size,
+                "enforce_eager": self.enforce_eager,
+            }
+        return options
+
+
+@dataclasses.dataclass
+class ModelJobs:
+    """One model to evaluate: its folder, the tags stored in its summaries, and its
+    (benchmark file, samples out, summary out) triples."""
+
+    model_dir: Path
+    tags: dict[str, Any]
+    jobs: list[tuple[Path, Path, Path]]
+
+
+def evaluate_models(models: list[ModelJobs], cfg: EvalConfig) -> list[list[dict[str, Any]]]:
+    """Evaluate several models in one process, one after the other (one model in memory at a time).
+
+    Every input of every model is checked before the first model loads, so a bad file fails fast and
+    writes nothing. Each model's files are what it alone would write (byte for byte): the seed is reset
+    before each benchmark, and sampling draws from per-sample generators.
+    """
+    import gc
+
+    from cwgrpo.generation import get_backend
+    from cwgrpo.seeding import seed_everything
+
+    if not models:
+        raise ConfigError("no --model-dir given")
+    outputs = [Path(p).resolve() for m in models for _, out, summary in m.jobs for p in (out, summary)]
+    if len(set(outputs)) != len(outputs):
+        raise ConfigError(f"the --out/--summary paths must all differ: {[str(p) for p in outputs]}")
+    inputs = [p for m in models for p in (m.model_dir, *(b for b, _, _ in m.jobs))]
+    check_outputs_not_inputs(inputs, outputs)
+    loaded_by_model = []
+    for m in models:
+        if not m.jobs:
+            raise ConfigError(f"no benchmark given for --model-dir {m.model_dir}")
+        loaded = []
+        for benchmark_file, _, _ in m.jobs:
+            records = load_records(benchmark_file)
+            loaded.append(records[: cfg.limit] if cfg.limit is not None else records)
+        check_model_dir(m.model_dir)
+        check_model_readable(m.model_dir)
+        check_benchmarks_fit(m.model_dir, [b for b, _, _ in m.jobs], loaded, cfg)
+        loaded_by_model.append(loaded)
+
+    results = []
+    for m, loaded in zip(models, loaded_by_model, strict=True):
+        backend = get_backend(cfg.backend, m.model_dir, **cfg.backend_options())
+        summaries = []
+        for (benchmark_file, out, summary_path), records in zip(m.jobs, loaded, strict=True):
+            seed_everything(cfg.seed)  # each benchmark's samples do not depend on which others ran before
+            summaries.append(
+                _evaluate_one(backend, m.model_dir, benchmark_file, records, out, summary_path, cfg, m.tags)
+            )
+        results.append(summaries)
+        del backend  # one model in memory at a time
+        gc.collect()
+    return results
+
+
+def check_model_readable(model_dir: Path) -> None:
+    """A checkpoint (or model) whose weights are truncated or corrupt is named before anything loads."""
+    from cwgrpo.train.runguard import verify_checkpoint
+
+    problem = verify_checkpoint(Path(model_dir))
+    if problem is not None:
+        raise ResultFileError(f"cannot evaluate {model_dir}: {problem}")
+
+
+def check_benchmarks_fit(
+    model_dir: Path, files: list[Path], loaded: list[list[dict]], cfg: EvalConfig
+) -> None:
+    """Every prompt, as the backend will build it, fits the model's context (before any generation)."""
+    from transformers import AutoTokenizer
+
+    from cwgrpo.generation import check_prompts_fit, messages_to_text, model_context
+
+    context = model_context(model_dir)
+    if context is None:
+        return
+    tokenizer = AutoTokenizer.from_pretrained(model_dir)
+    for path, records in zip(files, loaded, strict=True):
+        messages = [eval_messages(cfg.prompts(), rec["problem"]) for rec in records]
+        texts = [
+            tokenizer.apply_chat_template(m, add_generation_prompt=True, tokenize=False)
+            if tokenizer.chat_template
+            else messages_to_text(m)
+            for m in messages
+        ]
+        check_prompts_fit(
+            texts, tokenizer, context, cfg.max_new_tokens, f"{path}: prompt", cfg.add_special_tokens
+        )
+
+
+def _evaluate_one(
+    backend, model_dir, benchmark_file, records, out, summary_path, cfg, tags
+) -> dict[str, Any]:
+    from cwgrpo.grading.scoring import grade_many
+    from cwgrpo.provenance import provenance
+
+    identity = benchmark_identity(benchmark_file)
+    name = identity["benchmark"]
+    prompt_set = cfg.prompts()
+    prompts = [eval_messages(prompt_set, rec["problem"]) for rec in records]
+    logger.info("%s: %d problems x %d samples with %s", name, len(records), cfg.k, cfg.backend)
+    completions = backend.generate(prompts, cfg.k, cfg.sampling())
+    pairs = [(c.text, rec["answer"]) for rec, outs in zip(records, completions, strict=True) for c in outs]
+    grades = grade_many(pairs, processes=cfg.grading_processes, timeout_s=cfg.grading_timeout_s)
+    rows = sample_rows(records, completions, grades)
+
+    settings = dataclasses.asdict(cfg)
+    summary = {
+        **identity,
+        "tags": tags,
+        **summarise(rows, cfg.k, cfg.seed),
+        "settings": settings,
+        "provenance": provenance(
+            config_hash=config_hash(settings),
+            model_dir=str(model_dir),
+            benchmark_file=str(benchmark_file),
+            benchmark_sha256=hashlib.sha256(Path(benchmark_file).read_bytes()).hexdigest(),
+        ),
+    }
+    write_jsonl(out, rows)
+    write_json(summary_path, summary)
+    logger.info("%s", summary_line(name, summary))
+    return summary
+
+
+class _InOrder(argparse.Action):
+    """Appends like ``action="append"`` and also records the order of the per-model options, so that
+    ``run`` can give each ``--model-dir`` the options that follow it."""
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        getattr(namespace, self.dest).append(values)
+        namespace.in_order.append((self.dest, values))
+
+
+PER_MODEL = ("model_dir", "tag", "benchmark_file", "out", "summary")
+
+
+OUTPUTS = ("out", "summary")  # every other path argument is read (cwgrpo.cli)
+
+
+def configure_parser(parser: argparse.ArgumentParser) -> None:
+    parser.set_defaults(in_order=[], **{dest: [] for dest in PER_MODEL})
+    parser.add_argument(
+        "--model-dir",
+        type=Path,
+        action=_InOrder,
+        help="local model folder; repeat to evaluate several models in one process (each --model-dir "
+        "takes the --tag, --benchmark-file, --out and --summary given after it)",
+    )
+    parser.add_argument(
+        "--benchmark-file",
+        type=Path,
+        action=_InOrder,
+        help="problem records JSONL; repeat (with --out and --summary) to evaluate several with one model load",
+    )
+    parser.add_argument("--out", type=Path, action=_InOrder, help="per-sample JSONL to write")
+    parser.add_argument("--summary", type=Path, action=_InOrder, help="summary JSON (written last)")
+    parser.add_argument(
+        "--tag",
+        action=_InOrder,
+        metavar="KEY=VALUE",
+        help="label stored in the summary (seed and step as integers); repeatable",
+    )
+    add_config_arguments(parser)
+    parser.epilog = describe_options(EvalConfig)
+
+
+def model_jobs(in_order: list[tuple[str, Any]]) -> list[ModelJobs]:
+    """The per-model options in command-line order -> one ``ModelJobs`` per ``--model-dir``."""
+    groups: list[dict[str, list]] = []
+    pending: dict[str, list] = {dest: [] for dest in PER_MODEL}  # before the first --model-dir
+    for dest, value in in_order:
+        if dest == "model_dir":
+            groups.append({**({d: [] for d in PER_MODEL} if groups else pending), "model_dir": [value]})
+        else:
+            (groups[-1] if groups else pending)[dest].append(value)
+    if not groups:
+        raise ConfigError("the following arguments are required: --model-dir")
+    models = []
+    for g in groups:
+        model_dir = g["model_dir"][0]
+        missing = [f"--{d.replace('_', '-')}" for d in ("benchmark_file", "out", "summary") if not g[d]]
+        if missing:
+            where = f" (for --model-dir {model_dir})" if len(groups) > 1 else ""
+            raise ConfigError(f"the following arguments are required: {', '.join(missing)}{where}")
+        n = (len(g["benchmark_file"]), len(g["out"]), len(g["summary"]))
+        if len(set(n)) != 1:
+            raise ConfigError(
+                f"--model-dir {model_dir}: give one --out and one --summary per --benchmark-file (got "
+                f"{n[0]} benchmark files, {n[1]} --out, {n[2]} --summary)"
+            )
+        jobs = list(zip(g["benchmark_file"], g["out"], g["summary"], strict=True))
+        models.append(ModelJobs(model_dir, parse_tags(g["tag"]), jobs))
+    return models
+
+
+def run(args: argparse.Namespace) -> int:
+    cfg = config_from_args(EvalConfig, args)
+    models = model_jobs(args.in_order)
+    with one_gpu():  # a device no other job holds, on a machine with GPUs
+        evaluate_models(models, cfg)
+    return 0

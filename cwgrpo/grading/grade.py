@@ -1,0 +1,318 @@
+"""``cwgrpo grade``: one verdict per answer, under the metric asked for.
+
+    cwgrpo grade --metric paper --in answers.jsonl --out verdicts.jsonl [--gold-kind latex]
+
+Input: JSONL ``{completion, gold, gold_kind}`` (an evaluation's samples file works too: ``gold_kind``
+then comes from ``--gold-kind``, or else from ``--summary-in``: the kind of the benchmark the summary
+names or mirrors; ``id`` and ``sample`` are copied through). Output, one line per
+input line, in order (``docs/architecture.md``, "Verdicts")::
+
+    {"id": ..., "sample": ..., "metric": "paper", "correct": bool, "pred": [str], "gold": [str], "reason": str|null}
+
+With ``--summary-in SUMMARY`` the input is an evaluation's samples file and its summary: ``--out`` then
+gets the samples with this metric's verdict added (``correct_<metric>``, ``<metric>_pred``,
+``<metric>_reason``; ``correct`` becomes the ``--primary`` metric's) and ``--summary-out`` the summary
+recomputed from the primary metric, with every scored metric under ``by_metric`` and the number of
+samples where strict and paper disagree (``n_disagree``). This is what the ``grade_paper`` rule runs;
+``--in/--out/--gold-kind/--summary-in/--summary-out`` repeat to grade several files with one lighteval
+start (a preset that evaluates one job per checkpoint grades one job per checkpoint too).
+There the golds are our records' final answers, given to lighteval as ``paper_gold`` says.
+
+Metrics: ``strict`` is ``cwgrpo.grading.scoring`` (math-verify, in this process); ``paper`` is lighteval
+0.8.1 with the released configuration, run in its own environment (``cwgrpo.grading.paper_metric``). A bad
+line (not a JSON object, text that is not valid Unicode, no string ``completion``/``gold``, an unknown
+``gold_kind``) gets a verdict with a reason, as does an answer that runs out of its time budget; neither stops the run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+from cwgrpo.configs import ConfigError
+from cwgrpo.data.registry import gold_kind_for
+from cwgrpo.grading.paper_metric.worker import (
+    GOLD_KINDS,  # the worker's own list (it imports nothing of ours)
+)
+from cwgrpo.io import read_json, write_json, write_jsonl
+
+METRICS = ("strict", "paper")
+PASS_THROUGH = ("id", "sample")
+
+
+def paper_gold(answer: str, gold_kind: str) -> str:
+    """The gold text lighteval gets for one of our records' answers (records hold the final answer).
+
+    A ``latex`` gold is wrapped in ``$...$``: the form of OlympiadBench's answer column (our records strip
+    it) and of the final answer inside a MATH-500/Minerva solution; lighteval's LaTeX extraction finds a
+    bare number only inside math delimiters. An ``expr`` gold (AIME24, AMC23) is the answer as is.
+    """
+    return f"${answer}$" if gold_kind == "latex" and answer.strip() else answer
+
+
+class BadLine(str):
+    """A line that cannot be graded at all, as the reason its verdict gives; ``keep``: its ``id`` and
+    ``sample``, copied to the verdict where they are valid text."""
+
+    keep: dict[str, Any]
+
+
+def _writable(value: Any) -> bool:
+    try:
+        json.dumps(value, ensure_ascii=False).encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def read_items(path: Path, gold_kind: str | None) -> list[Any]:
+    """Decoded lines (a line that is not JSON becomes a string, one with text that is not valid Unicode, a
+    lone surrogate such as ``"\\ud800"``, a ``BadLine``: both scored as bad input)."""
+    items: list[Any] = []
+    with open(path, encoding="utf-8-sig") as f:  # a byte-order mark (an editor's "UTF-8 with BOM") dropped
+        for lineno, line in enumerate(f, start=1):
+            if not line.strip():
+                continue
+            try:
+                item = json.loads(line)
+            except ValueError:
+                items.append(line.strip()[:200])
+                continue
+            if not _writable(item):
+                bad = BadLine(f"line {lineno} holds text that is not valid Unicode (a lone surrogate)")
+                passed = item.items() if isinstance(item, dict) else ()
+                bad.keep = {k: v for k, v in passed if k in PASS_THROUGH and _writable(v)}
+                items.append(bad)
+                continue
+            if isinstance(item, dict) and gold_kind is not None and "gold_kind" not in item:
+                item = {**item, "gold_kind": gold_kind}
+            items.append(item)
+    return items
+
+
+def input_problem(item: Any) -> str | None:
+    """Why ``item`` cannot be scored at all, or None."""
+    if isinstance(item, BadLine):
+        return str(item)
+    if not isinstance(item, dict):
+        return f"line is not a JSON object: {str(item)[:80]!r}"
+    for key in ("completion", "gold"):
+        if not isinstance(item.get(key), str):
+            return f"{key!r} is missing or not a string"
+    if item.get("gold_kind") not in GOLD_KINDS:
+        return f"unknown gold_kind {item.get('gold_kind')!r}; known: {', '.join(GOLD_KINDS)}"
+    return None
+
+
+def grade_strict(items: list[Any], processes: int, timeout_s: float) -> list[dict[str, Any]]:
+    """Verdicts of today's grader (``cwgrpo.grading.scoring``); the gold kind is checked but not used."""
+    from cwgrpo.grading.scoring import grade_many
+
+    problems = [input_problem(it) for it in items]
+    good = [i for i, p in enumerate(problems) if p is None]
+    grades = grade_many(
+        [(items[i]["completion"], items[i]["gold"]) for i in good], processes=processes, timeout_s=timeout_s
+    )
+    verdicts: list[dict[str, Any]] = [
+        {"correct": False, "pred": [], "gold": [], "reason": p} for p in problems
+    ]
+    for i, g in zip(good, grades, strict=True):
+        reason = "gold not parseable by math-verify" if g.unscorable else None
+        if g.extracted is None:
+            reason = "no answer extracted" + (f"; {reason}" if reason else "")
+        verdicts[i] = {
+            "correct": g.correct,
+            "pred": [] if g.extracted is None else [g.extracted],
+            "gold": [],
+            "reason": reason,
+        }
+    return verdicts
+
+
+def grade_items(
+    items: list[Any],
+    metric: str,
+    processes: int = 2,
+    timeout_s: float | None = None,
+    lighteval_python: str | Path | None = None,
+) -> list[dict[str, Any]]:
+    """Verdict lines for ``items`` under ``metric`` (``id``/``sample`` copied, ``metric`` named)."""
+    from cwgrpo.grading import paper_metric
+
+    if metric not in METRICS:
+        raise ConfigError(f"unknown metric {metric!r}; known: {', '.join(METRICS)}")
+    if processes < 1:
+        raise ConfigError(f"processes must be >= 1, got {processes}")
+    if timeout_s is not None and not (math.isfinite(timeout_s) and timeout_s > 0):
+        raise ConfigError(f"timeout_s must be a finite number > 0, got {timeout_s}")
+    if metric == "strict":
+        from cwgrpo.grading.scoring import DEFAULT_TIMEOUT_S
+
+        verdicts = grade_strict(items, processes, timeout_s or DEFAULT_TIMEOUT_S)
+    else:
+        python = paper_metric.find_lighteval_python(lighteval_python)
+        sent = [i for i, it in enumerate(items) if not isinstance(it, BadLine)]  # the rest cannot be sent
+        verdicts = [{"correct": False, "pred": [], "gold": [], "reason": str(it)} for it in items]
+        scored = paper_metric.score_paper(
+            [items[i] for i in sent],
+            python,
+            processes=processes,
+            timeout_s=timeout_s or paper_metric.DEFAULT_TIMEOUT_S,
+        )
+        for i, verdict in zip(sent, scored, strict=True):
+            verdicts[i] = verdict
+    out = []
+    for item, verdict in zip(items, verdicts, strict=True):
+        keep = item.keep if isinstance(item, BadLine) else {}
+        keep = keep or {k: item[k] for k in PASS_THROUGH if isinstance(item, dict) and k in item}
+        out.append({**keep, "metric": metric, **verdict})
+    return out
+
+
+def merge_verdicts(
+    rows: list[dict[str, Any]], verdicts: list[dict[str, Any]], metric: str, primary: str
+) -> list[dict[str, Any]]:
+    """Evaluation rows with ``metric``'s verdicts added and ``correct`` set to the ``primary`` metric's."""
+    if primary not in METRICS:
+        raise ConfigError(f"unknown primary metric {primary!r}; known: {', '.join(METRICS)}")
+    merged = []
+    for i, (row, verdict) in enumerate(zip(rows, verdicts, strict=True)):
+        if not isinstance(row, dict) or "correct" not in row:
+            raise ConfigError(f"line {i + 1} of the samples is not an evaluation sample (no 'correct')")
+        out = {"correct_strict": row["correct"], **row}
+        out |= {f"correct_{metric}": verdict["correct"], f"{metric}_pred": verdict["pred"]}
+        out[f"{metric}_reason"] = verdict["reason"]
+        if f"correct_{primary}" not in out:
+            raise ConfigError(f"primary metric {primary!r} was not scored for these samples")
+        out["correct"] = out[f"correct_{primary}"]
+        merged.append(out)
+    return merged
+
+
+def merged_summary(summary: dict[str, Any], rows: list[dict[str, Any]], primary: str) -> dict[str, Any]:
+    """The evaluation summary recomputed from merged rows: primary metric on top, each under ``by_metric``."""
+    from cwgrpo.evaluate.summary import summarise
+
+    k = int(summary.get("k") or 1)
+    seed = int((summary.get("settings") or {}).get("seed", 0))
+    if k < 1 or len(rows) % k:
+        raise ConfigError(f"{len(rows)} samples do not make whole problems of k={k} samples")
+    out = {**summary, **summarise(rows, k, seed, primary)}
+    if all("correct_paper" in r for r in rows):
+        out["n_disagree"] = sum(r["correct_strict"] != r["correct_paper"] for r in rows)
+    return out
+
+
+OUTPUTS = ("out", "summary_out")  # every other path argument is read (cwgrpo.cli)
+
+
+def configure_parser(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--metric", required=True, choices=METRICS, help="strict (ours) or paper (lighteval)")
+    parser.add_argument(
+        "--in",
+        dest="inp",
+        required=True,
+        type=Path,
+        action="append",
+        help="JSONL of {completion, gold, gold_kind}; repeat (with --out, ...) to grade several files "
+        "with one lighteval start",
+    )
+    parser.add_argument(
+        "--out", required=True, type=Path, action="append", help="verdicts JSONL to write (atomically)"
+    )
+    parser.add_argument(
+        "--gold-kind",
+        choices=GOLD_KINDS,
+        action="append",
+        help="gold kind of lines without one (an evaluation's samples); one per --in, or one for all; "
+        "default with --summary-in: the released kind of the benchmark the summary names (or mirrors)",
+    )
+    parser.add_argument("--processes", type=int, default=2, help="worker processes (default 2)")
+    parser.add_argument(
+        "--timeout-s", type=float, help="wall-clock budget per answer (strict: 3 s, paper: 20 s by default)"
+    )
+    parser.add_argument(
+        "--summary-in",
+        type=Path,
+        action="append",
+        help="the evaluation's summary: merge into its samples (one per --in)",
+    )
+    parser.add_argument(
+        "--summary-out", type=Path, action="append", help="merged summary to write (one per --summary-in)"
+    )
+    parser.add_argument(
+        "--primary", choices=METRICS, default="strict", help="metric of `correct` and the summary (merge)"
+    )
+    parser.add_argument(
+        "--lighteval-python",
+        help="python of the lighteval environment (else $CWGRPO_LIGHTEVAL_PYTHON, the active conda "
+        "env, .venv-lighteval/bin/python)",
+    )
+
+
+def _groups(args: argparse.Namespace) -> list[tuple[Path, Path, str | None, Path | None, Path | None]]:
+    """(in, out, gold kind, summary in, summary out) per input file, the repeated flags checked."""
+    n = len(args.inp)
+    kinds = args.gold_kind or [None]
+    if len(kinds) == 1:
+        kinds = kinds * n
+    summaries_in, summaries_out = args.summary_in or [], args.summary_out or []
+    if len(args.out) != n or len(kinds) != n:
+        raise ConfigError(
+            f"give one --out (and one or n --gold-kind) per --in: {n} --in, {len(args.out)} --out"
+        )
+    if len(summaries_in) != len(summaries_out) or len(summaries_in) not in (0, n):
+        raise ConfigError("give --summary-in and --summary-out together, one of each per --in (or neither)")
+    for path in args.inp:
+        if not path.is_file():
+            raise FileNotFoundError(f"input file not found: {path}")
+    ins = summaries_in or [None] * n
+    outs = summaries_out or [None] * n
+    kinds = [
+        summary_gold_kind(summary) if kind is None and summary is not None else kind
+        for kind, summary in zip(kinds, ins, strict=True)
+    ]
+    return list(zip(args.inp, args.out, kinds, ins, outs, strict=True))
+
+
+def summary_gold_kind(summary_path: Path) -> str:
+    """The released gold kind of the benchmark an evaluation summary names, or of the paper benchmark it
+    mirrors (``benchmark_mirror``, from the data manifest)."""
+    summary = read_json(summary_path)
+    benchmark, mirror = summary.get("benchmark"), summary.get("benchmark_mirror")
+    if not isinstance(benchmark, str):
+        raise ConfigError(f"{summary_path}: not an evaluation summary (no 'benchmark')")
+    return gold_kind_for(benchmark, mirror if isinstance(mirror, str) else None)
+
+
+def run(args: argparse.Namespace) -> int:
+    groups = _groups(args)
+    per_file, scored = [], []
+    for inp, _, kind, summary_in, _ in groups:
+        items = read_items(inp, kind)
+        per_file.append(items)
+        if summary_in is not None and args.metric == "paper":  # an evaluation's golds are our answers
+            items = [
+                {**it, "gold": paper_gold(it["gold"], it["gold_kind"])} if input_problem(it) is None else it
+                for it in items
+            ]
+        scored += items
+    verdicts = grade_items(scored, args.metric, args.processes, args.timeout_s, args.lighteval_python)
+    print(f"{args.metric}: {sum(v['correct'] for v in verdicts)}/{len(verdicts)} correct")
+    start, writes = 0, []  # everything is computed before anything is written
+    for (_, out, _, summary_in, summary_out), items in zip(groups, per_file, strict=True):
+        mine = verdicts[start : start + len(items)]
+        start += len(items)
+        if summary_in is None:
+            writes.append((out, mine, None, None))
+            continue
+        merged = merge_verdicts(items, mine, args.metric, args.primary)
+        writes.append((out, merged, summary_out, merged_summary(read_json(summary_in), merged, args.primary)))
+    for out, rows, summary_out, summary in writes:
+        write_jsonl(out, rows)
+        if summary_out is not None:
+            write_json(summary_out, summary)  # after its samples, as evaluate writes its summary last
+    return 0

@@ -1,0 +1,14 @@
+"""What the forkserver of ``cwgrpo.grading.scoring``'s grading pools imports before it forks any worker: the grader
+and math-verify, once. A server without the memory to import them exits without a traceback; the pool
+then reports the lack of memory in one line (``cwgrpo.grading.scoring.grade_many``)."""
+
+from __future__ import annotations
+
+import os
+
+try:
+    import math_verify  # noqa: F401
+
+    import cwgrpo.grading.scoring  # noqa: F401
+except MemoryError:
+    os._exit(1)

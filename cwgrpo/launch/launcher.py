@@ -1,0 +1,186 @@
+"""Multi-GPU launch for ``cwgrpo train`` (paper preset): accelerate + DeepSpeed ZeRO-2, and a vLLM server.
+
+The authors' recipe trains on 3 GPUs and generates with vLLM on a fourth. ``relaunch`` reproduces that
+from a single ``cwgrpo train`` call, so the workflow rule stays one command. It is given plain values (the
+arguments each training process runs, the job, the model folder, TRL's options), never the command line:
+
+0. claim the job's GPUs and ports (``cwgrpo.launch.devices``): on a shared box, jobs never share either;
+1. if ``vllm_server_gpu`` is set, start ``trl vllm-serve --port P`` pinned to that GPU and wait until it
+   answers;
+2. run ``accelerate launch --config_file <bundled zero2.yaml> --num_processes N --main_process_port Q
+   -m cwgrpo.cli train ...`` on the other GPUs, through ``cwgrpo.launch.workers`` (``python -m cwgrpo.launch.workers``
+   takes accelerate's arguments), with ``CWGRPO_LAUNCHED=1`` so the children train instead of
+   relaunching, and the server's port and the weight-sync group's port in the environment
+   (``cwgrpo.launch.vllm_server``: not options, so a resumed run, which gets other ports, keeps its config hash);
+3. stop the server, whatever happened.
+
+How the job ends: torch's elastic agent (inside ``accelerate launch``) starts each training process in a
+session of its own, out of reach of a signal to the job's process group. ``cwgrpo.launch.workers`` ties the agent
+to this process and each worker to the agent (each dies with its parent), and every one of them holds the
+lease's lock descriptors, so a SIGKILL of the job's process group, a SIGTERM, or a Slurm cancel ends every
+training process, and the GPUs and ports are free again only once the last of them is gone. The vLLM
+server is tied to this process the same way.
+
+DeepSpeed's CPU accelerator compiles one C++ op at its first start; ``make deepspeed`` compiles it once
+into the environment's ``torch_extensions/``, which the training processes are pointed at
+(``TORCH_EXTENSIONS_DIR``) unless it is set.
+
+A job over several nodes (``num_nodes > 1`` or ``vllm_server_node``) goes to ``cwgrpo.launch.multinode`` instead.
+
+Tests: the command construction and the claims (``tests/unit/test_launch.py``, ``tests/unit/test_devices.py``),
+and, in the DeepSpeed environment, real 2-process CPU trainings killed mid-run (``tests/deepspeed``).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import subprocess
+import sys
+from collections.abc import Mapping, Sequence
+from importlib import resources
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from cwgrpo.configs import ConfigError
+from cwgrpo.launch import multinode
+from cwgrpo.launch.devices import lease
+from cwgrpo.launch.multinode import ports_needed
+from cwgrpo.launch.vllm_server import GROUP_PORT_ENV, SERVER_PORT_ENV, vllm_server_options, wait_for_server
+from cwgrpo.launch.workers import LAUNCHER_PID_ENV, LEASE_FDS_ENV, die_with_parent, op_cache_env
+
+if TYPE_CHECKING:
+    from cwgrpo.train.options import TrainJob
+
+logger = logging.getLogger(__name__)
+
+
+def accelerate_config_path(name: str) -> Path:
+    """A bundled accelerate config by name (cwgrpo/resources/accelerate/NAME.yaml: zero2, zero3), or any
+    accelerate config file by path (a value with a '/' or a .yaml/.yml suffix; relative to the working
+    folder)."""
+    if "/" in name or name.endswith((".yaml", ".yml")):
+        path = Path(name).expanduser()
+        if not path.is_file():
+            raise ConfigError(f"accelerate_config={name!r}: no such file (from {Path.cwd()})")
+        return path.resolve()
+    path = Path(str(resources.files("cwgrpo") / "resources" / "accelerate" / f"{name}.yaml"))
+    if not path.is_file():
+        folder = path.parent
+        known = sorted(p.stem for p in folder.glob("*.yaml")) if folder.is_dir() else []
+        raise ConfigError(
+            f"accelerate_config={name!r}: no bundled config; known: {known}, or give a path to a .yaml file"
+        )
+    return path
+
+
+def gpus_needed(job: TrainJob, trl_options: Mapping[str, Any] | None = None) -> int:
+    """GPUs the job claims: one per training process and the vLLM server's; none when it trains on the
+    CPU (``use_cpu``), so a CPU machine needs no GPU ids to lease."""
+    if (trl_options or {}).get("use_cpu"):
+        return 0
+    return job.num_processes + (1 if job.vllm_server_gpu is not None else 0)
+
+
+def plan(
+    command: Sequence[str],
+    job: TrainJob,
+    gpus: list[str],
+    model_dir: str,
+    ports: tuple[int, ...] = (),
+    trl_options: Mapping[str, Any] | None = None,
+) -> tuple[list[str] | None, dict, list, dict]:
+    """(server command or None, server env, training command, training env) for the given GPUs and ports
+    (``ports_needed(job)`` of them: rendezvous, then server and weight-sync group; none: the defaults);
+    ``trl_options`` are the run's TRL options, whose vLLM engine settings the server gets; the training
+    processes run ``cwgrpo`` with the arguments ``command``."""
+    if ports and len(ports) != ports_needed(job):
+        raise ValueError(f"plan() needs {ports_needed(job)} ports for this job, got {list(ports)}")
+    need = gpus_needed(job, trl_options)
+    if len(gpus) < need:
+        raise ConfigError(
+            f"num_processes={job.num_processes} plus vllm_server_gpu={job.vllm_server_gpu} need {need} GPUs, "
+            f"but {len(gpus)} are visible ({gpus})"
+        )
+    server_cmd, server_env = None, {}
+    train_gpus = list(gpus)
+    if job.vllm_server_gpu is not None:
+        if not 0 <= job.vllm_server_gpu < len(gpus):
+            raise ConfigError(f"vllm_server_gpu={job.vllm_server_gpu}: only {len(gpus)} GPUs are visible")
+        server_gpu = train_gpus.pop(job.vllm_server_gpu)
+        server_cmd = ["trl", "vllm-serve", "--model", model_dir, *vllm_server_options(job, trl_options)]
+        server_env = {"CUDA_VISIBLE_DEVICES": server_gpu}
+        if ports:
+            server_cmd += ["--port", str(ports[1])]
+    train_cmd = [
+        sys.executable,
+        "-m",
+        "cwgrpo.launch.workers",
+        "--config_file",
+        str(accelerate_config_path(job.accelerate_config)),
+        "--num_processes",
+        str(job.num_processes),
+        *(["--main_process_port", str(ports[0])] if ports else []),
+        "-m",
+        "cwgrpo.cli",
+        *command,
+    ]
+    train_env = {"CUDA_VISIBLE_DEVICES": ",".join(train_gpus[: job.num_processes]), "CWGRPO_LAUNCHED": "1"}
+    if server_cmd is not None and ports:
+        train_env |= {SERVER_PORT_ENV: str(ports[1]), GROUP_PORT_ENV: str(ports[2])}
+    return server_cmd, server_env, train_cmd, train_env
+
+
+def relaunch(
+    command: Sequence[str], job: TrainJob, model_dir: Path, trl_options: Mapping[str, Any] | None = None
+) -> int:
+    """Claim the job's GPUs and ports, then start the server (if any) on ``model_dir`` and the training
+    processes, each running ``cwgrpo`` with the arguments ``command`` (``train ...``)."""
+    if job.vllm_server_gpu is not None and (trl_options or {}).get("vllm_server_base_url"):
+        raise ConfigError(
+            "vllm_server_base_url is set, but vllm_server_gpu makes cwgrpo start the server itself; unset one"
+        )
+    config_file = str(accelerate_config_path(job.accelerate_config))  # a missing file fails before any claim
+    if multinode.is_multinode(job):  # one srun step per node inside a Slurm allocation
+        return multinode.relaunch(command, job, str(model_dir), config_file, trl_options or {})
+    with lease(gpus_needed(job, trl_options), ports_needed(job)) as held:
+        server_cmd, server_env, train_cmd, train_env = plan(
+            command, job, list(held.gpus), str(model_dir), held.ports, trl_options
+        )
+        return _run(server_cmd, server_env, train_cmd, train_env, held.fds())
+
+
+def _run(
+    server_cmd: list[str] | None,
+    server_env: dict,
+    train_cmd: list[str],
+    train_env: dict,
+    lock_fds: tuple = (),
+) -> int:
+    """Run the server (if any) and the training command; each dies with this process, and both (and the
+    training workers, through ``cwgrpo.launch.workers``) inherit the lock files' descriptors, so the devices and
+    ports stay claimed while any of them lives."""
+    me = os.getpid()
+    server = None
+    try:
+        if server_cmd is not None:
+            logger.info("starting vLLM server: %s", " ".join(server_cmd))
+            server = subprocess.Popen(
+                server_cmd,
+                env={**os.environ, **server_env},
+                pass_fds=lock_fds,
+                preexec_fn=lambda: die_with_parent(me),
+            )
+            port = server_cmd[server_cmd.index("--port") + 1] if "--port" in server_cmd else "8000"
+            wait_for_server(f"http://localhost:{port}/health", server)
+        logger.info("launching: %s", " ".join(train_cmd))
+        env = {**op_cache_env(os.environ), **os.environ, **train_env, LAUNCHER_PID_ENV: str(me)}
+        env[LEASE_FDS_ENV] = ",".join(map(str, lock_fds))
+        return subprocess.run(train_cmd, env=env, check=False, pass_fds=lock_fds).returncode
+    finally:
+        if server is not None:
+            server.terminate()
+            try:
+                server.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                server.kill()

@@ -1,0 +1,285 @@
+"""Multi-node training inside one Slurm allocation: one ``srun`` step per node, built from a ``TrainJob``.
+
+``cwgrpo train`` with ``num_nodes > 1`` (or ``vllm_server_node``) runs once, in the batch step of an
+allocation of ``nodes_needed(job)`` nodes, and starts from there (``relaunch``):
+
+- the vLLM server (if ``vllm_server_gpu`` is set): ``srun`` on the first node (GPU ``vllm_server_gpu`` of
+  it), or on a node of its own, the allocation's last (``vllm_server_node``); training waits until it answers;
+- one ``srun --nodes=1 --ntasks=1 --nodelist=NODE`` per training node, each running ``accelerate launch``
+  through ``cwgrpo.launch.workers`` (each training process dies with that node's agent) with ``--num_processes
+  TOTAL --num_machines N --machine_rank I --main_process_ip FIRST_NODE --main_process_port P
+  --deepspeed_multinode_launcher standard`` (accelerate then runs torchrun with ``num_processes // N``
+  processes per node; ``standard`` as in the bundled configs, whatever a config given by path says).
+
+Each step's command is wrapped in ``python -m cwgrpo.launch.multinode --gpus I,J -- CMD``: it keeps the GPUs at
+those positions of what Slurm shows the step (``CUDA_VISIBLE_DEVICES``) and refuses, naming the node, when
+the node has fewer. Steps use ``--overlap``, so they share the allocation's CPUs, memory and GPUs on their
+node, which the wrapper then narrows (srun(1), Slurm 22.05: a step is allocated all of the job's generic
+resources by default; ``--overlap`` lets steps share CPUs, memory and GRES). Ports (rendezvous, server, weight-sync group) are claimed on the
+first node with ``cwgrpo.launch.devices``. Verified against accelerate 1.15's ``accelerate/utils/launch.py``
+(``prepare_deepspeed_cmd_env``/``prepare_multi_gpu_env``: ``nproc_per_node = num_processes //
+num_machines``, ``node_rank = machine_rank``).
+
+Every step runs this interpreter and gets the training environment's compiled DeepSpeed op
+(``TORCH_EXTENSIONS_DIR``, ``cwgrpo.launch.workers.op_cache_env``): the nodes share its paths, as they share the run
+folder. Run for real (one node listed twice, DeepSpeed ZeRO-3 on CPU): ``tests/slurm/test_slurm_zero3.py``.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+import shutil
+import subprocess
+import sys
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from cwgrpo.configs import ConfigError
+from cwgrpo.launch.vllm_server import (
+    GROUP_PORT_ENV,
+    SERVER_HOST_ENV,
+    SERVER_PORT_ENV,
+    vllm_server_options,
+    wait_for_server,
+)
+from cwgrpo.launch.workers import die_with_parent, op_cache_env
+
+if TYPE_CHECKING:
+    from cwgrpo.train.options import TrainJob
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Step:
+    """One ``srun`` job step: its command line and the variables it adds to the launcher's environment."""
+
+    name: str
+    argv: list[str]
+    env: dict[str, str] = field(default_factory=dict)
+
+
+def is_multinode(job: TrainJob) -> bool:
+    return job.num_nodes > 1 or job.vllm_server_node
+
+
+def nodes_needed(job: TrainJob) -> int:
+    """Nodes of the allocation: the training nodes, plus one for a server on a node of its own."""
+    return job.num_nodes + (1 if job.vllm_server_node else 0)
+
+
+def gpu_positions(job: TrainJob) -> dict[str, list[int]]:
+    """GPU positions (indices into what the node shows) of each role: ``train0`` (first training node),
+    ``train`` (the other training nodes), ``server`` (on the first node or its own)."""
+    per_node = job.num_processes // job.num_nodes
+    server = job.vllm_server_gpu
+    on_first = server is not None and not job.vllm_server_node
+    first = [i for i in range(per_node + (1 if on_first else 0)) if not (on_first and i == server)]
+    return {
+        "train0": first[:per_node],
+        "train": list(range(per_node)),
+        "server": [] if server is None else [server],
+    }
+
+
+def gpus_per_node(job: TrainJob) -> int:
+    """GPUs every node of the allocation must have (Slurm gives each node the same count)."""
+    positions = gpu_positions(job)
+    return max(max(p, default=-1) + 1 for p in positions.values())
+
+
+def ports_needed(job: TrainJob) -> int:
+    """The rendezvous of accelerate's processes, plus the vLLM server and its NCCL weight-sync group."""
+    return 3 if job.vllm_server_gpu is not None else 1
+
+
+def srun_prefix(node: str) -> list[str]:
+    """One task on one named node, sharing the allocation's CPUs and GPUs with the other steps there."""
+    return ["srun", "--nodes=1", "--ntasks=1", f"--nodelist={node}", "--overlap", "--kill-on-bad-exit=1"]
+
+
+def _wrapped(node: str, positions: Sequence[int], cmd: Sequence[str]) -> list[str]:
+    gpus = ",".join(map(str, positions))
+    return [*srun_prefix(node), sys.executable, "-m", "cwgrpo.launch.multinode", "--gpus", gpus, "--", *cmd]
+
+
+def plan(
+    command: Sequence[str],
+    job: TrainJob,
+    nodes: Sequence[str],
+    ports: Sequence[int],
+    model_dir: str,
+    accelerate_config: str,
+    trl_options: Mapping[str, Any] | None = None,
+) -> tuple[Step | None, list[Step]]:
+    """(server step or None, one training step per training node) on the allocation's ``nodes``; each
+    training step runs ``cwgrpo`` with the arguments ``command``."""
+    need = nodes_needed(job)
+    if len(nodes) < need:
+        raise ConfigError(
+            f"num_nodes={job.num_nodes}{' plus vllm_server_node' if job.vllm_server_node else ''} need {need} "
+            f"nodes, but the Slurm allocation has {len(nodes)} ({','.join(nodes)}): submit it with --nodes={need}"
+        )
+    if len(ports) != ports_needed(job):
+        raise ValueError(f"plan() needs {ports_needed(job)} ports for this job, got {list(ports)}")
+    train_nodes = list(nodes[: job.num_nodes])
+    positions = gpu_positions(job)
+    env = {"CWGRPO_LAUNCHED": "1"}
+    server = None
+    if job.vllm_server_gpu is not None:
+        host = nodes[job.num_nodes] if job.vllm_server_node else train_nodes[0]
+        serve = ["trl", "vllm-serve", "--model", model_dir, *vllm_server_options(job, trl_options)]
+        serve += ["--host", "0.0.0.0", "--port", str(ports[1])]
+        server = Step("vllm-server", _wrapped(host, positions["server"], serve))
+        env |= {SERVER_HOST_ENV: host, SERVER_PORT_ENV: str(ports[1]), GROUP_PORT_ENV: str(ports[2])}
+    steps = []
+    for rank, node in enumerate(train_nodes):
+        launch = [
+            sys.executable, "-m", "cwgrpo.launch.workers",
+            "--config_file", accelerate_config,
+            "--num_processes", str(job.num_processes),
+            "--num_machines", str(job.num_nodes),
+            "--machine_rank", str(rank),
+            "--main_process_ip", train_nodes[0],
+            "--main_process_port", str(ports[0]),
+            "--deepspeed_multinode_launcher", "standard",
+            "-m", "cwgrpo.cli", *command,
+        ]  # fmt: skip
+        where = positions["train0"] if rank == 0 else positions["train"]
+        steps.append(Step(f"train-node{rank}", _wrapped(node, where, launch), dict(env)))
+    return server, steps
+
+
+def allocation_nodes(env: Mapping[str, str]) -> list[str]:
+    """Host names of this Slurm allocation's nodes, in Slurm's order (the first runs the batch step).
+
+    The Snakemake job-step plugin removes ``SLURM_JOB_NODELIST`` (it keeps ``SLURM_JOB_ID``), so the list
+    comes from ``scontrol show job`` when the variable is missing. Outside an allocation: ``ConfigError``.
+    """
+    job_id = env.get("SLURM_JOB_ID")
+    if not job_id:
+        raise ConfigError(
+            "a multi-node training job (num_nodes > 1 or vllm_server_node) runs inside a Slurm allocation, "
+            "and SLURM_JOB_ID is not set: use `--profile profiles/slurm` (docs/hardware.md), or one node"
+        )
+    for tool in ("srun", "scontrol"):
+        if shutil.which(tool, path=env.get("PATH")) is None:
+            raise ConfigError(f"a multi-node training job needs Slurm's `{tool}` on PATH; it is not there")
+    nodelist = env.get("SLURM_JOB_NODELIST")
+    if not nodelist:
+        shown = _scontrol(env, "show", "job", "-o", job_id)
+        match = re.search(r"(?:^|\s)NodeList=(\S+)", shown)
+        if not match or match[1] in ("(null)", ""):
+            raise ConfigError(f"Slurm job {job_id}: no node list in `scontrol show job` ({shown.strip()!r})")
+        nodelist = match[1]
+    return _scontrol(env, "show", "hostnames", nodelist).split()
+
+
+def _scontrol(env: Mapping[str, str], *args: str) -> str:
+    out = subprocess.run(["scontrol", *args], capture_output=True, text=True, env=dict(env), check=False)
+    if out.returncode != 0:
+        raise ConfigError(f"`scontrol {' '.join(args)}` failed: {out.stderr.strip() or out.stdout.strip()}")
+    return out.stdout
+
+
+def pick_gpus(visible: str | None, positions: Sequence[int], node: str) -> str:
+    """The ``CUDA_VISIBLE_DEVICES`` of a step that uses ``positions`` of the node's devices ``visible``."""
+    shown = [g.strip() for g in (visible or "").split(",") if g.strip()]
+    if positions and max(positions) >= len(shown):
+        raise ConfigError(
+            f"node {node}: this step needs GPU positions {list(positions)} but the node shows {len(shown)} GPUs "
+            f"(CUDA_VISIBLE_DEVICES={visible!r}): the job asks for more GPUs per node than the allocation has"
+        )
+    return ",".join(shown[i] for i in positions)
+
+
+def relaunch(
+    command: Sequence[str],
+    job: TrainJob,
+    model_dir: str,
+    accelerate_config: str,
+    trl_options: Mapping[str, Any],
+) -> int:
+    """Claim ports on this node, then start the server step (if any) on ``model_dir`` and one training
+    step per node, each running ``cwgrpo`` with the arguments ``command``."""
+    from cwgrpo.launch.devices import lease
+
+    nodes = allocation_nodes(os.environ)  # outside Slurm, fails before anything is claimed
+    with lease(0, ports_needed(job)) as held:
+        server, steps = plan(command, job, nodes, held.ports, model_dir, accelerate_config, trl_options)
+        return run_steps(server, steps, held.fds())
+
+
+def run_steps(server: Step | None, steps: list[Step], lock_fds: tuple[int, ...] = ()) -> int:
+    """Start the server and wait until it answers, then every training step; stop what is left when one
+    fails or all are done. Returns the first nonzero exit status (0 if all succeeded)."""
+    base_env = {**op_cache_env(os.environ), **os.environ}  # each node's processes find the compiled op
+    started: list[subprocess.Popen] = []
+    me = os.getpid()  # each command dies with this launcher, even when it is killed (cwgrpo.launch.workers)
+    try:
+        if server is not None:
+            logger.info("starting vLLM server: %s", " ".join(server.argv))
+            proc = subprocess.Popen(
+                server.argv,
+                env={**base_env, **server.env},
+                pass_fds=lock_fds,
+                preexec_fn=lambda: die_with_parent(me),
+            )
+            started.append(proc)
+            env = steps[0].env
+            host, port = env[SERVER_HOST_ENV], env[SERVER_PORT_ENV]
+            wait_for_server(f"http://{host}:{port}/health", proc)
+        training = []
+        for step in steps:
+            logger.info("launching %s: %s", step.name, " ".join(step.argv))
+            proc = subprocess.Popen(
+                step.argv,
+                env={**base_env, **step.env},
+                pass_fds=lock_fds,
+                preexec_fn=lambda: die_with_parent(me),
+            )
+            started.append(proc)
+            training.append(proc)
+        status = 0
+        for proc in training:
+            code = proc.wait()
+            if code and not status:
+                status = code
+                for other in training:  # one node failed: the others would wait for it forever
+                    if other.poll() is None:
+                        other.terminate()
+        return status
+    finally:
+        for proc in started:
+            if proc.poll() is None:
+                proc.terminate()
+                try:
+                    proc.wait(timeout=60)
+                except subprocess.TimeoutExpired:
+                    proc.kill()
+
+
+def main(args: Sequence[str] | None = None) -> int:
+    """``python -m cwgrpo.launch.multinode --gpus I,J -- CMD``: run CMD on the GPUs at those positions."""
+    args = list(sys.argv[1:] if args is None else args)
+    if len(args) < 4 or args[0] != "--gpus" or args[2] != "--":
+        print("usage: python -m cwgrpo.launch.multinode --gpus I,J,... -- COMMAND ...", file=sys.stderr)
+        return 2
+    positions = [int(p) for p in args[1].split(",") if p.strip()]
+    node = os.environ.get("SLURMD_NODENAME") or os.uname().nodename
+    try:
+        os.environ["CUDA_VISIBLE_DEVICES"] = pick_gpus(
+            os.environ.get("CUDA_VISIBLE_DEVICES"), positions, node
+        )
+    except ConfigError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    os.execvp(args[3], args[3:])
+    return 127  # not reached
+
+
+if __name__ == "__main__":
+    sys.exit(main())

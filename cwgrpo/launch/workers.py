@@ -1,0 +1,127 @@
+"""The training processes' agent: ``accelerate launch`` run so that a kill of the job ends every worker.
+
+``accelerate launch`` runs torch's elastic agent, which starts each training process (worker) in a session
+of its own: a SIGKILL to the job's process group, or the death of the agent, leaves the workers running,
+and the GPU and port leases (``cwgrpo.launch.devices``) are released while they train on. So ``cwgrpo.launch.launcher``
+runs ``python -m cwgrpo.launch.workers <accelerate launch arguments>`` instead, which
+
+- dies with the ``cwgrpo train`` process that started it (``LAUNCHER_PID_ENV``; Linux's
+  ``PR_SET_PDEATHSIG``, SIGKILL), and gives each worker the same tie to the agent (``AGENT_PID_ENV``, read
+  by ``cwgrpo.cli`` at a worker's start): killing any of the three ends the ones below it;
+- hands the lease's lock descriptors (``LEASE_FDS_ENV``) on to the workers: a flock lasts until the last
+  descriptor of its open file is closed, so the devices and ports stay claimed until the last worker is
+  gone, however the job ends.
+
+A tie is set after the process starts; if the parent is already gone by then (its pid is no longer the
+parent's), the process ends at once instead of running unowned. Each worker logs, at its start, how it
+trains with the others (``process_description``).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import signal
+import sys
+from collections.abc import Mapping, MutableMapping, Sequence
+from pathlib import Path
+
+LAUNCHER_PID_ENV = "CWGRPO_LAUNCHER_PID"  # the `cwgrpo train` process that holds the lease
+AGENT_PID_ENV = "CWGRPO_AGENT_PID"  # the agent, parent of every worker
+LEASE_FDS_ENV = "CWGRPO_LEASE_FDS"  # the lease's lock descriptors, comma-separated
+PR_SET_PDEATHSIG = 1
+
+
+def die_with_parent(parent: int) -> None:
+    """Be killed (SIGKILL) when the parent process dies; end now if ``parent`` is no longer the parent."""
+    if sys.platform.startswith("linux"):
+        libc = ctypes.CDLL(None, use_errno=True)
+        if libc.prctl(PR_SET_PDEATHSIG, int(signal.SIGKILL), 0, 0, 0) != 0:
+            err = ctypes.get_errno()
+            raise OSError(err, f"prctl(PR_SET_PDEATHSIG): {os.strerror(err)}")
+    if os.getppid() != parent:  # the parent died before the tie was set
+        os.kill(os.getpid(), signal.SIGKILL)
+
+
+def tie_worker(env: MutableMapping[str, str]) -> None:
+    """In a training process started by this module's agent: die with the agent. The variable is removed,
+    so a process this one starts is not tied to the agent by mistake."""
+    agent = env.pop(AGENT_PID_ENV, None)
+    if agent is not None:
+        die_with_parent(int(agent))
+
+
+def lease_fds(env: Mapping[str, str]) -> tuple[int, ...]:
+    return tuple(int(fd) for fd in env.get(LEASE_FDS_ENV, "").split(",") if fd.strip())
+
+
+def _hand_fds_to_workers(fds: tuple[int, ...]) -> None:
+    """Make torch's elastic agent start each worker with ``fds`` open (it closes every other descriptor)."""
+    from torch.distributed.elastic.multiprocessing.subprocess_handler import handlers, subprocess_handler
+
+    base = subprocess_handler.SubprocessHandler
+    if not hasattr(base, "_popen") or not hasattr(handlers, "SubprocessHandler"):
+        raise RuntimeError(
+            "this torch's elastic agent has no SubprocessHandler._popen: cwgrpo.launch.workers cannot hand the "
+            "lease to the workers; use the torch version of envs/train.yaml"
+        )
+
+    class Handler(base):
+        def _popen(self, args: tuple, env: dict[str, str]):
+            from subprocess import Popen
+
+            return Popen(
+                args=args,
+                env=env,
+                stdout=self._stdout,
+                stderr=self._stderr,
+                start_new_session=True,
+                pass_fds=fds,
+            )
+
+    handlers.SubprocessHandler = Handler
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``python -m cwgrpo.launch.workers ARGS``: ``accelerate launch ARGS``, tied to the job as described above."""
+    launcher = os.environ.pop(LAUNCHER_PID_ENV, None)
+    if launcher is not None:
+        die_with_parent(int(launcher))
+    fds = lease_fds(os.environ)
+    os.environ.pop(LEASE_FDS_ENV, None)
+    os.environ[AGENT_PID_ENV] = str(os.getpid())  # the workers inherit it (tie_worker)
+    if fds:
+        _hand_fds_to_workers(fds)
+    from accelerate.commands.launch import launch_command, launch_command_parser
+
+    args = launch_command_parser().parse_args(list(sys.argv[1:] if argv is None else argv))
+    launch_command(args)
+    return 0
+
+
+def op_cache_env(environ: Mapping[str, str], prefix: str = sys.prefix) -> dict[str, str]:
+    """``TORCH_EXTENSIONS_DIR`` for the training processes: the environment's own op cache
+    (``<prefix>/torch_extensions``, where ``make deepspeed`` compiled DeepSpeed's CPU op) when the variable
+    is unset and that folder exists; else nothing (torch's default, or the user's choice)."""
+    cache = Path(prefix) / "torch_extensions"
+    if "TORCH_EXTENSIONS_DIR" in environ or not cache.is_dir():
+        return {}
+    return {"TORCH_EXTENSIONS_DIR": str(cache)}
+
+
+def process_description(accelerator) -> str:
+    """``I of N`` and how they train together: accelerate's distributed type, the ZeRO stage, the backend."""
+    import torch.distributed as dist
+
+    state = accelerator.state
+    how = [str(getattr(state.distributed_type, "value", state.distributed_type))]
+    plugin = getattr(state, "deepspeed_plugin", None)
+    if plugin is not None:
+        how.append(f"ZeRO-{plugin.zero_stage}")
+    if dist.is_available() and dist.is_initialized():
+        how.append(f"backend {dist.get_backend()}")
+    return f"{accelerator.process_index} of {accelerator.num_processes} ({', '.join(how)})"
+
+
+if __name__ == "__main__":
+    sys.exit(main())

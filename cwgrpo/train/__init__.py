@@ -1,0 +1,3 @@
+"""The ``cwgrpo train`` job around the trainer: its options (``options``), the run itself (``run``), the
+dataset rows it trains on (``rows``), checkpoints and the run folder's guards (``checkpoints``,
+``runguard``, ``identity``) and TRL recipes (``recipe``). Processes and GPUs: ``cwgrpo.launch``."""

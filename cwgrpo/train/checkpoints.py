@@ -1,0 +1,292 @@
+"""A training run folder's checkpoints between runs: which one a rerun resumes from, what is pruned, and
+the declared outputs written from them.
+
+- ``complete_checkpoints``: a ``checkpoint-N/`` counts once TRL finished saving it (``COMPLETE_FLAG``
+  inside it); ``resumable_checkpoints`` drops the cut ones, refuses those of another identity and skips a
+  damaged newest one.
+- ``prune_resume_state``: only the newest complete checkpoint keeps the optimiser state a resume reads;
+  older ones keep their weights (``PRUNED_FLAG`` says what went), and ``check_resumable`` refuses them.
+- ``reset_logs`` / ``finalize``: the growing logs live in ``LIVE`` (an undeclared folder: Snakemake deletes
+  the declared outputs of a failed job, which would lose the history before a resume point); a resume
+  cuts them at its step, and the end of a run copies them to their files (``log_files``), writes a step
+  marker per checkpoint and ``run.json`` last.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import shutil
+from pathlib import Path
+from typing import Any
+
+from cwgrpo.configs import ConfigError
+from cwgrpo.io import read_json, write_json, write_text
+from cwgrpo.train.options import LIVE
+from cwgrpo.train.runguard import (
+    CHECKPOINT,
+    COMPLETE_FLAG,
+    PRUNED_FLAG,
+    RunLock,
+    aside_path,
+    check_logs_cover,
+    incomplete_checkpoints,
+    missing_rank_files,
+    move_aside_hint,
+    verify_checkpoint,
+)
+from cwgrpo.trainer import learning_signal
+
+logger = logging.getLogger("cwgrpo.train.run")  # these lines are the training run's
+
+# What only a resume reads (transformers' Trainer and DeepSpeed): optimiser (also FSDP's optimizer_N/),
+# scheduler, grad scaler, RNG states (one per process), DeepSpeed's global_stepN/ (optimiser shards and a
+# second copy of the weights), its `latest` pointer, and its converter scripts for those shards (DeepSpeed
+# 0.19 writes zero_to_fp32.py and zero_to_torch.py). Evaluation reads the weights and tokenizer only.
+# tests/unit/test_checkpoints.py checks this against layouts recorded from real ZeRO-2 and ZeRO-3 saves.
+RESUME_STATE = (
+    "optimizer*",
+    "scheduler.pt",
+    "scaler.pt",
+    "rng_state*.pth",
+    "global_step*",
+    "latest",
+    "zero_to_*.py",
+)
+
+
+def complete_checkpoints(run_dir: Path) -> dict[int, Path]:
+    """Checkpoints whose save finished (flag file present), by step."""
+    found = {}
+    for path in run_dir.glob("checkpoint-*"):
+        match = CHECKPOINT.fullmatch(path.name)
+        if match and (path / COMPLETE_FLAG).is_file():
+            found[int(match.group(1))] = path
+    return dict(sorted(found.items()))
+
+
+def resumable_checkpoints(run_dir: Path, block: dict[str, Any], owner: bool = True) -> dict[int, Path]:
+    """The complete checkpoints a rerun may resume from, by step, once the cut ones are removed (by the
+    ``owner`` of the run folder only: every training process calls this, and two removing one folder at
+    once fail); raises if any is of another identity (``block``'s config hash and inputs) or a damaged
+    newest one cannot be replaced by the previous one."""
+    if owner:
+        remove_incomplete_checkpoints(run_dir)
+    done = complete_checkpoints(run_dir)
+    check_same_config(run_dir, done, block["config_hash"], block["inputs"])
+    return _verified(done)
+
+
+def remove_incomplete_checkpoints(run_dir: Path) -> None:
+    """A ``checkpoint-<step>`` folder without the completion flag was cut by a kill: never resume from it.
+
+    Only folders TRL itself names (``checkpoint-<int>``) are removed; a user's ``checkpoint-8.bak`` or
+    ``checkpoint-final`` is no checkpoint of this run and is left alone.
+    """
+    for path in incomplete_checkpoints(run_dir):
+        if path.is_symlink():  # TRL saves into a folder, never a link: this one is not this run's to remove
+            raise ConfigError(
+                f"{path} is a symbolic link without a completion flag, not a checkpoint this run saved: "
+                "move it out of the run folder, then rerun"
+            )
+        logger.warning("removing incomplete checkpoint %s", path)
+        shutil.rmtree(path)
+
+
+def check_same_config(run_dir: Path, done: dict[int, Path], expected: str, inputs: dict[str, Any]) -> None:
+    """Never resume from checkpoints that other options, another base model or other data produced."""
+    changes = changed_identity(done, expected, inputs)
+    if changes:
+        raise ConfigError(
+            f"{run_dir} holds checkpoints {sorted(changes)} of another configuration: changed "
+            f"{'; '.join(_changed(changes))}. Restore the options and inputs that produced it, or "
+            f"{move_aside_hint(run_dir)}"
+        )
+
+
+def changed_identity(done: dict[int, Path], expected: str, inputs: dict[str, Any]) -> dict[int, list[str]]:
+    """What differs, by step, between each checkpoint's identity and the run's (``expected`` config hash,
+    ``inputs``); empty when every checkpoint is this run's."""
+    from cwgrpo.train.identity import changed_inputs
+
+    foreign: dict[int, list[str]] = {}
+    for step, ckpt in done.items():
+        flag = read_json(ckpt / COMPLETE_FLAG)
+        found = flag.get("config_hash")
+        changes = changed_inputs(flag.get("inputs"), inputs)
+        if found != expected:
+            changes.insert(0, f"the options (config hash {found}, now {expected})")
+        if changes:
+            foreign[step] = changes
+    return foreign
+
+
+def _changed(foreign: dict[int, list[str]]) -> list[str]:
+    return sorted({c for cs in foreign.values() for c in cs})
+
+
+def move_aside_changed_run(run_dir: Path, block: dict[str, Any]) -> Path | None:
+    """A run folder whose complete checkpoints are of another identity (``block``'s config hash and
+    inputs) is renamed to a free ``<name>.old-N`` beside it, nothing deleted, with one log line: a changed
+    configuration is a new run, and the same command trains it afresh. Call it holding the folder's lock,
+    before any training process starts. Returns where the old run went (None: nothing moved)."""
+    changes = changed_identity(complete_checkpoints(run_dir), block["config_hash"], block["inputs"])
+    if not changes:
+        return None
+    aside = aside_path(run_dir)
+    run_dir.rename(aside)
+    logger.warning(
+        "%s held checkpoints %s of another configuration (changed %s): moved it to %s, nothing deleted; "
+        "training afresh",
+        run_dir,
+        sorted(changes),
+        "; ".join(_changed(changes)),
+        aside,
+    )
+    return aside
+
+
+def move_aside_if_changed(run_dir: Path, config_hash: str, model_dir: Path, train_data: Path) -> None:
+    """``move_aside_changed_run`` under the folder's lock (refused, naming the holder, while a `cwgrpo train`
+    trains into it), for a run of ``config_hash`` on these inputs; missing inputs are left to train to name."""
+    from cwgrpo.train.identity import run_inputs
+
+    if not complete_checkpoints(run_dir) or not Path(model_dir).is_dir() or not Path(train_data).is_file():
+        return
+    lock = RunLock(run_dir)
+    lock.acquire()
+    try:
+        move_aside_changed_run(
+            run_dir, {"config_hash": config_hash, "inputs": run_inputs(model_dir, train_data)}
+        )
+    finally:
+        lock.release()
+
+
+def _verified(done: dict[int, Path]) -> dict[int, Path]:
+    """Complete checkpoints whose files still match their flag; a damaged newest one is skipped, saying so.
+
+    The previous checkpoint can take over only if it still holds its optimiser state: once the newest is
+    complete, the older ones are pruned (``prune_resume_state``), and resuming from weights alone would
+    silently restart the optimiser. Then the damage is an error that names both checkpoints.
+    """
+    while done:
+        step = max(done)
+        problem = verify_checkpoint(done[step]) or missing_rank_files(done[step])
+        if problem is None:
+            return done
+        older = {s: p for s, p in done.items() if s != step}
+        if older and (older[max(older)] / PRUNED_FLAG).is_file():
+            raise ConfigError(
+                f"{problem}; the previous complete checkpoint {older[max(older)].name} holds no optimiser state "
+                f"(only the newest keeps it): restore the damaged checkpoint, or {move_aside_hint(older[max(older)].parent)}"
+            )
+        logger.warning("%s; resuming from the previous complete checkpoint instead", problem)
+        done = older
+    return done
+
+
+def check_resumable(ckpt: Path) -> None:
+    """A pruned checkpoint has weights but no optimiser state: transformers would resume from it with a
+    fresh optimiser and say nothing, so refuse (it is the newest only if newer ones were deleted)."""
+    if (ckpt / PRUNED_FLAG).is_file():
+        raise ConfigError(
+            f"{ckpt} is the newest complete checkpoint but holds no optimiser state (pruned once a newer one "
+            f"was complete; that one is gone): restore the newer checkpoint, or {move_aside_hint(ckpt.parent)}"
+        )
+
+
+def prune_resume_state(run_dir: Path, keep: Path) -> list[Path]:
+    """Delete the resume-only state (``RESUME_STATE``) of every complete checkpoint older than ``keep``.
+
+    Called once ``keep`` is complete (flag written), so a resume, which takes the newest complete
+    checkpoint, never needs what is deleted: not the checkpoint the run resumed from (older than ``keep``
+    by then), nor any before the next is complete. Each pruned folder is flagged first, so one cut by a
+    kill mid-way is known to be unresumable. Returns the checkpoints pruned now.
+    """
+    done = complete_checkpoints(run_dir)
+    keep_step = next((step for step, path in done.items() if path == keep), None)
+    if keep_step is None:
+        raise ValueError(f"{keep} is not a complete checkpoint of {run_dir}: nothing is pruned before it is")
+    pruned = []
+    for step, ckpt in done.items():
+        state = sorted({p for pattern in RESUME_STATE for p in ckpt.glob(pattern)})
+        if step >= keep_step or not state:
+            continue
+        write_json(
+            ckpt / PRUNED_FLAG, {"step": step, "newest": keep_step, "removed": [p.name for p in state]}
+        )
+        for path in state:
+            _remove(path)
+        pruned.append(ckpt)
+    if pruned:
+        logger.info("kept the optimiser state of %s only; pruned %s", keep.name, [p.name for p in pruned])
+    return pruned
+
+
+def _remove(path: Path) -> None:
+    if path.is_dir() and not path.is_symlink():  # a link is removed, never what it points to
+        shutil.rmtree(path)
+    else:
+        path.unlink()
+
+
+def check_logs(run_dir: Path, last_step: int, config) -> None:
+    """The live metrics log every logging step up to ``last_step`` (``config``: the run's TRL config)."""
+    if str(getattr(config.logging_strategy, "value", config.logging_strategy)) == "steps":
+        check_logs_cover(run_dir / LIVE / "metrics.jsonl", last_step, config.logging_steps, config.max_steps)
+
+
+def reset_logs(run_dir: Path, logs: dict[str, Path], resume_step: int | None) -> None:
+    """Start each live log afresh, or cut it after ``resume_step`` (the resumed run logs those again)."""
+    for name in logs:
+        if resume_step is None:
+            (run_dir / LIVE / name).unlink(missing_ok=True)
+        else:
+            truncate_log(run_dir / LIVE / name, resume_step)
+
+
+def truncate_log(path: Path, last_step: int) -> None:
+    """Drop log lines after ``last_step`` (they are re-logged when training resumes from there)."""
+    if not path.is_file():
+        return
+    kept = []
+    for line in path.read_text(encoding="utf-8").splitlines():
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError:  # a line cut by a kill
+            continue
+        if record.get("step", 0) <= last_step:
+            kept.append(line)
+
+    write_text(path, "".join(f"{line}\n" for line in kept))
+
+
+def log_files(run_dir: Path, timings: Path) -> dict[str, Path]:
+    """Each growing log (``LIVE/NAME``) and the file it is copied to once training ends."""
+    return {
+        "metrics.jsonl": run_dir / "metrics.jsonl",
+        "timings.jsonl": timings,
+        "cov_samples.jsonl": run_dir / "cov_samples.jsonl",
+    }
+
+
+def write_marker(run_dir: Path, step: int, ckpt: Path, provenance_block: dict[str, Any]) -> None:
+    write_json(
+        run_dir / "steps" / f"step{step}.json", {"step": step, "checkpoint": str(ckpt), **provenance_block}
+    )
+
+
+def finalize(
+    run_dir: Path, block: dict[str, Any], resolved: dict[str, Any], resume: str | None, logs: dict[str, Path]
+) -> None:
+    """Write the declared outputs: a marker per complete checkpoint, the logs (``log_files``), then
+    ``run.json`` last (with the run's stretches without learning signal, ``learning_signal``)."""
+    for step, ckpt in complete_checkpoints(run_dir).items():
+        write_marker(run_dir, step, ckpt, block)
+    for name, path in logs.items():
+        live = run_dir / LIVE / name
+        write_text(path, live.read_text(encoding="utf-8") if live.is_file() else "")
+    signal = learning_signal.findings_of_log(logs["metrics.jsonl"], resolved.get("trl") or {})
+    record = {**block, "config": resolved, "resumed_from": resume, "learning_signal": signal}
+    write_json(run_dir / "run.json", record)

@@ -1,0 +1,18 @@
+"""The TRL adapter: ``CWGRPOTrainer`` is TRL's ``GRPOTrainer`` with per-token advantage reweighting, configured
+by ``CWGRPOConfig`` (``grpo``). Its pieces: the ``cw_*`` options and their one validator (``options``,
+TRL-free, so the workflow's parse checks the same rules), one group per loss micro-batch (``one_group``),
+TRL's loss reductions (``trl_loss``), the fused LM head's temperature (``fused_head``), and what a run logs
+(``learning_signal``, ``probe_kl``, ``released_stats``).
+
+``from cwgrpo.trainer import CWGRPOConfig, CWGRPOTrainer`` imports TRL; importing a piece does not.
+"""
+
+__all__ = ["CWGRPOConfig", "CWGRPOTrainer"]
+
+
+def __getattr__(name: str):
+    if name in __all__:
+        from cwgrpo.trainer import grpo
+
+        return getattr(grpo, name)
+    raise AttributeError(f"module 'cwgrpo.trainer' has no attribute {name!r}")

@@ -1,0 +1,333 @@
+"""TRL adapter: ``CWGRPOTrainer`` is ``GRPOTrainer`` with per-token advantage reweighting.
+
+Switching an existing TRL script to CW-GRPO is one line plus one field::
+
+    from cwgrpo.trainer import CWGRPOConfig, CWGRPOTrainer   # instead of GRPOConfig, GRPOTrainer
+    args = CWGRPOConfig(..., cw_method="cw_grpo")            # or "grpo", "clip_cov", "kl_cov"
+
+How it hooks in (TRL 1.16, pinned exactly): ``GRPOTrainer._compute_loss`` computes the current policy's
+log-probs with ``_get_per_token_logps_and_entropies`` and only then reads ``inputs["advantages"]``, which
+it accepts with shape (B, T). The method needs two overrides, and no parent code is copied:
+
+- ``_compute_loss`` hands the micro-batch to the log-prob hook, calls the parent, and adds the method's
+  extra per-token penalty (KL-Cov only), aggregated exactly like TRL aggregates its policy loss;
+- ``_get_per_token_logps_and_entropies``, when called from the loss, runs the selected method of
+  :mod:`cwgrpo.weighting` on the log-probs it just computed and replaces the micro-batch's advantages
+  ``A[i]`` by ``A[i] * multipliers[i, t]``. The log-probs are the ones the loss differentiates, so for the
+  ``released`` variant the gradient flows through the weights, as in the authors' code, and no extra
+  forward pass is needed.
+
+Four options reproduce the released run's semantics (TRL 0.15.2 as vendored by the authors; every
+setting is in ``docs/fidelity.md``), each off by default so that a plain TRL script keeps TRL 1.16's
+behaviour:
+
+- ``cw_logprob_temperature``: the temperature that divides the logits of the loss's log-probs, the
+  reference model's and the logged entropy. TRL 1.16 uses the sampling ``temperature``; the released
+  run sampled at 0.7 but scored unscaled logits (1.0). TRL builds its fused LM head with the sampling
+  temperature inside ``GRPOTrainer.__init__``; we build it with this one instead.
+- ``cw_one_group_per_micro_batch``: every loss micro-batch is exactly one prompt's G completions, as in
+  the released run (so ``mean_A`` is 0 and sigma is per group). Checked in ``__post_init__`` (batch
+  geometry) and at every micro-batch (all rows share one prompt): :mod:`cwgrpo.trainer.one_group`.
+- ``max_prompt_length``: prompt ids cut from the left after generation, for the loss and the reference
+  log-probs (TRL 0.15.2's ``prompt_ids[:, -max_prompt_length:]``; generation saw the whole prompt, as the
+  released vLLM path did). TRL 1.16 has no such option; no prompt is dropped.
+- ``cw_rollout_add_special_tokens``: generation sees the prompt ids with the tokenizer's special tokens
+  added (vLLM 0.7.2 tokenised the released text prompts so: two BOS with the R1-Distill tokenizer), the
+  loss TRL's ids (one BOS), as released.
+
+Diagnostics (spec method.md §4) are appended to TRL's metrics under ``cw/`` every micro-batch; for
+methods that do not reweight, the ``cw/weight_*`` keys describe the weights CW-GRPO would have assigned.
+At a few steps a random sample of (covariance, weight) pairs is written to ``cov_samples.jsonl``. With
+``cw_probe_prompts`` > 0, the KL between consecutive policies on a fixed probe set is appended under
+``probe/`` after every optimiser step (:mod:`cwgrpo.trainer.probe_kl`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import math
+import os
+import textwrap
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+import torch
+from trl import GRPOConfig, GRPOTrainer
+from trl.trainer.utils import get_config_model_id
+
+from cwgrpo import weighting
+from cwgrpo.generation import context_budget, with_special_tokens
+from cwgrpo.io import append_jsonl
+from cwgrpo.trainer import learning_signal, released_stats
+from cwgrpo.trainer.fused_head import fused_head_temperature
+from cwgrpo.trainer.one_group import check_one_group
+from cwgrpo.trainer.options import CWOptions, geometry_problems
+from cwgrpo.trainer.probe_kl import ProbeKL
+from cwgrpo.trainer.trl_loss import TRL_LOSS_TYPES, aggregate_like_trl
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass
+class CWGRPOConfig(CWOptions, GRPOConfig):
+    """``GRPOConfig`` plus the options of the covariance-aware methods (``CWOptions``: their fields,
+    defaults and rules, which the workflow's parse checks too); here the rules that need TRL's fields.
+    ``CWOptions`` comes first among the bases so that its fields come last: ``output_dir`` stays the first
+    positional field, as in ``GRPOConfig("out")``."""
+
+    def __post_init__(self) -> None:
+        GRPOConfig.__post_init__(self)
+        self.check_cw_options()
+        if self.loss_type not in TRL_LOSS_TYPES:  # TRL itself only notices at the first loss computation
+            raise ValueError(f"loss_type={self.loss_type!r}; valid in TRL 1.16: {list(TRL_LOSS_TYPES)}")
+        geometry = geometry_problems(
+            self.cw_one_group_per_micro_batch,
+            self.per_device_train_batch_size,
+            self.num_generations,
+            self.steps_per_generation,
+        )
+        if geometry:
+            raise ValueError(geometry[0][1])
+        if self.cw_method == "kl_cov" and self.num_iterations == 1:
+            logger.warning(
+                "cw_method='kl_cov' with num_iterations=1: the policy that sampled equals the current one, so the "
+                "|logp - logp_old| penalty and its gradient are 0 and KL-Cov trains exactly like GRPO."
+            )
+        if self.cw_samples_path is None:  # the one default, resolved once TRL has set output_dir
+            self.cw_samples_path = os.path.join(self.output_dir, "cov_samples.jsonl")
+
+    def method_options(self, epsilon_low: float, epsilon_high: float) -> weighting.MethodOptions:
+        """The options every method receives: this config's fields of the same names, and the PPO clip
+        range the trainer applies (TRL's ``epsilon``/``epsilon_high``, after a method's override)."""
+        clip = {"epsilon_low": epsilon_low, "epsilon_high": epsilon_high}
+        names = [f.name for f in dataclasses.fields(weighting.MethodOptions) if f.init]
+        return weighting.MethodOptions(**{n: clip[n] if n in clip else getattr(self, n) for n in names})
+
+
+def default_config(model: Any) -> CWGRPOConfig:
+    """The config of a trainer built without ``args``, named after the model as ``GRPOTrainer`` names its
+    ``GRPOConfig`` (``<model>-CW-GRPO``). Without any accelerator it sets ``use_cpu``: TRL's default (bf16)
+    is refused there by transformers, which asks for exactly that."""
+    name = model if isinstance(model, str) else get_config_model_id(model.config)
+    use_cpu = not torch.accelerator.is_available()
+    if use_cpu:
+        logger.info("CWGRPOTrainer without args and without an accelerator: default config with use_cpu=True")
+    return CWGRPOConfig(f"{name.split('/')[-1]}-CW-GRPO", use_cpu=use_cpu)
+
+
+class CWGRPOTrainer(GRPOTrainer):
+    """``GRPOTrainer`` that applies ``args.cw_method`` to the advantages inside the loss.
+
+    Overridden: ``_compute_loss`` and ``_get_per_token_logps_and_entropies`` (the method), ``_generate``
+    (the released prompt cut, a no-op unless ``max_prompt_length`` is set), ``_generate_single_turn`` (the
+    released rollout prompt, a no-op unless ``cw_rollout_add_special_tokens`` is set), and ``__init__`` (the fused
+    LM head's temperature, unchanged unless ``cw_logprob_temperature`` is set; in server mode, each
+    request's ``max_tokens`` cut to the rest of the server's context: ``cwgrpo.generation.context_budget``); see the
+    module docstring.
+    """
+
+    _tag_names: ClassVar[list[str]] = [
+        "trl",
+        "grpo",
+        "cw-grpo",
+    ]  # TRL's model card: tags, trainer name and the paper to cite
+    _name = "CW-GRPO"
+    _paper: ClassVar[dict[str, str]] = {
+        "title": "Taming Extreme Tokens: Covariance-Aware GRPO with Gaussian-Kernel Advantage Reweighting",
+        "id": "2605.11538",
+        # docstyle-ignore
+        "citation": textwrap.dedent("""\
+            @inproceedings{wang2026taming,
+                title     = {{Taming Extreme Tokens: Covariance-Aware GRPO with Gaussian-Kernel Advantage Reweighting}},
+                author    = {Cheng Wang and Qin Liu and Wenxuan Zhou and Muhao Chen},
+                booktitle = {Proceedings of the 64th Annual Meeting of the Association for Computational Linguistics (Volume 2: Short Papers)},
+                pages     = {540--546},
+                year      = 2026,
+                eprint    = {arXiv:2605.11538},
+            }"""),
+    }
+
+    def __init__(
+        self, model: Any, reward_funcs: Any = None, args: Any = None, *rest: Any, **kwargs: Any
+    ) -> None:
+        if args is None:
+            args = default_config(model)
+        if not isinstance(args, CWGRPOConfig):
+            raise TypeError(
+                f"CWGRPOTrainer needs a CWGRPOConfig (or none, for the defaults), got {type(args).__name__}"
+            )
+        with fused_head_temperature(args.cw_logprob_temperature):
+            super().__init__(model, reward_funcs, args, *rest, **kwargs)
+        self.add_callback(learning_signal.monitor(self.args.cw_no_signal_steps))
+        if self.args.cw_probe_prompts > 0:
+            self.add_callback(ProbeKL(self, self.args.cw_probe_prompts))
+        client = getattr(getattr(self, "vllm_generation", None), "vllm_client", None)  # server mode, rank 0
+        if self.use_vllm and self.vllm_mode == "server" and client is not None:
+            context_budget.fit_client_to_context(client)  # each request: the rest of the server's context
+        self._cw_method = weighting.get_method(self.args.cw_method)
+        if self.args.cw_method in weighting.UNCLIPPED:
+            # e.g. Cui et al.'s KL-Cov: no PPO ratio clip for any token (spec method.md §3); with infinite
+            # bounds TRL's clamp is the identity. Clip-Cov keeps the clip (and skips the tokens it caught).
+            self.epsilon_low = self.epsilon_high = math.inf
+        self._cw_options = self.args.method_options(self.epsilon_low, self.epsilon_high)
+        self._cw_pending: dict[str, Any] | None = None  # the micro-batch whose loss is being computed
+        self._cw_penalty: torch.Tensor | None = None
+        self._cw_micro_step = 0  # micro-batches seen in this optimiser step (seeds Clip-Cov picks)
+        self._cw_last_step = -1
+        self._cw_sampled_step = -1  # the last optimiser step whose (covariance, weight) sample was written
+
+    # -- the two hooks ---------------------------------------------------------------------------------
+    def _compute_loss(self, model, inputs):
+        inputs = dict(inputs)  # advantages are replaced per micro-batch; never touch TRL's buffered copy
+        self._cw_pending, self._cw_penalty = inputs, None
+        try:
+            loss = super()._compute_loss(model, inputs)
+        finally:
+            self._cw_pending = None
+        if self._cw_penalty is not None:
+            loss = loss + aggregate_like_trl(
+                self._cw_penalty,
+                self._cw_mask(inputs),
+                loss_type=self.loss_type,
+                training=self.model.training,
+                gradient_accumulation_steps=self.current_gradient_accumulation_steps,
+                max_completion_length=self.max_completion_length,
+                num_items_in_batch=inputs.get("num_items_in_batch"),
+                num_processes=self.accelerator.num_processes,
+                steps_per_generation=self.args.steps_per_generation,
+            )
+            self._cw_penalty = None
+        return loss
+
+    def _get_per_token_logps_and_entropies(
+        self, model, input_ids, attention_mask, logits_to_keep, *args, **kwargs
+    ):
+        logps, entropies, aux = super()._get_per_token_logps_and_entropies(
+            model, input_ids, attention_mask, logits_to_keep, *args, **kwargs
+        )
+        inputs = self._cw_pending
+        if inputs is not None:  # called from the loss (not from generation/reference scoring)
+            self._cw_pending = None  # exactly once per loss call
+            self._log_released_stats(inputs, logps, entropies)
+            self._cw_reweight(inputs, logps)
+        return logps, entropies, aux
+
+    def _generate(self, prompts: list):
+        """TRL's generation, then the released run's prompt cut (``max_prompt_length``) for the loss."""
+        out = super()._generate(prompts)
+        keep = self.args.max_prompt_length
+        if keep is None:
+            return out
+        prompt_ids, *rest = out
+        return ([ids[-keep:] for ids in prompt_ids], *rest)
+
+    def _generate_single_turn(self, prompt_ids, *args, **kwargs):
+        """TRL's generation from ``rollout_prompt_ids``; the loss keeps TRL's ``prompt_ids``."""
+        return super()._generate_single_turn(self.rollout_prompt_ids(prompt_ids), *args, **kwargs)
+
+    def rollout_prompt_ids(self, prompt_ids: list[list[int]]) -> list[list[int]]:
+        """The prompt ids generation sees: TRL's, or with ``cw_rollout_add_special_tokens`` the tokenizer's
+        special tokens added (the released run's rollouts: two BOS with the R1-Distill tokenizer)."""
+        if not self.args.cw_rollout_add_special_tokens:
+            return prompt_ids
+        return [with_special_tokens(self._tokenizer, list(ids)) for ids in prompt_ids]
+
+    # -- helpers -----------------------------------------------------------------------------------------
+    @staticmethod
+    def _cw_mask(inputs: dict[str, Any]) -> torch.Tensor:
+        mask = inputs["completion_mask"]
+        return mask if "tool_mask" not in inputs else mask * inputs["tool_mask"]
+
+    def _cw_generator(self) -> torch.Generator:
+        """A CPU generator seeded by (seed, optimiser step, micro-batch): reproducible, also after a resume."""
+        step = self.state.global_step
+        if step != self._cw_last_step:
+            self._cw_last_step, self._cw_micro_step = step, 0
+        self._cw_micro_step += 1
+        seed = (self.args.seed * 1_000_003 + step * 10_007 + self._cw_micro_step) % (2**63)
+        return torch.Generator(device="cpu").manual_seed(seed)
+
+    def _cw_reweight(self, inputs: dict[str, Any], logps: torch.Tensor) -> None:
+        mask = self._cw_mask(inputs)
+        advantages = inputs["advantages"]
+        if advantages.dim() != 1:
+            raise ValueError(
+                "CWGRPOTrainer expects TRL's per-completion advantages of shape (B,), got "
+                f"{tuple(advantages.shape)}: another subclass already made them per-token"
+            )
+        if self.args.cw_one_group_per_micro_batch:
+            check_one_group(inputs, self.args.num_generations)
+        old_logps = inputs.get("old_per_token_logps")
+        batch = weighting.MethodInputs(logps, old_logps, advantages, mask, self._cw_generator())
+        out = self._cw_method(batch, self._cw_options)
+        inputs["advantages"] = advantages.unsqueeze(1) * out.multipliers.to(advantages.dtype)
+        self._cw_penalty = out.penalty
+        if self.args.cw_diagnostics:
+            self._cw_log(batch, out)
+
+    @torch.no_grad()
+    def _log_released_stats(self, inputs: dict[str, Any], logps: torch.Tensor, entropies) -> None:
+        """Entropy (and KL, with a reference model) as the released run logs them: per completion, then
+        the mean over every process's completions (:mod:`cwgrpo.trainer.released_stats`)."""
+        mask = self._cw_mask(inputs)
+        stats = {}
+        if entropies is not None:
+            stats["entropy_per_completion"] = released_stats.per_completion_means(entropies, mask)
+        ref_logps = inputs.get("ref_per_token_logps")
+        if self.beta != 0.0 and ref_logps is not None:
+            kl = released_stats.k3_kl(logps, ref_logps)
+            stats["kl_per_completion"] = released_stats.per_completion_means(kl, mask)
+        mode = "train" if self.model.training else "eval"
+        for name, rows in stats.items():
+            self._metrics[mode][name].append(self.accelerator.gather_for_metrics(rows.float()).mean().item())
+
+    @torch.no_grad()
+    def _cw_log(self, batch: weighting.MethodInputs, out: weighting.MethodOutput) -> None:
+        """Append diagnostics to TRL's metrics (one host sync per micro-batch) and maybe save a sample."""
+        metrics, cov, weights = weighting.method_diagnostics(batch, self._cw_options, out)
+        mask = batch.mask
+        names = list(metrics)
+        values = torch.stack([metrics[n].detach().float().reshape(()) for n in names]).cpu().tolist()
+        mode = "train" if self.model.training else "eval"
+        for name, value in zip(names, values, strict=True):
+            self._metrics[mode][name].append(value)
+        if mode == "train" and self._cw_should_sample(cov, mask):
+            self._cw_write_sample(cov, weights, mask)
+
+    def _cw_should_sample(self, cov: torch.Tensor, mask: torch.Tensor) -> bool:
+        """Whether this micro-batch's (covariance, weight) pairs are the step's sample.
+
+        Sampled steps: step 1 and every ``cw_sample_every`` (0: ``save_steps``). Within one, the first
+        micro-batch whose covariance is not all zero, or the step's last micro-batch if none is: with one
+        group per micro-batch, a group whose rewards are all equal has c = 0 everywhere, and a sample of it
+        would say nothing about the step's covariances. (With several groups per micro-batch this is the
+        first micro-batch, as before.)
+        """
+        every = self.args.cw_sample_every
+        if every < 0 or not self.accelerator.is_main_process:
+            return False
+        step = self.state.global_step + 1  # the optimiser step this micro-batch contributes to
+        every = every or self.args.save_steps
+        if not (step == 1 or (every > 0 and step % every == 0)) or self._cw_sampled_step == step:
+            return False
+        last = self._cw_micro_step >= self.current_gradient_accumulation_steps
+        if last or bool(((cov != 0) & mask.bool()).any()):  # one host sync, on sampled steps only
+            self._cw_sampled_step = step
+            return True
+        return False
+
+    def _cw_write_sample(self, cov: torch.Tensor, weights: torch.Tensor, mask: torch.Tensor) -> None:
+        valid = mask.bool()
+        cov_v, w_v = cov[valid].float().cpu(), weights[valid].float().cpu()
+        if cov_v.numel() > self.args.cw_sample_size:
+            gen = torch.Generator().manual_seed(self.args.seed + self.state.global_step)
+            keep = torch.randperm(cov_v.numel(), generator=gen)[: self.args.cw_sample_size]
+            cov_v, w_v = cov_v[keep], w_v[keep]
+        path = self.args.cw_samples_path
+        record = {
+            "step": self.state.global_step + 1,
+            "cov": [round(v, 6) for v in cov_v.tolist()],
+            "weight": [round(v, 6) for v in w_v.tolist()],
+        }
+        append_jsonl(path, record)
