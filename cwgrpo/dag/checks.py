@@ -1,4 +1,6 @@
-"""Cross-field checks of a preset that the schema cannot say: sizes of its kind, names that reach paths and
+"""Cross-field checks of a preset that the schema cannot say, every error at once, one line each.
+
+Cross-field checks of a preset that the schema cannot say: sizes of its kind, names that reach paths and
 shell commands, step schedules, a study's floor, report keys. Each check is a function of the validated
 config that yields ``(config key, message)``; ``collect`` runs them all so that every error of a preset is
 shown at once, one line each.

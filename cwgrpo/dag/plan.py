@@ -1,4 +1,6 @@
-"""``cwgrpo plan``: what a preset will cost and what to ask a cluster for, before anything runs: per kind
+"""``cwgrpo plan``: a preset's jobs, resources, estimates and wall time, before anything runs.
+
+``cwgrpo plan``: what a preset will cost and what to ask a cluster for, before anything runs: per kind
 of job its count, GPUs, GPU memory, CPUs, RAM, the runtime it asks for against its estimate, GPU-hours
 and disk, a warning for each estimate above its limit, and the wall time on N GPUs.
 

@@ -1,4 +1,6 @@
-"""``cwgrpo prepare-data``: a registry dataset, or one of the user's (``OwnDataset``, given by ``--set``/``--config``),
+"""``cwgrpo prepare-data``: a registry dataset or one of the user's to a records JSONL and its manifest.
+
+``cwgrpo prepare-data``: a registry dataset, or one of the user's (``OwnDataset``, given by ``--set``/``--config``),
 to a records JSONL file and its manifest (``cwgrpo.data.registry``)."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Dataset registry and normalised problem records (the ``cwgrpo prepare-data`` command: ``cwgrpo.data.prepare_data``).
+"""Dataset registry: every dataset by name, and its rows as normalised problem records.
 
 Every training set and benchmark, real (Hugging Face) or synthetic (tiny preset), becomes a list of
 records ``{id, problem, answer, source}`` (``docs/architecture.md``, "Records"): ``answer`` is the gold

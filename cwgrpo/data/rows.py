@@ -1,4 +1,6 @@
-"""The raw rows of a dataset as stored, for ``cwgrpo.data.registry.load_rows`` (``cwgrpo.data.registry.normalise`` turns them
+"""A dataset's raw rows as stored (a packaged JSON file, a Hub table, a user's file), read as written.
+
+The raw rows of a dataset as stored, for ``cwgrpo.data.registry.load_rows`` (``cwgrpo.data.registry.normalise`` turns them
 into records): a JSON file in an installed package, a Hub dataset's Arrow table, or the local data file of
 a dataset of the user's (``cwgrpo prepare-data --set path=``), read as the user wrote it.
 

@@ -1,2 +1,4 @@
-"""Evaluation stage: ``cwgrpo evaluate`` (``run``: sample, grade, summarise) and what it writes of one
+"""Evaluation stage: ``cwgrpo evaluate`` and what it writes of one benchmark.
+
+Evaluation stage: ``cwgrpo evaluate`` (``run``: sample, grade, summarise) and what it writes of one
 benchmark (``summary``)."""

@@ -1,4 +1,6 @@
-"""What the forkserver of ``cwgrpo.grading.scoring``'s grading pools imports before it forks any worker: the grader
+"""What the grading pools' forkserver imports once before it forks a worker: the grader and math-verify.
+
+What the forkserver of ``cwgrpo.grading.scoring``'s grading pools imports before it forks any worker: the grader
 and math-verify, once. A server without the memory to import them exits without a traceback; the pool
 then reports the lack of memory in one line (``cwgrpo.grading.scoring.grade_many``)."""
 

@@ -1,4 +1,6 @@
-"""Pool workers die with the process that started their pool, even when it is killed (``kill -9``) and
+"""Pool workers that die with the process that started their pool, even after a ``kill -9``.
+
+Pool workers die with the process that started their pool, even when it is killed (``kill -9``) and
 has no chance to stop them. (Commands started with ``subprocess``: ``cwgrpo.launch.workers.die_with_parent``.)
 
 ``pool_options()`` gives every worker of a ``ProcessPoolExecutor`` (``cwgrpo.grading.scoring``'s grading pools) an

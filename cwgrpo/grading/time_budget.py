@@ -1,4 +1,6 @@
-"""The one wall-clock budget for a block of code: grading one answer (``cwgrpo.grading.scoring``) and one call of a
+"""The one wall-clock budget for grading one answer and for one call of a reward.
+
+The one wall-clock budget for a block of code: grading one answer (``cwgrpo.grading.scoring``) and one call of a
 reward (``cwgrpo.grading.reward_guard``). Main thread only (signals reach a process's main thread).
 
 Two timers, because each misses a case. A process has one ``signal.alarm``/``setitimer`` timer, and

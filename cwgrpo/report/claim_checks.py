@@ -1,4 +1,6 @@
-"""The four claims of ``cwgrpo claims`` as measured effects per size, and the rule that turns an effect
+"""The four claims of ``cwgrpo claims`` as measured effects per size, and the verdict rule.
+
+The four claims of ``cwgrpo claims`` as measured effects per size, and the rule that turns an effect
 into a verdict (see :mod:`cwgrpo.report.claims` for the claims and the verdict rule in words).
 """
 

@@ -1,4 +1,6 @@
-"""Who produced a report's inputs (:func:`input_identity`: versions, commits, config hashes, each file's
+"""Who produced a report's inputs, and the one footer line that names them.
+
+Who produced a report's inputs (:func:`input_identity`: versions, commits, config hashes, each file's
 sha256) and the one footer line that names them beside the reporting code (:func:`footer_text`)."""
 
 from __future__ import annotations

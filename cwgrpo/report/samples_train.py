@@ -1,4 +1,6 @@
-"""Training completions in the sample browser, beside the evaluation samples: what TRL's ``log_completions``
+"""Training completions in the sample browser: what TRL's ``log_completions`` saved.
+
+Training completions in the sample browser, beside the evaluation samples: what TRL's ``log_completions``
 saved.
 
 With ``log_completions: true`` (a preset's ``train:`` section, or ``cwgrpo train --set

@@ -1,4 +1,6 @@
-"""What the pre-registered study fixed before it ran (docs/study/preregistration.md): its options, the
+"""What the pre-registered study fixed before it ran: options, measures, each claim's measure and wording.
+
+What the pre-registered study fixed before it ran (docs/study/preregistration.md): its options, the
 measures it computes (unit and sign), the primary and secondary measure of each claim, and each claim's
 wording. :mod:`cwgrpo.report.study` computes the analysis from them; :mod:`cwgrpo.report.study_render`
 writes it; neither imports the other's module for these.

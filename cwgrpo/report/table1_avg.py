@@ -1,4 +1,6 @@
-"""Table 1's Avg column as a picture of effects: each method's Avg minus the reference's (GRPO), ours beside
+"""Table 1's Avg column as a figure of effects against GRPO, ours beside the paper's.
+
+Table 1's Avg column as a picture of effects: each method's Avg minus the reference's (GRPO), ours beside
 the paper's, one panel per size.
 
 Drawn by ``cwgrpo table`` (``--out-avg-pdf`` / ``--out-avg-png``) from the cells it computed, so our dots

@@ -1,4 +1,6 @@
-"""A training run folder's checkpoints between runs: which one a rerun resumes from, what is pruned, and
+"""A run folder's checkpoints between runs: which one a rerun resumes from, what is pruned.
+
+A training run folder's checkpoints between runs: which one a rerun resumes from, what is pruned, and
 the declared outputs written from them.
 
 - ``complete_checkpoints``: a ``checkpoint-N/`` counts once TRL finished saving it (``COMPLETE_FLAG``

@@ -1,4 +1,6 @@
-"""The TRL adapter: ``CWGRPOTrainer`` is TRL's ``GRPOTrainer`` with per-token advantage reweighting, configured
+"""The TRL adapter: ``CWGRPOTrainer`` and ``CWGRPOConfig``, TRL's GRPO with per-token advantage weights.
+
+The TRL adapter: ``CWGRPOTrainer`` is TRL's ``GRPOTrainer`` with per-token advantage reweighting, configured
 by ``CWGRPOConfig`` (``grpo``). Its pieces: the ``cw_*`` options and their one validator (``options``,
 TRL-free, so the workflow's parse checks the same rules), one group per loss micro-batch (``one_group``),
 TRL's loss reductions (``trl_loss``), the fused LM head's temperature (``fused_head``), and what a run logs

@@ -1,4 +1,6 @@
-"""Whether a GRPO run can learn: a stretch of steps with no reward spread or no gradient, and (a notice,
+"""Whether a GRPO run can learn: stretches with no reward spread, no gradient, or every completion clipped.
+
+Whether a GRPO run can learn: a stretch of steps with no reward spread or no gradient, and (a notice,
 not a lack of signal) a stretch where every completion was clipped.
 
 GRPO's advantage of a completion is its reward minus its group's mean: when every group's rewards are

@@ -1,4 +1,4 @@
-"""The released run's per-step entropy and KL statistics (spec method.md §4).
+"""The released run's per-step entropy and KL statistics.
 
 The authors' TRL 0.15.2 averages each completion's per-token values over its own tokens, then averages
 the completions; TRL 1.16 logs one token-weighted mean over the whole batch (``entropy``, ``kl``), which

@@ -1,4 +1,4 @@
-"""Token covariance, Gaussian-kernel advantage weights and the method registry (spec method.md §2-§4).
+"""Token covariance, Gaussian-kernel advantage weights and the method registry.
 
 Pure torch: this package imports nothing from TRL or transformers, so it can be tested and benchmarked
 on its own; the TRL adapter calls :func:`get_method` and applies the returned multipliers and penalty.

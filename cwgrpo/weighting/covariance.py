@@ -1,4 +1,4 @@
-"""Token covariance, the Clip-Cov / KL-Cov token selections and the step's diagnostics (spec method.md §2-§4).
+"""Token covariance, the Clip-Cov / KL-Cov token selections and the step's diagnostics.
 
 Clip-Cov/KL-Cov follow Cui et al. 2025 as implemented in verl (``verl/trainer/ppo/core_algos.py``,
 ``compute_policy_loss_clip_cov``/``_kl_cov``); the code here is our own, and each docstring lists where it

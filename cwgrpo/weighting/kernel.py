@@ -1,4 +1,4 @@
-"""Covariance-aware Gaussian-kernel advantage weights, CW-GRPO's ``w~`` (spec method.md §2).
+"""Covariance-aware Gaussian-kernel advantage weights, CW-GRPO's ``w~``.
 
 The two CW variants (spec method.md §2, table):
 

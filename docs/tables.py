@@ -1,0 +1,117 @@
+"""The docs' tables that the code already says: modules (docs/architecture.md) and commands (docs/usage.md).
+
+Each table sits between ``<!-- generated: NAME -->`` and ``<!-- /generated: NAME -->``. The module table is
+each module's docstring summary line, grouped by package in the pipeline's order; the command table is
+``cwgrpo.cli.COMMANDS``. ``--check`` (the default) exits 1 naming each page that differs; no flag rewrites::
+
+    python docs/tables.py          # rewrite the blocks in place
+    python docs/tables.py --check  # tests/unit/test_docs_tables.py
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import re
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))  # the checkout's package, also when run by path
+
+from cwgrpo.cli import COMMANDS  # noqa: E402
+from cwgrpo.report.readme_tables import update  # noqa: E402
+
+# Packages in the order of the pipeline; "" is the top of cwgrpo/ (the edges), last.
+PACKAGES = (
+    "data",
+    "models",
+    "train",
+    "trainer",
+    "weighting",
+    "launch",
+    "generation",
+    "grading",
+    "grading.paper_metric",
+    "evaluate",
+    "report",
+    "dag",
+    "",
+)
+PAGES = {"modules": "docs/architecture.md", "commands": "docs/usage.md"}
+
+
+def summary(path: Path) -> str:
+    """A module's docstring summary line as Markdown; a module without one is an error naming it."""
+    doc = ast.get_docstring(ast.parse(path.read_text(encoding="utf-8")))
+    line = doc.strip().splitlines()[0] if doc else ""
+    if not line.endswith((".", "?")):
+        shown = path.relative_to(REPO) if path.is_relative_to(REPO) else path
+        raise ValueError(f"{shown}: its docstring's first line must be a whole sentence")
+    line = re.sub(r":\w+:`~?([^`]+)`", r"`\1`", line).replace("``", "`")
+    return line.replace("|", "\\|")
+
+
+def module_rows(package: Path) -> list[tuple[str, str]]:
+    """(dotted name, summary) of every module under ``package``, packages first, in PACKAGES order."""
+    groups: dict[str, list[tuple[str, str]]] = {name: [] for name in PACKAGES}
+    for path in sorted(package.rglob("*.py")):
+        parts = path.relative_to(package).with_suffix("").parts
+        folder = ".".join(parts[:-1])
+        if folder not in groups:
+            raise ValueError(f"cwgrpo/{folder.replace('.', '/')}: a package docs/tables.py does not order")
+        if parts[-1] == "__init__":
+            groups[folder].insert(0, (".".join(["cwgrpo", *parts[:-1]]), summary(path)))
+        else:
+            groups[folder].append((".".join(["cwgrpo", *parts]), summary(path)))
+    return [row for name in PACKAGES for row in groups[name]]
+
+
+def modules_table(package: Path) -> str:
+    lines = ["| module | what it is |", "|---|---|"]
+    for name, text in module_rows(package):
+        shown = (
+            f"**`{name}`**"
+            if (package.parent / name.replace(".", "/") / "__init__.py").exists()
+            else f"`{name}`"
+        )
+        lines.append(f"| {shown} | {text} |")
+    return "\n".join(lines) + "\n"
+
+
+def commands_table() -> str:
+    lines = ["| command | module | what it does |", "|---|---|---|"]
+    for command, (module, help_text) in COMMANDS.items():
+        lines.append(f"| `cwgrpo {command}` | `{module}` | {help_text} |")
+    return "\n".join(lines) + "\n"
+
+
+def blocks() -> dict[str, str]:
+    return {"modules": modules_table(REPO / "cwgrpo"), "commands": commands_table()}
+
+
+def main(argv: list[str] | None = None, root: Path = REPO) -> int:
+    """Rewrite (or with ``--check`` compare) the generated blocks of the pages under ``root``."""
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--check", action="store_true", help="say which pages differ; write nothing")
+    args = parser.parse_args(argv)
+    stale = []
+    for name, text in blocks().items():
+        page = root / PAGES[name]
+        old = page.read_text(encoding="utf-8")
+        new = update(old, {name: text})
+        if new != old:
+            stale.append(PAGES[name])
+            if not args.check:
+                page.write_text(new, encoding="utf-8")
+    if args.check and stale:
+        print(
+            f"generated tables differ from the code in {', '.join(stale)}: run python docs/tables.py",
+            file=sys.stderr,
+        )
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
