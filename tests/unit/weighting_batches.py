@@ -13,6 +13,15 @@ DEVICES = [
     pytest.param("cuda", marks=pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA")),
 ]
 
+# The 2x3 example: completion 0 has 2 valid tokens (the third is padding), completion 1 has 3.
+LP = [[-1.0, -2.0, -5.0], [-0.5, -1.5, -3.0]]
+MASK = [[1, 1, 0], [1, 1, 1]]
+ADV = [1.0, -1.0]
+
+
+def t64(x, dtype=torch.float64):
+    return torch.tensor(x, dtype=dtype)
+
 
 def method_options(**kw) -> MethodOptions:
     base = dict(
