@@ -27,7 +27,7 @@ into the environment's ``torch_extensions/``, which the training processes are p
 
 A job over several nodes (``num_nodes > 1`` or ``vllm_server_node``) goes to ``cwgrpo.launch.multinode`` instead.
 
-Tests: the command construction and the claims (``tests/unit/test_launch.py``, ``tests/unit/test_devices.py``),
+Tests: the command construction and the claims (``tests/unit/test_launcher.py``, ``tests/unit/test_devices.py``),
 and, in the DeepSpeed environment, real 2-process CPU trainings killed mid-run (``tests/deepspeed``).
 """
 

@@ -20,7 +20,7 @@ from cwgrpo.trainer.one_group import check_one_group_geometry
 
 # The choices of the method options, named here so that the workflow's parse-time check runs without torch
 # (it cost 2 of a dry run's 5 CPU-seconds, and every Slurm job parses again). cwgrpo.weighting, which imports
-# nothing outside itself, holds the methods and these choices as its own; tests/unit/test_cw_options.py
+# nothing outside itself, holds the methods and these choices as its own; tests/unit/test_trainer_options.py
 # checks that both name the same ones.
 METHOD_NAMES = ("clip_cov", "cw_grpo", "grpo", "kl_cov")
 CW_VARIANTS = ("released", "described")

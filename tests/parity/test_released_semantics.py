@@ -108,16 +108,6 @@ def test_one_group_geometry_is_checked_before_any_model_loads(tmp_path, override
         _config(tmp_path, **options)
 
 
-def test_runtime_check_refuses_a_mixed_micro_batch(tiny_model_dir, tmp_path):
-    from cwgrpo.trainer.one_group import check_one_group
-
-    ids = torch.tensor([[5, 6, 7]] * 3 + [[5, 6, 8]])
-    mask = torch.ones_like(ids)
-    with pytest.raises(RuntimeError, match="several prompts"):
-        check_one_group({"prompt_ids": ids, "prompt_mask": mask}, 4)
-    check_one_group({"prompt_ids": ids[:3], "prompt_mask": mask[:3]}, 3)  # one prompt: fine
-
-
 def _sampled_ids(trainer, length: int = 10) -> tuple[torch.Tensor, torch.Tensor]:
     gen = torch.Generator().manual_seed(1)
     vocab = trainer.model.config.vocab_size

@@ -15,6 +15,8 @@ from pathlib import Path
 
 import pytest
 
+from cwgrpo.grading.lifetime import pool_options, watch_parent
+
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
 
 
@@ -43,6 +45,14 @@ def wait_until(check, timeout_s: float) -> bool:
     return check()
 
 
+def alive(pid: int) -> bool:
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat[stat.rindex(")") + 2] != "Z"
+
+
 def kill_and_expect_no_survivors(proc: subprocess.Popen, how: int = signal.SIGKILL) -> None:
     os.kill(proc.pid, how)
     proc.wait(timeout=30)
@@ -51,6 +61,32 @@ def kill_and_expect_no_survivors(proc: subprocess.Popen, how: int = signal.SIGKI
     finally:
         for line in session_members(proc.pid):  # leave nothing behind whatever the outcome
             os.kill(int(line.split()[0]), signal.SIGKILL)
+
+
+def test_a_pool_worker_exits_once_its_owner_is_killed(tmp_path):
+    """``pool_options()`` ties each worker to the process that made the pool: the owner is killed with no
+    chance to stop its pool, and the worker, otherwise waiting for work for ever, exits."""
+    assert pool_options() == {"initializer": watch_parent, "initargs": (os.getpid(),)}
+    script = textwrap.dedent(
+        """
+        import concurrent.futures, multiprocessing, os, sys, time
+        from cwgrpo.grading.lifetime import pool_options
+        pool = concurrent.futures.ProcessPoolExecutor(
+            1, mp_context=multiprocessing.get_context("fork"), **pool_options()
+        )
+        print(pool.submit(os.getpid).result(), flush=True)
+        time.sleep(600)
+        """
+    )
+    proc = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
+    worker = int(proc.stdout.readline())
+    proc.kill()
+    proc.wait(timeout=30)
+    try:
+        assert wait_until(lambda: not alive(worker), 10)
+    finally:
+        if alive(worker):
+            os.kill(worker, signal.SIGKILL)
 
 
 @pytest.mark.parametrize("how", [signal.SIGKILL, signal.SIGTERM])

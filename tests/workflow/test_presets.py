@@ -353,7 +353,7 @@ def test_bad_config_fails_at_parse_time_naming_the_key(case, tmp_path):
 
 def test_every_broken_rule_of_the_methods_options_is_refused_by_one_dry_run(tmp_path):
     """The rules of CWGRPOConfig's own options (cwgrpo.trainer.options), not only their choices, fail `snakemake
-    -n`, all in one pass, each naming its section and option (tests/unit/test_cw_options.py lists every rule)."""
+    -n`, all in one pass, each naming its section and option (tests/unit/test_trainer_options.py lists every rule)."""
     config = _tiny()
     config["train"] |= {"cw_probe_prompts": -1, "cw_sample_size": 0}
     config["methods"]["clip_cov"] |= {"clip_cov_ratio": 2.0, "clip_cov_lb": 6.0}

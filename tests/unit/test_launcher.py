@@ -1,4 +1,4 @@
-"""The multi-GPU launch plan (command construction only: no GPU here)."""
+"""cwgrpo.launch.launcher: the multi-GPU launch plan (command construction only: no GPU here)."""
 
 from pathlib import Path
 from types import SimpleNamespace

@@ -76,14 +76,6 @@ def test_the_defaults_and_the_papers_settings_pass():
     assert train_option_errors(released) == []
 
 
-def test_the_jobs_config_keeps_the_samples_path_default_in_one_place(tmp_path):
-    from cwgrpo.trainer import CWGRPOConfig
-
-    config = CWGRPOConfig(output_dir=str(tmp_path), report_to="none", use_cpu=True, bf16=False)
-    assert config.cw_samples_path == str(tmp_path / "cov_samples.jsonl")
-    assert isinstance(config, CWOptions)
-
-
 def test_the_torch_free_choices_are_the_registrys_and_the_kernels():
     """The parse-time check reads these names (no torch); cwgrpo.weighting holds the methods and choices
     themselves. A method added to the registry must be named here too, and the parse must not import torch."""

@@ -1,4 +1,5 @@
-"""Pure helpers of `cwgrpo train`: option splitting and checking, tags, monitoring names."""
+"""The options of `cwgrpo train` (``cwgrpo.train.options``), checked at the workflow's parse as in the job: splitting
+into job and TRL fields, checking, tags, monitoring names, the config's hash."""
 
 import pytest
 

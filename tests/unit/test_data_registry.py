@@ -1,4 +1,5 @@
-"""Dataset registry, normalisation of each dataset's row shape, prepare-data outputs and load_records."""
+"""cwgrpo.data.registry: the dataset registry, normalisation of each dataset's row shape, prepare-data outputs and
+load_records."""
 
 from __future__ import annotations
 
