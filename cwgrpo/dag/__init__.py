@@ -1,5 +1,5 @@
 """The workflow's logic as functions of a preset's config dict: each job's merged options and the file that
-carries them (``options``), the parse-time checks (``checks``, ``option_checks``) and the jobs' resources
+carries them (``options``), the parse-time checks (``preset_files``, ``preset_rules``, ``command_options``, ``profile``) and the jobs' resources
 and GPU layouts (``resources``). ``workflow/rules/common.smk`` holds the paths and calls these; the rules
 stay thin. No torch, no TRL: Snakemake imports this at every start.
 """

@@ -43,10 +43,10 @@ def has_module(python: str, module: str, env: Mapping[str, str]) -> bool:
 
 
 def deepspeed_errors(config: Mapping[str, Any], uses_conda: bool, env: Mapping[str, str]) -> list[str]:
-    """``checks.cpu_deepspeed_errors`` on this machine, as ``key: message`` lines; the DeepSpeed probe runs
+    """``preset_rules.cpu_deepspeed_errors`` on this machine, as ``key: message`` lines; the DeepSpeed probe runs
     only if a size trains on CPU, and not under --use-conda (the train env, built by conda, brings it)."""
-    from cwgrpo.dag.checks import cpu_deepspeed_errors
-    from cwgrpo.dag.configcheck import collect
+    from cwgrpo.dag.preset_files import collect
+    from cwgrpo.dag.preset_rules import cpu_deepspeed_errors
 
     def deepspeed() -> tuple[str, bool]:
         python = train_python(env)
