@@ -59,9 +59,7 @@ def unknown_key_line(where: str, key: str, known: Iterable[str]) -> str:
     return f"{where + '.' if where else ''}{key}: unknown key; {hint}"
 
 
-def collect(
-    checks: Iterable[Callable[[], Iterable[tuple[str, str]]]], found: Iterable[str] = ()
-) -> list[str]:
+def collect(checks: Iterable[Check], found: Iterable[str] = ()) -> list[str]:
     """``key: message`` lines of every check after those ``found`` already, each once; a check that crashes
     after an earlier error was collected is taken as that error's consequence."""
     lines: list[str] = list(found)

@@ -315,17 +315,11 @@ def preset_checks(
     ]
 
 
-def cpu_deepspeed_sizes(config: Mapping[str, Any]) -> dict[str, dict]:
-    """size -> training options, for the sizes that train on CPU (`use_cpu`) through accelerate: their
-    processes are CPU workers, and DeepSpeed's CPU accelerator compiles a C++ op at their first start."""
-    first = next(iter(config["methods"]))
-    sizes = {size: train_options(config, size, first) for size in config["sizes"]}
-    return {s: o for s, o in sizes.items() if o.get("use_cpu") and o.get("launcher") == "accelerate"}
-
-
 def cpu_process_errors(config: Mapping[str, Any], cpu_count: int) -> Iterator[Error]:
     """More training processes on a node than it has cores: on CPU each process is a worker that computes,
     so more processes than cores only wait on each other (and DeepSpeed's gloo collectives time out)."""
+    from cwgrpo.dag.machine import cpu_deepspeed_sizes
+
     for size, opts in cpu_deepspeed_sizes(config).items():
         nodes = max(1, int(opts.get("num_nodes") or 1))
         per_node = -(-int(opts.get("num_processes") or 1) // nodes)
@@ -335,31 +329,4 @@ def cpu_process_errors(config: Mapping[str, Any], cpu_count: int) -> Iterator[Er
                 f"{where or 'train'}.num_processes",
                 f"{per_node} training processes a node on CPU (use_cpu, size {size!r}), but this machine has "
                 f"{cpu_count} cores: set num_processes to at most {cpu_count * nodes}",
-            )
-
-
-def cpu_deepspeed_errors(
-    config: Mapping[str, Any], deepspeed_python: Callable[[], tuple[str, bool]], compiler: str | None
-) -> Iterator[Error]:
-    """DeepSpeed absent from the interpreter that will train, or no C++ compiler for the op it compiles on
-    CPU: either would stop every training job at its start (checked before the first job of a real run;
-    a dry run plans without them). ``deepspeed_python``: () -> (that interpreter, whether it has
-    DeepSpeed), called only if a size trains on CPU; None to skip (a conda env brings it)."""
-    sizes = cpu_deepspeed_sizes(config)
-    if not sizes:
-        return
-    size = next(iter(sizes))
-    if compiler is None:
-        yield (
-            f"sizes.{size}.train",
-            "trains on CPU with DeepSpeed, which compiles its CPU op with g++ at the first start, and no g++ "
-            "is on PATH: install it (apt-get install g++), or name another compiler in $CXX",
-        )
-    if deepspeed_python is not None:
-        python, found = deepspeed_python()
-        if not found:
-            yield (
-                f"sizes.{size}.train",
-                f"trains with accelerate + DeepSpeed on CPU, and {python} has no DeepSpeed: build "
-                "`make deepspeed` and set CWGRPO_TRAIN_PYTHON=.venv-deepspeed/bin/python (docs/hardware.md)",
             )

@@ -79,11 +79,15 @@ def test_the_defaults_and_the_papers_settings_pass():
 
 
 def test_the_jobs_config_keeps_the_samples_path_default_in_one_place(tmp_path):
+    from cwgrpo.train.options import LIVE, build_train_config
     from cwgrpo.trainer import CWGRPOConfig
+    from cwgrpo.trainer.options import samples_path
 
     config = CWGRPOConfig(output_dir=str(tmp_path), report_to="none", use_cpu=True, bf16=False)
-    assert config.cw_samples_path == str(tmp_path / "cov_samples.jsonl")
+    assert config.cw_samples_path == samples_path(tmp_path) == str(tmp_path / "cov_samples.jsonl")
     assert isinstance(config, CWOptions)
+    job = build_train_config({"max_steps": 1, "use_cpu": True, "bf16": False}, tmp_path)  # cwgrpo train's
+    assert job.trl.cw_samples_path == job.trl_kwargs["cw_samples_path"] == samples_path(tmp_path / LIVE)
 
 
 def test_the_torch_free_choices_are_the_registrys_and_the_kernels():

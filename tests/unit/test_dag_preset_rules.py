@@ -192,22 +192,6 @@ def test_cpu_training_processes_beyond_the_cores_are_refused_per_node():
     assert list(preset_rules.cpu_process_errors(preset("paper.yaml"), cpu_count=1)) == []  # GPU processes
 
 
-def test_cpu_deepspeed_needs_a_compiler_and_deepspeed_in_the_train_interpreter():
-    config = preset("paper.yaml", "rehearsal.yaml")
-    has = {"yes": lambda: ("/venv/bin/python", True), "no": lambda: ("/venv/bin/python", False)}
-    assert list(preset_rules.cpu_deepspeed_errors(config, has["yes"], "/usr/bin/g++")) == []
-    assert (
-        list(preset_rules.cpu_deepspeed_errors(config, None, "/usr/bin/g++")) == []
-    )  # conda: its env brings it
-    ((_, no_compiler),) = preset_rules.cpu_deepspeed_errors(config, has["yes"], None)
-    assert "no g++ is on PATH: install it" in no_compiler
-    ((_, no_deepspeed),) = preset_rules.cpu_deepspeed_errors(config, has["no"], "/usr/bin/g++")
-    assert "/venv/bin/python has no DeepSpeed: build `make deepspeed`" in no_deepspeed
-    assert (
-        list(preset_rules.cpu_deepspeed_errors(preset("paper.yaml"), has["no"], None)) == []
-    )  # GPU training
-
-
 def test_a_completion_budget_the_context_cannot_hold_names_the_fix(tmp_path):
     (tmp_path / "config.json").write_text(json.dumps({"max_position_embeddings": 128}))
     context = preset_rules.context_of_folder(str(tmp_path))
