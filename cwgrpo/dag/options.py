@@ -108,7 +108,7 @@ def evaluate_options(config: Mapping[str, Any], size: str) -> dict:
 def prompt_note(config: Mapping[str, Any]) -> str | None:
     """One line when a run is evaluated with another prompt than it trained with (an evaluate section, or a
     method, sets them apart), naming both; None when every run's are the same."""
-    from cwgrpo.dag.configcheck import shorten
+    from cwgrpo.dag.preset_files import shorten
 
     def said(prompts: Mapping[str, Any]) -> str:
         system = prompts.get("system_prompt")

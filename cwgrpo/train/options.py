@@ -5,7 +5,7 @@ then ``--set`` overrides; the workflow passes a preset's ``train``, ``sizes.<siz
 ``methods.<method>`` sections as ``--set``) become what a run trains with: the job's own fields
 (``TrainJob``: rewards, prompts, launcher, processes, nodes) and TRL's ``CWGRPOConfig``, with the run's
 defaults filled in. ``cwgrpo train`` calls it before it launches anything (a launching parent and each
-launched child alike); ``cwgrpo.dag.optioncheck`` checks the same fields without TRL for the workflow's parse.
+launched child alike); ``cwgrpo.dag.command_options`` checks the same fields without TRL for the workflow's parse.
 Imports neither TRL nor torch until a config is built.
 """
 
@@ -189,24 +189,6 @@ def monitoring_names(tags: dict[str, Any], trl_kwargs: dict[str, Any]) -> dict[s
     return {"run_name": name} if name else {}
 
 
-def trl_config(run_dir: Path, trl_kwargs: dict[str, Any]):
-    """``CWGRPOConfig`` of a run (its checks run here, before any model, data or GPU is touched), and the
-    keyword arguments it was built from, with the run's own defaults filled in. ``trl_kwargs`` come from
-    ``split_options``, which has checked each value (``check_finite_option``)."""
-    from cwgrpo.trainer import CWGRPOConfig
-
-    trl_kwargs = {"output_dir": str(run_dir), "report_to": "none", "save_strategy": "steps", **trl_kwargs}
-    trl_kwargs.setdefault("logging_steps", 1)
-    trl_kwargs.setdefault("cw_samples_path", str(run_dir / LIVE / "cov_samples.jsonl"))
-    try:
-        config = CWGRPOConfig(**current_trl_names(trl_kwargs))
-    except (TypeError, ValueError) as err:
-        raise ConfigError(f"invalid training options: {err}") from err
-    if config.max_steps is None or config.max_steps < 1:
-        raise ConfigError(f"max_steps={config.max_steps}: must be a positive number of optimiser steps")
-    return config, trl_kwargs
-
-
 # transformers renamed these TrainingArguments fields; the old names warn (FutureWarning) whenever they are
 # set, and TRL's GRPOConfig sets `gradient_checkpointing` by default, so every run warned. The options keep
 # the names TRL's and open-r1's recipes use (run.json stores them as written); TRL gets the current ones
@@ -266,8 +248,24 @@ def build_train_config(
 ) -> TrainConfig:
     """Merged options of ``cwgrpo train`` -> the run's ``TrainConfig``; a bad key or value raises
     ``ConfigError`` naming it, before any model, data, GPU or run folder is touched."""
+    from cwgrpo.trainer import CWGRPOConfig
+    from cwgrpo.trainer.options import samples_path
+
     tags = dict(tags or {})
     job, trl_kwargs = split_options(dict(options))
-    trl_kwargs = {**monitoring_names(tags, trl_kwargs), **trl_kwargs}
-    config, trl_kwargs = trl_config(run_dir, trl_kwargs)
+    trl_kwargs = {
+        "output_dir": str(run_dir),
+        "report_to": "none",
+        "save_strategy": "steps",
+        **monitoring_names(tags, trl_kwargs),
+        **trl_kwargs,
+    }
+    trl_kwargs.setdefault("logging_steps", 1)
+    trl_kwargs.setdefault("cw_samples_path", samples_path(run_dir / LIVE))
+    try:  # CWGRPOConfig's checks (CWOptions', as at the workflow's parse) run here, before anything loads
+        config = CWGRPOConfig(**current_trl_names(trl_kwargs))
+    except (TypeError, ValueError) as err:
+        raise ConfigError(f"invalid training options: {err}") from err
+    if config.max_steps is None or config.max_steps < 1:
+        raise ConfigError(f"max_steps={config.max_steps}: must be a positive number of optimiser steps")
     return TrainConfig(job, config, trl_kwargs, tags)

@@ -15,8 +15,8 @@ aside, so a key that none of them knows is TRL's error, naming it. The open-r1 k
 | ``model_revision`` | recorded only: a local folder has no revision (anything but ``main`` is an error) |
 
 A flag given on the command line (``--model-dir``, ``--train-data``, ``--run-dir``) wins over the recipe.
-``read_train_options`` reads any ``--config`` of ``cwgrpo train``: a recipe as above, any other file as its
-mapping of options; ``cwgrpo.train.options.build_train_config`` then checks the options.
+``cwgrpo train --config`` reads a recipe as above (``is_recipe``), any other file as its mapping of options;
+``cwgrpo.train.options.build_train_config`` then checks the options.
 """
 
 from __future__ import annotations
@@ -53,15 +53,6 @@ RECIPE_KEYS = frozenset(f.name for f in dataclasses.fields(RecipeArguments))
 def is_recipe(options: dict[str, Any]) -> bool:
     """A config with any open-r1 key (or TRL's ``output_dir``) is read as a recipe."""
     return bool((RECIPE_KEYS | {"output_dir", "system_prompt"}) & set(options))
-
-
-def read_train_options(path: Path | None) -> tuple[dict[str, Path], dict[str, Any]]:
-    """(folders a recipe names, options) of ``cwgrpo train --config PATH``: a recipe through
-    ``parse_recipe``, any other file as its mapping of options; no file, no options."""
-    if path is None:
-        return {}, {}
-    options = read_options(path)
-    return parse_recipe(path) if is_recipe(options) else ({}, options)
 
 
 def parse_recipe(path: Path) -> tuple[dict[str, Path], dict[str, Any]]:

@@ -197,10 +197,12 @@ def model_init_kwargs(config) -> dict[str, Any]:
 
 
 def run(args: argparse.Namespace) -> int:
+    from cwgrpo.configs import read_options
     from cwgrpo.generation.vllm_checks import check_context_fits_model
-    from cwgrpo.train.recipe import read_train_options
+    from cwgrpo.train.recipe import is_recipe, parse_recipe
 
-    named, options = read_train_options(args.config)  # a recipe may name the three folders
+    options = read_options(args.config) if args.config else {}
+    named, options = parse_recipe(args.config) if is_recipe(options) else ({}, options)  # may name folders
     paths = {}
     for name, key in (
         ("model_dir", "model_name_or_path"),

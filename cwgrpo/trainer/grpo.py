@@ -47,7 +47,6 @@ from __future__ import annotations
 import dataclasses
 import logging
 import math
-import os
 import textwrap
 from dataclasses import dataclass
 from typing import Any, ClassVar
@@ -62,7 +61,7 @@ from cwgrpo.io import append_jsonl
 from cwgrpo.trainer import learning_signal, released_stats
 from cwgrpo.trainer.fused_head import fused_head_temperature
 from cwgrpo.trainer.one_group import check_one_group
-from cwgrpo.trainer.options import CWOptions, geometry_problems
+from cwgrpo.trainer.options import CWOptions, geometry_problems, samples_path
 from cwgrpo.trainer.probe_kl import ProbeKL
 from cwgrpo.trainer.trl_loss import TRL_LOSS_TYPES, aggregate_like_trl
 
@@ -95,14 +94,19 @@ class CWGRPOConfig(CWOptions, GRPOConfig):
                 "|logp - logp_old| penalty and its gradient are 0 and KL-Cov trains exactly like GRPO."
             )
         if self.cw_samples_path is None:  # the one default, resolved once TRL has set output_dir
-            self.cw_samples_path = os.path.join(self.output_dir, "cov_samples.jsonl")
+            self.cw_samples_path = samples_path(self.output_dir)
 
     def method_options(self, epsilon_low: float, epsilon_high: float) -> weighting.MethodOptions:
-        """The options every method receives: this config's fields of the same names, and the PPO clip
-        range the trainer applies (TRL's ``epsilon``/``epsilon_high``, after a method's override)."""
+        """The options every method receives: this config's fields of the same names, the PPO clip range the
+        trainer applies (TRL's ``epsilon``/``epsilon_high``, after a method's override), and the CW knobs
+        resolved from options ``CWOptions`` has checked (``MethodOptions`` checks only options built by hand)."""
         clip = {"epsilon_low": epsilon_low, "epsilon_high": epsilon_high}
-        names = [f.name for f in dataclasses.fields(weighting.MethodOptions) if f.init]
-        return weighting.MethodOptions(**{n: clip[n] if n in clip else getattr(self, n) for n in names})
+        names = [f.name for f in dataclasses.fields(weighting.MethodOptions) if f.name != "cw_knobs"]
+        knobs = weighting.variant_knobs(
+            self.cw_variant, self.cw_centring, self.cw_normaliser, self.cw_weight_gradient
+        )
+        values = {n: clip[n] if n in clip else getattr(self, n) for n in names}
+        return weighting.MethodOptions(**values, cw_knobs=knobs)
 
 
 def default_config(model: Any) -> CWGRPOConfig:

@@ -2,7 +2,7 @@
 
 ``CWOptions`` holds every option ``CWGRPOConfig`` adds to TRL's ``GRPOConfig`` (which derives from it) and
 their rules (``problems``). It imports no TRL, so the workflow's parse checks a preset's options with the
-same rules the job applies (``cwgrpo.dag.optioncheck``), every broken rule at once. The rule that needs TRL's
+same rules the job applies (``cwgrpo.dag.command_options``), every broken rule at once. The rule that needs TRL's
 batch geometry takes it as arguments (``geometry_problems``).
 """
 
@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import os
 import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -27,8 +28,16 @@ CW_VARIANTS = ("released", "described")
 CENTRINGS = ("batch", "sequence")  # the log-prob centring: micro-batch (described) or per sequence (released)
 NORMALISERS = ("valid", "padded")  # Z = N (valid tokens) or Z = B*T (padding counted)
 
+SAMPLES_FILE = "cov_samples.jsonl"  # cw_samples_path's default, in the run's output folder (samples_path)
+
 # (the options a broken rule spans, message): the message starts with ``option=value`` of the first
 Problem = tuple[tuple[str, ...], str]
+
+
+def samples_path(folder: str | os.PathLike) -> str:
+    """``cw_samples_path``'s default in ``folder``: ``CWGRPOConfig``'s ``output_dir``, or the folder of a run's
+    growing logs that ``cwgrpo train`` gives it."""
+    return os.path.join(folder, SAMPLES_FILE)
 
 
 def method_names() -> list[str]:

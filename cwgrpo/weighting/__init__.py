@@ -46,6 +46,7 @@ from cwgrpo.weighting.kernel import (
     cw_weights,
     cw_weights_and_covariance,
     resolve_knobs,
+    variant_knobs,
 )
 from cwgrpo.weighting.masks import masked_mean
 from cwgrpo.weighting.methods import method_diagnostics
@@ -84,4 +85,5 @@ __all__ = [
     "register_method",
     "resolve_knobs",
     "token_covariance",
+    "variant_knobs",
 ]

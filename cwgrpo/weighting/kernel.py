@@ -60,24 +60,27 @@ VARIANT_KNOBS = {
 def resolve_knobs(
     variant: str, centring: str | None = None, normaliser: str | None = None, gradient: bool | None = None
 ) -> CWKnobs:
-    """``variant``'s knobs with any given one overridden (None keeps the variant's choice).
+    """``variant``'s knobs with any given one overridden (None keeps the variant's choice), checked.
 
     Raises:
         ValueError: on an unknown variant, centring or normaliser, or a non-bool ``gradient``.
     """
     check_choice(variant, CW_VARIANTS, "variant")
-    knobs = VARIANT_KNOBS[variant]
     if centring is not None:
         check_choice(centring, CENTRINGS, "centring")
-        knobs = knobs._replace(centring=centring)
     if normaliser is not None:
         check_choice(normaliser, NORMALISERS, "normaliser")
-        knobs = knobs._replace(normaliser=normaliser)
-    if gradient is not None:
-        if not isinstance(gradient, bool):
-            raise ValueError(f"gradient must be True, False or None, got {gradient!r}")
-        knobs = knobs._replace(gradient=gradient)
-    return knobs
+    if gradient is not None and not isinstance(gradient, bool):
+        raise ValueError(f"gradient must be True, False or None, got {gradient!r}")
+    return variant_knobs(variant, centring, normaliser, gradient)
+
+
+def variant_knobs(
+    variant: str, centring: str | None = None, normaliser: str | None = None, gradient: bool | None = None
+) -> CWKnobs:
+    """:func:`resolve_knobs` of values already checked (the trainer's, by ``CWOptions``)."""
+    given = {"centring": centring, "normaliser": normaliser, "gradient": gradient}
+    return VARIANT_KNOBS[variant]._replace(**{k: v for k, v in given.items() if v is not None})
 
 
 def _normalised_kernel(cov: Tensor, tokens: ValidTokens, sigma: Tensor, z: Tensor | float) -> Tensor:

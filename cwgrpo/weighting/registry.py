@@ -19,7 +19,8 @@ from cwgrpo.weighting.masks import check_inputs, check_ratio
 
 @dataclass(frozen=True)
 class MethodOptions:
-    """Options every registered method receives. No defaults: they live once, in the TRL config.
+    """Options every registered method receives. No defaults (but ``cw_knobs``'s None): they live
+    once, in ``cwgrpo.trainer.options.CWOptions``.
 
     Attributes:
         cw_variant: ``"released"`` or ``"described"`` (see :func:`~cwgrpo.weighting.kernel.cw_weights`).
@@ -32,11 +33,12 @@ class MethodOptions:
         epsilon_high: PPO clip range above 1 (tokens with A > 0 and ratio > 1 + epsilon_high are clipped).
         cw_centring, cw_normaliser, cw_weight_gradient: one-knob overrides of ``cw_variant``
             (:func:`~cwgrpo.weighting.kernel.resolve_knobs`); None keeps the variant's choice.
-        cw_knobs: the CW-GRPO weight's choices, ``cw_variant``'s with the overrides applied (resolved,
-            and so checked, when the options are built).
+        cw_knobs: the CW-GRPO weight's choices, ``cw_variant``'s with the overrides applied. None (built by
+            hand): resolved here, and the options checked; the trainer passes them resolved from options
+            ``CWOptions`` has checked, so they are not checked twice.
 
     Raises:
-        ValueError: on a ratio outside [0, 1] or an unknown variant or knob value.
+        ValueError: built without ``cw_knobs``, on a ratio outside (0, 1] or an unknown variant or knob value.
     """
 
     cw_variant: str
@@ -50,9 +52,11 @@ class MethodOptions:
     cw_centring: str | None
     cw_normaliser: str | None
     cw_weight_gradient: bool | None
-    cw_knobs: CWKnobs = field(init=False, repr=False, compare=False)
+    cw_knobs: CWKnobs | None = field(default=None, repr=False, compare=False)
 
     def __post_init__(self) -> None:
+        if self.cw_knobs is not None:
+            return
         check_ratio(self.clip_cov_ratio, "clip_cov_ratio")
         check_ratio(self.kl_cov_ratio, "kl_cov_ratio")
         knobs = resolve_knobs(self.cw_variant, self.cw_centring, self.cw_normaliser, self.cw_weight_gradient)

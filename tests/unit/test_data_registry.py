@@ -391,14 +391,14 @@ def test_own_dataset_bad_options(options, message):
 def test_a_dataset_name_outside_the_pattern_says_so_at_parse_time_and_run_time(tmp_path, capsys, name):
     """Weak spot: the workflow called 'my data' unknown and then listed it among the known names, while
     prepare-data accepted it."""
-    from cwgrpo.dag import checks
-    from cwgrpo.dag.configcheck import collect
+    from cwgrpo.dag import preset_rules
+    from cwgrpo.dag.preset_files import collect
     from tests.unit.dag_presets import preset
 
     config = preset("byo.yaml")
     config["datasets"][name] = config["datasets"].pop("my_train")
     config["data"]["train"] = name
-    lines = collect([lambda: checks.name_errors(config)])
+    lines = collect([lambda: preset_rules.name_errors(config)])
     expected = f"dataset name {name!r} may hold only ASCII letters, digits and _ (the pattern [A-Za-z0-9_]+)"
     assert len(lines) == 1 and lines[0].startswith(f"datasets.{name}: {expected}")
     source = tmp_path / "mine.jsonl"

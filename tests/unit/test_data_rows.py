@@ -14,7 +14,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from cwgrpo import cli
-from cwgrpo.dag import configcheck
+from cwgrpo.dag import preset_files
 from cwgrpo.data import registry as data
 from cwgrpo.data import rows
 
@@ -196,14 +196,14 @@ def test_the_parse_time_column_check_reads_a_byte_order_mark_too(tmp_path):
     """Regression: the workflow's column check said 'problem' is not in a CSV with a byte-order mark."""
     path = tmp_path / "own.csv"
     path.write_bytes(codecs.BOM_UTF8 + b"problem,answer\np,1\n")
-    assert configcheck.dataset_errors({"mine": {"path": str(path)}}, ["path", "problem", "answer"]) == []
+    assert preset_files.dataset_errors({"mine": {"path": str(path)}}, ["path", "problem", "answer"]) == []
 
 
 def test_the_parse_time_column_check_reads_only_the_first_record(tmp_path):
     """A bad byte far down the file is the data job's to name; the header is still checked at parse time."""
     path = tmp_path / "own.csv"
     path.write_bytes(b"question,gold\n" + b"p,1\n" * 10_000 + b"\xff,2\n")
-    lines = configcheck.dataset_errors({"mine": {"path": str(path)}}, ["path", "problem", "answer"])
+    lines = preset_files.dataset_errors({"mine": {"path": str(path)}}, ["path", "problem", "answer"])
     assert [line.split(":")[0] for line in lines] == ["datasets.mine.problem", "datasets.mine.answer"]
 
 
@@ -305,7 +305,7 @@ def test_a_parquet_column_read_twice_is_refused_and_named_at_parse_time(tmp_path
     pq.write_table(pa.Table.from_arrays(arrays, names=["problem", "answer", "answer"]), path)
     assert _prepare(tmp_path, "own.parquet", path.read_bytes())[0] == 2
     assert "the column 'answer' appears 2 times" in capsys.readouterr().err
-    lines = configcheck.dataset_errors({"mine": {"path": str(path)}}, ["path", "problem", "answer"])
+    lines = preset_files.dataset_errors({"mine": {"path": str(path)}}, ["path", "problem", "answer"])
     assert lines == ["datasets.mine.answer: the column 'answer' appears 2 times in own.parquet; keep one"]
 
 

@@ -643,7 +643,7 @@ RAISES = [
         "kl-cov-ratio-out-of-range",
         lambda c: W.kl_cov_select(_batch()[0], _batch()[2], ratio=2.0),
         ValueError,
-        r"ratio must be in \[0, 1\], got 2\.0",
+        r"ratio=2\.0: must be in \(0, 1\]",
     ),
     # -- rewards ------------------------------------------------------------------------------------
     Raises(

@@ -69,7 +69,7 @@ def test_presets_do_not_restate_what_the_data_carries(preset):
 def test_style_needs_no_entry_for_a_new_method():
     """A registered method needs no edit of the style: a name it does not list gets a spare colour, the
     same in every figure, and its own name as label. (The workflow's check reads the registry itself:
-    tests/unit/test_dag_checks.py.)"""
+    tests/unit/test_dag_preset_rules.py.)"""
     for method in weighting.METHODS:
         assert re.fullmatch(r"#[0-9A-F]{6}", style.method_color(method)) and style.method_label(method)
     assert "sign_flip" not in style.METHOD_COLORS and "sign_flip" not in style.METHOD_LABELS

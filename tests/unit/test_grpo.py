@@ -36,11 +36,15 @@ def test_each_method_receives_the_configs_options_and_the_trainers_clip_range():
 
 
 def test_the_jobs_config_keeps_the_samples_path_default_in_one_place(tmp_path):
+    from cwgrpo.train.options import LIVE, build_train_config
     from cwgrpo.trainer.grpo import CWGRPOConfig
+    from cwgrpo.trainer.options import samples_path
 
     config = CWGRPOConfig(output_dir=str(tmp_path), **RUN)
-    assert config.cw_samples_path == str(tmp_path / "cov_samples.jsonl")
+    assert config.cw_samples_path == samples_path(tmp_path) == str(tmp_path / "cov_samples.jsonl")
     assert isinstance(config, CWOptions)
+    job = build_train_config({"max_steps": 1, "use_cpu": True, "bf16": False}, tmp_path)  # cwgrpo train's
+    assert job.trl.cw_samples_path == job.trl_kwargs["cw_samples_path"] == samples_path(tmp_path / LIVE)
 
 
 def test_kl_cov_on_policy_warns_that_it_trains_like_grpo(caplog):

@@ -4,7 +4,7 @@ into job and TRL fields, checking, tags, monitoring names, the config's hash."""
 import pytest
 
 from cwgrpo.configs import ConfigError, parse_tags
-from cwgrpo.dag.optioncheck import OptionError, check_train_options
+from cwgrpo.dag.command_options import OptionError, check_train_options
 from cwgrpo.generation.context_budget import completion_budget
 from cwgrpo.train.options import build_train_config, split_options
 
@@ -49,15 +49,15 @@ def test_parse_tags_keeps_integers_as_integers():
 
 def test_shipped_grpo_config_fields_equal_the_live_class():
     """The workflow checks `train` options against cwgrpo/resources/grpo_config_fields.json (no TRL import
-    at parse time); after a TRL upgrade, `python -m cwgrpo.dag.optioncheck` rewrites it."""
-    from cwgrpo.dag.optioncheck import describe_config, shipped_fields
+    at parse time); after a TRL upgrade, `python -m cwgrpo.dag.command_options` rewrites it."""
+    from cwgrpo.dag.command_options import describe_config, shipped_fields
     from cwgrpo.trainer import CWGRPOConfig
 
     assert shipped_fields() == describe_config(CWGRPOConfig)
 
 
 def test_option_check_without_trl_names_the_bad_key():
-    from cwgrpo.dag.optioncheck import OptionError, check_train_options
+    from cwgrpo.dag.command_options import OptionError, check_train_options
 
     check_train_options({"learning_rate": 1e-4, "cw_variant": "released", "reward_funcs": ["accuracy"]})
     for options, key, named in (

@@ -1,11 +1,11 @@
 """cwgrpo.trainer.options: the covariance-aware methods' options, one validator at the workflow's parse (through
-cwgrpo.dag.optioncheck, as the Snakefile calls it) and in the job (CWGRPOConfig)."""
+cwgrpo.dag.command_options, as the Snakefile calls it) and in the job (CWGRPOConfig)."""
 
 from __future__ import annotations
 
 import pytest
 
-from cwgrpo.dag.optioncheck import train_option_errors
+from cwgrpo.dag.command_options import train_option_errors
 from cwgrpo.trainer.options import CENTRINGS, CW_VARIANTS, METHOD_NAMES, NORMALISERS, CWOptions
 
 # Every rule CWGRPOConfig enforces on its own options: (options, the option the error names).
@@ -17,6 +17,8 @@ BROKEN_RULES = {
     "clip-cov ratio above one": ({"clip_cov_ratio": 2.0}, "clip_cov_ratio"),
     "clip-cov ratio zero": ({"clip_cov_ratio": 0.0}, "clip_cov_ratio"),
     "kl-cov ratio above one": ({"kl_cov_ratio": 1.5}, "kl_cov_ratio"),
+    "kl-cov ratio not a number": ({"kl_cov_ratio": float("nan")}, "kl_cov_ratio"),
+    "clip-cov ratio of the wrong type": ({"clip_cov_ratio": "abc"}, "clip_cov_ratio"),
     "clip-cov bounds crossed": ({"clip_cov_lb": 6.0, "clip_cov_ub": 5.0}, "clip_cov_lb"),
     "clip-cov bound not finite": ({"clip_cov_ub": float("inf")}, "clip_cov_ub"),
     "kl-cov coefficient negative": ({"kl_cov_coef": -1.0}, "kl_cov_coef"),
@@ -92,7 +94,44 @@ def test_the_torch_free_choices_are_the_registrys_and_the_kernels():
         kernel.NORMALISERS,
     )
     loaded = subprocess.run(
-        [sys.executable, "-c", "import sys, cwgrpo.dag.optioncheck, cwgrpo.dag.checks; print('torch' in sys.modules)"],
+        [sys.executable, "-c", "import sys, cwgrpo.dag.command_options, cwgrpo.dag.preset_rules; print('torch' in sys.modules)"],
         capture_output=True, text=True, check=True,
     ).stdout.strip()  # fmt: skip
     assert loaded == "False"
+
+
+@pytest.mark.parametrize("ratio", [0.0, 1e-9, 0.5, 1.0, 1.0001, 2.0, -0.1])
+def test_one_ratio_rule_for_the_workflow_the_job_and_a_hand_built_methods_options(ratio):
+    """clip_cov_ratio and kl_cov_ratio are in (0, 1] wherever they are checked: CWOptions (parse and job)
+    and the weighting layer's MethodOptions and selections, built by hand."""
+    from cwgrpo import weighting
+
+    valid = 0.0 < ratio <= 1.0
+    for name in ("clip_cov_ratio", "kl_cov_ratio"):
+        assert (train_option_errors({name: ratio}) == []) is valid
+        hand = dict(cw_variant="released", clip_cov_ratio=0.5, clip_cov_lb=1.0, clip_cov_ub=5.0, kl_cov_ratio=0.5,
+                    kl_cov_coef=1.0, epsilon_low=0.2, epsilon_high=0.2, cw_centring=None, cw_normaliser=None,
+                    cw_weight_gradient=None) | {name: ratio}  # fmt: skip
+        if valid:
+            weighting.MethodOptions(**hand)
+        else:
+            with pytest.raises(ValueError, match=rf"{name}={ratio!r}: must be in \(0, 1\]"):
+                weighting.MethodOptions(**hand)
+
+
+def test_the_trainer_hands_the_methods_the_knobs_cw_options_checked():
+    """CWGRPOConfig.method_options resolves the knobs of options its CWOptions checked, as a hand-built
+    MethodOptions resolves (and checks) its own."""
+    import itertools
+
+    from cwgrpo import weighting
+    from cwgrpo.trainer import CWGRPOConfig
+
+    for variant, centring, normaliser, gradient in itertools.product(
+        CW_VARIANTS, (None, *CENTRINGS), (None, *NORMALISERS), (None, True, False)
+    ):
+        config = CWGRPOConfig(output_dir="unused", report_to="none", use_cpu=True, bf16=False, cw_variant=variant,
+                              cw_centring=centring, cw_normaliser=normaliser, cw_weight_gradient=gradient)  # fmt: skip
+        options = config.method_options(0.2, 0.28)
+        assert options.cw_knobs == weighting.resolve_knobs(variant, centring, normaliser, gradient)
+        assert (options.epsilon_low, options.epsilon_high, options.clip_cov_ratio) == (0.2, 0.28, 2e-4)

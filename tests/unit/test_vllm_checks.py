@@ -1,5 +1,5 @@
 """vLLM settings that vLLM would refuse once its engine starts get one line first (cwgrpo.generation.vllm_checks), at
-the workflow's parse (optioncheck) and in ``cwgrpo train`` (split_options, then the model's context)."""
+the workflow's parse (cwgrpo.dag.command_options) and in ``cwgrpo train`` (split_options, then the model's context)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import json
 import pytest
 
 from cwgrpo.configs import ConfigError
-from cwgrpo.dag.optioncheck import OptionError, check_train_options
+from cwgrpo.dag.command_options import OptionError, check_train_options
 from cwgrpo.generation.vllm_checks import check_context_fits_model, check_vllm_options
 from cwgrpo.train.options import split_options
 

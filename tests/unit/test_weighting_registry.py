@@ -70,6 +70,9 @@ def test_registry_unknown_name_lists_known():
 
 
 def test_method_options_have_no_defaults():
-    assert all(f.default is dataclasses.MISSING for f in dataclasses.fields(MethodOptions))
+    """Every option's default lives in CWOptions; only the resolved knobs may be left to MethodOptions."""
+    fields = {f.name: f.default for f in dataclasses.fields(MethodOptions)}
+    assert fields.pop("cw_knobs") is None
+    assert all(default is dataclasses.MISSING for default in fields.values())
     with pytest.raises(dataclasses.FrozenInstanceError):
         method_options().cw_variant = "released"

@@ -19,13 +19,18 @@ from snakemake.utils import validate
 # cwgrpo from this checkout (a bare Snakemake environment may lack it)
 sys.path.insert(0, str(Path(workflow.basedir)))
 from cwgrpo.trainer import learning_signal
-from cwgrpo.dag.configcheck import ConfigErrors, collect, shorten
+from cwgrpo.dag.preset_files import (
+    ConfigErrors,
+    collect,
+    preset_errors,
+    seeds_from_command_line,
+    shorten,
+)
 from cwgrpo.dag import (
-    checks,
     commands,
     machine,
-    option_checks,
     options,
+    preset_rules,
     profile,
     resources,
     user_rewards,
@@ -45,13 +50,13 @@ SCHEMA = Path(workflow.basedir) / "workflow/schemas/config.schema.yaml"
 def preset_checks():
     """Every parse-time check of the preset, with this run's conda use, GPU cap and GPU models."""
     settings = profile.run_settings(workflow, list(config["sizes"]))
-    return checks.preset_checks(config, *settings, os.cpu_count() or 1)
+    return preset_rules.preset_checks(config, *settings, os.cpu_count() or 1)
 
 
-option_checks.seeds_from_command_line(config)
+seeds_from_command_line(config)
 # Every schema error at once (validate alone stops at the first) and, with them, every other check's on
 # the schema's defaults: all mistakes in one pass. Then the schema's defaults filled in.
-stop_on(option_checks.preset_errors(config, SCHEMA, workflow.configfiles, preset_checks))
+stop_on(preset_errors(config, SCHEMA, workflow.configfiles, preset_checks))
 validate(config, schema=SCHEMA, set_default=True)
 
 
@@ -98,7 +103,7 @@ os.environ.update(CWGRPO_WORKFLOW_DIR=str(Path(workflow.basedir).resolve()))
 def conda_env(stage):
     """The `conda:` env file for a stage (train, eval, cpu), relative to the files in workflow/rules. Every
     job of a tiny-kind preset gets `cpu`; a paper preset the stage's own (GPU ones: Linux x86_64 only). A
-    real-kind preset has none: checks.deployment_errors refuses it under --use-conda."""
+    real-kind preset has none: preset_rules.deployment_errors refuses it under --use-conda."""
     if stage not in ("train", "eval", "cpu"):
         raise WorkflowError(f"unknown conda env stage {stage!r}; known: ['train', 'eval', 'cpu']")
     return f"../../envs/{'cpu' if KIND == 'tiny' else stage}.yaml"

@@ -1,17 +1,16 @@
-"""cwgrpo.dag.configcheck: every mistake of a preset found in one pass, one line each."""
+"""cwgrpo.dag.preset_files: every mistake of a preset's files found in one pass, one line each."""
 
 from __future__ import annotations
 
-import json
-from pathlib import Path
-
 import pytest
 import yaml
+from dag_presets import REPO
+from dag_presets import SCHEMA as SCHEMA_PATH
 
-from cwgrpo.dag import configcheck as cc
+from cwgrpo.dag import preset_files as cc
+from cwgrpo.dag import preset_rules
 
-REPO = Path(__file__).resolve().parents[2]
-SCHEMA = cc.load_schema(REPO / "workflow/schemas/config.schema.yaml")
+SCHEMA = cc.load_schema(SCHEMA_PATH)
 
 
 def test_every_duplicate_key_is_named_with_both_lines():
@@ -74,20 +73,8 @@ def test_reward_weights_against_reward_functions():
     ]
 
 
-def test_a_completion_budget_the_context_cannot_hold_names_the_fix(tmp_path):
-    (tmp_path / "config.json").write_text(json.dumps({"max_position_embeddings": 128}))
-    context = cc.context_of_folder(str(tmp_path))
-    assert context == 128 and cc.context_of_folder(str(tmp_path / "nowhere")) is None
-    (line,) = cc.context_errors("train", context, {"max_completion_length": 128, "other": 4})
-    assert line.startswith("train.max_completion_length: 128 tokens, but the model's context is 128")
-    assert "set max_completion_length to at most 64" in line
-    assert cc.context_errors("train", None, {"max_completion_length": 10**6}) == []
-
-
 def test_collected_errors_print_as_one_numbered_block():
-    from cwgrpo.dag.configcheck import collect
-
-    lines = collect([lambda: [("a", "bad"), ("b", "bad")], lambda: [("a", "bad")]])  # each line once
+    lines = cc.collect([lambda: [("a", "bad"), ("b", "bad")], lambda: [("a", "bad")]])  # each line once
     err = cc.ConfigErrors(lines)
     assert str(err) == "2 config errors:\n  a: bad\n  b: bad" and err.lines == ["a: bad", "b: bad"]
     assert str(cc.ConfigErrors(["kind: is real"])) == "config error in kind: is real"
@@ -107,20 +94,6 @@ def test_local_paths_that_are_not_there_are_named_and_hub_ids_are_not_paths(tmp_
     ]  # fmt: skip
 
 
-def test_a_misspelt_command_option_gets_the_nearest_name():
-    from cwgrpo.dag.optioncheck import OptionError, check_options, check_train_options
-    from cwgrpo.evaluate.run import EvalConfig
-
-    with pytest.raises(OptionError, match=r"'learnig_rate'.*; did you mean 'learning_rate'\?"):
-        check_train_options({"learnig_rate": 1e-4})
-    with pytest.raises(
-        OptionError, match=r"unknown option 'tempreature' for EvalConfig; did you mean 'temperature'\?"
-    ):
-        check_options(EvalConfig, {"tempreature": 0.6})
-    with pytest.raises(OptionError, match=r"unknown option 'zzz' for EvalConfig; known: \["):
-        check_options(EvalConfig, {"zzz": 0.6})
-
-
 def test_own_datasets_unknown_keys_and_missing_columns(tmp_path):
     (tmp_path / "a.jsonl").write_text('{"question": "1+1", "gold": "2"}\n')
     (tmp_path / "b.csv").write_text("problem,answer\n1+1,2\n")
@@ -135,3 +108,44 @@ def test_own_datasets_unknown_keys_and_missing_columns(tmp_path):
         "datasets.a.problem: column 'problem' is not in a.jsonl (its columns: question, gold); set problem: to one of them",
         "datasets.b.solution: column 'steps' is not in b.csv (its columns: problem, answer); set solution: to one of them",
     ]  # fmt: skip
+
+
+def test_preset_file_errors_are_all_shown_before_validation(tmp_path):
+    config = {"name": "x", "kind": "tiny", "sizes": {}, "methods": {}, "data": {}, "tarin": {}, "sedes": [0]}
+    found = cc.preset_file_errors(config, SCHEMA_PATH, [])
+    assert len([line for line in found if "tarin" in line or "sedes" in line]) == 2
+
+
+def test_option_level_checks_run_beside_file_level_mistakes():
+    """A schema mistake does not hide an option its command does not know: both in one pass, and the
+    checks see the schema's defaults (the raw tiny preset has no `resources:`, which they read)."""
+    config = yaml.safe_load((REPO / "config" / "config.yaml").read_text())
+    config.pop("resources")
+    config["colour"] = "blue"
+    config["evaluate"]["temprature"] = 0.6
+    run = {"uses_conda": False, "gpu_cap": None, "gpu_models": {}}
+    found = cc.preset_errors(config, SCHEMA_PATH, [], lambda: preset_rules.preset_checks(config, **run))
+    assert [line.split(":")[0] for line in found] == ["colour", "evaluate.temprature"], found
+    assert config["resources"]["default"] == {}  # the schema's default, filled in
+
+
+def test_seeds_from_the_command_line_become_ints():
+    config = {"seeds": ["0", "1", "x"]}
+    cc.seeds_from_command_line(config)
+    assert config["seeds"] == [0, 1, "x"]
+
+
+@pytest.mark.parametrize(
+    ("files", "refused"),
+    [
+        ([("paper.yaml", ("paper", None)), ("rehearsal.yaml", ("paper-rehearsal", "paper"))], []),
+        ([("rehearsal.yaml", ("paper-rehearsal", "paper"))], ["rehearsal.yaml"]),
+        ([("config.yaml", ("tiny", None)), ("rehearsal.yaml", ("paper-rehearsal", "paper"))], ["rehearsal.yaml"]),
+        ([("paper-7b-2nodes.yaml", (None, "paper")), ("rehearsal.yaml", ("paper-rehearsal", "paper"))],
+         ["paper-7b-2nodes.yaml", "rehearsal.yaml"]),
+    ],
+)  # fmt: skip
+def test_an_overlay_must_follow_its_preset(files, refused):
+    found = cc.overlay_errors(files)
+    assert [line.split(":")[0] for line in found] == refused
+    assert all("--configfile config/paper.yaml" in line for line in found)

@@ -1,16 +1,19 @@
-"""Every mistake of a preset in one pass, one line each, before any job starts (for the workflow's parse).
+"""Every mistake of a preset's files in one pass, one line each, before any job starts (for the workflow's parse).
 
 A user copying a preset fixes all of its errors at once only if they are all shown at once: a duplicate
 key (PyYAML keeps the last one without a word), an unknown key with the nearest known one, a missing key,
-a wrong type, reward weights that do not match the reward functions, a completion budget the model's
-context cannot hold. jsonschema's own message for an unknown top-level key quotes the whole schema
-(hundreds of lines); here each error is one line naming its key. No torch, no TRL: stdlib, PyYAML and
-jsonschema (which Snakemake itself needs).
+a wrong type, an overlay without its preset, reward weights that do not match the reward functions, a local
+path that is not there. jsonschema's own message for an unknown top-level key quotes the whole schema
+(hundreds of lines); here each error is one line naming its key. These run on the raw config, before
+Snakemake's schema validation (whose first error would hide the rest); with file-level mistakes, the other
+checks (cwgrpo.dag.preset_rules) run all the same on the schema's defaults (``preset_errors``). No torch, no
+TRL: stdlib, PyYAML and jsonschema (which Snakemake itself needs).
 """
 
 from __future__ import annotations
 
 import copy
+import dataclasses
 import difflib
 import json
 import re
@@ -23,6 +26,7 @@ import yaml
 from cwgrpo.configs import ConfigError
 
 MAX_VALUE_CHARS = 60  # a value quoted in an error line is cut to this
+Check = Callable[[], Iterable[tuple[str, str]]]
 
 
 class ConfigErrors(ConfigError):
@@ -53,6 +57,105 @@ def unknown_key_line(where: str, key: str, known: Iterable[str]) -> str:
     guess = nearest(key, known)
     hint = f"did you mean {guess!r}?" if guess else f"known: {', '.join(known)}"
     return f"{where + '.' if where else ''}{key}: unknown key; {hint}"
+
+
+def collect(checks: Iterable[Check], found: Iterable[str] = ()) -> list[str]:
+    """``key: message`` lines of every check after those ``found`` already, each once; a check that crashes
+    after an earlier error was collected is taken as that error's consequence."""
+    lines: list[str] = list(found)
+    for check in checks:
+        try:
+            for key, message in check():
+                if f"{key}: {message}" not in lines:
+                    lines.append(f"{key}: {message}")
+        except Exception:
+            if not lines:
+                raise
+    return lines
+
+
+def seeds_from_command_line(config: dict[str, Any]) -> None:
+    """`--config 'seeds=[0,1,2]'` arrives as ["0", "1", "2"]: Snakemake reads list values with YAML's
+    BaseLoader, which keeps every scalar a string. Whole numbers become ints before validation."""
+    seeds = config.get("seeds")
+    if isinstance(seeds, list):
+        config["seeds"] = [int(s) if isinstance(s, str) and s.strip().isdigit() else s for s in seeds]
+
+
+def preset_file_errors(config: Mapping[str, Any], schema_path: Path, files: Iterable[str]) -> list[str]:
+    """Duplicate keys in the config files read, every schema violation, mismatched reward weights and
+    local paths that are not there, all in one pass, one line each (jsonschema alone stops at the first
+    and quotes the whole schema)."""
+    from cwgrpo.data.prepare_data import OwnDataset
+
+    files = list(files)
+    misplaced = overlay_errors([(f, _name_and_mark(f)) for f in files])
+    if misplaced:  # the rest (a preset without kind, sizes, ...) follows from it
+        return misplaced
+    lines = duplicate_keys_in_files(files)
+    lines += schema_errors(config, load_schema(schema_path))
+    lines += reward_weight_errors(_reward_sections(config))
+    lines += [f"{key}: {message}" for key, message in missing_local_paths(config)]
+    own = {f.name for f in dataclasses.fields(OwnDataset)}
+    return lines + dataset_errors(config.get("datasets") or {}, own)
+
+
+def preset_errors(
+    config: dict[str, Any],
+    schema_path: Path,
+    files: Iterable[str],
+    make_checks: Callable[[], Iterable[Check]],
+) -> list[str]:
+    """Every mistake of the preset files in one pass, one line each: the file-level ones
+    (``preset_file_errors``) and, when there are any, what the other checks (``make_checks()``, run on the
+    config with the schema's defaults filled in) find as well; a check that crashes on what a file-level
+    mistake broke adds nothing. Nothing more beside a misplaced overlay: the rest follows from it."""
+    found = preset_file_errors(config, schema_path, files)
+    if not found or found == overlay_errors([(f, _name_and_mark(f)) for f in files]):
+        return found
+    fill_defaults(config, load_schema(schema_path))
+    try:
+        more = list(make_checks())
+    except Exception:  # a config too broken for the checks to be listed
+        return found
+    return collect(more, found)
+
+
+def overlay_errors(files: list[tuple[str, tuple[Any, Any]]]) -> list[str]:
+    """An overlay file (one with `overlay_of: PRESET`) given without that preset first on the command line.
+    ``files``: (path, (name, overlay_of)) of each --configfile, in order."""
+    lines = []
+    for i, (path, (_, preset)) in enumerate(files):
+        if not preset:
+            continue
+        first = files[0][1] if i else (None, None)
+        if i == 0 or first[1] or first[0] != preset:
+            lines.append(
+                f"{path}: an overlay of the {preset} preset, given without it: put that preset's file first, "
+                f"e.g. --configfile config/{preset}.yaml {path}"
+            )
+    return lines
+
+
+def _name_and_mark(path: str) -> tuple[Any, Any]:
+    """(name, overlay_of) of one config file, read defensively (a broken file is reported elsewhere)."""
+    import yaml
+
+    try:
+        data = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
+    except (OSError, yaml.YAMLError):
+        return None, None
+    return (data.get("name"), data.get("overlay_of")) if isinstance(data, dict) else (None, None)
+
+
+def _reward_sections(config: Mapping[str, Any]) -> Iterator[tuple[str, dict]]:
+    """(where the reward weights are, merged training options) per size, read defensively (before
+    validation)."""
+    top = config.get("train") if isinstance(config.get("train"), dict) else {}
+    sizes = config.get("sizes") if isinstance(config.get("sizes"), dict) else {}
+    for size, spec in sizes.items():
+        own = spec.get("train") if isinstance(spec, dict) and isinstance(spec.get("train"), dict) else {}
+        yield (f"sizes.{size}.train" if "reward_weights" in own else "train"), {**top, **own}
 
 
 # ---------------------------------------------------------------- duplicate keys
@@ -176,11 +279,12 @@ def fill_defaults(config: dict[str, Any], schema: Mapping[str, Any]) -> dict[str
     return config
 
 
-# ---------------------------------------------------------------- cross-field checks that need no model
+# ---------------------------------------------------------------- what a file names
 
 
 def reward_weight_errors(sections: Iterable[tuple[str, Mapping[str, Any]]]) -> list[str]:
     """``reward_weights`` against ``reward_funcs`` in each merged option set (one line per set at fault).
+
 
     ``sections`` are (where, merged training options) pairs, e.g. ("sizes.small.train", {...}).
     """
@@ -196,35 +300,6 @@ def reward_weight_errors(sections: Iterable[tuple[str, Mapping[str, Any]]]) -> l
         if line not in seen:
             seen.add(line)
             lines.append(line)
-    return lines
-
-
-def context_of_folder(model: str) -> int | None:
-    """``max_position_embeddings`` of a local model folder's config.json, or None (not a folder, unset)."""
-    config = Path(model) / "config.json"
-    try:
-        data = json.loads(config.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
-    value = data.get("max_position_embeddings") if isinstance(data, dict) else None
-    if value is None and isinstance(data, dict) and isinstance(data.get("text_config"), dict):
-        value = data["text_config"].get("max_position_embeddings")
-    return value if isinstance(value, int) and value > 0 else None
-
-
-def context_errors(where: str, context: int | None, budgets: Mapping[str, Any]) -> list[str]:
-    """Completion budgets (``max_completion_length``, ``max_new_tokens``) that leave no room for a prompt
-    in a model of ``context`` tokens, each with the value that would fit."""
-    if context is None:
-        return []
-    lines = []
-    for key, value in budgets.items():
-        if isinstance(value, int) and not isinstance(value, bool) and value >= context:
-            lines.append(
-                f"{where}.{key}: {value} tokens, but the model's context is {context} tokens "
-                f"(max_position_embeddings), with no room for the prompt: set {key} to at most "
-                f"{max(1, context // 2)} (half the context), or use a model with a longer context"
-            )
     return lines
 
 
@@ -290,21 +365,4 @@ def dataset_errors(datasets: Mapping[str, Any], fields: Iterable[str]) -> list[s
                     f"datasets.{name}.{key}: the column {column!r} appears {columns.count(column)} times in "
                     f"{path.name}; keep one"
                 )
-    return lines
-
-
-def collect(
-    checks: Iterable[Callable[[], Iterable[tuple[str, str]]]], found: Iterable[str] = ()
-) -> list[str]:
-    """``key: message`` lines of every check after those ``found`` already, each once; a check that crashes
-    after an earlier error was collected is taken as that error's consequence."""
-    lines: list[str] = list(found)
-    for check in checks:
-        try:
-            for key, message in check():
-                if f"{key}: {message}" not in lines:
-                    lines.append(f"{key}: {message}")
-        except Exception:
-            if not lines:
-                raise
     return lines

@@ -1,20 +1,21 @@
-"""cwgrpo.dag.checks and option_checks: the parse-time checks, called on config dicts (the bad-config
+"""cwgrpo.dag.preset_rules: the rules of a validated preset, called on config dicts (the bad-config
 cases that run snakemake are in tests/workflow/test_presets.py)."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
-import yaml
-from dag_presets import REPO, SCHEMA, preset
+from dag_presets import preset
 
 from cwgrpo import weighting
-from cwgrpo.dag import checks, option_checks, options
-from cwgrpo.dag.configcheck import collect
+from cwgrpo.dag import options, preset_rules
+from cwgrpo.dag.preset_files import collect
 
 
 def lines(config: dict, **settings) -> list[str]:
     run = {"uses_conda": False, "gpu_cap": None, "gpu_models": {}} | settings
-    return collect(checks.preset_checks(config, **run))
+    return collect(preset_rules.preset_checks(config, **run))
 
 
 @pytest.mark.parametrize(
@@ -38,37 +39,43 @@ def test_size_names_are_the_packages_own():
     from cwgrpo import paper
     from cwgrpo.models import tiny
 
-    assert checks.size_names("tiny") == tuple(tiny.SIZES) and checks.size_names("paper") == paper.SIZES
-    assert checks.size_names("real") is None
+    assert (
+        preset_rules.size_names("tiny") == tuple(tiny.SIZES)
+        and preset_rules.size_names("paper") == paper.SIZES
+    )
+    assert preset_rules.size_names("real") is None
     config = preset("paper.yaml")
     config["sizes"]["13b"] = config["sizes"].pop("7b")
     assert "sizes.13b: '13b' is not a size of a paper preset; known: 1.5b, 7b" in lines(config)
 
 
-def test_every_registered_method_is_a_known_cw_method():
+def test_every_registered_method_is_a_known_cw_method_checked_once():
+    """Each run label names its method; the name is checked by CWOptions' validator alone (with the
+    method's other options), so a wrong one is one line, and a missing one another."""
     config = preset("config.yaml")
     first = next(iter(config["methods"]))
     for method in weighting.METHODS:
         config["methods"][first]["cw_method"] = method
-        assert list(checks.method_errors(config)) == [], method
+        assert lines(config) == [], method
     config["methods"][first]["cw_method"] = "cw_grop"
-    ((key, message),) = checks.method_errors(config)
-    assert key == f"methods.{first}.cw_method" and "unknown or missing method 'cw_grop'" in message
+    assert list(preset_rules.method_errors(config)) == []
+    (line,) = lines(config)
+    assert line.startswith(f"methods.{first}.cw_method: cw_method='cw_grop'; valid: ['clip_cov', "), line
+    del config["methods"][first]["cw_method"]
+    (line,) = lines(config)
+    assert line.startswith(f"methods.{first}.cw_method: missing: name the method"), line
 
 
 def test_a_method_registered_in_the_process_passes_the_option_checks():
     """A method of the user's own, registered in a process that loaded the registry (a TRL script), passes
     the option checks there; the workflow's torch-free parse knows the package's (``METHOD_NAMES``)."""
-    from cwgrpo.dag.optioncheck import check_train_options
-
     config = preset("config.yaml")
     first = next(iter(config["methods"]))
     config["methods"][first]["cw_method"] = "parse_probe"
-    assert [key for key, _ in checks.method_errors(config)] == [f"methods.{first}.cw_method"]
+    assert [line.split(":")[0] for line in lines(config)] == [f"methods.{first}.cw_method"]
     weighting.register_method("parse_probe")(weighting.METHODS["grpo"])
     try:
-        assert list(checks.method_errors(config)) == []
-        check_train_options({"cw_method": "parse_probe"})  # the `train` section's check: no error
+        assert lines(config) == []
     finally:
         del weighting.METHODS["parse_probe"]
 
@@ -147,31 +154,6 @@ def test_the_second_study_refuses_a_method_outside_the_papers_regime():
     assert any(line.startswith("seeds: 6 seed(s)") and "(study.min_seeds)" in line for line in lines(config))
 
 
-def test_preset_file_errors_are_all_shown_before_validation(tmp_path):
-    config = {"name": "x", "kind": "tiny", "sizes": {}, "methods": {}, "data": {}, "tarin": {}, "sedes": [0]}
-    found = option_checks.preset_file_errors(config, SCHEMA, [])
-    assert len([line for line in found if "tarin" in line or "sedes" in line]) == 2
-
-
-def test_option_level_checks_run_beside_file_level_mistakes():
-    """A schema mistake does not hide an option its command does not know: both in one pass, and the
-    checks see the schema's defaults (the raw tiny preset has no `resources:`, which they read)."""
-    config = yaml.safe_load((REPO / "config" / "config.yaml").read_text())
-    config.pop("resources")
-    config["colour"] = "blue"
-    config["evaluate"]["temprature"] = 0.6
-    run = {"uses_conda": False, "gpu_cap": None, "gpu_models": {}}
-    found = option_checks.preset_errors(config, SCHEMA, [], lambda: checks.preset_checks(config, **run))
-    assert [line.split(":")[0] for line in found] == ["colour", "evaluate.temprature"], found
-    assert config["resources"]["default"] == {}  # the schema's default, filled in
-
-
-def test_seeds_from_the_command_line_become_ints():
-    config = {"seeds": ["0", "1", "x"]}
-    option_checks.seeds_from_command_line(config)
-    assert config["seeds"] == [0, 1, "x"]
-
-
 def test_a_tiny_source_builds_that_size_here_and_only_a_known_architecture():
     config = preset("paper.yaml", "rehearsal.yaml")
     assert options.built_sizes(config) == {"1.5b": "small", "7b": "large"}
@@ -196,43 +178,25 @@ def test_the_tiny_models_context_bounds_a_built_sizes_lengths():
 
 def test_cpu_training_processes_beyond_the_cores_are_refused_per_node():
     config = preset("paper.yaml", "rehearsal.yaml")
-    assert list(checks.cpu_process_errors(config, cpu_count=2)) == []
-    found = list(checks.cpu_process_errors(config, cpu_count=1))
+    assert list(preset_rules.cpu_process_errors(config, cpu_count=2)) == []
+    found = list(preset_rules.cpu_process_errors(config, cpu_count=1))
     assert [key for key, _ in found] == ["sizes.1.5b.train.num_processes", "sizes.7b.train.num_processes"]
     assert (
         "2 training processes a node on CPU (use_cpu, size '1.5b'), but this machine has 1 cores"
         in found[0][1]
     )
     two_nodes = preset("paper.yaml", "paper-7b-2nodes.yaml", "rehearsal.yaml")  # 2 processes, 1 a node
-    assert [k for k, _ in checks.cpu_process_errors(two_nodes, cpu_count=1)] == [
+    assert [k for k, _ in preset_rules.cpu_process_errors(two_nodes, cpu_count=1)] == [
         "sizes.1.5b.train.num_processes"
     ]
-    assert list(checks.cpu_process_errors(preset("paper.yaml"), cpu_count=1)) == []  # GPU processes
+    assert list(preset_rules.cpu_process_errors(preset("paper.yaml"), cpu_count=1)) == []  # GPU processes
 
 
-def test_cpu_deepspeed_needs_a_compiler_and_deepspeed_in_the_train_interpreter():
-    config = preset("paper.yaml", "rehearsal.yaml")
-    has = {"yes": lambda: ("/venv/bin/python", True), "no": lambda: ("/venv/bin/python", False)}
-    assert list(checks.cpu_deepspeed_errors(config, has["yes"], "/usr/bin/g++")) == []
-    assert list(checks.cpu_deepspeed_errors(config, None, "/usr/bin/g++")) == []  # conda: its env brings it
-    ((_, no_compiler),) = checks.cpu_deepspeed_errors(config, has["yes"], None)
-    assert "no g++ is on PATH: install it" in no_compiler
-    ((_, no_deepspeed),) = checks.cpu_deepspeed_errors(config, has["no"], "/usr/bin/g++")
-    assert "/venv/bin/python has no DeepSpeed: build `make deepspeed`" in no_deepspeed
-    assert list(checks.cpu_deepspeed_errors(preset("paper.yaml"), has["no"], None)) == []  # GPU training
-
-
-@pytest.mark.parametrize(
-    ("files", "refused"),
-    [
-        ([("paper.yaml", ("paper", None)), ("rehearsal.yaml", ("paper-rehearsal", "paper"))], []),
-        ([("rehearsal.yaml", ("paper-rehearsal", "paper"))], ["rehearsal.yaml"]),
-        ([("config.yaml", ("tiny", None)), ("rehearsal.yaml", ("paper-rehearsal", "paper"))], ["rehearsal.yaml"]),
-        ([("paper-7b-2nodes.yaml", (None, "paper")), ("rehearsal.yaml", ("paper-rehearsal", "paper"))],
-         ["paper-7b-2nodes.yaml", "rehearsal.yaml"]),
-    ],
-)  # fmt: skip
-def test_an_overlay_must_follow_its_preset(files, refused):
-    found = option_checks.overlay_errors(files)
-    assert [line.split(":")[0] for line in found] == refused
-    assert all("--configfile config/paper.yaml" in line for line in found)
+def test_a_completion_budget_the_context_cannot_hold_names_the_fix(tmp_path):
+    (tmp_path / "config.json").write_text(json.dumps({"max_position_embeddings": 128}))
+    context = preset_rules.context_of_folder(str(tmp_path))
+    assert context == 128 and preset_rules.context_of_folder(str(tmp_path / "nowhere")) is None
+    (line,) = preset_rules.budget_errors("train", context, {"max_completion_length": 128, "other": 4})
+    assert line.startswith("train.max_completion_length: 128 tokens, but the model's context is 128")
+    assert "set max_completion_length to at most 64" in line
+    assert preset_rules.budget_errors("train", None, {"max_completion_length": 10**6}) == []

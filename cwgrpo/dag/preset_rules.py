@@ -1,15 +1,18 @@
-"""Cross-field checks of a preset that the schema cannot say, every error at once, one line each.
+"""A validated preset's cross-field rules, every error at once, one line each.
 
-Cross-field checks of a preset that the schema cannot say: sizes of its kind, names that reach paths and
-shell commands, step schedules, a study's floor, report keys. Each check is a function of the validated
-config that yields ``(config key, message)``; ``collect`` runs them all so that every error of a preset is
-shown at once, one line each.
+The rules of a validated preset that the schema cannot say: sizes of its kind, names that reach paths and
+shell commands, step schedules, a study's floor, report keys, completion budgets a model's context cannot
+hold. Each check is a function of the config that yields ``(config key, message)``; ``preset_checks`` lists
+them all (every command's options among them: cwgrpo.dag.command_options) and
+``cwgrpo.dag.preset_files.collect`` runs them, so that every error of a preset is shown at once, one line each.
 """
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Callable, Iterable, Iterator, Mapping
+from pathlib import Path
 from typing import Any
 
 from cwgrpo.dag.options import (
@@ -102,9 +105,10 @@ def name_errors(config: Mapping[str, Any]) -> Iterator[Error]:
 
 
 def method_errors(config: Mapping[str, Any]) -> Iterator[Error]:
-    from cwgrpo.dag.optioncheck import package_choices
+    """Run labels, options fixed per run, and a `cw_method` each method names (its value is CWOptions' to
+    check, with the other options: cwgrpo.dag.command_options)."""
+    from cwgrpo.trainer.options import method_names
 
-    cw_methods = package_choices()["cw_method"]
     first = next(iter(config["sizes"]))
     for method, overrides in config["methods"].items():
         if method == BASE or not re.fullmatch(NAME, method):
@@ -112,11 +116,10 @@ def method_errors(config: Mapping[str, Any]) -> Iterator[Error]:
         for key in RUN_FIXED:
             if key in overrides:
                 yield f"methods.{method}.{key}", "set it in train or sizes.<size>.train, not per method"
-        cw_method = train_options(config, first, method).get("cw_method")
-        if cw_method not in cw_methods:
+        if train_options(config, first, method).get("cw_method") is None:
             yield (
                 f"methods.{method}.cw_method",
-                f"unknown or missing method {cw_method!r}; known: {', '.join(cw_methods)}",
+                f"missing: name the method each run label trains; known: {', '.join(method_names())}",
             )
 
 
@@ -236,7 +239,6 @@ def deployment_errors(config: Mapping[str, Any], uses_conda: bool) -> Iterator[E
 def context_errors(config: Mapping[str, Any]) -> Iterator[Error]:
     """A completion budget the model's context cannot hold, for sizes whose model is a local folder or
     built here (the tiny models' context)."""
-    from cwgrpo.dag import configcheck
     from cwgrpo.models import tiny
 
     built = built_sizes(config)
@@ -244,15 +246,44 @@ def context_errors(config: Mapping[str, Any]) -> Iterator[Error]:
         if size in built:
             context = tiny.MAX_POSITIONS
         else:
-            context = configcheck.context_of_folder(spec["model"]) if spec.get("model") else None
+            context = context_of_folder(spec["model"]) if spec.get("model") else None
         budgets = [
             ("train", {"max_completion_length": train_options(config, size, m).get("max_completion_length")})
             for m in config["methods"]
         ]
         budgets.append(("evaluate", {"max_new_tokens": evaluate_options(config, size).get("max_new_tokens")}))
         for section, values in budgets:
-            for line in configcheck.context_errors(section, context, values):
+            for line in budget_errors(section, context, values):
                 yield f"sizes.{size} ({spec['model'] or 'tiny'})", line
+
+
+def context_of_folder(model: str) -> int | None:
+    """``max_position_embeddings`` of a local model folder's config.json, or None (not a folder, unset)."""
+    config = Path(model) / "config.json"
+    try:
+        data = json.loads(config.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    value = data.get("max_position_embeddings") if isinstance(data, dict) else None
+    if value is None and isinstance(data, dict) and isinstance(data.get("text_config"), dict):
+        value = data["text_config"].get("max_position_embeddings")
+    return value if isinstance(value, int) and value > 0 else None
+
+
+def budget_errors(where: str, context: int | None, budgets: Mapping[str, Any]) -> list[str]:
+    """Completion budgets (``max_completion_length``, ``max_new_tokens``) that leave no room for a prompt
+    in a model of ``context`` tokens, each with the value that would fit."""
+    if context is None:
+        return []
+    lines = []
+    for key, value in budgets.items():
+        if isinstance(value, int) and not isinstance(value, bool) and value >= context:
+            lines.append(
+                f"{where}.{key}: {value} tokens, but the model's context is {context} tokens "
+                f"(max_position_embeddings), with no room for the prompt: set {key} to at most "
+                f"{max(1, context // 2)} (half the context), or use a model with a longer context"
+            )
+    return lines
 
 
 def preset_checks(
@@ -265,7 +296,7 @@ def preset_checks(
     """Every parse-time check of a validated preset, for ``collect``. ``gpu_cap``: `--resources gpu=N`;
     ``gpu_models``: size -> the gpu_model a profile or the command line gives its training rule;
     ``cpu_count``: this machine's cores (None: not checked)."""
-    from cwgrpo.dag import option_checks, resources
+    from cwgrpo.dag import command_options, resources
 
     return [
         lambda: deployment_errors(config, uses_conda),
@@ -278,7 +309,7 @@ def preset_checks(
         lambda: study_errors(config),
         lambda: report_errors(config),
         lambda: resources.gpu_cap_errors(config, gpu_cap),
-        lambda: option_checks.command_option_errors(config),
+        lambda: command_options.command_option_errors(config),
         *(lambda s=size: resources.layout_errors(config, s, gpu_models.get(s)) for size in config["sizes"]),
         lambda: metric_errors(config),
         lambda: context_errors(config),
@@ -286,17 +317,11 @@ def preset_checks(
     ]
 
 
-def cpu_deepspeed_sizes(config: Mapping[str, Any]) -> dict[str, dict]:
-    """size -> training options, for the sizes that train on CPU (`use_cpu`) through accelerate: their
-    processes are CPU workers, and DeepSpeed's CPU accelerator compiles a C++ op at their first start."""
-    first = next(iter(config["methods"]))
-    sizes = {size: train_options(config, size, first) for size in config["sizes"]}
-    return {s: o for s, o in sizes.items() if o.get("use_cpu") and o.get("launcher") == "accelerate"}
-
-
 def cpu_process_errors(config: Mapping[str, Any], cpu_count: int) -> Iterator[Error]:
     """More training processes on a node than it has cores: on CPU each process is a worker that computes,
     so more processes than cores only wait on each other (and DeepSpeed's gloo collectives time out)."""
+    from cwgrpo.dag.machine import cpu_deepspeed_sizes
+
     for size, opts in cpu_deepspeed_sizes(config).items():
         nodes = max(1, int(opts.get("num_nodes") or 1))
         per_node = -(-int(opts.get("num_processes") or 1) // nodes)
@@ -306,31 +331,4 @@ def cpu_process_errors(config: Mapping[str, Any], cpu_count: int) -> Iterator[Er
                 f"{where or 'train'}.num_processes",
                 f"{per_node} training processes a node on CPU (use_cpu, size {size!r}), but this machine has "
                 f"{cpu_count} cores: set num_processes to at most {cpu_count * nodes}",
-            )
-
-
-def cpu_deepspeed_errors(
-    config: Mapping[str, Any], deepspeed_python: Callable[[], tuple[str, bool]], compiler: str | None
-) -> Iterator[Error]:
-    """DeepSpeed absent from the interpreter that will train, or no C++ compiler for the op it compiles on
-    CPU: either would stop every training job at its start (checked before the first job of a real run;
-    a dry run plans without them). ``deepspeed_python``: () -> (that interpreter, whether it has
-    DeepSpeed), called only if a size trains on CPU; None to skip (a conda env brings it)."""
-    sizes = cpu_deepspeed_sizes(config)
-    if not sizes:
-        return
-    size = next(iter(sizes))
-    if compiler is None:
-        yield (
-            f"sizes.{size}.train",
-            "trains on CPU with DeepSpeed, which compiles its CPU op with g++ at the first start, and no g++ "
-            "is on PATH: install it (apt-get install g++), or name another compiler in $CXX",
-        )
-    if deepspeed_python is not None:
-        python, found = deepspeed_python()
-        if not found:
-            yield (
-                f"sizes.{size}.train",
-                f"trains with accelerate + DeepSpeed on CPU, and {python} has no DeepSpeed: build "
-                "`make deepspeed` and set CWGRPO_TRAIN_PYTHON=.venv-deepspeed/bin/python (docs/hardware.md)",
             )

@@ -1,14 +1,15 @@
-"""Check every command's options without running it (and without importing TRL): for the workflow's parse.
+"""Every command's options, checked at the workflow's parse by the command's own config (without importing TRL).
 
 A typo in an option section (``train.learnig_rate``, ``evaluate.tempreature``, ``cw_variant: relased``)
-must fail ``snakemake -n``, not a job hours later on a cluster. The commands' own config dataclasses
-check their sections (``EvalConfig``, ``SftConfig``, ``TinyConfig``, the report configs, ``TrainJob``).
-The TRL part of ``cwgrpo train`` (``CWGRPOConfig``, ~150 fields) is checked against
+must fail ``snakemake -n``, not a job hours later on a cluster. ``command_option_errors`` merges each job's
+options as the workflow writes them (cwgrpo.dag.options) and checks them with its command's config
+dataclass (``EvalConfig``, ``SftConfig``, ``TinyConfig``, the report configs, ``TrainJob``), naming the
+section a bad key came from. The package's own training options (``cw_*``, Clip-Cov's, KL-Cov's) are
+checked by their one validator, ``cwgrpo.trainer.options.CWOptions``, which the job's ``CWGRPOConfig``
+derives from and runs again. The rest of ``CWGRPOConfig`` (TRL's ~150 fields) is checked against
 ``resources/grpo_config_fields.json``: each field's kind (int, float, str, bool, list, dict, any; ``|None``
-when it may be null) and the allowed values of the few choice fields, written by
-``python -m cwgrpo.dag.optioncheck`` from the live class (a unit test keeps the two equal), because
-importing TRL costs seconds at every Snakemake start. The package's own training options are checked by
-their own validator, ``cwgrpo.trainer.options.CWOptions``, the one the job's ``CWGRPOConfig`` derives from.
+when it may be null) and TRL's choices, written by ``python -m cwgrpo.dag.command_options`` from the live
+class (a unit test keeps the two equal), because importing TRL costs seconds at every Snakemake start.
 """
 
 from __future__ import annotations
@@ -19,12 +20,24 @@ import json
 import sys
 import types
 import typing
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
 from cwgrpo.configs import ConfigError, build_config, coerce_value
-from cwgrpo.dag.configcheck import nearest
+from cwgrpo.dag.options import (
+    built_sizes,
+    evaluate_options,
+    report_options,
+    stage_options,
+    study_options,
+    train_options,
+    train_sources,
+    untrained,
+    where_set,
+)
+from cwgrpo.dag.preset_files import nearest
+from cwgrpo.dag.resources import Error
 
 FIELDS_PATH = Path(__file__).resolve().parents[1] / "resources" / "grpo_config_fields.json"
 # TRL's batch geometry, whose defaults the parse needs for cw_one_group_per_micro_batch's rule.
@@ -65,7 +78,7 @@ def kind_of(annotation: Any) -> str:
 def describe_config(cls: type) -> dict[str, Any]:
     """``{fields: {name: kind}, choices: {name: [values]}, defaults: {name: value}}`` of ``CWGRPOConfig``
     (imports TRL). The choices are TRL's, the defaults those of its batch geometry (``GEOMETRY``); the
-    package's own choices (:func:`package_choices`) and rules (``CWOptions``) are read live, never shipped."""
+    package's own options (``CWOptions``) are checked by their validator, read live, never shipped."""
     from cwgrpo.trainer.trl_loss import TRL_LOSS_TYPES
 
     hints = typing.get_type_hints(cls)
@@ -75,13 +88,6 @@ def describe_config(cls: type) -> dict[str, Any]:
         "choices": {"loss_type": list(TRL_LOSS_TYPES)},
         "defaults": {name: defaults[name] for name in GEOMETRY},
     }
-
-
-def package_choices() -> dict[str, list[str]]:
-    """The methods (``cw_options.method_names``) and the CW variants; no torch."""
-    from cwgrpo.trainer.options import CW_VARIANTS, method_names
-
-    return {"cw_method": method_names(), "cw_variant": list(CW_VARIANTS)}
 
 
 @functools.cache
@@ -106,7 +112,7 @@ def check_trl_option(key: str, value: Any, spec: Mapping[str, Any]) -> None:
         check_finite_option(key, checked)
     except ConfigError as err:
         raise OptionError(key, str(err)) from None
-    choices = {**spec["choices"], **package_choices()}.get(key)
+    choices = spec["choices"].get(key)
     if choices is not None and value not in choices:
         raise OptionError(key, f"{key}={value!r}; valid: {choices}")
 
@@ -122,12 +128,16 @@ def train_option_errors(options: Mapping[str, Any]) -> list[OptionError]:
     """What ``cwgrpo train`` would refuse in its options before TRL runs, every mistake at once: unknown
     keys, wrong types, TrainJob's rules, vLLM's, and the covariance-aware methods' (``CWOptions``)."""
     from cwgrpo.train.options import TrainJob
+    from cwgrpo.trainer.options import CWOptions
 
     spec = shipped_fields()
     job_fields = {f.name for f in dataclasses.fields(TrainJob)}
+    cw_fields = {f.name for f in dataclasses.fields(CWOptions)}
     errors = []
     for key, value in options.items():
         try:
+            if key in cw_fields:
+                continue  # CWOptions' own, checked below by its validator
             if key in spec["fields"] and key not in job_fields:
                 check_trl_option(key, value, spec)
             elif key not in job_fields:
@@ -154,16 +164,19 @@ def train_option_errors(options: Mapping[str, Any]) -> list[OptionError]:
 def cw_option_errors(options: Mapping[str, Any], spec: Mapping[str, Any]) -> list[OptionError]:
     """Every rule of ``CWOptions`` that ``options`` break, as the job's ``CWGRPOConfig`` checks them; the
     batch geometry from ``options`` or TRL's defaults (``spec``), derived as TRL derives it."""
+    from cwgrpo.train.options import check_finite_option
     from cwgrpo.trainer.options import CWOptions, geometry_problems, option_problems
 
     hints = typing.get_type_hints(CWOptions)
-    values = {}
+    values, errors = {}, []
     for key, value in options.items():
         if key in hints:
             try:
                 values[key] = coerce_value(key, value, hints[key])  # as the job's config reads it
-            except ConfigError:
-                continue  # a wrong type, reported by its own check
+                check_finite_option(key, values[key])
+            except ConfigError as err:
+                errors.append(OptionError(key, str(err)))
+                values.pop(key, None)  # the rules below see the default instead
     problems = option_problems(values)
     size = {**spec["defaults"], **{k: options[k] for k in GEOMETRY if k in options}}
     if all(isinstance(size[k], int) for k in GEOMETRY[:3]):
@@ -176,7 +189,7 @@ def cw_option_errors(options: Mapping[str, Any], spec: Mapping[str, Any]) -> lis
         problems += geometry_problems(
             one_group, size["per_device_train_batch_size"], size["num_generations"], steps
         )
-    return [
+    return errors + [
         OptionError(next((k for k in keys if k in options), keys[0]), message) for keys, message in problems
     ]
 
@@ -227,6 +240,79 @@ def check_options(cls: type, options: Mapping[str, Any]) -> None:
             hint = f"did you mean {guess!r}?" if guess else f"known: {sorted(known)}"
             raise OptionError(key, f"unknown option {key!r} for {cls.__name__}; {hint}")
     _check_together(cls, options)
+
+
+def _sourced(err: Any, sources: list[tuple[str, Mapping]]) -> Error:
+    """(config key, message) of an OptionError: the highest-precedence section that sets the bad key."""
+    sources = [(name, m) for name, m in sources if m]
+    key = getattr(err, "key", None)
+    where = where_set(sources, key) or (sources[-1][0] if sources else "?")
+    return (f"{where}.{key}" if key else where), str(err)
+
+
+def _checked(check: Any, options: Mapping, sources: list[tuple[str, Mapping]]) -> Iterator[Error]:
+    try:
+        check(options)
+    except OptionError as err:
+        yield _sourced(err, sources)
+
+
+def command_option_errors(config: Mapping[str, Any]) -> Iterator[Error]:
+    """Every option of every command, checked by the command's own config classes, so a typo fails here
+    and not in a job hours later."""
+    from cwgrpo.evaluate.run import EvalConfig
+    from cwgrpo.models.sft import SftConfig
+    from cwgrpo.models.tiny import TinyConfig
+
+    seed = config["seeds"][0]
+    for size, spec in config["sizes"].items():
+        for method in config["methods"]:
+            sources = train_sources(config, size, method)
+            for err in train_option_errors(train_options(config, size, method, seed)):
+                yield _sourced(err, sources)
+        stages = [("evaluate", EvalConfig, evaluate_options(config, size), config["evaluate"])]
+        if size in built_sizes(config):
+            for stage, cls in (("build", TinyConfig), ("sft", SftConfig)):
+                stages.append((stage, cls, stage_options(config, stage, size), config.get(stage, {})))
+        for section, cls, opts, top in stages:
+            sources = [(section, top), (f"sizes.{size}.{section}", spec.get(section, {}))]
+            yield from _checked(lambda o, cls=cls: check_options(cls, o), opts, sources)
+    yield from _report_option_errors(config)
+
+
+def _report_option_errors(config: Mapping[str, Any]) -> Iterator[Error]:
+    try:  # the report commands need pandas, which a bare Snakemake environment may lack
+        from cwgrpo.report.claim_checks import ClaimsConfig
+        from cwgrpo.report.figures import FigureConfig
+        from cwgrpo.report.options import TableConfig
+        from cwgrpo.report.samples_load import SamplesConfig
+    except ImportError as err:
+        print(f"note: report options not checked at parse time ({err})", file=sys.stderr)
+        return
+    classes = {"table": TableConfig, "figure": FigureConfig, "claims": ClaimsConfig, "samples": SamplesConfig}
+    for command, cls in classes.items():
+        sources = [("report", config["report"]), (command, config[command])]
+        yield from _checked(
+            lambda o, cls=cls: check_options(cls, o), report_options(config, command), sources
+        )
+    # Table 1 needs a row of every `methods` label for every size: one this preset does not train fails the
+    # table job at the end of the run, so it fails here, naming the key.
+    table = TableConfig(**report_options(config, "table"))
+    methods = list(config["methods"])
+    for key in ("methods", "effect_methods"):
+        missing = untrained(config, getattr(table, key), table.base_method)
+        if missing:
+            yield (
+                "report.methods / table.methods" if key == "methods" else "table.effect_methods",
+                f"{missing} not trained by this preset (methods: {', '.join(methods)}); "
+                f"Table 1 needs each: list only this preset's methods (default {key}: "
+                f"{getattr(TableConfig(kind=config['kind']), key)})",
+            )
+    if config.get("study"):
+        from cwgrpo.report.study import StudyConfig
+
+        sources = [("report", config["report"]), ("study", config["study"])]
+        yield from _checked(lambda o: check_options(StudyConfig, o), study_options(config), sources)
 
 
 def main(argv: list[str] | None = None) -> int:
