@@ -1,5 +1,5 @@
 """cwgrpo.dag.command_options: every command's options checked at parse time by the command's own config
-(the cw_* options' rules: tests/unit/test_cw_options.py)."""
+(the cw_* options' rules: tests/unit/test_trainer_options.py)."""
 
 from __future__ import annotations
 

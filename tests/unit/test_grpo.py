@@ -31,7 +31,11 @@ def test_each_method_receives_the_configs_options_and_the_trainers_clip_range():
     assert isinstance(options, MethodOptions)
     assert (options.cw_variant, options.clip_cov_ratio, options.kl_cov_coef) == ("released", 0.3, 2.0)
     assert (options.epsilon_low, options.epsilon_high) == (0.1, float("inf"))
-    fields = {f.name for f in dataclasses.fields(MethodOptions) if f.init} - {"epsilon_low", "epsilon_high"}
+    fields = {f.name for f in dataclasses.fields(MethodOptions) if f.init} - {
+        "epsilon_low",
+        "epsilon_high",
+        "cw_knobs",
+    }
     assert all(getattr(options, name) == getattr(config, name) for name in fields)
 
 

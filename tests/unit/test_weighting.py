@@ -324,24 +324,6 @@ def test_bad_inputs_raise_value_error():
         kl_cov_select(lp, mask, ratio=1.5)
 
 
-def test_method_options_built_by_hand_are_checked_and_resolved_ones_are_taken_as_given():
-    """The drop-in API (a MethodOptions built by hand) checks its options and resolves the knobs; the
-    trainer passes knobs resolved from options CWOptions has checked, which are not checked again."""
-    assert _opts(cw_variant="described", cw_centring="sequence").cw_knobs == W.CWKnobs(
-        "sequence", "valid", False
-    )
-    with pytest.raises(ValueError, match=re.escape("unknown variant 'paper'")):
-        _opts(cw_variant="paper")
-    with pytest.raises(ValueError, match=re.escape("clip_cov_ratio=0.0: must be in (0, 1]")):
-        _opts(clip_cov_ratio=0.0)
-    knobs = W.variant_knobs("released", None, "valid", None)
-    assert knobs == W.resolve_knobs("released", normaliser="valid") == W.CWKnobs("sequence", "valid", True)
-    assert _opts(cw_variant="released", cw_normaliser="valid", cw_knobs=knobs).cw_knobs is knobs
-
-
-# ------------------------------------------------------------------------------------ layering, sync
-
-
 def test_import_does_not_pull_trl_or_transformers():
     code = "import sys, cwgrpo.weighting; print(sorted({'trl', 'transformers'} & set(sys.modules)))"
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])}

@@ -76,3 +76,21 @@ def test_method_options_have_no_defaults():
     assert all(default is dataclasses.MISSING for default in fields.values())
     with pytest.raises(dataclasses.FrozenInstanceError):
         method_options().cw_variant = "released"
+
+
+def test_method_options_built_by_hand_are_checked_and_resolved_ones_are_taken_as_given():
+    """The drop-in API (a MethodOptions built by hand) checks its options and resolves the knobs; the
+    trainer passes knobs resolved from options CWOptions has checked, which are not checked again."""
+    assert method_options(cw_variant="described", cw_centring="sequence").cw_knobs == W.CWKnobs(
+        "sequence", "valid", False
+    )
+    with pytest.raises(ValueError, match=re.escape("unknown variant 'paper'")):
+        method_options(cw_variant="paper")
+    with pytest.raises(ValueError, match=re.escape("clip_cov_ratio=0.0: must be in (0, 1]")):
+        method_options(clip_cov_ratio=0.0)
+    knobs = W.variant_knobs("released", None, "valid", None)
+    assert knobs == W.resolve_knobs("released", normaliser="valid") == W.CWKnobs("sequence", "valid", True)
+    assert method_options(cw_variant="released", cw_normaliser="valid", cw_knobs=knobs).cw_knobs is knobs
+
+
+# ------------------------------------------------------------------------------------ layering, sync
