@@ -61,8 +61,7 @@ from cwgrpo.report.load import (
     load_summaries,
     metrics_frame,
 )
-from cwgrpo.report.numbers import number
-from cwgrpo.report.options import ENTROPY_MEANS
+from cwgrpo.report.options import ENTROPY_MEANS, number
 
 log = logging.getLogger(__name__)
 

@@ -17,8 +17,7 @@ import pandas as pd
 from cwgrpo.io import (
     atomic_path,
 )
-from cwgrpo.report.numbers import number
-from cwgrpo.report.options import AVG, TableConfig
+from cwgrpo.report.options import AVG, TableConfig, number
 
 
 # -- formatting --------------------------------------------------------------------------------------
