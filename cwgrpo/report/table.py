@@ -54,8 +54,8 @@ from cwgrpo.report.load import (
 )
 from cwgrpo.report.options import AVG, TableConfig
 from cwgrpo.report.provenance import footer_text, input_identity
-from cwgrpo.report.render import grid_latex, grid_markdown, grid_pdf, reported_markdown, table_grid
-from cwgrpo.report.sensitivity import sensitivity_frame, sensitivity_markdown
+from cwgrpo.report.table_render import grid_latex, grid_markdown, grid_pdf, reported_markdown, table_grid
+from cwgrpo.report.table_sensitivity import sensitivity_frame, sensitivity_markdown
 from cwgrpo.stats import Effect, mean_ci, mean_normal_ci, normal_ci, seed_effect
 
 log = logging.getLogger(__name__)

@@ -485,7 +485,7 @@ def test_table_cli_missing_file_exits_2_naming_it(tmp_path, capsys):
 
 
 def test_metric_sensitivity_table_from_summaries_with_both_metrics(tmp_path):
-    from cwgrpo.report.sensitivity import sensitivity_frame, sensitivity_markdown
+    from cwgrpo.report.table_sensitivity import sensitivity_frame, sensitivity_markdown
 
     paths = []
     for seed, (strict, paper, disagree) in enumerate([(0.50, 0.56, 8), (0.60, 0.62, 4)]):
@@ -511,7 +511,7 @@ def test_metric_sensitivity_table_from_summaries_with_both_metrics(tmp_path):
 
 
 def test_metric_sensitivity_of_strict_only_summaries_says_paper_was_not_scored(tmp_path):
-    from cwgrpo.report.sensitivity import sensitivity_frame, sensitivity_markdown
+    from cwgrpo.report.table_sensitivity import sensitivity_frame, sensitivity_markdown
 
     frame = sensitivity_frame(make_results(tmp_path), cfg(step=100))
     assert len(frame) == 8  # 4 methods x 2 benchmarks
@@ -554,8 +554,8 @@ def test_notes_and_columns_come_from_the_results_never_a_presets_name(tmp_path):
     is not the paper's (from the names the results carry), and no text names a preset."""
     import re
 
-    from cwgrpo.report.render import reported_markdown, table_grid
     from cwgrpo.report.table import reported_vs_ours
+    from cwgrpo.report.table_render import reported_markdown, table_grid
 
     paths = make_results(tmp_path)
     for path in paths:
