@@ -554,8 +554,8 @@ def test_notes_and_columns_come_from_the_results_never_a_presets_name(tmp_path):
     is not the paper's (from the names the results carry), and no text names a preset."""
     import re
 
-    from cwgrpo.report.table import reported_vs_ours
-    from cwgrpo.report.table_render import reported_markdown, table_grid
+    from cwgrpo.report.table_paper import reported_markdown, reported_vs_ours
+    from cwgrpo.report.table_render import table_grid
 
     paths = make_results(tmp_path)
     for path in paths:
@@ -582,7 +582,7 @@ def test_notes_and_columns_come_from_the_results_never_a_presets_name(tmp_path):
 def test_avg_effects_are_ours_and_the_papers_method_minus_grpo(tmp_path):
     """The figure's data: each method's Avg minus GRPO's in points, ours paired by seed with its interval
     (base: one seed, so a point marked as such), the paper's from its Table 1 rows of the mirrored size."""
-    from cwgrpo.report.table1_avg import avg_effects
+    from cwgrpo.report.table_paper import avg_effects
 
     config = cfg()
     summaries = make_results(tmp_path)
@@ -609,7 +609,7 @@ def test_table1_as_a_figure_draws_effects_beside_the_papers(tmp_path):
     """The picture's dots are the table's Δ Avg cells (with their intervals; an open dot for one seed), the
     paper's effect of the mirrored size an open diamond on the same method's row; ``cwgrpo table`` writes
     it as PDF and PNG."""
-    from cwgrpo.report.table1_avg import avg_effects, avg_figure
+    from cwgrpo.report.table_paper import avg_effects, avg_figure
 
     config = cfg()
     frame = load_summaries(make_results(tmp_path / "r"), config)
