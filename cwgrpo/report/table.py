@@ -199,7 +199,7 @@ TABLE_OUTPUTS = {
 # Optional: the same PDF again where the README's `snakemake ... figures/table1.pdf` asks for it (its footer
 # names the preset, so the copy cannot pass as another preset's).
 COPY_OUTPUTS = {"copy_pdf": "a copy of the typeset table, e.g. figures/table1.pdf"}
-# Optional, both or neither: each method's Δ Avg vs GRPO beside the paper's (cwgrpo.report.table1_avg).
+# Optional, both or neither: each method's Δ Avg vs GRPO beside the paper's (cwgrpo.report.table_paper).
 PICTURE_OUTPUTS = {
     "avg_pdf": "Table 1's Δ Avg (effects) as a figure, beside the paper's, e.g. figures/tiny/table1_avg.pdf",
     "avg_png": "the same as PNG",
