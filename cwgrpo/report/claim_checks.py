@@ -1,7 +1,8 @@
-"""The four claims of ``cwgrpo claims`` as measured effects per size, and the verdict rule.
+"""Claims 1-3 of ``cwgrpo claims`` as measured effects per size, and the verdict rule.
 
-The four claims of ``cwgrpo claims`` as measured effects per size, and the rule that turns an effect
-into a verdict (see :mod:`cwgrpo.report.claims` for the claims and the verdict rule in words).
+Claims 1-3 of ``cwgrpo claims`` as measured effects per size, the options of all four, and the rule that
+turns an effect into a verdict (see :mod:`cwgrpo.report.claims` for the claims and the verdict rule in
+words; claim 4 is :mod:`cwgrpo.report.claim_tail`).
 """
 
 from __future__ import annotations
@@ -220,7 +221,7 @@ def _size_result(
     )
 
 
-# -- the four claims ---------------------------------------------------------------------------------
+# -- claims 1-3 --------------------------------------------------------------------------------------
 def claim_accuracy(frame: pd.DataFrame, cfg: ClaimsConfig, sizes: Sequence[str]) -> list[dict[str, Any]]:
     """Claim 1: Avg(T) - Avg(R) at ``cfg.step``, in accuracy points, paired by seed."""
     benchmarks = cfg.order_benchmarks(frame["benchmark"])
@@ -352,22 +353,3 @@ def claim_degradation(frame: pd.DataFrame, cfg: ClaimsConfig, sizes: Sequence[st
             )
         )
     return out
-
-
-def top_share(cov: Sequence[float] | np.ndarray, fraction: float) -> float:
-    """Share of sum |c| carried by the ceil(fraction * n) tokens of largest |c| (NaN if sum |c| = 0)."""
-    c = np.asarray(cov, dtype=float)
-    a = np.abs(c[np.isfinite(c)])
-    total = a.sum()
-    if a.size == 0 or total == 0:
-        return math.nan
-    k = max(1, math.ceil(fraction * a.size - 1e-9))
-    return float(np.sort(a)[::-1][:k].sum() / total)
-
-
-def gaussian_top_share(fraction: float) -> float:
-    """The same share for a zero-mean Gaussian: exp(-z^2 / 2) with z = Phi^-1(1 - fraction / 2)."""
-    from scipy import stats
-
-    z = float(stats.norm.ppf(1 - fraction / 2))
-    return math.exp(-(z**2) / 2)

@@ -20,15 +20,32 @@ from cwgrpo.report.claim_checks import (
     _ci_dict,
     _size_result,
     decide,
-    gaussian_top_share,
     log,
-    top_share,
 )
 from cwgrpo.report.load import cov_samples, run_info
 from cwgrpo.stats import Effect, mean_ci
 
 QUANTILE_KEYS = ("cw/cov_q0.0001", "cw/cov_q0.4", "cw/cov_q0.6", "cw/cov_q0.9999")
 ALL_ZERO = "no learning signal: every sampled covariance is 0 (seeds {seeds}), so there is no tail to measure"
+
+
+def top_share(cov: Sequence[float] | np.ndarray, fraction: float) -> float:
+    """Share of sum |c| carried by the ceil(fraction * n) tokens of largest |c| (NaN if sum |c| = 0)."""
+    c = np.asarray(cov, dtype=float)
+    a = np.abs(c[np.isfinite(c)])
+    total = a.sum()
+    if a.size == 0 or total == 0:
+        return math.nan
+    k = max(1, math.ceil(fraction * a.size - 1e-9))
+    return float(np.sort(a)[::-1][:k].sum() / total)
+
+
+def gaussian_top_share(fraction: float) -> float:
+    """The same share for a zero-mean Gaussian: exp(-z^2 / 2) with z = Phi^-1(1 - fraction / 2)."""
+    from scipy import stats
+
+    z = float(stats.norm.ppf(1 - fraction / 2))
+    return math.exp(-(z**2) / 2)
 
 
 def claim_heavy_tail(

@@ -47,12 +47,11 @@ from cwgrpo.report.claim_checks import (
     claim_accuracy,
     claim_degradation,
     claim_entropy,
-    gaussian_top_share,
     mark_untestable,
     overall,
     report_record,
 )
-from cwgrpo.report.claim_tail import claim_heavy_tail
+from cwgrpo.report.claim_tail import claim_heavy_tail, gaussian_top_share
 from cwgrpo.report.cov_quantiles import quantile_markdown, quantile_rows
 from cwgrpo.report.load import (
     add_input_arguments,
@@ -61,8 +60,7 @@ from cwgrpo.report.load import (
     load_summaries,
     metrics_frame,
 )
-from cwgrpo.report.numbers import number
-from cwgrpo.report.options import ENTROPY_MEANS
+from cwgrpo.report.options import ENTROPY_MEANS, number
 
 log = logging.getLogger(__name__)
 

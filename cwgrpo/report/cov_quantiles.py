@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 
 from cwgrpo.report.load import cov_samples, run_info
-from cwgrpo.report.numbers import number
+from cwgrpo.report.options import number
 
 LEVELS = (1e-4, 1e-2, 0.2, 0.4, 1.0)
 LEVEL_NAMES = ("0.01 %", "1 %", "20 %", "40 %", "100 %")

@@ -45,7 +45,6 @@ from cwgrpo.report.load import (
 )
 from cwgrpo.report.options import PAPER_BENCHMARKS, ReportConfig
 from cwgrpo.report.provenance import footer_text, input_identity
-from cwgrpo.report.symlog import linthresh, symlog_edges, symlog_ticks
 from cwgrpo.stats import t_band
 
 log = logging.getLogger(__name__)
@@ -277,7 +276,7 @@ def _pooled_cov(runs: Sequence[Path]) -> dict[tuple[str, str], tuple[np.ndarray,
 def plot_covariance(cfg: FigureConfig, runs: Sequence[Path]):
     from scipy.special import expit, logit
 
-    from cwgrpo.report.style import new_figure
+    from cwgrpo.report.style import linthresh, new_figure, symlog_edges, symlog_ticks
 
     pooled = _pooled_cov(runs)
     sizes = cfg.order_sizes({s for s, _ in pooled})

@@ -1,4 +1,5 @@
-"""The options and names the report commands share: which results to report and how to call them.
+"""The options and names the report commands share: which results to report, how to call them, and how
+every page writes a number (:func:`number`).
 
 :class:`ReportConfig` holds the options of ``cwgrpo table``, ``cwgrpo figure`` and ``cwgrpo claims``
 (methods, sizes and benchmarks in order, display names, and the mapping of stand-in benchmarks and sizes
@@ -8,9 +9,11 @@ come from :mod:`cwgrpo.paper`.
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 from cwgrpo.configs import ConfigError
 from cwgrpo.io import (
@@ -31,6 +34,33 @@ ENTROPY_MEANS = {
     "entropy": "TRL 1.16's token-weighted mean over the batch",
 }
 _HEX_COLOUR = re.compile(r"#[0-9A-Fa-f]{6}")
+# How the report writes a number in text: a missing or non-finite value is written ``missing`` ("—" unless
+# a page says otherwise), and a minus sign is the typographic ``−`` unless a page keeps ASCII ``-``, so that
+# each page's text is what it always was.
+MISSING = "—"
+MINUS = "−"
+
+
+def number(
+    x: Any,
+    decimals: int = 1,
+    sign: bool = False,
+    *,
+    percent: bool = False,
+    small: bool = False,
+    missing: str = MISSING,
+    minus: str = MINUS,
+) -> str:
+    """``x`` to ``decimals`` decimals (``+`` shown when ``sign``); ``percent`` writes ``100 * x``; ``small``
+    writes two significant digits where ``decimals`` decimals would show ±0.00."""
+    if x is None or not math.isfinite(x):
+        return missing
+    if percent:
+        x = 100 * x
+    if small and x != 0 and abs(x) < 0.5 * 10**-decimals:
+        decimals = 1 - math.floor(math.log10(abs(x)))
+    text = f"{x:+.{decimals}f}" if sign else f"{x:.{decimals}f}"
+    return text.replace("-", minus)
 
 
 def _help(text: str) -> dict[str, str]:

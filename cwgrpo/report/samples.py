@@ -8,9 +8,8 @@ file ``X.jsonl`` beside it (``X.graded.summary.json``: ``X.graded.jsonl``, with 
 verdicts). Of each cell the page shows a fixed, seeded choice of ``per_cell`` samples with the problem (from
 the benchmark file the summary names, when it is still there with the same SHA-256), the gold, each metric's
 extracted answer and verdict, and whether the completion was truncated, and counts over the whole file.
-With ``--runs``, the runs' training completions (TRL's ``log_completions``: :mod:`cwgrpo.report.samples_train`)
-follow in a section of their own. A malformed line or file is named on the page and in a warning, and the
-page is built from the rest.
+With ``--runs``, the runs' training completions (TRL's ``log_completions``) follow in a section of their
+own. A malformed line or file is named on the page and in a warning, and the page is built from the rest.
 Reading is :mod:`cwgrpo.report.samples_load`, the page :mod:`cwgrpo.report.samples_page`.
 """
 
@@ -24,8 +23,7 @@ from cwgrpo.configs import add_config_arguments, config_from_args, describe_opti
 from cwgrpo.io import ResultFileError, check_arguments_not_overwritten, write_text
 from cwgrpo.report.load import add_input_arguments
 from cwgrpo.report.samples_load import SamplesConfig, benchmark_files, load_cells, samples_path_of
-from cwgrpo.report.samples_page import render_page
-from cwgrpo.report.samples_train import load_train_steps, train_html
+from cwgrpo.report.samples_page import load_train_steps, render_page, train_html
 
 log = logging.getLogger(__name__)
 

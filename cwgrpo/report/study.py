@@ -23,7 +23,7 @@ import pandas as pd
 
 from cwgrpo.configs import add_config_arguments, describe_options
 from cwgrpo.io import ResultFileError, read_json, write_json, write_text
-from cwgrpo.report.claim_checks import top_share
+from cwgrpo.report.claim_tail import top_share
 from cwgrpo.report.load import (
     add_input_arguments,
     command_options,

@@ -15,8 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from cwgrpo.report.numbers import number
-from cwgrpo.report.options import ENTROPY_MEANS
+from cwgrpo.report.options import ENTROPY_MEANS, number
 from cwgrpo.report.study_design import MEASURES, PRIMARY, StudyConfig
 from cwgrpo.report.style import apply_style, method_color, new_figure, save_figure
 from cwgrpo.stats import paired_mde

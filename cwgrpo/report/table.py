@@ -50,12 +50,12 @@ from cwgrpo.report.load import (
     load_reported,
     load_summaries,
     per_seed_accuracy,
-    reported_table1,
 )
 from cwgrpo.report.options import AVG, TableConfig
 from cwgrpo.report.provenance import footer_text, input_identity
-from cwgrpo.report.render import grid_latex, grid_markdown, grid_pdf, reported_markdown, table_grid
-from cwgrpo.report.sensitivity import sensitivity_frame, sensitivity_markdown
+from cwgrpo.report.table_paper import avg_figure, reported_markdown, reported_vs_ours
+from cwgrpo.report.table_render import grid_latex, grid_markdown, grid_pdf, table_grid
+from cwgrpo.report.table_sensitivity import sensitivity_frame, sensitivity_markdown
 from cwgrpo.stats import Effect, mean_ci, mean_normal_ci, normal_ci, seed_effect
 
 log = logging.getLogger(__name__)
@@ -159,108 +159,6 @@ def build_table1(
     return cells, per_seed
 
 
-# -- the paper's numbers beside ours -------------------------------------------------------------------
-def _cmp_row(
-    base: dict[str, Any], ours: Effect | tuple[float, float, float, int], paper_val: float, **kw: Any
-) -> dict[str, Any]:
-    """One row of reported_vs_ours: ours (fractions or an Effect of fractions) converted to percent."""
-    m, lo, hi, n = (ours.mean, ours.lo, ours.hi, ours.n) if isinstance(ours, Effect) else ours
-    ours_pct = 100 * m
-    return {
-        **base,
-        **kw,
-        "paper_pct": paper_val,
-        "ours_pct": ours_pct,
-        "ours_ci95_lo_pct": 100 * lo,
-        "ours_ci95_hi_pct": 100 * hi,
-        "n_seeds": n,
-        "difference_pct": ours_pct - paper_val,
-    }
-
-
-def reported_vs_ours(
-    cells: pd.DataFrame,
-    per_seed: dict[tuple[str, str], pd.DataFrame],
-    cfg: TableConfig,
-    reported: dict[str, Any],
-) -> pd.DataFrame:
-    """Rows comparing the paper with us, in percent (points).
-
-    ``comparison == "effect"``: (method - reference) per benchmark and Avg, ours paired by seed, for
-    ``cfg.effect_methods`` (every kind). ``comparison == "absolute"``: every cell (kind paper only;
-    tiny accuracies on synthetic data are not comparable with the paper's).
-    """
-    paper = reported_table1(reported).set_index(["size", "method", "benchmark"])["value"]
-    paper_methods = set(reported["method_display"])
-    paper_step = int(reported["table1"]["step"])
-    benchmarks = [b for b in dict.fromkeys(cells["benchmark"]) if b != AVG]
-    ref = cfg.reference_method
-    rows: list[dict[str, Any]] = []
-    for size in dict.fromkeys(cells["size"]):
-        psize = cfg.size_mirror(size)
-        if psize is None:
-            log.info("size %s mirrors no paper size; left out of reported_vs_ours", size)
-            continue
-        cols = [(b, cfg.mirror(b)) for b in benchmarks if cfg.mirror(b)] + [(AVG, AVG)]
-        avg_note = "" if len(benchmarks) == 5 else f"ours: mean of our {len(benchmarks)} benchmarks"
-        base = {"size": size, "size_display": cfg.size_name(size), "paper_size": psize}
-
-        if cfg.kind == "paper":  # tiny and real: effects only
-            for method in dict.fromkeys(cells.loc[cells["size"] == size, "method"]):
-                if method not in paper_methods:
-                    continue
-                for b, pb in cols:
-                    r = cells[
-                        (cells["size"] == size) & (cells["method"] == method) & (cells["benchmark"] == b)
-                    ].iloc[0]
-                    rows.append(
-                        _cmp_row(
-                            base,
-                            (r["accuracy"], r["ci95_lo"], r["ci95_hi"], int(r["n_seeds"])),
-                            float(paper[(psize, method, pb)]),
-                            comparison="absolute",
-                            method=method,
-                            method_display=cfg.method_name(method),
-                            benchmark=b,
-                            benchmark_display=cfg.benchmark_name(b),
-                            paper_benchmark=pb,
-                            same_sign=None,
-                            note=(avg_note if b == AVG else ""),
-                        )
-                    )
-        for method in cfg.effect_methods:
-            if (size, method) not in per_seed or method not in paper_methods:
-                continue
-            for b, pb in cols:
-                eff = seed_effect(per_seed[(size, method)][b].to_dict(), per_seed[(size, ref)][b].to_dict())
-                p = float(paper[(psize, method, pb)] - paper[(psize, ref, pb)])
-                same = np.sign(eff.mean) == np.sign(p) if np.isfinite(eff.mean) and p != 0 else None
-                row = _cmp_row(
-                    base,
-                    eff,
-                    round(p, 6),
-                    comparison="effect",
-                    method=f"{method} - {ref}",
-                    method_display=f"{cfg.method_name(method)} − {cfg.method_name(ref)}",
-                    benchmark=b,
-                    benchmark_display=cfg.benchmark_name(b),
-                    paper_benchmark=pb,
-                    same_sign=None if same is None else bool(same),
-                    note="; ".join(x for x in (eff.note, avg_note if b == AVG else "") if x),
-                )
-                rows.append(row)
-    out = pd.DataFrame.from_records(rows)
-    if out.empty:
-        raise ResultFileError(
-            "nothing to compare with the paper: no size mirrors a paper size (size_mirrors)"
-        )
-    pct = [c for c in out.columns if c.endswith("_pct")]
-    out[pct] = out[pct].round(10)  # percent of a fraction: drop float noise such as 78.99999999999999
-    out.insert(0, "paper_step", paper_step)
-    out.insert(1, "our_step", cfg.step)
-    return out
-
-
 # -- command -----------------------------------------------------------------------------------------
 def configure_parser(parser: argparse.ArgumentParser) -> None:
     add_input_arguments(parser, runs=False)
@@ -301,7 +199,7 @@ TABLE_OUTPUTS = {
 # Optional: the same PDF again where the README's `snakemake ... figures/table1.pdf` asks for it (its footer
 # names the preset, so the copy cannot pass as another preset's).
 COPY_OUTPUTS = {"copy_pdf": "a copy of the typeset table, e.g. figures/table1.pdf"}
-# Optional, both or neither: each method's Δ Avg vs GRPO beside the paper's (cwgrpo.report.table1_avg).
+# Optional, both or neither: each method's Δ Avg vs GRPO beside the paper's (cwgrpo.report.table_paper).
 PICTURE_OUTPUTS = {
     "avg_pdf": "Table 1's Δ Avg (effects) as a figure, beside the paper's, e.g. figures/tiny/table1_avg.pdf",
     "avg_png": "the same as PNG",
@@ -376,7 +274,6 @@ def write_table(
             shutil.copyfile(out["pdf"], tmp)
     if "avg_png" in out:
         from cwgrpo.report.style import save_figure
-        from cwgrpo.report.table1_avg import avg_figure
 
         save_figure(avg_figure(cells, cfg, reported, footer), out["avg_pdf"], out["avg_png"])
     return dict(out)

@@ -167,7 +167,7 @@ def test_a_run_writes_its_model_card_and_completions_and_no_samples_when_off(tin
     saves each step's completions where the sample browser reads them; ``cw_sample_every=-1`` writes no
     ``cov_samples.jsonl``."""
     from cwgrpo.report.samples_load import SamplesConfig
-    from cwgrpo.report.samples_train import load_train_steps
+    from cwgrpo.report.samples_page import load_train_steps
 
     trainer, _ = _tiny_trainer(
         tiny_model_dir,

@@ -21,10 +21,9 @@ from cwgrpo.report.claim_checks import (
     NOT_TESTABLE,
     ClaimsConfig,
     decide,
-    gaussian_top_share,
     silent_runs,
-    top_share,
 )
+from cwgrpo.report.claim_tail import gaussian_top_share, top_share
 from cwgrpo.report.claims import claims_markdown, evaluate_claims
 from cwgrpo.stats import Effect
 from tests.hand import t_interval_3

@@ -17,8 +17,7 @@ from typing import Any
 import pandas as pd
 
 from cwgrpo.io import read_json
-from cwgrpo.report.numbers import number
-from cwgrpo.report.options import ReportConfig
+from cwgrpo.report.options import ReportConfig, number
 
 COLUMNS = ["size", "method", "benchmark", "seeds", "strict", "paper", "paper_minus_strict", "disagree"]
 

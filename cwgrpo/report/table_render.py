@@ -1,4 +1,4 @@
-"""Rendering of Table 1 and of the paper's numbers beside ours: Markdown, LaTeX and a one-page PDF.
+"""Rendering of Table 1: Markdown, LaTeX and a one-page PDF (the paper's own rows as notes beneath).
 
 Pure formatting of frames that :mod:`cwgrpo.report.table` computed; nothing here reads a result file.
 """
@@ -17,8 +17,7 @@ import pandas as pd
 from cwgrpo.io import (
     atomic_path,
 )
-from cwgrpo.report.numbers import number
-from cwgrpo.report.options import AVG, TableConfig
+from cwgrpo.report.options import AVG, TableConfig, number
 
 
 # -- formatting --------------------------------------------------------------------------------------
@@ -242,75 +241,3 @@ def grid_pdf(grid: Grid, path: str | Path, footer: str) -> None:
             fig.savefig(tmp, format=fmt, metadata=meta)
     finally:
         plt.close(fig)
-
-
-def reported_markdown(cmp: pd.DataFrame, cfg: TableConfig) -> str:
-    lines = ["# The paper's reported numbers and ours", ""]
-    lines.append(
-        f"Paper: Table 1 of Wang et al., ACL 2026 (arXiv 2605.11538), step {int(cmp['paper_step'].iloc[0])}. "
-        f"Ours: step {cfg.step}, accuracy in percent, mean over seeds with the 95 % t-interval over seeds "
-        "(effects paired by seed)."
-    )
-    lines.append("")
-    if cfg.kind != "paper":
-        benchmarks = [b for b in dict.fromkeys(cmp["benchmark"]) if b != AVG]
-        stand_in = cfg.stand_in_note(benchmarks, dict.fromkeys(cmp["size"]))
-        lines.append(
-            f"**Only effects are compared.** {stand_in} This table compares *effects* — a method's accuracy "
-            f"minus {cfg.method_name(cfg.reference_method)}'s, in points — and whether each has the same sign "
-            "as the paper's."
-        )
-        lines.append("")
-    else:
-        lines.append(
-            "The paper scores one sample per problem (its 1.5B base row averages several, from Open-RS); "
-            "ours use the metric named in table1.md (avg@k), so small differences are expected from sampling."
-        )
-        lines.append("")
-    lines += _section(
-        "Effects (method minus reference, points)",
-        "| Size | Effect | Benchmark (ours ≙ paper) | Paper | Ours (95 % CI) | Ours − paper | Same sign |",
-        "|---|---|---|---:|---:|---:|---|",
-        [_effect_row(r) for _, r in cmp[cmp["comparison"] == "effect"].iterrows()],
-    )
-    lines += _section(
-        "Absolute accuracy (%)",
-        "| Size | Method | Benchmark | Paper | Ours (95 % CI) | Ours − paper |",
-        "|---|---|---|---:|---:|---:|",
-        [_absolute_row(r) for _, r in cmp[cmp["comparison"] == "absolute"].iterrows()],
-    )
-    notes = sorted({n for n in cmp["note"] if n})
-    if notes:
-        lines += ["Notes: " + "; ".join(notes) + ".", ""]
-    return "\n".join(lines)
-
-
-def _section(title: str, header: str, align: str, rows: list[str]) -> list[str]:
-    """A titled Markdown table, or nothing without rows."""
-    return [f"## {title}", "", header, align, *rows, ""] if rows else []
-
-
-def _ours(r: pd.Series, sign: bool, unavailable: str) -> str:
-    """Our number in points with its 95 % interval (``unavailable`` in its place when there is none)."""
-    lo, hi = r["ours_ci95_lo_pct"], r["ours_ci95_hi_pct"]
-    ci = f" [{number(lo, 1, sign)}, {number(hi, 1, sign)}]" if np.isfinite(lo) else unavailable
-    return number(r["ours_pct"], 1, sign) + ci
-
-
-def _effect_row(r: pd.Series) -> str:
-    same = {True: "yes", False: "**no**", None: "—"}[r["same_sign"]]
-    size = r["size_display"] + (f" (≙ {r['paper_size']})" if r["size"] != r["paper_size"] else "")
-    bench = r["benchmark_display"] + (
-        f" ≙ {r['paper_benchmark']}" if r["benchmark"] != r["paper_benchmark"] else ""
-    )
-    return (
-        f"| {size} | {r['method_display']} | {bench} | {number(r['paper_pct'], 1, True)} | "
-        f"{_ours(r, True, ' (CI unavailable)')} | {number(r['difference_pct'], 1, True)} | {same} |"
-    )
-
-
-def _absolute_row(r: pd.Series) -> str:
-    return (
-        f"| {r['size_display']} | {r['method_display']} | {r['benchmark_display']} | "
-        f"{number(r['paper_pct'])} | {_ours(r, False, '')} | {number(r['difference_pct'], 1, True)} |"
-    )
