@@ -1,5 +1,6 @@
-"""The options and names the report commands share: which results to report, how to call them, and how
-every page writes a number (:func:`number`).
+"""The options and names the report commands share, and how every page writes a number.
+
+Which results to report, how to call them, and how every page writes a number (:func:`number`).
 
 :class:`ReportConfig` holds the options of ``cwgrpo table``, ``cwgrpo figure`` and ``cwgrpo claims``
 (methods, sizes and benchmarks in order, display names, and the mapping of stand-in benchmarks and sizes

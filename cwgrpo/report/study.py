@@ -36,7 +36,9 @@ from cwgrpo.report.load import (
 from cwgrpo.report.options import AVG
 from cwgrpo.report.study_design import (
     CLAIM_TEXT,
+    GATED,
     MEASURES,
+    PRECONDITION_FAILED,
     PRIMARY,
     SECONDARY,
     StudyConfig,
@@ -201,15 +203,16 @@ def analyse(
     for cid, measure in PRIMARY.items():
         t, r = measures[cfg.treatment_method][measure], measures[ref][measure]
         eff = signed_effect(measure, t, r)
-        gated = cid in (2, 3)
+        gated = cid in GATED
         why_not = (
             f"{cfg.method_name(ref)} unstable in {n_unstable} of {len(regime)} seeds"
             if gated and not precondition
             else ""
         )
         verdict, reason = registered_verdict(eff, precondition or not gated, why_not)
-        if why_not and reason != why_not:  # a gated claim whose effect also fails: say both
-            reason = f"{why_not}; {reason}"
+        if why_not:  # reported as "precondition failed", with its numbers, as registered
+            verdict = PRECONDITION_FAILED
+            reason = why_not if reason == why_not else f"{why_not}; {reason}"
         claims.append(
             {
                 "id": cid,

@@ -9,7 +9,9 @@ writes it; neither imports the other's module for these.
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 from cwgrpo.configs import ConfigError
 from cwgrpo.report.options import ReportConfig
@@ -78,12 +80,22 @@ SECONDARY = {
     2: ["entropy_sd"],
     3: ["best_minus_last_incl_base", "drop_first_to_last"],
 }
+# The claims tested only where GRPO is unstable (the precondition); both registrations report them as
+# "precondition failed", with their numbers, when it is not.
+GATED = (2, 3)
+PRECONDITION_FAILED = "precondition failed"
 CLAIM_TEXT = {
     1: "CW-GRPO is more accurate: Avg(T) - Avg(R) at the last checkpoint",
     2: "CW-GRPO keeps entropy in a band: entropy range over the run, R - T",
     3: "CW-GRPO holds its accuracy: best-minus-last over the checkpoints, R - T",
     4: "a few tokens carry most of the covariance (as `cwgrpo claims`)",
 }
+
+
+def shown_verdict(claim: Mapping[str, Any], precondition: bool) -> str:
+    """A claim's verdict as reported: "precondition failed" for a gated claim of a study whose precondition
+    failed (a report written before ``analyse`` said so has "does not hold" there), else its own."""
+    return PRECONDITION_FAILED if claim["id"] in GATED and not precondition else claim["verdict"]
 
 
 def registered_verdict(effect: Effect, precondition: bool, precondition_failed: str) -> tuple[str, str]:

@@ -3,7 +3,8 @@
 Each study's claims are its own (``cwgrpo study``); this module only puts them next to each other: one
 table of every claim's effect, interval, MDE and verdict in both regimes, the regime's effect on claim 1
 (the second study's mean paired difference minus the first's, a Welch interval: the studies share seed
-numbers, not runs), and one figure of the checkpoint curves of the methods both studies ran. The page
+numbers, not runs), the exploratory comparisons computed as the claims are (each method against the base
+model, CW-GRPO as described and Clip-Cov against GRPO: effect, interval, MDE), and one figure of the checkpoint curves of the methods both studies ran. The page
 holds the table between ``<!-- generated: study-pair -->`` markers; ``--write`` rewrites it::
 
     python -m cwgrpo.report.study_pair --write
@@ -20,19 +21,35 @@ from pathlib import Path
 from typing import Any
 
 from cwgrpo.io import read_json, write_text
+from cwgrpo.report.study_design import MEASURES, shown_verdict
 from cwgrpo.report.study_render import ci_text, num_text
 from cwgrpo.report.style import apply_style, method_color, new_figure, save_figure
-from cwgrpo.stats import seed_effect
+from cwgrpo.stats import paired_mde, paired_sd, seed_effect
 
 STUDIES = {  # label -> (study.json, what differs)
     "first": (Path("docs/study/results/study.json"), "lr 2e-4 constant, no KL"),
     "second": (Path("docs/study/results-regime/study.json"), "lr 2e-4 cosine to 0.1, 10 % warm-up, KL 0.04"),
 }
 METHODS = ("grpo", "cw_grpo", "cw_grpo_described", "clip_cov")  # those a study ran
-# The claims a study tests only if GRPO is unstable (its precondition); both registrations report them as
-# "precondition failed", with their numbers, when it is not.
-GATED = (2, 3)
-PRECONDITION_FAILED = "precondition failed"
+# Exploratory comparisons beside the registered claims (no verdicts): (first, second, measure). "base" is
+# the base model's one evaluation, the same number for every seed.
+BASE = "base"
+EXPLORATORY = (
+    ("grpo", BASE, "avg_last"),
+    ("cw_grpo", BASE, "avg_last"),
+    *(
+        (v, "grpo", m)
+        for v in ("cw_grpo_described", "clip_cov")
+        for m in ("avg_last", "entropy_range", "best_minus_last")
+    ),
+)
+NAMES = {
+    BASE: "base model",
+    "grpo": "GRPO",
+    "cw_grpo": "CW-GRPO as released",
+    "cw_grpo_described": "CW-GRPO as described",
+    "clip_cov": "Clip-Cov",
+}
 BLOCK = re.compile(r"(<!-- generated: study-pair -->\n).*?(<!-- /generated: study-pair -->)", re.S)
 
 
@@ -69,15 +86,52 @@ def claims_table(reports: Mapping[str, Mapping[str, Any]]) -> str:
             digits = 3 if c.get("unit") == "nats" else 1
             mean = c["effect"].get("mean")
             mde = c.get("mde_80")
-            gated_out = cid in GATED and not reports[lab]["regime"]["precondition"]
             cells.append(
                 f"{num_text(mean, digits)} {ci_text(c['effect'], digits)}"
                 + (f", MDE {mde:.{digits}f}" if isinstance(mde, float) else "")
-                + f" → **{PRECONDITION_FAILED if gated_out else c['verdict']}**"
+                + f" → **{shown_verdict(c, reports[lab]['regime']['precondition'])}**"
             )
         lines.append(
             f"| {cid} | {first.get('measure', first.get('claim', ''))} | " + " | ".join(cells) + " |"
         )
+    return "\n".join(lines) + "\n"
+
+
+def exploratory_effect(
+    report: Mapping[str, Any], first: str, second: str, measure: str
+) -> dict[str, Any] | None:
+    """``first`` vs ``second`` on ``measure`` as the claims compute it (paired by seed, signed so that a
+    positive value favours ``first``, MDE from the spread of the differences); None where the study did
+    not run a method."""
+    ms = report["measures"]
+    if first not in ms or (second != BASE and second not in ms):
+        return None
+    t = {int(s): v for s, v in ms[first][measure].items()}
+    r = (
+        {s: report["base_avg"] for s in t}
+        if second == BASE
+        else {int(s): v for s, v in ms[second][measure].items()}
+    )
+    eff = seed_effect(t, r) if MEASURES[measure][1] > 0 else seed_effect(r, t)
+    return {**eff.as_dict(), "mde_80": paired_mde(paired_sd(t, r), eff.n)}
+
+
+def exploratory_table(reports: Mapping[str, Mapping[str, Any]]) -> str:
+    """One row per exploratory comparison: effect [CI], MDE in each study (n/a where it did not run)."""
+    labels = list(reports)
+    header = ["comparison", "measure", *(f"{lab} study: effect [95 % CI], MDE" for lab in labels)]
+    lines = ["| " + " | ".join(header) + " |", "|---|---|" + "---|" * len(labels)]
+    for first, second, measure in EXPLORATORY:
+        digits = 3 if MEASURES[measure][0] == "nats" else 1
+        cells = []
+        for rep in reports.values():
+            e = exploratory_effect(rep, first, second, measure)
+            cells.append(
+                "n/a"
+                if e is None
+                else f"{num_text(e['mean'], digits)} {ci_text(e, digits)}, MDE {e['mde_80']:.{digits}f}"
+            )
+        lines.append(f"| {NAMES[first]} − {NAMES[second]} | {measure} | " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
 
 
@@ -111,6 +165,10 @@ def page_block(reports: Mapping[str, Mapping[str, Any]]) -> str:
         "`entropy_key` was analysed on TRL's token mean, `entropy`).\n"
         + "\nThe regime's effect on claim 1 (the second study's CW-GRPO − GRPO at the last checkpoint minus "
         f"the first's; Welch interval, {n1} and {n2} seeds): **{num_text(eff['mean'], 1)} points {ci_text(eff, 1)}**.\n"
+        + "\nExploratory comparisons (no verdicts), computed as the claims are: paired by seed, signed so that a "
+        "positive value favours the first-named (a narrower entropy range, a smaller drop from the best "
+        "checkpoint); the base model is one evaluation, the same for every seed, so its own sampling noise "
+        "is not in those intervals:\n\n" + exploratory_table(reports)
     )
 
 

@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 
 from cwgrpo.report.options import ENTROPY_MEANS, number
-from cwgrpo.report.study_design import MEASURES, PRIMARY, StudyConfig
+from cwgrpo.report.study_design import MEASURES, PRIMARY, StudyConfig, shown_verdict
 from cwgrpo.report.style import apply_style, method_color, new_figure, save_figure
 from cwgrpo.stats import paired_mde
 
@@ -171,7 +171,7 @@ def study_markdown(report: Mapping[str, Any], cfg: StudyConfig) -> str:
         mde_text = num_text(c.get("mde_80"), d, False) if "mde_80" in c else ""
         lines.append(
             f"| {c['id']} | {c['claim']} | {num_text(e.get('mean'), d)} {c.get('unit') or ''} | {ci_text(e, d)} | "
-            f"{e.get('n', '')} | {mde_text} | {c['verdict']} | {c['reason']} |"
+            f"{e.get('n', '')} | {mde_text} | {shown_verdict(c, reg['precondition'])} | {c['reason']} |"
         )
     lines += [
         "",

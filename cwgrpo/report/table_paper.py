@@ -1,4 +1,6 @@
-"""The paper's numbers beside ours, as ``cwgrpo table`` writes them: the reported-vs-ours table
+"""The paper's numbers beside ours, as ``cwgrpo table`` writes them.
+
+The reported-vs-ours table
 (:func:`reported_vs_ours`, :func:`reported_markdown`) and Table 1's Avg column as a picture of effects
 (:func:`avg_figure`).
 

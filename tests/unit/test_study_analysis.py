@@ -225,9 +225,10 @@ def test_precondition_failure_gates_claims_2_and_3(tmp_path):
     report = analyse(CFG, summaries_frame(summaries), metrics_frame(runs), {}, CLAIMS_JSON)
     assert report["regime"]["unstable_seeds"] == 0 and not report["regime"]["precondition"]
     c2, c3 = by_id(report)[2], by_id(report)[3]
-    assert c2["effect"]["mean"] > 0 and c2["verdict"] == "does not hold"
+    # reported as "precondition failed", with their numbers, whatever the effect (both registrations)
+    assert c2["effect"]["mean"] > 0 and c2["verdict"] == "precondition failed"
     assert "GRPO unstable in 0 of 3 seeds" in c2["reason"]
-    assert c3["verdict"] == "does not hold" and c3["effect"]["mean"] <= 0
+    assert c3["verdict"] == "precondition failed" and c3["effect"]["mean"] <= 0
     assert c3["reason"].startswith("GRPO unstable in 0 of 3 seeds; the effect is not positive")
     assert by_id(report)[1]["verdict"] in ("holds", "inconclusive")  # claim 1 is not gated
 
@@ -258,6 +259,16 @@ def test_markdown_names_every_claim_and_variant(report):
     claims = [f"| {i} |" for i in (1, 2, 3, 4)]
     for text in ("GRPO unstable in **3 of 3**", *claims, "`cw_knob_x`", "| `grpo` | 40.0 |"):
         assert text in md
+
+
+def test_markdown_reads_a_gated_claim_of_an_older_report_as_precondition_failed(report):
+    """A study.json written before analyse said "precondition failed" (the second study's) renders so."""
+    old = {**report, "regime": {**report["regime"], "precondition": False}}
+    old["claims"] = [{**c, "verdict": "does not hold"} for c in report["claims"]]
+    md = study_markdown(old, CFG).splitlines()
+    rows = {c["id"]: next(line for line in md if c["claim"] in line) for c in old["claims"]}
+    assert "| precondition failed |" in rows[2] and "| precondition failed |" in rows[3]
+    assert "| does not hold |" in rows[1]  # claim 1 is not gated
 
 
 def test_command_writes_every_declared_file(inputs, tmp_path):

@@ -74,6 +74,43 @@ def test_the_page_block_names_each_studys_verdicts_and_precondition():
     assert "first study `entropy`; second study `entropy`" in block  # neither report names a key
 
 
+NO_DROP = {"best_minus_last": {"0": 0.0, "1": 0.0}}
+
+
+def test_exploratory_comparisons_are_paired_signed_as_the_claims_and_n_a_where_not_run():
+    rep = {
+        **FIRST,
+        "measures": {
+            "grpo": {
+                "avg_last": {"0": 15.0, "1": 15.0, "2": 15.0},
+                "entropy_range": {"0": 0.1, "1": 0.2},
+                **NO_DROP,
+            },
+            "clip_cov": {
+                "avg_last": {"0": 16.0, "1": 18.0, "2": 20.0},
+                "entropy_range": {"0": 0.3, "1": 0.3},
+                **NO_DROP,
+            },
+        },
+    }
+    half = stats.t.ppf(0.975, 2) * 2.0 / math.sqrt(3)  # differences -25, -25, -25 / +1, +3, +5: sd 0 / 2
+    gain = study_pair.exploratory_effect(rep, "grpo", study_pair.BASE, "avg_last")
+    assert gain["mean"] == pytest.approx(15.0 - 40.0) and gain["ci95"] == pytest.approx([-25.0, -25.0])
+    versus = study_pair.exploratory_effect(rep, "clip_cov", "grpo", "avg_last")
+    assert versus["mean"] == pytest.approx(3.0) and versus["ci95"] == pytest.approx([3 - half, 3 + half])
+    assert versus["mde_80"] == pytest.approx(
+        (stats.t.ppf(0.975, 2) + stats.t.ppf(0.8, 2)) * 2.0 / math.sqrt(3)
+    )
+    # entropy range is signed R − T as claim 2 is: a wider range than GRPO's is negative
+    assert study_pair.exploratory_effect(rep, "clip_cov", "grpo", "entropy_range")["mean"] == pytest.approx(
+        -0.15
+    )
+    assert study_pair.exploratory_effect(rep, "cw_grpo_described", "grpo", "avg_last") is None
+    table = study_pair.exploratory_table({"first": rep, "second": rep})
+    assert "| Clip-Cov − GRPO | avg_last | +3.0 [" in table
+    assert "| CW-GRPO as described − GRPO | avg_last | n/a | n/a |" in table
+
+
 def test_write_refuses_a_page_without_the_block_and_check_reports_a_stale_one(tmp_path, monkeypatch):
     for lab, rep in (("first", FIRST), ("second", SECOND)):
         path = tmp_path / f"{lab}.json"
