@@ -15,8 +15,8 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from cwgrpo.rewards import completion_text
-from cwgrpo.scoring import grade_detailed
+from cwgrpo.grading.rewards import completion_text
+from cwgrpo.grading.scoring import grade_detailed
 
 PLAIN_NUMBER = re.compile(r"^\s*[-+]?\d+(?:\.\d*)?\s*\.?\s*$")
 

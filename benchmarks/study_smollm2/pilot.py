@@ -30,8 +30,8 @@ import yaml
 sys.path.insert(0, str(Path(__file__).parent))
 from number_reward import row_correct
 
-from cwgrpo.data import load_records
-from cwgrpo.synthetic import level
+from cwgrpo.data.registry import load_records
+from cwgrpo.data.synthetic import level
 
 SYSTEM = "Compute the expression. Reply with the number only."  # config/real.yaml's training system turn
 LEVEL = 1  # the only level where the base model has a signal under the number-only reward

@@ -48,10 +48,10 @@ import torch
 import yaml
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
-from cwgrpo.data import load_records
-from cwgrpo.rewards import accuracy_reward, format_reward
-from cwgrpo.synthetic import level
-from cwgrpo.train_rows import training_rows
+from cwgrpo.data.registry import load_records
+from cwgrpo.data.synthetic import level
+from cwgrpo.grading.rewards import accuracy_reward, format_reward
+from cwgrpo.train.rows import training_rows
 from cwgrpo.weighting import cw_weights
 
 sys.path.insert(0, str(Path(__file__).parent))
