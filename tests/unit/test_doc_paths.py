@@ -33,7 +33,10 @@ REPO_PATH = re.compile(
     r"(?<![\w/.-])((?:cwgrpo|tests|docs|benchmarks|workflow|config|envs|profiles|\.ci)/[\w./{}*<>-]*[\w*}>/])"
 )
 # Files announced before they exist (none now; a documented command's `--out FILE` is skipped anyway).
-NOT_YET: dict[str, str] = {}
+NOT_YET: dict[str, str] = {
+    "benchmarks/results/study_smollm2_pilot.json": "written when the third study's pilot finishes (docs/study/pilot-smollm2.md)",
+    "config/study-smollm2.yaml": "the third study's preset, written with its registration (a DRAFT now)",
+}
 # A registration is never edited after its commit: its paths name the tree it was registered in.
 REGISTRATIONS = {
     "docs/study/preregistration.md": "5e86e3b",
