@@ -1,9 +1,10 @@
 """``cwgrpo plan``: a preset's jobs, resources, estimates and wall time, before anything runs.
 
 Per kind of job: its count, GPUs, GPU memory, CPUs, RAM, the runtime it asks for against its estimate,
-GPU-hours and disk, a warning for each estimate above its limit; and the wall time on N GPUs. Jobs and resources are Snakemake's own: a dry run (``snakemake -n --forceall``) with the same config
-files, in the folder the workflow would run in (the preset's relative paths are that folder's), lists
-every job with what its rule's ``resources:`` give it (cwgrpo.dag.resources). Estimates per job:
+GPU-hours and disk, a warning for each estimate above its limit; and the wall time on N GPUs. Jobs and
+resources are Snakemake's own: a dry run (``snakemake -n --forceall``) with the same config files, in
+the folder the workflow would run in (the preset's relative paths are that folder's), lists every job
+with what its rule's ``resources:`` give it (cwgrpo.dag.resources). Estimates per job:
 ``resources/budgets.yaml``. The wall time is a greedy schedule on N GPUs: trainings first, each
 evaluation once its checkpoint exists (step / last step of its run's training). ``--brief`` (``make
 tiny``): the jobs still to run and their expected time on this machine's cores.
