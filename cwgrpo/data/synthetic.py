@@ -20,7 +20,8 @@ give a graded ladder like the paper's benchmarks:
 hardest.) ``syn_train`` mixes all five levels, levels 1 and 2 twice as often as 3, 4 and 5 (the
 warm-up learns the first steps sooner, and RL gets more prompts with mixed rewards); ``syn_dev``
 (level 1) is a small split for early stopping of the supervised warm-up, so that no benchmark is used
-to select the base model.
+to select the base model. ``syn_train_l1`` draws level 1 alone from the training pool: SmolLM2-135M has a
+reward signal at level 1 only (docs/study/preregistration-smollm2.md).
 
 Why carry-free: measured on 2 CPU cores (docs/tiny-calibration.md), a ~1M-parameter model trained on
 chains with carries (two-digit or one-digit operands) was still near 0 % greedy accuracy after 800
@@ -74,6 +75,7 @@ SPLITS: dict[str, SplitSpec] = {
     for s in (
         SplitSpec("syn_train", 4000, 1000, (1, 1, 2, 2, 3, 4, 5), None, "Syn-train (L1–L5)", "train"),
         SplitSpec("syn_dev", 100, 1001, (1,), None, "Syn-dev (L1)", "dev"),
+        SplitSpec("syn_train_l1", 1000, 1002, (1,), None, "Syn-train (L1)", "train"),
         SplitSpec("syn_math500", 200, 1101, (1,), "math500", "Syn-L1 (≈MATH-500)", "benchmark"),
         SplitSpec("syn_amc23", 200, 1102, (2,), "amc23", "Syn-L2 (≈AMC23)", "benchmark"),
         SplitSpec("syn_olympiad", 200, 1103, (3,), "olympiadbench", "Syn-L3 (≈OlympiadBench)", "benchmark"),
