@@ -150,10 +150,12 @@ def step_errors(config: Mapping[str, Any]) -> Iterator[Error]:
 
 
 def study_errors(config: Mapping[str, Any]) -> Iterator[Error]:
-    """A pre-registered study's floor: enough seeds for its intervals, a schedule that ends at max_steps."""
+    """A pre-registered study's floor (enough seeds for its intervals, a schedule that ends at max_steps)
+    and what its registration pinned: exact seeds, checkpoints, models, regime."""
     study = config.get("study")
     if not study:
         return
+    yield from registered_errors(config, study)
     methods = list(config["methods"])
     if study["treatment"] not in methods:
         yield (
@@ -184,6 +186,25 @@ def study_errors(config: Mapping[str, Any]) -> Iterator[Error]:
                 f"needs >= {study['min_checkpoints']} (study.min_checkpoints)",
             )
     yield from regime_errors(config, study["regime"])
+
+
+def registered_errors(config: Mapping[str, Any], study: Mapping[str, Any]) -> Iterator[Error]:
+    """The seeds, saved checkpoints and models the registration fixed (``study.seeds``,
+    ``study.checkpoints``, ``study.models``), each refused naming the preset key that differs."""
+    if "seeds" in study and list(config["seeds"]) != list(study["seeds"]):
+        yield "seeds", f"{config['seeds']}, but the registration fixes {study['seeds']} (study.seeds)"
+    for size in config["sizes"]:
+        if "checkpoints" in study and saved_steps(config, size) != list(study["checkpoints"]):
+            sources = train_sources(config, size, next(iter(config["methods"])))
+            yield (
+                f"{where_set(sources, 'save_steps') or 'train'}.save_steps",
+                f"checkpoints {saved_steps(config, size)} (size {size!r}), but the registration fixes "
+                f"{study['checkpoints']} (study.checkpoints)",
+            )
+    for size, model in study.get("models", {}).items():
+        found = config["sizes"].get(size, {}).get("model")
+        if found != model:
+            yield f"sizes.{size}.model", f"{found!r}, but the registration fixes {model!r} (study.models)"
 
 
 def regime_errors(config: Mapping[str, Any], regime: Mapping[str, Any]) -> Iterator[Error]:
