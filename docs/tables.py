@@ -2,7 +2,8 @@
 
 Each table sits between ``<!-- generated: NAME -->`` and ``<!-- /generated: NAME -->``. The module table is
 each module's docstring summary line, grouped by package in the pipeline's order; the command table is
-``cwgrpo.cli.COMMANDS``. ``--check`` (the default) exits 1 naming each page that differs; no flag rewrites::
+``cwgrpo.cli.COMMANDS``. ``--check`` exits 1 naming each page that differs; no flag rewrites; either
+exits 2 naming a page without its block::
 
     python docs/tables.py          # rewrite the blocks in place
     python docs/tables.py --check  # tests/unit/test_docs_tables.py
@@ -96,10 +97,15 @@ def main(argv: list[str] | None = None, root: Path = REPO) -> int:
     parser.add_argument("--check", action="store_true", help="say which pages differ; write nothing")
     args = parser.parse_args(argv)
     stale = []
-    for name, text in blocks().items():
-        page = root / PAGES[name]
-        old = page.read_text(encoding="utf-8")
-        new = update(old, {name: text})
+    try:
+        rendered = blocks()
+        pages = {name: (root / PAGES[name]).read_text(encoding="utf-8") for name in rendered}
+        updated = {name: update(pages[name], {name: rendered[name]}, PAGES[name]) for name in rendered}
+    except (OSError, ValueError) as err:
+        print(f"docs/tables.py: {err}", file=sys.stderr)
+        return 2
+    for name, new in updated.items():
+        page, old = root / PAGES[name], pages[name]
         if new != old:
             stale.append(PAGES[name])
             if not args.check:

@@ -1,12 +1,12 @@
 """Every command's options, checked at the workflow's parse by the command's own config (without importing TRL).
 
-A typo in an option section (``train.learnig_rate``, ``evaluate.tempreature``, ``cw_variant: relased``)
-must fail ``snakemake -n``, not a job hours later on a cluster. ``command_option_errors`` merges each job's
-options as the workflow writes them (cwgrpo.dag.options) and checks them with its command's config
-dataclass (``EvalConfig``, ``SftConfig``, ``TinyConfig``, the report configs, ``TrainJob``), naming the
-section a bad key came from. The package's own training options (``cw_*``, Clip-Cov's, KL-Cov's) are
-checked by their one validator, ``cwgrpo.trainer.options.CWOptions``, which the job's ``CWGRPOConfig``
-derives from and runs again. The rest of ``CWGRPOConfig`` (TRL's ~150 fields) is checked against
+A typo in an option section (``train.learnig_rate``, ``evaluate.tempreature``, ``cw_variant: relased``) must
+fail ``snakemake -n``, not a job hours later on a cluster. ``cwgrpo.dag.preset_rules.preset_checks`` merges
+each job's options as the workflow writes them (cwgrpo.dag.options) and checks them here with its command's
+config dataclass (``EvalConfig``, ``SftConfig``, ``TinyConfig``, the report configs, ``TrainJob``), naming the
+section a bad key came from. The package's own training options (``cw_*``, Clip-Cov's, KL-Cov's) are checked
+by their one validator, ``cwgrpo.trainer.options.CWOptions``, which the job's ``CWGRPOConfig`` derives from
+and runs again. The rest of ``CWGRPOConfig`` (TRL's ~150 fields) is checked against
 ``resources/grpo_config_fields.json``: each field's kind (int, float, str, bool, list, dict, any; ``|None``
 when it may be null) and TRL's choices, written by ``python -m cwgrpo.dag.command_options`` from the live
 class (a unit test keeps the two equal), because importing TRL costs seconds at every Snakemake start.
@@ -20,7 +20,7 @@ import json
 import sys
 import types
 import typing
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -31,8 +31,6 @@ from cwgrpo.dag.options import (
     report_options,
     stage_options,
     study_options,
-    train_options,
-    train_sources,
     untrained,
     where_set,
 )
@@ -212,22 +210,15 @@ def _check_one(cls: type, key: str, value: Any) -> None:
         raise OptionError(key, str(err)) from None
 
 
-def _check_all(cls: type, options: Mapping[str, Any]) -> None:
-    try:
-        build_config(cls, overrides=dict(options))
-    except (ConfigError, ValueError, TypeError) as err:
-        raise OptionError(None, str(err)) from None
-
-
 def _check_together(cls: type, options: Mapping[str, Any]) -> None:
     """All options at once (rules that span fields, e.g. processes per node, need their partners); when
     that fails, the error names the first key that fails alone, if one does."""
     try:
         build_config(cls, overrides=dict(options))
-    except (ConfigError, ValueError, TypeError):
+    except (ConfigError, ValueError, TypeError) as err:
         for key, value in options.items():
             _check_one(cls, key, value)
-        _check_all(cls, options)
+        raise OptionError(None, str(err)) from None
 
 
 def check_options(cls: type, options: Mapping[str, Any]) -> None:
@@ -242,45 +233,39 @@ def check_options(cls: type, options: Mapping[str, Any]) -> None:
     _check_together(cls, options)
 
 
-def _sourced(err: Any, sources: list[tuple[str, Mapping]]) -> Error:
-    """(config key, message) of an OptionError: the highest-precedence section that sets the bad key."""
+def sourced(errors: Iterable[OptionError], sources: list[tuple[str, Mapping]]) -> Iterator[Error]:
+    """(config key, message) of each error: its key in the highest-precedence section that sets it."""
     sources = [(name, m) for name, m in sources if m]
-    key = getattr(err, "key", None)
-    where = where_set(sources, key) or (sources[-1][0] if sources else "?")
-    return (f"{where}.{key}" if key else where), str(err)
+    for err in errors:
+        where = where_set(sources, err.key) or (sources[-1][0] if sources else "?")
+        yield (f"{where}.{err.key}" if err.key else where), str(err)
 
 
 def _checked(check: Any, options: Mapping, sources: list[tuple[str, Mapping]]) -> Iterator[Error]:
     try:
         check(options)
     except OptionError as err:
-        yield _sourced(err, sources)
+        yield from sourced([err], sources)
 
 
-def command_option_errors(config: Mapping[str, Any]) -> Iterator[Error]:
-    """Every option of every command, checked by the command's own config classes, so a typo fails here
-    and not in a job hours later."""
+def stage_option_errors(config: Mapping[str, Any], size: str) -> Iterator[Error]:
+    """A size's evaluate options, and build's and sft's where the size is built here, checked by their
+    commands' configs (its training options: ``train_option_errors``, one list entry per method)."""
     from cwgrpo.evaluate.run import EvalConfig
     from cwgrpo.models.sft import SftConfig
     from cwgrpo.models.tiny import TinyConfig
 
-    seed = config["seeds"][0]
-    for size, spec in config["sizes"].items():
-        for method in config["methods"]:
-            sources = train_sources(config, size, method)
-            for err in train_option_errors(train_options(config, size, method, seed)):
-                yield _sourced(err, sources)
-        stages = [("evaluate", EvalConfig, evaluate_options(config, size), config["evaluate"])]
-        if size in built_sizes(config):
-            for stage, cls in (("build", TinyConfig), ("sft", SftConfig)):
-                stages.append((stage, cls, stage_options(config, stage, size), config.get(stage, {})))
-        for section, cls, opts, top in stages:
-            sources = [(section, top), (f"sizes.{size}.{section}", spec.get(section, {}))]
-            yield from _checked(lambda o, cls=cls: check_options(cls, o), opts, sources)
-    yield from _report_option_errors(config)
+    spec = config["sizes"][size]
+    stages = [("evaluate", EvalConfig, evaluate_options(config, size), config["evaluate"])]
+    if size in built_sizes(config):
+        for stage, cls in (("build", TinyConfig), ("sft", SftConfig)):
+            stages.append((stage, cls, stage_options(config, stage, size), config.get(stage, {})))
+    for section, cls, opts, top in stages:
+        sources = [(section, top), (f"sizes.{size}.{section}", spec.get(section, {}))]
+        yield from _checked(lambda o, cls=cls: check_options(cls, o), opts, sources)
 
 
-def _report_option_errors(config: Mapping[str, Any]) -> Iterator[Error]:
+def report_option_errors(config: Mapping[str, Any]) -> Iterator[Error]:
     try:  # the report commands need pandas, which a bare Snakemake environment may lack
         from cwgrpo.report.claim_checks import ClaimsConfig
         from cwgrpo.report.figures import FigureConfig

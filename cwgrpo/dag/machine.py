@@ -1,7 +1,6 @@
 """What this machine offers a CPU training job: a C++ compiler and DeepSpeed, probed before the run.
 
-What this machine offers a CPU training job, probed before the first job of a run: a C++ compiler, and
-DeepSpeed in the interpreter that `cwgrpo train` will run under."""
+DeepSpeed is looked for in the interpreter that `cwgrpo train` will run under."""
 
 from __future__ import annotations
 

@@ -317,8 +317,19 @@ def preset_checks(
     """Every parse-time check of a validated preset, for ``collect``. ``gpu_cap``: `--resources gpu=N`;
     ``gpu_models``: size -> the gpu_model a profile or the command line gives its training rule;
     ``cpu_count``: this machine's cores (None: not checked)."""
-    from cwgrpo.dag import command_options, resources
+    from cwgrpo.dag import command_options as co
+    from cwgrpo.dag import resources
 
+    seed = config["seeds"][0]
+    option_checks = []  # per size: each method's training options, merged as its job gets them; the rest
+    for size in config["sizes"]:
+        for method in config["methods"]:
+            option_checks.append(
+                lambda s=size, m=method: co.sourced(
+                    co.train_option_errors(train_options(config, s, m, seed)), train_sources(config, s, m)
+                )
+            )
+        option_checks.append(lambda s=size: co.stage_option_errors(config, s))
     return [
         lambda: deployment_errors(config, uses_conda),
         lambda: size_errors(config),
@@ -330,7 +341,8 @@ def preset_checks(
         lambda: study_errors(config),
         lambda: report_errors(config),
         lambda: resources.gpu_cap_errors(config, gpu_cap),
-        lambda: command_options.command_option_errors(config),
+        *option_checks,
+        lambda: co.report_option_errors(config),
         *(lambda s=size: resources.layout_errors(config, s, gpu_models.get(s)) for size in config["sizes"]),
         lambda: metric_errors(config),
         lambda: context_errors(config),

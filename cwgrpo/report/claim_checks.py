@@ -1,8 +1,7 @@
 """Claims 1-3 of ``cwgrpo claims`` as measured effects per size, and the verdict rule.
 
-Claims 1-3 of ``cwgrpo claims`` as measured effects per size, the options of all four, and the rule that
-turns an effect into a verdict (see :mod:`cwgrpo.report.claims` for the claims and the verdict rule in
-words; claim 4 is :mod:`cwgrpo.report.claim_tail`).
+The options of all four claims are here too. The claims and the verdict rule in words:
+:mod:`cwgrpo.report.claims`; claim 4: :mod:`cwgrpo.report.claim_tail`.
 """
 
 from __future__ import annotations

@@ -1,11 +1,9 @@
 """The options and names the report commands share, and how every page writes a number.
 
-Which results to report, how to call them, and how every page writes a number (:func:`number`).
-
-:class:`ReportConfig` holds the options of ``cwgrpo table``, ``cwgrpo figure`` and ``cwgrpo claims``
-(methods, sizes and benchmarks in order, display names, and the mapping of stand-in benchmarks and sizes
-onto the paper's); :class:`TableConfig` adds the table's own. The paper's own benchmark and size names
-come from :mod:`cwgrpo.paper`.
+A number is written by :func:`number`. :class:`ReportConfig` holds the options of ``cwgrpo table``,
+``cwgrpo figure`` and ``cwgrpo claims`` (methods, sizes and benchmarks in order, display names, and the
+mapping of stand-in benchmarks and sizes onto the paper's); :class:`TableConfig` adds the table's own. The
+paper's own benchmark and size names come from :mod:`cwgrpo.paper`.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """Who produced a report's inputs, and the one footer line that names them.
 
-Who produced a report's inputs (:func:`input_identity`: versions, commits, config hashes, each file's
-sha256) and the one footer line that names them beside the reporting code (:func:`footer_text`)."""
+:func:`input_identity`: versions, commits, config hashes, each file's sha256; :func:`footer_text`: the
+footer line, which names the reporting code beside them."""
 
 from __future__ import annotations
 

@@ -92,12 +92,15 @@ def render_blocks(results: Path) -> dict[str, str]:
     return blocks
 
 
-def update(text: str, blocks: dict[str, str]) -> str:
-    """``text`` with each generated block replaced; a block the text lacks, or one it names that ``blocks``
-    lacks, is an error (a renamed marker would otherwise leave stale numbers)."""
+def update(text: str, blocks: dict[str, str], page: str | Path) -> str:
+    """``text`` (of the file ``page``) with each generated block replaced; a block the text lacks, or one it
+    names that ``blocks`` lacks, is an error naming ``page`` (a renamed marker would leave stale numbers)."""
     found = {m.group("name") for m in BLOCK.finditer(text)}
     if found != set(blocks):
-        raise ValueError(f"generated blocks in the README {sorted(found)} != those rendered {sorted(blocks)}")
+        raise ValueError(
+            f"{page}: generated blocks {sorted(found)} != those rendered {sorted(blocks)}; "
+            "mark each with <!-- generated: NAME --> and <!-- /generated: NAME -->"
+        )
     return BLOCK.sub(lambda m: m.group(1) + blocks[m.group("name")] + m.group(4), text)
 
 
@@ -114,7 +117,7 @@ def run(args: argparse.Namespace) -> int:
     text = args.readme.read_text(
         encoding="utf-8"
     )  # a missing or foreign file: one line, the README untouched
-    new = update(text, render_blocks(args.results))
+    new = update(text, render_blocks(args.results), args.readme)
     if args.write:
         write_text(args.readme, new)
         return 0

@@ -1,9 +1,8 @@
 """What the pre-registered study fixed before it ran: options, measures, each claim's measure and wording.
 
-What the pre-registered study fixed before it ran (docs/study/preregistration.md): its options, the
-measures it computes (unit and sign), the primary and secondary measure of each claim, and each claim's
-wording. :mod:`cwgrpo.report.study` computes the analysis from them; :mod:`cwgrpo.report.study_render`
-writes it; neither imports the other's module for these.
+Registered in docs/study/preregistration.md; each measure with its unit and sign, each claim with a primary
+and a secondary measure. :mod:`cwgrpo.report.study` computes the analysis from them;
+:mod:`cwgrpo.report.study_render` writes it; neither imports the other's module for these.
 """
 
 from __future__ import annotations

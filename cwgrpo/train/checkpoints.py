@@ -1,7 +1,6 @@
 """A run folder's checkpoints between runs: which one a rerun resumes from, what is pruned.
 
-A training run folder's checkpoints between runs: which one a rerun resumes from, what is pruned, and
-the declared outputs written from them.
+The declared outputs are written from them too.
 
 - ``complete_checkpoints``: a ``checkpoint-N/`` counts once TRL finished saving it (``COMPLETE_FLAG``
   inside it); ``resumable_checkpoints`` drops the cut ones, refuses those of another identity and skips a

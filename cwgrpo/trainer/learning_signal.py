@@ -1,8 +1,5 @@
 """Whether a GRPO run can learn: stretches with no reward spread, no gradient, or every completion clipped.
 
-Whether a GRPO run can learn: a stretch of steps with no reward spread or no gradient, and (a notice,
-not a lack of signal) a stretch where every completion was clipped.
-
 GRPO's advantage of a completion is its reward minus its group's mean: when every group's rewards are
 equal (TRL logs ``frac_reward_zero_std`` = 1) every advantage is 0 and the policy does not move; a
 ``grad_norm`` of 0 says the same of the update itself. Both make a run that trains nothing and is marked

@@ -1,7 +1,6 @@
 """How far each optimiser step moves the policy: the KL between consecutive policies on a probe set.
 
-How far each optimiser step moves the policy: the KL divergence between consecutive policies on a fixed
-probe set, logged as ``probe/kl_consecutive`` and ``probe/kl_from_start`` (``cw_probe_prompts``).
+Logged as ``probe/kl_consecutive`` and ``probe/kl_from_start`` (``cw_probe_prompts``).
 
 The probe set is fixed at train begin: the first ``cw_probe_prompts`` prompts of the training dataset,
 tokenised as the trainer tokenises its prompts, each with one completion generated greedily by the policy

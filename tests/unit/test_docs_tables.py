@@ -18,7 +18,7 @@ SPEC.loader.exec_module(tables)
 def test_generated_table_matches_the_code(name):
     page = REPO / tables.PAGES[name]
     text = page.read_text(encoding="utf-8")
-    assert tables.update(text, {name: tables.blocks()[name]}) == text, (
+    assert tables.update(text, {name: tables.blocks()[name]}, page) == text, (
         f"{tables.PAGES[name]}: its generated {name} table differs from the code; run python docs/tables.py"
     )
 
@@ -50,3 +50,16 @@ def test_check_names_the_stale_page_and_the_command(tmp_path, capsys):
     err = capsys.readouterr().err
     assert "docs/architecture.md" in err and "python docs/tables.py" in err
     assert tables.main([], root=tmp_path) == 0 and tables.main(["--check"], root=tmp_path) == 0
+
+
+def test_a_page_without_its_block_is_named_in_one_line(tmp_path, capsys):
+    for rel in tables.PAGES.values():
+        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / rel).write_text((REPO / rel).read_text(encoding="utf-8"), encoding="utf-8")
+    page = tmp_path / tables.PAGES["modules"]
+    before = page.read_text(encoding="utf-8")
+    page.write_text(before.replace("<!-- /generated: modules -->", ""), encoding="utf-8")
+    assert tables.main([], root=tmp_path) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("docs/tables.py: docs/architecture.md: generated blocks"), err
+    assert "README" not in err[0]

@@ -15,7 +15,7 @@ REPO = Path(__file__).resolve().parents[2]
 def test_the_tiny_results_pages_tables_are_generated_from_its_files():
     readme = (REPO / "docs" / "tiny-results" / "README.md").read_text(encoding="utf-8")
     blocks = render_blocks(REPO / "docs" / "tiny-results")
-    assert update(readme, blocks) == readme, "run: python -m cwgrpo.report.readme_tables --write"
+    assert update(readme, blocks, "README.md") == readme, "run: python -m cwgrpo.report.readme_tables --write"
     base = blocks["tiny-base"].splitlines()
     assert len(base) == 4 and base[2].startswith("| Small (for 1.5B) |")  # two sizes, a number each split
     assert "| 1 | CW-GRPO beats GRPO" in blocks["tiny-claims"]
@@ -36,10 +36,11 @@ def test_a_changed_number_is_found_and_rewritten(tmp_path):
 
 
 def test_a_missing_block_is_an_error():
-    with pytest.raises(ValueError, match="tiny-rl"):
+    with pytest.raises(ValueError, match=r"^page\.md: .*tiny-rl"):
         update(
             "<!-- generated: tiny-base -->\nx\n<!-- /generated: tiny-base -->\n",
             {"tiny-base": "", "tiny-rl": ""},
+            "page.md",
         )
 
 
@@ -54,7 +55,7 @@ def test_readme_tables_bad_inputs_get_one_line_and_leave_the_readme(tmp_path, ca
     cases = {
         "No such file or directory": ["--results", str(tmp_path / "none")],
         "not a table1.md that cwgrpo wrote": ["--results", str(empty)],
-        "generated blocks in the README": ["--results", str(REPO / "docs" / "tiny-results")],
+        f"{readme}: generated blocks": ["--results", str(REPO / "docs" / "tiny-results")],
     }
     for expected, args in cases.items():
         assert main([*args, "--readme", str(readme), "--write"]) == 2
