@@ -1,5 +1,4 @@
 """Data stage: datasets to normalised problem records, the synthetic task and the prompt sets.
 
-Data stage: the dataset registry and normalised problem records (``registry``), raw rows as stored
-(``rows``), the synthetic arithmetic task (``synthetic``), prompt sets (``prompts``), and the
-``cwgrpo prepare-data`` command (``prepare``)."""
+In that order: ``registry``, ``rows`` (raw rows as stored), ``synthetic``, ``prompts``, and
+``prepare_data`` (the ``cwgrpo prepare-data`` command)."""

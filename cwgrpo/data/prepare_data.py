@@ -1,7 +1,7 @@
 """``cwgrpo prepare-data``: a registry dataset or one of the user's to a records JSONL and its manifest.
 
-``cwgrpo prepare-data``: a registry dataset, or one of the user's (``OwnDataset``, given by ``--set``/``--config``),
-to a records JSONL file and its manifest (``cwgrpo.data.registry``)."""
+A dataset of the user's is an ``OwnDataset``, given by ``--set``/``--config``; records and manifest are
+``cwgrpo.data.registry``'s."""
 
 from __future__ import annotations
 

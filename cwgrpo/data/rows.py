@@ -1,8 +1,7 @@
 """A dataset's raw rows as stored (a packaged JSON file, a Hub table, a user's file), read as written.
 
-The raw rows of a dataset as stored, for ``cwgrpo.data.registry.load_rows`` (``cwgrpo.data.registry.normalise`` turns them
-into records): a JSON file in an installed package, a Hub dataset's Arrow table, or the local data file of
-a dataset of the user's (``cwgrpo prepare-data --set path=``), read as the user wrote it.
+For ``cwgrpo.data.registry.load_rows``; ``registry.normalise`` turns them into records. A user's file is
+``cwgrpo prepare-data --set path=``.
 
 A gold answer keeps the text the user wrote, since a gold wrong at its 17th digit marks right answers
 wrong: a JSON number keeps its exact decimal text (``12345678901234567890`` and ``1e300`` never pass
