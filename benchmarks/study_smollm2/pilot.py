@@ -27,11 +27,9 @@ from pathlib import Path
 
 import yaml
 
-sys.path.insert(0, str(Path(__file__).parent))
-from number_reward import row_correct
-
 from cwgrpo.data.registry import load_records
 from cwgrpo.data.synthetic import level
+from cwgrpo.grading.scoring import plain_number
 
 SYSTEM = "Compute the expression. Reply with the number only."  # config/real.yaml's training system turn
 LEVEL = 1  # the only level where the base model has a signal under the number-only reward
@@ -45,7 +43,7 @@ STEPS, SAVE = 24, 8
 MAX_TOKENS = 24
 TRAIN = {  # the second study's regime on SmolLM2 (docs/study/pilot-smollm2.md, "Design")
     "cw_method": "grpo",
-    "reward_funcs": ["number_reward:number_accuracy"],
+    "reward_funcs": ["number_accuracy"],
     "reward_weights": [1.0],
     "prompt_set": "tiny",
     "system_prompt": SYSTEM,
@@ -77,10 +75,8 @@ FALL_SDS = 1.0  # every checkpoint >= base - FALL_SDS * sigma_d
 
 
 def run(cmd: list[str], log: Path) -> None:
-    """Run ``cmd`` with one torch thread, this folder importable (the reward), output appended to ``log``."""
-    here = str(Path(__file__).parent.resolve())
+    """Run ``cmd`` with one torch thread, output appended to ``log``."""
     env = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
-    env["PYTHONPATH"] = os.pathsep.join(x for x in (here, env.get("PYTHONPATH", "")) if x)
     with log.open("a") as fh:
         done = subprocess.run(cmd, stdout=fh, stderr=subprocess.STDOUT, env=env, check=False)
     if done.returncode:
@@ -95,7 +91,7 @@ def logged_cpu(log: Path) -> float:
 
 
 def evaluate(model: Path, out: Path, data: Path) -> dict:
-    """Per-problem accuracy (number_reward.row_correct) of ``model`` in each mode, reused if done."""
+    """Per-problem accuracy (:func:`per_problem`) of ``model`` in each mode, reused if done."""
     result = {}
     for mode, sets in MODES.items():
         folder = out / mode
@@ -118,8 +114,10 @@ def evaluate(model: Path, out: Path, data: Path) -> dict:
 
 
 def per_problem(path: Path) -> dict[str, float]:
+    """1.0 per problem graded correct with a plain-number answer (the ``number_accuracy`` reward's rule;
+    these rows were evaluated with ``answer_form: any``)."""
     rows = [json.loads(x) for x in path.read_text().splitlines()]
-    return {str(r["id"]): row_correct(r) for r in rows}
+    return {str(r["id"]): float(bool(r["correct"]) and plain_number(r["extracted"])) for r in rows}
 
 
 def points(acc: dict[str, dict[str, float]]) -> float:

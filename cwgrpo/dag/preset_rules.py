@@ -243,6 +243,15 @@ def metric_errors(config: Mapping[str, Any]) -> Iterator[Error]:
         )
     if evaluate.get("primary_metric", "strict") == "paper" and not evaluate.get("paper_metric", False):
         yield "evaluate.primary_metric", "is paper, but evaluate.paper_metric is false"
+    forms = {"evaluate": evaluate} | {
+        f"sizes.{n}.evaluate": s.get("evaluate") or {} for n, s in config["sizes"].items()
+    }
+    for where, section in forms.items():
+        if evaluate.get("paper_metric", False) and section.get("answer_form", "any") != "any":
+            yield (
+                f"{where}.answer_form",
+                "is not any, but evaluate.paper_metric re-grades with any answer form",
+            )
 
 
 def deployment_errors(config: Mapping[str, Any], uses_conda: bool) -> Iterator[Error]:

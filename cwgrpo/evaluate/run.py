@@ -21,13 +21,14 @@ the first). The files of each model are byte-identical to those of one ``cwgrpo 
             --summary eval/step16/syn_math500.summary.json
 
 Outputs (``docs/architecture.md``): one JSONL line per (problem, sample) ``{id, sample, completion,
-extracted, gold, correct, correct_strict, unscorable, truncated, tokens}`` (``correct`` is the
-strict metric's verdict; ``cwgrpo grade --summary-in`` adds the paper metric's and may make it the
-primary one), then the summary JSON (``pass1`` = accuracy of sample 0, ``avg_k`` = mean over problems of the share of correct samples, its standard error and a
-bootstrap 95 % interval over problems). Samples whose gold answer is unscorable count as incorrect and
-are counted in ``n_unscorable``. Everything is checked before the model is loaded, both files are
-written atomically (samples first, summary last), and the same inputs and seed give byte-identical
-files with the transformers backend (no timings are stored).
+extracted, gold, correct, correct_strict, unscorable, truncated, tokens}`` (``correct`` is the strict
+metric's verdict, only for a plain-number answer under ``answer_form=number``; ``cwgrpo grade
+--summary-in`` adds the paper metric's and may make it the primary one), then the summary JSON
+(``pass1`` = accuracy of sample 0, ``avg_k`` = mean over problems of the share of correct samples, its
+standard error and a bootstrap 95 % interval over problems). Samples whose gold answer is unscorable
+count as incorrect and are counted in ``n_unscorable``. Everything is checked before the model is
+loaded, both files are written atomically (samples first, summary last), and the same inputs and seed
+give byte-identical files with the transformers backend (no timings are stored).
 """
 
 from __future__ import annotations
@@ -54,7 +55,7 @@ from cwgrpo.data.registry import load_records
 from cwgrpo.evaluate.summary import benchmark_identity, sample_rows, summarise, summary_line
 from cwgrpo.generation import SamplingSettings, check_backend_name, check_model_dir
 from cwgrpo.generation.vllm_checks import check_memory_share
-from cwgrpo.grading.scoring import DEFAULT_TIMEOUT_S
+from cwgrpo.grading.scoring import ANSWER_FORMS, DEFAULT_TIMEOUT_S
 from cwgrpo.io import ResultFileError, check_outputs_not_inputs, write_json, write_jsonl
 from cwgrpo.launch.devices import one_gpu
 
@@ -128,6 +129,10 @@ class EvalConfig:
     grading_timeout_s: float = field(
         default=DEFAULT_TIMEOUT_S, metadata={"help": "wall-clock budget for grading one answer, seconds"}
     )
+    answer_form: str = field(
+        default="any",
+        metadata={"help": "any, or number: correct only if the extracted answer is a plain number"},
+    )
 
     def __post_init__(self) -> None:
         if self.k < 1:
@@ -149,6 +154,8 @@ class EvalConfig:
             raise ConfigError(f"grading_processes must be >= 1, got {self.grading_processes}")
         if not (math.isfinite(self.grading_timeout_s) and self.grading_timeout_s > 0):
             raise ConfigError(f"grading_timeout_s must be a finite number > 0, got {self.grading_timeout_s}")
+        if self.answer_form not in ANSWER_FORMS:
+            raise ConfigError(f"answer_form must be one of {list(ANSWER_FORMS)}, got {self.answer_form!r}")
         check_backend_name(self.backend)
         check_system_prompt(self.system_prompt)
         self.prompts()  # checks the prompt set's name
@@ -280,7 +287,7 @@ def check_benchmarks_fit(
 def _evaluate_one(
     backend, model_dir, benchmark_file, records, out, summary_path, cfg, tags
 ) -> dict[str, Any]:
-    from cwgrpo.grading.scoring import grade_many
+    from cwgrpo.grading.scoring import answer_in_form, grade_many
     from cwgrpo.provenance import provenance
 
     identity = benchmark_identity(benchmark_file)
@@ -291,6 +298,7 @@ def _evaluate_one(
     completions = backend.generate(prompts, cfg.k, cfg.sampling())
     pairs = [(c.text, rec["answer"]) for rec, outs in zip(records, completions, strict=True) for c in outs]
     grades = grade_many(pairs, processes=cfg.grading_processes, timeout_s=cfg.grading_timeout_s)
+    grades = [answer_in_form(g, cfg.answer_form) for g in grades]
     rows = sample_rows(records, completions, grades)
 
     settings = dataclasses.asdict(cfg)

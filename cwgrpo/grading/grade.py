@@ -13,7 +13,8 @@ With ``--summary-in SUMMARY`` the input is an evaluation's samples file and its 
 gets the samples with this metric's verdict added (``correct_<metric>``, ``<metric>_pred``,
 ``<metric>_reason``; ``correct`` becomes the ``--primary`` metric's) and ``--summary-out`` the summary
 recomputed from the primary metric, with every scored metric under ``by_metric`` and the number of
-samples where strict and paper disagree (``n_disagree``). This is what the ``grade_paper`` rule runs;
+samples where strict and paper disagree (``n_disagree``); an evaluation with ``answer_form: number`` is
+refused (the merged verdicts would credit any answer form). This is what the ``grade_paper`` rule runs;
 ``--in/--out/--gold-kind/--summary-in/--summary-out`` repeat to grade several files with one lighteval
 start (a preset that evaluates one job per checkpoint grades one job per checkpoint too).
 There the golds are our records' final answers, given to lighteval as ``paper_gold`` says.
@@ -288,8 +289,22 @@ def summary_gold_kind(summary_path: Path) -> str:
     return gold_kind_for(benchmark, mirror if isinstance(mirror, str) else None)
 
 
+def check_regradable(summary_path: Path) -> None:
+    """An evaluation whose ``correct`` asked for a plain-number answer (``answer_form: number``) is not
+    re-graded: a merged verdict would credit any answer form again."""
+    form = (read_json(summary_path).get("settings") or {}).get("answer_form", "any")
+    if form != "any":
+        raise ConfigError(
+            f"{summary_path}: evaluated with answer_form={form!r}, which --summary-in would drop (its verdicts "
+            "credit any answer form); grade its samples without --summary-in, or evaluate with answer_form=any"
+        )
+
+
 def run(args: argparse.Namespace) -> int:
     groups = _groups(args)
+    for *_, summary_in, _ in groups:
+        if summary_in is not None:
+            check_regradable(summary_in)
     per_file, scored = [], []
     for inp, _, kind, summary_in, _ in groups:
         items = read_items(inp, kind)

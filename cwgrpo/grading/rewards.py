@@ -7,6 +7,8 @@ TRL turns it into NaN and leaves it out of the means.
 
 - ``accuracy``: 1.0 if the completion's final answer is equivalent to the gold answer (the one grader,
   ``cwgrpo.grading.scoring``), else 0.0; None when the gold answer cannot be parsed (unscorable).
+- ``number_accuracy``: ``accuracy`` where the extracted answer is also a plain number (``22``, ``-3``,
+  ``4.5``): an echoed expression such as ``75-51`` scores 0 (``cwgrpo.grading.scoring.answer_in_form``).
 - ``accuracy_released``: the released run's accuracy reward (``src/open_r1/rewards.py`` of the authors'
   repository, ``accuracy_reward``), for the paper preset: the gold is parsed from the worked ``solution``
   column (math-verify's default extraction, first match), the prediction from the *whole* completion with
@@ -25,7 +27,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from cwgrpo.configs import ConfigError
-from cwgrpo.grading.scoring import grade_detailed
+from cwgrpo.grading.scoring import answer_in_form, grade_detailed
 
 RewardFunc = Callable[..., list[float | None]]
 
@@ -48,13 +50,26 @@ def accuracy_reward(
     completions: Sequence, answer: Sequence[str] | None = None, **kwargs: Any
 ) -> list[float | None]:
     """1.0 / 0.0 by equivalence with the gold ``answer`` column; None where the gold is unscorable."""
+    return _graded("accuracy", "any", completions, answer, kwargs)
+
+
+def number_accuracy_reward(
+    completions: Sequence, answer: Sequence[str] | None = None, **kwargs: Any
+) -> list[float | None]:
+    """``accuracy``, and the extracted answer is a plain number; None where the gold is unscorable."""
+    return _graded("number_accuracy", "number", completions, answer, kwargs)
+
+
+def _graded(
+    name: str, answer_form: str, completions: Sequence, answer: Sequence[str] | None, kwargs: dict
+) -> list[float | None]:
     if answer is None:
-        raise ValueError(f"accuracy reward needs the dataset column 'answer'; got columns {sorted(kwargs)}")
+        raise ValueError(f"{name} reward needs the dataset column 'answer'; got columns {sorted(kwargs)}")
     if len(answer) != len(completions):
-        raise ValueError(f"accuracy reward: {len(completions)} completions but {len(answer)} answers")
+        raise ValueError(f"{name} reward: {len(completions)} completions but {len(answer)} answers")
     rewards: list[float | None] = []
     for completion, gold in zip(completions, answer, strict=True):
-        result = grade_detailed(completion_text(completion), str(gold))
+        result = answer_in_form(grade_detailed(completion_text(completion), str(gold)), answer_form)
         rewards.append(None if result.unscorable else float(result.correct))
     return rewards
 
@@ -129,6 +144,7 @@ REWARDS: dict[str, RewardFunc] = {
     "accuracy": accuracy_reward,
     "accuracy_released": released_accuracy_reward,
     "format": format_reward,
+    "number_accuracy": number_accuracy_reward,
 }
 
 

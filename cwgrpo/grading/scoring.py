@@ -20,6 +20,11 @@ Gold answers are parsed the same way (wrapped in ``\\boxed{}``); a gold answer m
 parse into a mathematical object (``\\frac{``, ``???``: it then keeps only the raw string, and would
 compare strings) is *unscorable*: such samples are never counted correct and are reported separately.
 
+Answer form (``answer_in_form``): math-verify grades an extracted *expression* equal to its value, so a
+model that restates the problem ("The answer is 75-51.") is graded correct for a gold 24; the ``number``
+form counts a verdict only where the extracted answer is a plain number (``cwgrpo evaluate``'s
+``answer_form``, the ``number_accuracy`` reward).
+
 Time budget: math-verify's own timeouts use ``signal.alarm`` with whole seconds per call, so one
 answer could take several budgets. Here they are switched off and one budget (``cwgrpo.grading.time_budget``;
 ``timeout_s``, default ``DEFAULT_TIMEOUT_S``) covers the whole grading of one answer (gold parse,
@@ -69,6 +74,26 @@ class GradeResult:
     correct: bool
     extracted: str | None
     unscorable: bool
+
+
+ANSWER_FORMS = ("any", "number")  # what an extracted answer must look like to count (answer_in_form)
+_PLAIN_NUMBER = re.compile(r"^\s*[-+]?\d+(?:\.\d*)?\s*\.?\s*$")
+
+
+def plain_number(extracted: str | None) -> bool:
+    """The extracted answer is one number (``22``, ``22.``, ``-3``, ``4.5``), not an expression (``75-51``)."""
+    return extracted is not None and _PLAIN_NUMBER.match(extracted) is not None
+
+
+def answer_in_form(result: GradeResult, answer_form: str) -> GradeResult:
+    """``result`` counted correct only if its extracted answer has ``answer_form``: ``any`` keeps the verdict;
+    ``number`` also asks for a plain number, since math-verify grades an echoed expression (SmolLM2's "The
+    answer is 75-51.") equal to the gold 24."""
+    if answer_form not in ANSWER_FORMS:
+        raise ValueError(f"answer_form must be one of {list(ANSWER_FORMS)}, got {answer_form!r}")
+    if answer_form == "any" or plain_number(result.extracted):
+        return result
+    return dataclasses.replace(result, correct=False)
 
 
 # --------------------------------------------------------------------------------------------------

@@ -115,6 +115,17 @@ def test_real_preset_refused_under_conda():
     assert line.startswith("kind: is real, which has no conda env")
 
 
+def test_the_paper_metric_is_refused_for_plain_number_answers_naming_where_it_is_set():
+    config = preset("config.yaml")
+    config["evaluate"]["paper_metric"] = True
+    config["sizes"]["small"]["evaluate"] = {"answer_form": "number"}
+    assert lines(config) == [
+        "sizes.small.evaluate.answer_form: is not any, but evaluate.paper_metric re-grades with any answer form"
+    ]
+    config["evaluate"]["paper_metric"] = False
+    assert lines(config) == []
+
+
 def test_study_floor():
     config = preset("study.yaml")
     config["seeds"] = [0]

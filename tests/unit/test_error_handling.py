@@ -297,7 +297,7 @@ RAISES = [
         "unknown-reward",
         lambda c: rewards_mod.get_reward("acc"),
         ConfigError,
-        r"unknown reward 'acc'; known: \['accuracy', 'accuracy_released', 'format'\]",
+        r"unknown reward 'acc'; known: \['accuracy', 'accuracy_released', 'format', 'number_accuracy'\]",
     ),
     Raises(
         "configs",

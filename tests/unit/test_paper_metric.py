@@ -282,6 +282,21 @@ def test_grade_cli_merges_several_evaluations_in_one_call(tmp_path):
     assert main([*argv[:-2]]) == 2  # a --summary-in without its --summary-out
 
 
+def test_an_evaluation_of_plain_number_answers_is_not_re_graded(tmp_path, capsys):
+    """Its ``correct`` drops an echoed expression; a merged verdict would credit it again."""
+    row = {"id": "p0", "sample": 0, "completion": "The answer is 75-51.", "gold": "24", "correct": False}
+    (tmp_path / "s.jsonl").write_text(json.dumps({**row, "truncated": False, "unscorable": False}) + "\n")
+    summary = {"benchmark": "b", "k": 1, "tags": {}, "settings": {"seed": 0, "answer_form": "number"}}
+    (tmp_path / "s.summary.json").write_text(json.dumps(summary))
+    argv = ["grade", "--metric", "strict", "--in", str(tmp_path / "s.jsonl")]
+    argv += ["--out", str(tmp_path / "g.jsonl")]
+    argv += ["--gold-kind", "expr", "--summary-in", str(tmp_path / "s.summary.json")]
+    assert main([*argv, "--summary-out", str(tmp_path / "g.summary.json")]) == 2
+    assert "evaluated with answer_form='number', which --summary-in would drop" in capsys.readouterr().err
+    assert not (tmp_path / "g.jsonl").exists()
+    assert main(argv[:-2]) == 0  # its samples alone are graded as asked
+
+
 # --------------------------------------------------------------------------------------------------
 # a line that is not valid Unicode, a byte-order mark, grade onto its own input
 

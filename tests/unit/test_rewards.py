@@ -16,6 +16,7 @@ from cwgrpo.grading.rewards import (
     accuracy_reward,
     format_reward,
     get_reward,
+    number_accuracy_reward,
     released_accuracy_reward,
 )
 from tests.conftest import TWO_STEP_TRL
@@ -37,6 +38,18 @@ def test_accuracy_reward_conversational():
 
 def test_accuracy_reward_unscorable_gold_is_none():
     assert accuracy_reward(["\\boxed{1}", "\\boxed{1}"], answer=["1", "}"]) == [1.0, None]
+
+
+def test_number_accuracy_reward_scores_an_echoed_expression_zero():
+    """``accuracy`` credits "75-51" for a gold 24 (math-verify evaluates it); ``number_accuracy`` does not."""
+    completions = ["The answer is 75-51.", "\\boxed{24}", "22.", conv("The answer is 24."), "\\boxed{25}"]
+    answers = ["24", "24", "22", "24", "24"]
+    assert accuracy_reward(completions, answer=answers) == [1.0, 1.0, 1.0, 1.0, 0.0]
+    number_accuracy = get_reward("number_accuracy")
+    assert number_accuracy(completions, answer=answers) == [0.0, 1.0, 1.0, 1.0, 0.0]
+    assert number_accuracy(["24", "-3", "4.5"], answer=["\\frac{", "-3", "4.5"]) == [None, 1.0, 1.0]
+    with pytest.raises(ValueError, match="number_accuracy reward needs the dataset column 'answer'"):
+        number_accuracy(["24"], solution=["24"])
 
 
 def test_accuracy_reward_without_answer_column_is_an_error():
@@ -64,12 +77,12 @@ def test_registry_names_map_to_functions():
         "accuracy": accuracy_reward,
         "accuracy_released": released_accuracy_reward,
         "format": format_reward,
+        "number_accuracy": number_accuracy_reward,
     }
     assert expected == REWARDS
     assert get_reward("accuracy") is accuracy_reward
-    with pytest.raises(
-        ConfigError, match="unknown reward 'length'; known: \\['accuracy', 'accuracy_released', 'format'\\]"
-    ):
+    known = "\\['accuracy', 'accuracy_released', 'format', 'number_accuracy'\\]"
+    with pytest.raises(ConfigError, match=f"unknown reward 'length'; known: {known}"):
         get_reward("length")
 
 

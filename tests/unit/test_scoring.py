@@ -9,10 +9,12 @@ import pytest
 
 from cwgrpo.grading.scoring import (
     GradeResult,
+    answer_in_form,
     grade,
     grade_detailed,
     grade_many,
     last_boxed,
+    plain_number,
 )
 
 
@@ -234,3 +236,38 @@ def test_pathological_completion_is_graded_in_bounded_time(completion, gold, exp
     elapsed = time.perf_counter() - start
     assert verdict is expected
     assert elapsed < GRADE_BOUND_S, f"grading took {elapsed:.1f} s"
+
+
+@pytest.mark.parametrize(
+    ("extracted", "plain"),
+    [("24", True), ("22.", True), ("-3", True), ("4.5", True), (" +7 ", True), ("75-51", False),
+     ("75-51.", False), ("\\frac{48}{2}", False), ("2^3", False), ("", False), (None, False)],
+)  # fmt: skip
+def test_plain_number_is_one_number_without_an_operator(extracted, plain):
+    assert plain_number(extracted) is plain
+
+
+@pytest.mark.parametrize(
+    ("completion", "extracted", "number_form"),
+    [
+        ("The answer is 24.", "24", True),
+        ("\\boxed{24}", "24", True),
+        ("The answer is 75-51.", "75-51.", False),  # SmolLM2 restating the problem
+        ("\\boxed{\\frac{48}{2}}", "\\frac{48}{2}", False),
+    ],
+)
+def test_the_number_form_drops_an_equivalent_expression(completion, extracted, number_form):
+    """math-verify grades every one of these equal to 24; the number form keeps only plain numbers."""
+    graded = grade_detailed(completion, "24")
+    assert (graded.correct, graded.extracted) == (True, extracted)
+    assert answer_in_form(graded, "any") == graded
+    assert answer_in_form(graded, "number") == GradeResult(number_form, extracted, False)
+
+
+def test_the_number_form_keeps_wrong_and_unscorable_verdicts_and_names_the_forms():
+    wrong = grade_detailed("\\boxed{25}", "24")
+    unscorable = grade_detailed("24", "\\frac{")
+    assert answer_in_form(wrong, "number") == wrong and not wrong.correct
+    assert answer_in_form(unscorable, "number") == unscorable and unscorable.unscorable
+    with pytest.raises(ValueError, match=r"answer_form must be one of \['any', 'number'\], got 'numeric'"):
+        answer_in_form(wrong, "numeric")
