@@ -82,17 +82,40 @@ def test_every_markdown_link_resolves():
     pages += [REPO / d / "README.md" for d in ("config", "envs", "figures", "results")]
     links, broken = 0, []
     for page in pages:
+        commit = REGISTRATIONS.get(str(page.relative_to(REPO)))  # a registration's links: its own tree
         for link in re.findall(r"\]\(([^)\s]+)\)", page.read_text(encoding="utf-8")):
             if link.startswith(("http://", "https://", "mailto:")):
                 continue
             links += 1
             path, _, anchor = link.partition("#")
-            target = (page.parent / path) if path else page
-            if not target.exists():
-                broken.append(f"{page.relative_to(REPO)}: {link} (no such file)")
-            elif anchor and target.suffix == ".md" and anchor not in _anchors(target.read_text("utf-8")):
+            target = (page.parent / path).resolve() if path else page
+            text = _text_at(commit, target) if commit else _text_here(target)
+            if text is None:
+                broken.append(
+                    f"{page.relative_to(REPO)}: {link} (no such file{f' at {commit}' if commit else ''})"
+                )
+            elif anchor and target.suffix == ".md" and anchor not in _anchors(text):
                 broken.append(f"{page.relative_to(REPO)}: {link} (no such heading)")
     assert links > 20 and broken == []
+
+
+def _text_here(target: Path) -> str | None:
+    """A page's text ('' for any other file or a folder), None where nothing exists."""
+    if not target.exists():
+        return None
+    return target.read_text("utf-8") if target.suffix == ".md" else ""
+
+
+def _text_at(commit: str, target: Path) -> str | None:
+    """The same at ``commit`` (a registration's tree); without git history here, the working tree's."""
+    if not (REPO / ".git").exists():
+        return _text_here(target)
+    shown = subprocess.run(
+        ["git", "-C", str(REPO), "show", f"{commit}:{target.relative_to(REPO)}"], capture_output=True
+    )
+    if shown.returncode != 0:
+        return None
+    return shown.stdout.decode("utf-8") if target.suffix == ".md" else ""
 
 
 @pytest.mark.parametrize("path", sorted(REGISTRATIONS))
