@@ -139,7 +139,7 @@ def preset_shape(preset: str) -> dict:
     """A preset's evaluation job: its evaluate options (EvalConfig defaults where unset) and benchmarks."""
     import yaml
 
-    from cwgrpo.evaluate.run import EvalConfig
+    from cwgrpo.evaluate.options import EvalConfig
 
     config = yaml.safe_load((REPO / "config" / preset).read_text(encoding="utf-8"))
     options = {k: v for k, v in config["evaluate"].items() if k in EvalConfig.__dataclass_fields__}

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import yaml
 
-from cwgrpo.evaluate.run import EvalConfig
+from cwgrpo.evaluate.options import EvalConfig
 from cwgrpo.stats import paired_mde, paired_sd, seed_effect
 
 CONTRASTS = {  # name: (treatment, reference), signed so that a positive value supports the claim

@@ -251,7 +251,7 @@ def _checked(check: Any, options: Mapping, sources: list[tuple[str, Mapping]]) -
 def stage_option_errors(config: Mapping[str, Any], size: str) -> Iterator[Error]:
     """A size's evaluate options, and build's and sft's where the size is built here, checked by their
     commands' configs (its training options: ``train_option_errors``, one list entry per method)."""
-    from cwgrpo.evaluate.run import EvalConfig
+    from cwgrpo.evaluate.options import EvalConfig
     from cwgrpo.models.sft import SftConfig
     from cwgrpo.models.tiny import TinyConfig
 

@@ -1,4 +1,4 @@
 """Evaluation stage: ``cwgrpo evaluate`` and what it writes of one benchmark.
 
-Evaluation stage: ``cwgrpo evaluate`` (``run``: sample, grade, summarise) and what it writes of one
-benchmark (``summary``)."""
+In that order: ``options`` (the one validator, also run at parse time), ``run`` (sample, grade,
+summarise), ``summary``."""

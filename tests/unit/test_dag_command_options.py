@@ -8,7 +8,7 @@ import pytest
 
 def test_a_misspelt_command_option_gets_the_nearest_name():
     from cwgrpo.dag.command_options import OptionError, check_options, check_train_options
-    from cwgrpo.evaluate.run import EvalConfig
+    from cwgrpo.evaluate.options import EvalConfig
 
     with pytest.raises(OptionError, match=r"'learnig_rate'.*; did you mean 'learning_rate'\?"):
         check_train_options({"learnig_rate": 1e-4})

@@ -35,7 +35,8 @@ import torch
 from cwgrpo import weighting as W
 from cwgrpo.configs import ConfigError, build_config, parse_overrides
 from cwgrpo.data.registry import DATASETS, get_dataset, load_records, normalise, prepare
-from cwgrpo.evaluate.run import EvalConfig, ModelJobs, evaluate_models
+from cwgrpo.evaluate.options import EvalConfig
+from cwgrpo.evaluate.run import ModelJobs, evaluate_models
 from cwgrpo.generation import check_model_dir
 from cwgrpo.grading import rewards as rewards_mod
 from cwgrpo.io import ResultFileError

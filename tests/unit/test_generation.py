@@ -49,45 +49,6 @@ def test_sample_seed_streams_are_distinct_and_stable():
     assert sample_seed(0, 1, 2) == 8455681950010755518  # pinned: a new value would resample every answer
 
 
-def test_vllm_engine_settings_reach_the_vllm_backend_only():
-    from cwgrpo.evaluate.run import EvalConfig
-
-    vllm = EvalConfig(
-        backend="vllm",
-        max_model_len=4096,
-        gpu_memory_utilization=0.8,
-        tensor_parallel_size=2,
-        enforce_eager=True,
-    )
-    assert vllm.backend_options() == {
-        "batch_size": 32,
-        "seed": 0,
-        "cpu_threads": None,
-        "add_special_tokens": False,
-        "max_model_len": 4096,
-        "gpu_memory_utilization": 0.8,
-        "tensor_parallel_size": 2,
-        "enforce_eager": True,
-    }
-    # The transformers backend takes no engine settings: they are not passed to it.
-    assert set(EvalConfig(max_model_len=4096).backend_options()) == {
-        "batch_size", "seed", "cpu_threads", "add_special_tokens"
-    }  # fmt: skip
-    for bad in ({"max_model_len": 0}, {"gpu_memory_utilization": 1.5}, {"tensor_parallel_size": 0}):
-        with pytest.raises(ConfigError, match=next(iter(bad))):
-            EvalConfig(**bad)
-
-
-def test_dtype_is_an_evaluation_option_for_both_backends():
-    from cwgrpo.evaluate.run import EvalConfig
-
-    assert EvalConfig(backend="vllm", dtype="float32").backend_options()["dtype"] == "float32"
-    assert EvalConfig(dtype="bfloat16").backend_options()["dtype"] == "bfloat16"
-    assert "dtype" not in EvalConfig().backend_options()  # each backend's own default
-    with pytest.raises(ConfigError, match=r"dtype must be one of \['float32', 'bfloat16', 'float16'\]"):
-        EvalConfig(dtype="fp32")
-
-
 def test_vllm_backend_passes_the_engine_settings_to_vllm(monkeypatch, tmp_path):
     import sys
     import types

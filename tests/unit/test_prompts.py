@@ -49,7 +49,7 @@ def test_get_prompt_set_unknown_lists_names():
 
 
 def test_evaluate_system_prompt_replaces_the_prompt_sets_own():
-    from cwgrpo.evaluate.run import EvalConfig
+    from cwgrpo.evaluate.options import EvalConfig
 
     given = eval_messages(
         EvalConfig(prompt_set="tiny", system_prompt="Reply with the number.").prompts(), "1+2"

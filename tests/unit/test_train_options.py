@@ -134,7 +134,7 @@ def test_a_completion_budget_below_one_token_is_refused_before_a_request():
 
 def test_a_system_prompt_with_a_lone_surrogate_is_refused_before_the_model_loads():
     from cwgrpo.configs import build_config
-    from cwgrpo.evaluate.run import EvalConfig
+    from cwgrpo.evaluate.options import EvalConfig
 
     bad = "Think step by step \ud800"  # YAML's "\ud800" escape; the tokenizer fails on it with a TypeError
     with pytest.raises(ConfigError, match="system_prompt: character 19 is a lone surrogate"):

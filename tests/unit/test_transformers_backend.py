@@ -46,7 +46,7 @@ def _r1_like_model_dir(tiny_model_dir, tmp_path):
 def test_evaluation_prompts_get_the_doubled_bos_only_when_asked(tiny_model_dir, tmp_path):
     """The released 1.5B evaluation (lighteval at ed084813) tokenised the templated prompt with special
     tokens: two BOS with R1-Distill's tokenizer. ``add_special_tokens`` reproduces it; off, one BOS."""
-    from cwgrpo.evaluate.run import EvalConfig
+    from cwgrpo.evaluate.options import EvalConfig
     from cwgrpo.models.tiny import build_tokenizer
 
     r1_like, qwen_like = build_tokenizer(add_bos=True), build_tokenizer()

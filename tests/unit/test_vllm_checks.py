@@ -31,7 +31,7 @@ def test_memory_shares_vllm_accepts_pass():
 
 @pytest.mark.parametrize("share", [0, 1.5, float("nan"), float("inf")])
 def test_evaluation_refuses_the_memory_shares_training_refuses(share):
-    from cwgrpo.evaluate.run import EvalConfig
+    from cwgrpo.evaluate.options import EvalConfig
 
     with pytest.raises(ConfigError, match=rf"^gpu_memory_utilization={share}: .* in \(0, 1\]$"):
         EvalConfig(backend="vllm", gpu_memory_utilization=share)
