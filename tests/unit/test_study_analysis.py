@@ -15,7 +15,6 @@ import pytest
 from scipy import stats
 
 from cwgrpo.cli import main
-from cwgrpo.configs import ConfigError
 from cwgrpo.report.load import metrics_frame, summaries_frame
 from cwgrpo.report.study import (
     StudyConfig,
@@ -247,11 +246,6 @@ def test_missing_checkpoint_is_an_error_naming_it(tmp_path):
             {},
             CLAIMS_JSON,
         )
-
-
-def test_same_treatment_and_reference_is_refused():
-    with pytest.raises(ConfigError, match="must differ"):
-        StudyConfig(treatment_method="grpo")
 
 
 def test_markdown_names_every_claim_and_variant(report):
