@@ -18,7 +18,7 @@ import statistics
 import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from cwgrpo.io import read_json, write_text
 from cwgrpo.report.study_design import MEASURES, shown_verdict
@@ -26,9 +26,21 @@ from cwgrpo.report.study_render import ci_text, num_text
 from cwgrpo.report.style import apply_style, method_color, new_figure, save_figure
 from cwgrpo.stats import paired_mde, paired_sd, seed_effect
 
-STUDIES = {  # label -> (study.json, what differs)
-    "first": (Path("docs/study/results/study.json"), "lr 2e-4 constant, no KL"),
-    "second": (Path("docs/study/results-regime/study.json"), "lr 2e-4 cosine to 0.1, 10 % warm-up, KL 0.04"),
+
+class Study(NamedTuple):
+    """One study's report (its ``claims.json`` lies beside it), its regime and its model, for the page."""
+
+    path: Path
+    regime: str
+    model: str
+
+
+TINY = "tiny `small`: 1M parameters, 266 tokens"
+STUDIES = {
+    "first": Study(Path("docs/study/results/study.json"), "lr 2e-4 constant, no KL", TINY),
+    "second": Study(
+        Path("docs/study/results-regime/study.json"), "lr 2e-4 cosine to 0.1, 10 % warm-up, KL 0.04", TINY
+    ),
 }
 METHODS = ("grpo", "cw_grpo", "cw_grpo_described", "clip_cov")  # those a study ran
 # Exploratory comparisons beside the registered claims (no verdicts): (first, second, measure). "base" is
@@ -135,17 +147,31 @@ def exploratory_table(reports: Mapping[str, Mapping[str, Any]]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def tail_ratio(claims: Mapping[str, Any]) -> dict[str, Any] | None:
+    """GRPO's covariance tail ratio (q99.99 − q0.01)/(q60 − q40) over seeds, from claim 4 of ``claims.json``
+    (``cwgrpo.report.claim_tail``); None where the report has none."""
+    for claim in claims.get("claims", []):
+        if claim.get("id") == 4:
+            for size in claim.get("per_size", []):
+                found = (size.get("details") or {}).get("quantile_ratio")
+                if found:
+                    return found
+    return None
+
+
 def regime_rows(reports: Mapping[str, Mapping[str, Any]]) -> str:
-    """Each study's regime and precondition in one line each."""
+    """Each study's model, regime, covariance tail and precondition in one line each."""
     lines = [
-        "| study | regime | base Avg | GRPO unstable (seeds) | precondition of claims 2, 3 |",
-        "|---|---|---:|---|---|",
+        "| study | model | regime | base Avg | tail ratio [95 % CI] | GRPO unstable (seeds) | precondition of "
+        "claims 2, 3 |",
+        "|---|---|---|---:|---|---|---|",
     ]
     for lab, rep in reports.items():
-        reg = rep["regime"]
+        reg, ratio = rep["regime"], rep.get("tail_ratio")
+        tail = f"{ratio['mean']:.0f} [{ratio['ci95'][0]:.0f}, {ratio['ci95'][1]:.0f}]" if ratio else "n/a"
         lines.append(
-            f"| {lab} | {STUDIES[lab][1]} | {rep['base_avg']:.1f} | {reg['unstable_seeds']} of "
-            f"{len(reg['per_seed'])} | {'holds' if reg['precondition'] else 'fails'} |"
+            f"| {lab} | {STUDIES[lab].model} | {STUDIES[lab].regime} | {rep['base_avg']:.1f} | {tail} | "
+            f"{reg['unstable_seeds']} of {len(reg['per_seed'])} | {'holds' if reg['precondition'] else 'fails'} |"
         )
     return "\n".join(lines) + "\n"
 
@@ -159,7 +185,8 @@ def page_block(reports: Mapping[str, Mapping[str, Any]]) -> str:
     )
     return (
         regime_rows(reports)
-        + "\n"
+        + "\nTail ratio: GRPO's (q99.99 − q0.01)/(q60 − q40) of the token covariance, mean over seeds (claim 4 of "
+        "each study's `claims.json`); the paper's quantiles give about 40, a Gaussian 14.7.\n\n"
         + claims_table(reports)
         + f"\nClaim 2's entropy statistic, as each study registered it: {entropy} (a study.json without "
         "`entropy_key` was analysed on TRL's token mean, `entropy`).\n"
@@ -192,7 +219,7 @@ def curves_figure(
             lo = [rep["base_avg"], *(min(v) for v in per_step)]
             hi = [rep["base_avg"], *(max(v) for v in per_step)]
             ax.fill_between(xs, lo, hi, color=method_color(m), alpha=0.15, linewidth=0)
-        ax.set_title(f"{lab} study\n{STUDIES[lab][1]}", fontsize=7)
+        ax.set_title(f"{lab} study\n{STUDIES[lab].regime}", fontsize=7)
         ax.set_xlabel("step")
     axes[0][0].set_ylabel("Avg (points)")
     axes[0][-1].legend(loc="best")
@@ -204,11 +231,15 @@ OUTPUTS = ("page", "figure")  # the page is read and rewritten in place; the stu
 
 def file_arguments(args: argparse.Namespace) -> tuple[list[Path], list[Path]]:
     """The two studies (read) and the figure's PDF beside its PNG (written), for ``cwgrpo.cli``'s check."""
-    return [path for path, _ in STUDIES.values()], [args.figure.with_suffix(".pdf")]
+    read = [p for study in STUDIES.values() for p in (study.path, study.path.with_name("claims.json"))]
+    return read, [args.figure.with_suffix(".pdf")]
 
 
 def run(args: argparse.Namespace) -> int:
-    reports = {lab: read_json(path) for lab, (path, _) in STUDIES.items()}
+    reports = {
+        lab: {**read_json(s.path), "tail_ratio": tail_ratio(read_json(s.path.with_name("claims.json")))}
+        for lab, s in STUDIES.items()
+    }
     block = page_block(reports)
     page = args.page.read_text()
     if not BLOCK.search(page):

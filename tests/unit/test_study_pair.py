@@ -63,10 +63,28 @@ def test_the_regime_effect_is_a_welch_difference_of_the_two_studies_paired_diffe
     assert eff["ci95"] == pytest.approx([5.0 - half, 5.0 + half])
 
 
+CLAIMS = {  # a claims.json's claim 4 as cwgrpo claims writes it, with GRPO's tail ratio over seeds
+    "claims": [
+        {"id": 1, "per_size": []},
+        {"id": 4, "per_size": [{"details": {"quantile_ratio": {"mean": 600.0, "ci95": [400.0, 800.0]}}}]},
+    ]
+}
+
+
+def test_the_tail_ratio_is_claim_4s_and_none_where_a_report_has_none():
+    assert study_pair.tail_ratio(CLAIMS) == {"mean": 600.0, "ci95": [400.0, 800.0]}
+    assert study_pair.tail_ratio({"claims": [{"id": 4, "per_size": [{"details": {}}]}]}) is None
+
+
 def test_the_page_block_names_each_studys_verdicts_and_precondition():
-    block = study_pair.page_block({"first": FIRST, "second": SECOND})
-    assert "| first | lr 2e-4 constant, no KL | 40.0 | 2 of 3 | holds |" in block
-    assert "| second |" in block and "| 0 of 3 | fails |" in block
+    block = study_pair.page_block(
+        {"first": {**FIRST, "tail_ratio": {"mean": 616.6, "ci95": [438.4, 794.8]}}, "second": SECOND}
+    )
+    assert (
+        "| first | tiny `small`: 1M parameters, 266 tokens | lr 2e-4 constant, no KL | 40.0 | 617 [438, 795] | "
+        "2 of 3 | holds |" in block
+    )
+    assert "| second |" in block and "| 40.0 | n/a | 0 of 3 | fails |" in block
     assert "+0.012 n/a → **does not hold**" in block  # nats get three digits; no interval says so
     assert "+0.012 n/a → **precondition failed**" in block  # claim 2 of the study whose precondition failed
     assert "**inconclusive**" in block and ", MDE 4.0" in block
@@ -113,15 +131,18 @@ def test_exploratory_comparisons_are_paired_signed_as_the_claims_and_n_a_where_n
 
 def test_write_refuses_a_page_without_the_block_and_check_reports_a_stale_one(tmp_path, monkeypatch):
     for lab, rep in (("first", FIRST), ("second", SECOND)):
-        path = tmp_path / f"{lab}.json"
+        path = tmp_path / lab / "study.json"
+        path.parent.mkdir()
         path.write_text(json.dumps(rep))
-        monkeypatch.setitem(study_pair.STUDIES, lab, (path, study_pair.STUDIES[lab][1]))
+        (path.parent / "claims.json").write_text(json.dumps(CLAIMS))
+        monkeypatch.setitem(study_pair.STUDIES, lab, study_pair.STUDIES[lab]._replace(path=path))
     page = tmp_path / "README.md"
     page.write_text("no block here\n")
     assert study_pair.main(["--page", str(page), "--figure", str(tmp_path / "f.png")]) == 2
     page.write_text("a\n<!-- generated: study-pair -->\nold\n<!-- /generated: study-pair -->\n")
     assert study_pair.main(["--page", str(page), "--figure", str(tmp_path / "f.png")]) == 1
     assert study_pair.main(["--page", str(page), "--figure", str(tmp_path / "f.png"), "--write"]) == 0
+    assert "| 600 [400, 800] |" in page.read_text()  # each study's tail ratio, from the claims.json beside it
     assert study_pair.main(["--page", str(page), "--figure", str(tmp_path / "f.png")]) == 0
     assert (tmp_path / "f.png").stat().st_size > 0 and (tmp_path / "f.pdf").stat().st_size > 0
 
