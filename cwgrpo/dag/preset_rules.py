@@ -136,20 +136,8 @@ def step_errors(config: Mapping[str, Any]) -> Iterator[Error]:
                 f"save interval {opts['save_steps']} > max_steps {opts['max_steps']} (size {size!r})",
             )
         for method in config["methods"]:
-            other = train_options(config, size, method)
-            for key in (
-                "max_steps",
-                "save_steps",
-            ):  # the training rule's outputs are the first method's steps
-                if other.get(key) != opts.get(key):
-                    where = where_set(train_sources(config, size, method), key) or "train"
-                    yield (
-                        f"{where}.{key}",
-                        f"{other.get(key)!r} for {method}, but {opts.get(key)!r} for {first_method} (size "
-                        f"{size!r}): every method of a size saves the same steps",
-                    )
             # Unset means the command's default (TRL: 8), which is fine.
-            group = other.get("num_generations", 2)
+            group = train_options(config, size, method).get("num_generations", 2)
             if not positive_int(group) or group < 2:
                 yield (
                     "train.num_generations",

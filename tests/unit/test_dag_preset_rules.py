@@ -166,17 +166,6 @@ def test_the_second_study_refuses_a_method_outside_the_papers_regime():
     assert any(line.startswith("seeds: 6 seed(s)") and "(study.min_seeds)" in line for line in lines(config))
 
 
-def test_every_method_of_a_size_saves_the_same_steps():
-    config = preset("config.yaml")
-    config["methods"]["cw_grpo"]["max_steps"] = 10
-    found = [line for line in lines(config) if "saves the same steps" in line]
-    assert found == [
-        f"methods.cw_grpo.max_steps: 10 for cw_grpo, but {options.train_options(config, size, 'grpo')['max_steps']} "
-        f"for grpo (size {size!r}): every method of a size saves the same steps"
-        for size in config["sizes"]
-    ]
-
-
 def test_the_third_study_refuses_seeds_checkpoints_or_a_model_other_than_registered():
     config = preset("study-smollm2.yaml")
     assert config["study"]["seeds"] == config["seeds"] == list(range(10))
