@@ -61,7 +61,7 @@ def test_real_dag_trains_both_methods_with_rewards_logged(real_run):
         lines = (real_run / f"results/real/runs/135m/{method}/seed0/metrics.jsonl").read_text().splitlines()
         steps = [json.loads(line) for line in lines if "loss" in json.loads(line)]
         assert [s["step"] for s in steps] == [1, 2]
-        assert all("rewards/accuracy_reward/mean" in s and "cw/cov_mean" in s for s in steps)
+        assert all("rewards/number_accuracy_reward/mean" in s and "cw/cov_mean" in s for s in steps)
 
 
 def test_real_dag_evaluates_champ_and_writes_table_and_figures(real_run):
