@@ -191,17 +191,17 @@ def study_errors(config: Mapping[str, Any]) -> Iterator[Error]:
 def registered_errors(config: Mapping[str, Any], study: Mapping[str, Any]) -> Iterator[Error]:
     """The seeds, saved checkpoints and models the registration fixed (``study.seeds``,
     ``study.checkpoints``, ``study.models``), each refused naming the preset key that differs."""
-    if "seeds" in study and list(config["seeds"]) != list(study["seeds"]):
+    if study.get("seeds") is not None and list(config["seeds"]) != list(study["seeds"]):
         yield "seeds", f"{config['seeds']}, but the registration fixes {study['seeds']} (study.seeds)"
     for size in config["sizes"]:
-        if "checkpoints" in study and saved_steps(config, size) != list(study["checkpoints"]):
+        if study.get("checkpoints") is not None and saved_steps(config, size) != list(study["checkpoints"]):
             sources = train_sources(config, size, next(iter(config["methods"])))
             yield (
                 f"{where_set(sources, 'save_steps') or 'train'}.save_steps",
                 f"checkpoints {saved_steps(config, size)} (size {size!r}), but the registration fixes "
                 f"{study['checkpoints']} (study.checkpoints)",
             )
-    for size, model in study.get("models", {}).items():
+    for size, model in (study.get("models") or {}).items():
         found = config["sizes"].get(size, {}).get("model")
         if found != model:
             yield f"sizes.{size}.model", f"{found!r}, but the registration fixes {model!r} (study.models)"

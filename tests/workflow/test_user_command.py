@@ -32,6 +32,7 @@ PRESETS: dict[str, tuple[tuple[str, ...], str]] = {
     "real.yaml": (("config/real.yaml",), "real"),
     "study.yaml": (("config/study.yaml",), "study"),
     "study-regime.yaml": (("config/study-regime.yaml",), "study-regime"),
+    "study-smollm2.yaml": (("config/study-smollm2.yaml",), "study-smollm2"),
     "paper.yaml": (("config/paper.yaml",), "paper"),
     "paper-1gpu.yaml": (("config/paper-1gpu.yaml",), "paper-1gpu"),
     "paper-7b-2nodes.yaml": (("config/paper.yaml", "config/paper-7b-2nodes.yaml"), "paper"),
@@ -46,7 +47,7 @@ PRESETS: dict[str, tuple[tuple[str, ...], str]] = {
 TEMPLATES = {"byo.yaml"}
 # Presets of the real kind bring their own Python environment: `--use-conda` is refused for them at parse
 # time, in one line (cwgrpo.dag.preset_rules), so a user runs them without it.
-WITHOUT_CONDA = {"real"}
+WITHOUT_CONDA = {"real", "study-smollm2"}
 IGNORED = shutil.ignore_patterns(".git", ".venv*", "results", "figures", "logs", ".snakemake", "__pycache__")
 
 
