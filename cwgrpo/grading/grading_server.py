@@ -1,8 +1,7 @@
 """What the grading pools' forkserver imports once before it forks a worker: the grader and math-verify.
 
-What the forkserver of ``cwgrpo.grading.scoring``'s grading pools imports before it forks any worker: the grader
-and math-verify, once. A server without the memory to import them exits without a traceback; the pool
-then reports the lack of memory in one line (``cwgrpo.grading.scoring.grade_many``)."""
+The pools are ``cwgrpo.grading.scoring``'s. A server without the memory to import them exits without a
+traceback; the pool then reports the lack of memory in one line (``scoring.grade_many``)."""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """The one wall-clock budget for grading one answer and for one call of a reward.
 
-The one wall-clock budget for a block of code: grading one answer (``cwgrpo.grading.scoring``) and one call of a
-reward (``cwgrpo.grading.reward_guard``). Main thread only (signals reach a process's main thread).
+Used by ``cwgrpo.grading.scoring`` and ``cwgrpo.grading.reward_guard``. Main thread only (signals reach a
+process's main thread).
 
 Two timers, because each misses a case. A process has one ``signal.alarm``/``setitimer`` timer, and
 libraries use it for their own timeouts: math-verify 0.9's ``parse``/``verify`` arm ``signal.alarm`` and,
