@@ -1,0 +1,92 @@
+"""The third study's accounts: every run's recorded commit against the registration, CPU against the budget.
+
+Issue 35 asks for the pilot criterion's and the registration's commits as ancestors of every CW-GRPO run
+(``git merge-base --is-ancestor``) and for CPU-hours against the registered budget. Each run records the
+commit it ran at (``run.json``: ``provenance.git``); each ``cwgrpo`` job logs its CPU
+(``resource use: cwgrpo <command>: <s> s CPU``; a killed job logs none, so a resumed study's sum is a lower
+bound). Run from the checkout that ran the study:
+
+    python benchmarks/study_smollm2/account.py --out benchmarks/results/study_smollm2_account.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import subprocess
+import sys
+from collections import defaultdict
+from pathlib import Path
+
+PILOT_CRITERION = "3a778a5"  # docs/study/pilot-smollm2.md, before any pilot run
+REGISTRATION = "6e24205"  # docs/study/preregistration-smollm2.md, before any CW-GRPO run
+BUDGET_CPU_H = 12.0
+CPU_LINE = re.compile(r"resource use: cwgrpo ([\w-]+): ([0-9.]+) s CPU")
+
+
+def is_ancestor(older: str, newer: str) -> bool:
+    """``git merge-base --is-ancestor``: True when ``older`` is ``newer`` or one of its ancestors."""
+    done = subprocess.run(
+        ["git", "merge-base", "--is-ancestor", older, newer], capture_output=True, check=False
+    )
+    if done.returncode not in (0, 1):
+        raise SystemExit(f"git merge-base failed for {older} {newer}: {done.stderr.decode().strip()}")
+    return done.returncode == 0
+
+
+def run_commits(runs: Path) -> dict[str, dict]:
+    """run folder -> its recorded commit, whether the tree was clean, and both ancestry checks."""
+    out = {}
+    for record in sorted(runs.glob("*/*/*/run.json")):
+        git = json.loads(record.read_text())["provenance"]["git"]
+        commit = git["commit"]
+        out[str(record.parent.relative_to(runs))] = {
+            "commit": commit,
+            "dirty": git["dirty"],
+            "pilot_criterion_is_ancestor": is_ancestor(PILOT_CRITERION, commit),
+            "registration_is_ancestor": is_ancestor(REGISTRATION, commit),
+        }
+    return out
+
+
+def cpu_seconds(logs: Path) -> dict[str, float]:
+    """CPU seconds per ``cwgrpo`` command over every job log of the study."""
+    total: dict[str, float] = defaultdict(float)
+    for log in sorted(logs.rglob("*.log")):
+        for command, seconds in CPU_LINE.findall(log.read_text(errors="replace")):
+            total[command] += float(seconds)
+    return {k: round(v, 1) for k, v in sorted(total.items())}
+
+
+def main(argv: list[str]) -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--runs", type=Path, default=Path("results/study-smollm2/runs"))
+    p.add_argument("--logs", type=Path, default=Path("logs/study-smollm2"))
+    p.add_argument("--greedy", type=Path, default=Path("results/study-smollm2/greedy"))
+    p.add_argument("--out", type=Path, required=True)
+    args = p.parse_args(argv)
+    commits = run_commits(args.runs)
+    cpu = cpu_seconds(args.logs) | {"greedy evaluate": cpu_seconds(args.greedy).get("evaluate", 0.0)}
+    hours = round(sum(cpu.values()) / 3600, 2)
+    out = {
+        "runs": len(commits),
+        "every_run_after_both": all(
+            c["pilot_criterion_is_ancestor"] and c["registration_is_ancestor"] and not c["dirty"]
+            for c in commits.values()
+        ),
+        "commits": sorted({c["commit"] for c in commits.values()}),
+        "cpu_s": cpu,
+        "cpu_hours": hours,
+        "budget_cpu_hours": BUDGET_CPU_H,
+        "per_run": commits,
+    }
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(out, indent=1) + "\n")
+    print(f"{out['runs']} runs at {out['commits']}; after the pilot criterion and the registration, clean: "
+          f"{out['every_run_after_both']}; {hours} CPU-hours of {BUDGET_CPU_H}")  # fmt: skip
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
