@@ -13,16 +13,16 @@ from __future__ import annotations
 
 import argparse
 import json
-import re
 import subprocess
 import sys
-from collections import defaultdict
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).parents[1]))
+from bench_tiny_jobs import job_cpu  # the "resource use" lines of every job log, per command
 
 PILOT_CRITERION = "3a778a5"  # docs/study/pilot-smollm2.md, before any pilot run
 REGISTRATION = "6e24205"  # docs/study/preregistration-smollm2.md, before any CW-GRPO run
 BUDGET_CPU_H = 12.0
-CPU_LINE = re.compile(r"resource use: cwgrpo ([\w-]+): ([0-9.]+) s CPU")
 
 
 def is_ancestor(older: str, newer: str) -> bool:
@@ -52,11 +52,7 @@ def run_commits(runs: Path) -> dict[str, dict]:
 
 def cpu_seconds(logs: Path) -> dict[str, float]:
     """CPU seconds per ``cwgrpo`` command over every job log of the study."""
-    total: dict[str, float] = defaultdict(float)
-    for log in sorted(logs.rglob("*.log")):
-        for command, seconds in CPU_LINE.findall(log.read_text(errors="replace")):
-            total[command] += float(seconds)
-    return {k: round(v, 1) for k, v in sorted(total.items())}
+    return {command: round(sum(s), 1) for command, s in sorted(job_cpu(logs).items())}
 
 
 def main(argv: list[str]) -> int:

@@ -14,16 +14,17 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
-import os
 import statistics
-import subprocess
 import sys
 from pathlib import Path
 
 import yaml
 
+sys.path.insert(0, str(Path(__file__).parent))
+from pilot import run  # one torch thread, output appended to the log, a failure names it
+
 from cwgrpo.evaluate.options import EvalConfig
-from cwgrpo.stats import paired_mde, paired_sd, seed_effect
+from cwgrpo.report.study import secondary
 
 CONTRASTS = {  # name: (treatment, reference), signed so that a positive value supports the claim
     "claim 1: cw_grpo - grpo": ("cw_grpo", "grpo"),
@@ -50,12 +51,7 @@ def evaluate(model: Path, out: Path, data: Path, benchmarks: list[str], options:
             args += ["--benchmark-file", str(data / f"{b}.jsonl"), "--out", str(out / f"{b}.jsonl")]
             args += ["--summary", str(summary)]
         out.mkdir(parents=True, exist_ok=True)
-        env = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
-        with (out / "eval.log").open("a") as log:
-            done = subprocess.run(["cwgrpo", "evaluate", "--model-dir", str(model), *args],
-                                  stdout=log, stderr=subprocess.STDOUT, env=env, check=False)  # fmt: skip
-        if done.returncode:
-            raise SystemExit(f"cwgrpo evaluate failed for {model}; see {out / 'eval.log'}")
+        run(["cwgrpo", "evaluate", "--model-dir", str(model), *args], out / "eval.log")
     return 100 * statistics.fmean(json.loads(s.read_text())["pass1"] for s in summaries)
 
 
@@ -86,8 +82,7 @@ def main(argv: list[str]) -> int:
     }
     effects = {}
     for name, (t, r) in CONTRASTS.items():
-        e = seed_effect(avg[t], avg[r]).as_dict()
-        effects[name] = e | {"mde_80": paired_mde(paired_sd(avg[t], avg[r]), e["n"])}
+        effects[name] = secondary("avg_last", avg[t], avg[r])  # paired by seed, t - r, as the study's
     out = {"step": step, "options": options, "base_avg": base, "avg": avg, "effects": effects}
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(out, indent=1) + "\n")

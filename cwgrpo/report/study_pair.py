@@ -21,10 +21,11 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from cwgrpo.io import read_json, write_text
+from cwgrpo.report.study import secondary
 from cwgrpo.report.study_design import MEASURES, shown_verdict
 from cwgrpo.report.study_render import ci_text, num_text
 from cwgrpo.report.style import apply_style, method_color, new_figure, save_figure
-from cwgrpo.stats import paired_mde, paired_sd, seed_effect
+from cwgrpo.stats import seed_effect
 
 
 class Study(NamedTuple):
@@ -124,8 +125,7 @@ def exploratory_effect(
         if second == BASE
         else {int(s): v for s, v in ms[second][measure].items()}
     )
-    eff = seed_effect(t, r) if MEASURES[measure][1] > 0 else seed_effect(r, t)
-    return {**eff.as_dict(), "mde_80": paired_mde(paired_sd(t, r), eff.n)}
+    return secondary(measure, t, r)
 
 
 def exploratory_table(reports: Mapping[str, Mapping[str, Any]]) -> str:
