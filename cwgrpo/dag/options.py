@@ -150,12 +150,19 @@ def report_options(config: Mapping[str, Any], command: str) -> dict:
 
 
 def study_options(config: Mapping[str, Any]) -> dict:
-    """Options of `cwgrpo study`: the shared `report` section, the treatment, the ablation variants."""
+    """Options of `cwgrpo study`: the shared `report` section, the treatment, the ablation variants, claim M's
+    arm where the study registered one."""
     treatment = config["study"]["treatment"]
     reference = config["report"].get("reference_method", "grpo")
     variants = [m for m in config["methods"] if m not in (treatment, reference)]
     shared = {**config["report"], "kind": config["kind"], "preset": config["name"]}
-    return {**shared, "treatment_method": treatment, "variants": variants}
+    mechanism = config["study"].get("mechanism")  # absent from the first two studies' options
+    return {
+        **shared,
+        "treatment_method": treatment,
+        "variants": variants,
+        **({"mechanism_method": mechanism} if mechanism else {}),
+    }
 
 
 def untrained(config: Mapping[str, Any], methods: list[str], base_method: str) -> list[str]:

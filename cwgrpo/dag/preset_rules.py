@@ -162,6 +162,13 @@ def study_errors(config: Mapping[str, Any]) -> Iterator[Error]:
             "study.treatment",
             f"{study['treatment']!r} is not a method label of this preset; known: {', '.join(methods)}",
         )
+    mechanism = study.get("mechanism")
+    if mechanism is not None and (mechanism not in methods or mechanism == study["treatment"]):
+        yield (
+            "study.mechanism",
+            f"{mechanism!r} is not a method label of this preset other than the treatment; known: "
+            f"{', '.join(methods)}",
+        )
     seeds = config["seeds"]
     if len(seeds) < study["min_seeds"]:
         yield (

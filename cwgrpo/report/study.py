@@ -3,7 +3,8 @@
 ``cwgrpo claims`` measures the four claims the way Table 1's setting allows; the study registered its
 own primary measures, computed here from the same files: Avg at the last checkpoint (claim 1), the
 range of the entropy over the whole run (claim 2), best-minus-last over the checkpoints (claim 3), and,
-for claim 4, the claims report's own verdict (read from ``claims.json``). Every effect is a per-seed
+for claim 4, the claims report's own verdict (read from ``claims.json``); claim M, where a study
+registered it (the third), is Avg at the last checkpoint of its arm minus CW-GRPO's, under claim 1's rule. Every effect is a per-seed
 paired difference with a t-interval over seeds; claims 2 and 3 are tested only where the regime's
 precondition holds (GRPO unstable in most seeds). The ablation (each released-versus-described knob as
 its own method label) reports the same measures against CW-GRPO as released, as intervals without
@@ -199,9 +200,14 @@ def analyse(
     n_unstable_ckpts = sum(r["unstable_checkpoints_only"] for r in regime.values())
     n_shape = sum(r["paper_shape"] for r in regime.values())
     precondition = n_unstable > len(regime) / 2
+    tested: list[tuple[int | str, str, str, str]] = [  # (id, measure, treatment, reference)
+        (cid, measure, cfg.treatment_method, ref) for cid, measure in PRIMARY.items()
+    ]
+    if cfg.mechanism_method:
+        tested.insert(1, ("M", PRIMARY[1], cfg.mechanism_method, cfg.treatment_method))
     claims = []
-    for cid, measure in PRIMARY.items():
-        t, r = measures[cfg.treatment_method][measure], measures[ref][measure]
+    for cid, measure, treatment, reference in tested:
+        t, r = measures[treatment][measure], measures[reference][measure]
         eff = signed_effect(measure, t, r)
         gated = cid in GATED
         why_not = (
@@ -225,8 +231,8 @@ def analyse(
                 "sd_paired_difference": paired_sd(t, r),
                 "mde_80": paired_mde(paired_sd(t, r), eff.n),
                 "secondary": {
-                    m: secondary(m, measures[cfg.treatment_method][m], measures[ref][m])
-                    for m in SECONDARY[cid]
+                    m: secondary(m, measures[treatment][m], measures[reference][m])
+                    for m in SECONDARY[cid if cid in SECONDARY else 1]
                 },
             }
         )

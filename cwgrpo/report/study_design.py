@@ -24,6 +24,13 @@ class StudyConfig(ReportConfig):
     treatment_method: str = field(
         default="cw_grpo", metadata={"help": "the treatment T (CW-GRPO as released)"}
     )
+    mechanism_method: str | None = field(
+        default=None,
+        metadata={
+            "help": "the arm of claim M (the third study's): Avg(it) - Avg(treatment) at the last checkpoint, "
+            "tested with claim 1's rule; None: no claim M"
+        },
+    )
     variants: list[str] = field(
         default_factory=list,
         metadata={"help": "ablation method labels, each compared with treatment_method (exploratory)"},
@@ -54,6 +61,11 @@ class StudyConfig(ReportConfig):
         super().__post_init__()
         if self.treatment_method == self.reference_method:
             raise ConfigError("treatment_method and reference_method must differ")
+        if self.mechanism_method is not None and self.mechanism_method not in self.variants:
+            raise ConfigError(
+                f"mechanism_method {self.mechanism_method!r} must be one of the variants {self.variants} "
+                "(a method other than the treatment and the reference)"
+            )
         if not self.entropy_swing > 0 or not self.drop_points > 0 or not self.shape_points > 0:
             raise ConfigError(
                 "entropy_swing, drop_points and shape_points must be > 0, got "
@@ -83,11 +95,12 @@ SECONDARY = {
 # "precondition failed", with their numbers, when it is not.
 GATED = (2, 3)
 PRECONDITION_FAILED = "precondition failed"
-CLAIM_TEXT = {
+CLAIM_TEXT: dict[int | str, str] = {
     1: "CW-GRPO is more accurate: Avg(T) - Avg(R) at the last checkpoint",
     2: "CW-GRPO keeps entropy in a band: entropy range over the run, R - T",
     3: "CW-GRPO holds its accuracy: best-minus-last over the checkpoints, R - T",
     4: "a few tokens carry most of the covariance (as `cwgrpo claims`)",
+    "M": "the gradient through the weight costs accuracy: Avg(M) - Avg(T) at the last checkpoint",
 }
 
 

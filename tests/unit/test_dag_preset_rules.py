@@ -229,3 +229,18 @@ def test_a_completion_budget_the_context_cannot_hold_names_the_fix(tmp_path):
     assert line.startswith("train.max_completion_length: 128 tokens, but the model's context is 128")
     assert "set max_completion_length to at most 64" in line
     assert preset_rules.budget_errors("train", None, {"max_completion_length": 10**6}) == []
+
+
+def test_only_the_third_study_has_a_claim_m_arm_in_its_analysis_options():
+    """study.mechanism reaches `cwgrpo study` as mechanism_method; the first two studies' options, which
+    registered no claim M, keep their exact content."""
+    third = options.study_options(preset("study-smollm2.yaml"))
+    assert third["mechanism_method"] == "cw_grpo_nograd" and "cw_grpo_nograd" in third["variants"]
+    for name in ("study.yaml", "study-regime.yaml"):
+        assert "mechanism_method" not in options.study_options(preset(name))
+    config = preset("study-smollm2.yaml")
+    config["study"]["mechanism"] = "cw_grpo"
+    assert (
+        "study.mechanism: 'cw_grpo' is not a method label of this preset other than the treatment; known: "
+        "grpo, cw_grpo, cw_grpo_nograd, cw_grpo_described" in lines(config)
+    )

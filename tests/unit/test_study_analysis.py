@@ -218,6 +218,25 @@ def test_ablation_is_variant_against_treatment(report):
     assert row["top_share_pct"]["mean"] == pytest.approx(75.0 - 1.0)
 
 
+def test_claim_m_is_its_arm_against_the_treatment_under_claim_1s_rule(inputs):
+    """The third study's claim M: Avg(M) - Avg(T) at the last checkpoint, not gated, with its MDE."""
+    summaries, runs = inputs
+    cfg = StudyConfig(kind="tiny", step=8, variants=["cw_knob_x"], mechanism_method="cw_knob_x")
+    report = analyse(cfg, summaries_frame(summaries), metrics_frame(runs), {}, CLAIMS_JSON)
+    assert [c["id"] for c in report["claims"]] == [1, "M", 2, 3, 4]
+    m_claim = by_id(report)["M"]
+    m, lo, hi = t_interval_3([-1.0, -2.0, -3.0])  # cw_knob_x is cw_grpo - 1, 2, 3 points at step 24
+    assert m_claim["effect"]["mean"] == pytest.approx(m) and m_claim["effect"]["ci95"] == pytest.approx(
+        [lo, hi]
+    )
+    assert m_claim["verdict"] == "does not hold" and m_claim["mde_80"] == pytest.approx(mde(1.0, 3))
+    assert "| M |" in study_markdown(report, cfg)
+    assert "M" not in {
+        c["id"]
+        for c in analyse(CFG, summaries_frame(summaries), metrics_frame(runs), {}, CLAIMS_JSON)["claims"]
+    }
+
+
 def test_precondition_failure_gates_claims_2_and_3(tmp_path):
     calm = {**AVG, "grpo": [[0.30, 0.31, 0.32], [0.30, 0.31, 0.33], [0.29, 0.30, 0.31]]}  # GRPO improves
     summaries, runs = make_inputs(tmp_path, avg=calm)

@@ -330,6 +330,8 @@ BAD_CONFIGS = {
     "study with too few checkpoints": (_study, ("study", "min_checkpoints"), 7, "train.save_steps"),
     "study needing one seed (schema)": (_study, ("study", "min_seeds"), 1, "min_seeds"),
     "study treatment not a method": (_study, ("study", "treatment"), "cw_grpoo", "study.treatment"),
+    "study mechanism not a method": (_study, ("study", "mechanism"), "cw_grpoo", "study.mechanism"),
+    "study mechanism is the treatment": (_study, ("study", "mechanism"), "cw_grpo", "study.mechanism"),
     "study analysis option typo": (_study, ("report", "drop_pointz"), 10, "report.drop_pointz"),
     # Table 1's rows and effects must be methods the preset trains (the study ran for hours before its
     # table job failed on the default rows, which include Clip-Cov)
