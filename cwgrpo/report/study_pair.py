@@ -1,10 +1,12 @@
-"""The two pre-registered studies side by side (docs/study/README.md), from their ``study.json`` files.
+"""The pre-registered studies side by side (docs/study/README.md), from their ``study.json`` files.
 
 Each study's claims are its own (``cwgrpo study``); this module only puts them next to each other: one
-table of every claim's effect, interval, MDE and verdict in both regimes, the regime's effect on claim 1
+table of every claim's effect, interval, MDE and verdict in each study ("not registered" where a study did
+not register the claim), the regime's effect on claim 1 between the two tiny-model studies
 (the second study's mean paired difference minus the first's, a Welch interval: the studies share seed
 numbers, not runs), the exploratory comparisons computed as the claims are (each method against the base
-model, CW-GRPO as described and Clip-Cov against GRPO: effect, interval, MDE), and one figure of the checkpoint curves of the methods both studies ran. The page
+model, CW-GRPO as described and Clip-Cov against GRPO: effect, interval, MDE), and one figure of the
+checkpoint curves, a panel a study. The page
 holds the table between ``<!-- generated: study-pair -->`` markers; ``--write`` rewrites it::
 
     python -m cwgrpo.report.study_pair --write
@@ -29,11 +31,13 @@ from cwgrpo.stats import seed_effect
 
 
 class Study(NamedTuple):
-    """One study's report (its ``claims.json`` lies beside it), its regime and its model, for the page."""
+    """One study's report (its ``claims.json`` lies beside it), its regime, its model and the claims its
+    registration tested, for the page."""
 
     path: Path
     regime: str
     model: str
+    registered: tuple[int | str, ...] = (1, 2, 3, 4)
 
 
 TINY = "tiny `small`: 1M parameters, 266 tokens"
@@ -43,13 +47,15 @@ STUDIES = {
         Path("docs/study/results-regime/study.json"), "lr 2e-4 cosine to 0.1, 10 % warm-up, KL 0.04", TINY
     ),
 }
-METHODS = ("grpo", "cw_grpo", "cw_grpo_described", "clip_cov")  # those a study ran
+METHODS = ("grpo", "cw_grpo", "cw_grpo_nograd", "cw_grpo_described", "clip_cov")  # those a study ran
+CLAIM_ORDER: tuple[int | str, ...] = (1, "M", 2, 3, 4)
 # Exploratory comparisons beside the registered claims (no verdicts): (first, second, measure). "base" is
 # the base model's one evaluation, the same number for every seed.
 BASE = "base"
 EXPLORATORY = (
     ("grpo", BASE, "avg_last"),
     ("cw_grpo", BASE, "avg_last"),
+    ("cw_grpo_described", "cw_grpo", "avg_last"),
     *(
         (v, "grpo", m)
         for v in ("cw_grpo_described", "clip_cov")
@@ -60,6 +66,7 @@ NAMES = {
     BASE: "base model",
     "grpo": "GRPO",
     "cw_grpo": "CW-GRPO as released",
+    "cw_grpo_nograd": "CW-GRPO as released, no gradient through the weight",
     "cw_grpo_described": "CW-GRPO as described",
     "clip_cov": "Clip-Cov",
 }
@@ -83,18 +90,18 @@ def regime_effect(first: Mapping[str, Any], second: Mapping[str, Any]) -> dict[s
 
 def claims_table(reports: Mapping[str, Mapping[str, Any]]) -> str:
     """One row per claim: effect [CI], MDE and verdict in each study ("precondition failed" for a gated
-    claim of a study whose precondition failed)."""
+    claim of a study whose precondition failed, "not registered" for a claim its registration left out)."""
     labels = list(reports)
     header = ["#", "measure", *(f"{lab} study: effect [95 % CI], MDE → verdict" for lab in labels)]
     lines = ["| " + " | ".join(header) + " |", "|---|---|" + "---|" * len(labels)]
     by_id = {lab: {c["id"]: c for c in rep["claims"]} for lab, rep in reports.items()}
-    for cid in sorted(by_id[labels[0]]):
-        first = by_id[labels[0]][cid]
+    for cid in (i for i in CLAIM_ORDER if any(i in claims for claims in by_id.values())):
+        first = next(claims[cid] for claims in by_id.values() if cid in claims)
         cells = []
         for lab in labels:
             c = by_id[lab].get(cid)
-            if c is None:
-                cells.append("n/a")
+            if c is None or cid not in STUDIES[lab].registered:
+                cells.append("n/a" if c is None else "not registered")
                 continue
             digits = 3 if c.get("unit") == "nats" else 1
             mean = c["effect"].get("mean")
@@ -167,11 +174,12 @@ def regime_rows(reports: Mapping[str, Mapping[str, Any]]) -> str:
         "|---|---|---|---:|---|---|---|",
     ]
     for lab, rep in reports.items():
-        reg, ratio = rep["regime"], rep.get("tail_ratio")
+        reg, ratio, study = rep["regime"], rep.get("tail_ratio"), STUDIES[lab]
         tail = f"{ratio['mean']:.0f} [{ratio['ci95'][0]:.0f}, {ratio['ci95'][1]:.0f}]" if ratio else "n/a"
+        gate = ("holds" if reg["precondition"] else "fails") if 2 in study.registered else "not registered"
         lines.append(
-            f"| {lab} | {STUDIES[lab].model} | {STUDIES[lab].regime} | {rep['base_avg']:.1f} | {tail} | "
-            f"{reg['unstable_seeds']} of {len(reg['per_seed'])} | {'holds' if reg['precondition'] else 'fails'} |"
+            f"| {lab} | {study.model} | {study.regime} | {rep['base_avg']:.1f} | {tail} | "
+            f"{reg['unstable_seeds']} of {len(reg['per_seed'])} | {gate} |"
         )
     return "\n".join(lines) + "\n"
 
@@ -181,7 +189,9 @@ def page_block(reports: Mapping[str, Mapping[str, Any]]) -> str:
     eff = regime_effect(first, second)
     n1, n2 = len(claim_differences(first)), len(claim_differences(second))
     entropy = "; ".join(
-        f"{lab} study `{rep['config'].get('entropy_key', 'entropy')}`" for lab, rep in reports.items()
+        f"{lab} study `{rep['config'].get('entropy_key', 'entropy')}`"
+        for lab, rep in reports.items()
+        if 2 in STUDIES[lab].registered
     )
     return (
         regime_rows(reports)
@@ -204,8 +214,8 @@ def curves_figure(
 ) -> None:
     """Mean Avg over seeds at each checkpoint (the base model as step 0), min–max band, one panel a study."""
     apply_style()
-    footer = "Avg of the five synthetic splits, mean over seeds; band: min–max over seeds"
-    fig, axes = new_figure(1, len(reports), 6.8, 2.6, footer, sharey=True)
+    footer = "Avg of each study's held-out splits, mean over seeds; band: min–max over seeds"
+    fig, axes = new_figure(1, len(reports), max(6.8, 2.4 * len(reports)), 2.6, footer, sharey=True)
     for ax, (lab, rep) in zip(axes[0], reports.items(), strict=True):
         for m in methods:
             seeds = rep["curves"].get(m)

@@ -1,4 +1,4 @@
-"""cwgrpo.report.study_pair: the two studies side by side (hand-made study.json reports)."""
+"""cwgrpo.report.study_pair: the studies side by side (hand-made study.json reports)."""
 
 from __future__ import annotations
 
@@ -90,6 +90,28 @@ def test_the_page_block_names_each_studys_verdicts_and_precondition():
     assert "**inconclusive**" in block and ", MDE 4.0" in block
     assert "Welch interval, 3 and 3 seeds): **+5.0 points [" in block
     assert "first study `entropy`; second study `entropy`" in block  # neither report names a key
+
+
+def test_a_claim_a_study_did_not_register_reads_not_registered_and_claim_m_sits_after_claim_1(monkeypatch):
+    """The third study registered claims 1, M and 4: its computed claim 2 is not a verdict of the page,
+    and the earlier studies, which have no claim M, read n/a there."""
+    third = report([20.0, 22.0, 24.0], [10.0, 10.0, 10.0], "holds", False)
+    m_claim = {
+        "id": "M",
+        "measure": "avg_last",
+        "unit": "points",
+        "effect": {"mean": -3.0, "ci95": [-5.0, -1.0]},
+    }
+    third["claims"].insert(1, {**m_claim, "mde_80": 2.5, "verdict": "does not hold"})
+    study = study_pair.Study(Path("third.json"), "regime 3", "a 135M model", registered=(1, "M", 4))
+    monkeypatch.setitem(study_pair.STUDIES, "third", study)
+    block = study_pair.page_block({"first": FIRST, "second": SECOND, "third": third})
+    rows = [line for line in block.splitlines() if line.startswith(("| 1 |", "| M |", "| 2 |"))]
+    assert [r.split(" |")[0] for r in rows] == ["| 1", "| M", "| 2"]
+    assert rows[1].endswith("| n/a | n/a | -3.0 [-5.0, -1.0], MDE 2.5 → **does not hold** |")
+    assert rows[2].endswith("| not registered |")
+    assert "| third | a 135M model | regime 3 | 40.0 | n/a | 0 of 3 | not registered |" in block
+    assert "second study `entropy` (" in block and "third study `entropy`" not in block
 
 
 NO_DROP = {"best_minus_last": {"0": 0.0, "1": 0.0}}
