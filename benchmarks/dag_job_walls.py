@@ -31,22 +31,33 @@ FINISHED = re.compile(r"^Finished jobid: (\d+)")
 SUFFIXES = re.compile(r"_(small|large|135m|1_5b|7b)$")
 
 
-def job_walls(log: str) -> dict[str, dict]:
-    """jobid -> {'rule', 'start', 'end'} (datetimes) of every job that finished in the log."""
+def all_jobs(log: str) -> list[dict]:
+    """Every job the log started, in order: {'jobid', 'rule', 'start', 'end'} (datetimes; 'end' None for a
+    job that never finished). Job ids restart with each invocation ("Building DAG of jobs..."), so a log that
+    several invocations appended to (a study resumed across sessions) reads right."""
+    out: list[dict] = []
     jobs: dict[str, dict] = {}
     stamp: datetime | None = None
     rule: str | None = None
     for line in log.splitlines():
-        if m := STAMP.match(line):
+        if line == "Building DAG of jobs...":
+            jobs = {}
+        elif m := STAMP.match(line):
             stamp = datetime.strptime(" ".join(m[1].split()), "%a %b %d %H:%M:%S %Y")
         elif m := START.match(line):
             rule = m[1]
         elif (m := JOBID.match(line)) and rule is not None:
-            jobs[m[1]] = {"rule": rule, "start": stamp}
+            jobs[m[1]] = {"jobid": m[1], "rule": rule, "start": stamp, "end": None}
+            out.append(jobs[m[1]])
             rule = None
         elif (m := FINISHED.match(line)) and m[1] in jobs:
             jobs[m[1]]["end"] = stamp
-    return {jobid: job for jobid, job in jobs.items() if job.get("end") and job.get("start")}
+    return out
+
+
+def job_walls(log: str) -> dict[str, dict]:
+    """jobid -> {'rule', 'start', 'end'} of every job that finished in one invocation's log."""
+    return {job["jobid"]: job for job in all_jobs(log) if job["end"] and job["start"]}
 
 
 def kind_of(rule: str) -> str:

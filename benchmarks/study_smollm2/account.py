@@ -3,8 +3,10 @@
 Issue 35 asks for the pilot criterion's and the registration's commits as ancestors of every CW-GRPO run
 (``git merge-base --is-ancestor``) and for CPU-hours against the registered budget. Each run records the
 commit it ran at (``run.json``: ``provenance.git``); each ``cwgrpo`` job logs its CPU
-(``resource use: cwgrpo <command>: <s> s CPU``; a killed job logs none, so a resumed study's sum is a lower
-bound). Run from the checkout that ran the study:
+(``resource use: cwgrpo <command>: <s> s CPU``). A job killed with its session logs none and is rerun
+from its start, so its CPU is charged from Snakemake's own log: every job an invocation started and never
+finished counts as much as the slowest finished job of its rule (an upper bound). Run from the checkout
+that ran the study, after its last job:
 
     python benchmarks/study_smollm2/account.py --out benchmarks/results/study_smollm2_account.json
 """
@@ -19,6 +21,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parents[1]))
 from bench_tiny_jobs import job_cpu  # the "resource use" lines of every job log, per command
+from dag_job_walls import all_jobs  # Snakemake's own log: each job's start and finish
 
 PILOT_CRITERION = "3a778a5"  # docs/study/pilot-smollm2.md, before any pilot run
 REGISTRATION = "6e24205"  # docs/study/preregistration-smollm2.md, before any CW-GRPO run
@@ -50,6 +53,24 @@ def run_commits(runs: Path) -> dict[str, dict]:
     return out
 
 
+def killed_jobs(snakemake_log: str) -> list[str]:
+    """The rule of every job that Snakemake started and did not finish (run after the study's last job:
+    a running job counts too)."""
+    return [job["rule"] for job in all_jobs(snakemake_log) if job["end"] is None]
+
+
+def killed_cpu(killed: list[str], cpu: dict[str, list[float]]) -> dict[str, float]:
+    """Rule -> CPU seconds charged to its killed jobs: the slowest finished job of the same command each
+    (``train_135m`` is ``cwgrpo train``)."""
+    charged: dict[str, float] = {}
+    for rule in killed:
+        finished = cpu.get(rule.split("_")[0], [])
+        if not finished:
+            raise SystemExit(f"a killed {rule} job, but no finished job of its command to charge it by")
+        charged[rule] = charged.get(rule, 0.0) + max(finished)
+    return charged
+
+
 def cpu_seconds(logs: Path) -> dict[str, float]:
     """CPU seconds per ``cwgrpo`` command over every job log of the study."""
     return {command: round(sum(s), 1) for command, s in sorted(job_cpu(logs).items())}
@@ -60,10 +81,18 @@ def main(argv: list[str]) -> int:
     p.add_argument("--runs", type=Path, default=Path("results/study-smollm2/runs"))
     p.add_argument("--logs", type=Path, default=Path("logs/study-smollm2"))
     p.add_argument("--greedy", type=Path, default=Path("results/study-smollm2/greedy"))
+    p.add_argument("--snakemake-log", type=Path, default=Path("results/study-smollm2.log"))
     p.add_argument("--out", type=Path, required=True)
     args = p.parse_args(argv)
     commits = run_commits(args.runs)
-    cpu = cpu_seconds(args.logs) | {"greedy evaluate": cpu_seconds(args.greedy).get("evaluate", 0.0)}
+    killed = killed_jobs(args.snakemake_log.read_text())
+    charged = {
+        f"killed {rule} (upper bound)": round(s, 1)
+        for rule, s in killed_cpu(killed, job_cpu(args.logs)).items()
+    }
+    cpu = (
+        cpu_seconds(args.logs) | {"greedy evaluate": cpu_seconds(args.greedy).get("evaluate", 0.0)} | charged
+    )
     hours = round(sum(cpu.values()) / 3600, 2)
     out = {
         "runs": len(commits),
@@ -72,6 +101,7 @@ def main(argv: list[str]) -> int:
             for c in commits.values()
         ),
         "commits": sorted({c["commit"] for c in commits.values()}),
+        "killed_jobs": killed,
         "cpu_s": cpu,
         "cpu_hours": hours,
         "budget_cpu_hours": BUDGET_CPU_H,

@@ -51,3 +51,16 @@ def test_kinds_drop_the_size_and_the_makespan_spans_first_start_to_last_finish()
     assert report["kinds"]["build_tiny"]["job_seconds"] == 9.0
     assert report["makespan_s"] == 160.0 and report["jobs"] == 3 and report["job_seconds"] == 169.0
     assert walls.kind_of("evaluate_run_large") == "evaluate_run"
+
+
+def test_a_log_appended_by_two_invocations_keeps_their_jobs_apart_and_names_the_unfinished():
+    """A resumed study appends to one log and job ids restart: job 7 of the second run is another job."""
+    resumed = LOG + "Building DAG of jobs...\n[Tue Dec  1 10:00:00 2026]\nrule train_small:\n    jobid: 7\n"
+    jobs = walls.all_jobs(resumed)
+    assert [(j["jobid"], j["rule"], j["end"] is None) for j in jobs] == [
+        ("3", "build_tiny", False),
+        ("7", "train_small", False),
+        ("8", "train_large", False),
+        ("9", "evaluate_run_small", True),
+        ("7", "train_small", True),
+    ]
