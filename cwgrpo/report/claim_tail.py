@@ -68,7 +68,7 @@ def claim_heavy_tail(
             log.warning("%s/cov_samples.jsonl has no step with a nonzero covariance", run_dir)
             if samples:
                 all_zero.setdefault(info["size"], []).append(info["seed"])
-    ratio = _quantile_ratio(metrics)
+    ratio = quantile_ratio(metrics)
     out = []
     for size in sizes:
         values = shares.get((size, cfg.tail_method))
@@ -115,7 +115,7 @@ def _tail_result(
     )
 
 
-def _quantile_ratio(metrics: pd.DataFrame) -> dict[tuple[str, str], dict[str, Any]]:
+def quantile_ratio(metrics: pd.DataFrame) -> dict[tuple[str, str], dict[str, Any]]:
     """(q0.9999 - q0.0001) / (q0.6 - q0.4) of the logged per-step quantiles, mean over steps, per run.
 
     For reference: a Gaussian gives 14.7; the paper's quantiles (±12 vs ±0.3) give about 40.
