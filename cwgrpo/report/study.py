@@ -4,11 +4,12 @@
 own primary measures, computed here from the same files: Avg at the last checkpoint (claim 1), the
 range of the entropy over the whole run (claim 2), best-minus-last over the checkpoints (claim 3), and,
 for claim 4, the claims report's own verdict (read from ``claims.json``); claim M, where a study
-registered it (the third), is Avg at the last checkpoint of its arm minus CW-GRPO's, under claim 1's rule. Every effect is a per-seed
-paired difference with a t-interval over seeds; claims 2 and 3 are tested only where the regime's
-precondition holds (GRPO unstable in most seeds). The ablation (each released-versus-described knob as
-its own method label) reports the same measures against CW-GRPO as released, as intervals without
-verdicts. Measures are pure functions of small frames; the command does the reading and writing.
+registered it (the third), is Avg at the last checkpoint of its arm minus CW-GRPO's, under claim 1's
+rule. Every effect is a per-seed paired difference with a t-interval over seeds; claims 2 and 3 are
+tested only where the regime's precondition holds (GRPO unstable in most seeds). The ablation (each
+released-versus-described knob as its own method label) reports the same measures against CW-GRPO as
+released, as intervals without verdicts. Measures are pure functions of small frames; the command does
+the reading and writing.
 """
 
 from __future__ import annotations
