@@ -24,13 +24,9 @@ from cwgrpo.io import read_json, write_text
 from cwgrpo.report.claim_tail import quantile_ratio
 from cwgrpo.report.cov_quantiles import quantile_markdown, quantile_rows
 from cwgrpo.report.load import metrics_frame
-from cwgrpo.report.study_pair import STUDIES, tail_ratio
+from cwgrpo.report.study_pair import STUDIES, ratio_text, tail_ratio
 
 REBUILT = {"first": Path("results/study/runs"), "second": Path("results/study-regime/runs")}
-
-
-def ratio_text(ratio: dict | None) -> str:
-    return f"{ratio['mean']:.0f} [{ratio['ci95'][0]:.0f}, {ratio['ci95'][1]:.0f}]" if ratio else "n/a"
 
 
 def study_section(label: str, runs_root: Path) -> list[str]:

@@ -166,6 +166,11 @@ def tail_ratio(claims: Mapping[str, Any]) -> dict[str, Any] | None:
     return None
 
 
+def ratio_text(ratio: Mapping[str, Any] | None) -> str:
+    """A tail ratio as ``mean [lo, hi]`` in whole numbers, or ``n/a``."""
+    return f"{ratio['mean']:.0f} [{ratio['ci95'][0]:.0f}, {ratio['ci95'][1]:.0f}]" if ratio else "n/a"
+
+
 def regime_rows(reports: Mapping[str, Mapping[str, Any]]) -> str:
     """Each study's model, regime, covariance tail and precondition in one line each."""
     lines = [
@@ -175,7 +180,7 @@ def regime_rows(reports: Mapping[str, Mapping[str, Any]]) -> str:
     ]
     for lab, rep in reports.items():
         reg, ratio, study = rep["regime"], rep.get("tail_ratio"), STUDIES[lab]
-        tail = f"{ratio['mean']:.0f} [{ratio['ci95'][0]:.0f}, {ratio['ci95'][1]:.0f}]" if ratio else "n/a"
+        tail = ratio_text(ratio)
         gate = ("holds" if reg["precondition"] else "fails") if 2 in study.registered else "not registered"
         lines.append(
             f"| {lab} | {study.model} | {study.regime} | {rep['base_avg']:.1f} | {tail} | "
