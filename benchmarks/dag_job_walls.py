@@ -27,27 +27,32 @@ from cwgrpo.io import write_json
 STAMP = re.compile(r"^\[(\w{3} \w{3} +\d+ \d\d:\d\d:\d\d \d{4})\]$")
 START = re.compile(r"^(?:local)?rule (\S+):$")
 JOBID = re.compile(r"^\s+jobid: (\d+)$")
+LOGFILE = re.compile(r"^\s+log: ([^,\s]+)")
 FINISHED = re.compile(r"^Finished jobid: (\d+)")
 SUFFIXES = re.compile(r"_(small|large|135m|1_5b|7b)$")
 
 
 def all_jobs(log: str) -> list[dict]:
-    """Every job the log started, in order: {'jobid', 'rule', 'start', 'end'} (datetimes; 'end' None for a
-    job that never finished). Job ids restart with each invocation ("Building DAG of jobs..."), so a log that
-    several invocations appended to (a study resumed across sessions) reads right."""
+    """Every job the log started, in order: {'jobid', 'rule', 'log', 'start', 'end'} (its first log file or
+    None; datetimes, 'end' None for a job that never finished). Job ids restart with each invocation
+    ("Building DAG of jobs..."), so a log that several invocations appended to (a study resumed across
+    sessions) reads right."""
     out: list[dict] = []
     jobs: dict[str, dict] = {}
     stamp: datetime | None = None
     rule: str | None = None
+    logfile: str | None = None
     for line in log.splitlines():
         if line == "Building DAG of jobs...":
             jobs = {}
         elif m := STAMP.match(line):
             stamp = datetime.strptime(" ".join(m[1].split()), "%a %b %d %H:%M:%S %Y")
         elif m := START.match(line):
-            rule = m[1]
+            rule, logfile = m[1], None
+        elif m := LOGFILE.match(line):
+            logfile = m[1]
         elif (m := JOBID.match(line)) and rule is not None:
-            jobs[m[1]] = {"jobid": m[1], "rule": rule, "start": stamp, "end": None}
+            jobs[m[1]] = {"jobid": m[1], "rule": rule, "log": logfile, "start": stamp, "end": None}
             out.append(jobs[m[1]])
             rule = None
         elif (m := FINISHED.match(line)) and m[1] in jobs:

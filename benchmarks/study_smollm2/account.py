@@ -5,8 +5,9 @@ Issue 35 asks for the pilot criterion's and the registration's commits as ancest
 commit it ran at (``run.json``: ``provenance.git``); each ``cwgrpo`` job logs its CPU
 (``resource use: cwgrpo <command>: <s> s CPU``). A job killed with its session logs none and is rerun
 from its start, so its CPU is charged from Snakemake's own log: every job an invocation started and never
-finished counts as much as the slowest finished job of its rule (an upper bound). Run from the checkout
-that ran the study, after its last job:
+finished counts as much as the rerun that finished it, read from the log file both wrote (an upper bound:
+the killed attempt did at most the same work). Run from the checkout that ran the study, after its last
+job:
 
     python benchmarks/study_smollm2/account.py --out benchmarks/results/study_smollm2_account.json
 """
@@ -20,8 +21,8 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parents[1]))
-from bench_tiny_jobs import job_cpu  # the "resource use" lines of every job log, per command
-from dag_job_walls import all_jobs  # Snakemake's own log: each job's start and finish
+from bench_tiny_jobs import LINE, job_cpu  # the "resource use" lines of the job logs
+from dag_job_walls import all_jobs  # Snakemake's own log: each job's start, log file and finish
 
 PILOT_CRITERION = "3a778a5"  # docs/study/pilot-smollm2.md, before any pilot run
 REGISTRATION = "6e24205"  # docs/study/preregistration-smollm2.md, before any CW-GRPO run
@@ -53,21 +54,22 @@ def run_commits(runs: Path) -> dict[str, dict]:
     return out
 
 
-def killed_jobs(snakemake_log: str) -> list[str]:
-    """The rule of every job that Snakemake started and did not finish (run after the study's last job:
-    a running job counts too)."""
-    return [job["rule"] for job in all_jobs(snakemake_log) if job["end"] is None]
+def killed_jobs(snakemake_log: str) -> list[dict]:
+    """Every job that Snakemake started and did not finish (run after the study's last job: a running job
+    counts too)."""
+    return [job for job in all_jobs(snakemake_log) if job["end"] is None]
 
 
-def killed_cpu(killed: list[str], cpu: dict[str, list[float]]) -> dict[str, float]:
-    """Rule -> CPU seconds charged to its killed jobs: the slowest finished job of the same command each
-    (``train_135m`` is ``cwgrpo train``)."""
+def killed_cpu(killed: list[dict], root: Path) -> dict[str, float]:
+    """Rule -> CPU seconds charged to its killed jobs: each the CPU its log file (under ``root``) records,
+    which the rerun that finished the job wrote over the killed attempt's."""
     charged: dict[str, float] = {}
-    for rule in killed:
-        finished = cpu.get(rule.split("_")[0], [])
-        if not finished:
-            raise SystemExit(f"a killed {rule} job, but no finished job of its command to charge it by")
-        charged[rule] = charged.get(rule, 0.0) + max(finished)
+    for job in killed:
+        log = root / (job["log"] or "")
+        found = LINE.findall(log.read_text(errors="replace")) if job["log"] and log.is_file() else []
+        if not found:
+            raise SystemExit(f"a killed {job['rule']} job whose log {job['log']} records no finished rerun")
+        charged[job["rule"]] = charged.get(job["rule"], 0.0) + sum(float(cpu) for _, cpu in found)
     return charged
 
 
@@ -86,10 +88,7 @@ def main(argv: list[str]) -> int:
     args = p.parse_args(argv)
     commits = run_commits(args.runs)
     killed = killed_jobs(args.snakemake_log.read_text())
-    charged = {
-        f"killed {rule} (upper bound)": round(s, 1)
-        for rule, s in killed_cpu(killed, job_cpu(args.logs)).items()
-    }
+    charged = {f"killed {rule} (upper bound)": round(s, 1) for rule, s in killed_cpu(killed, Path()).items()}
     cpu = (
         cpu_seconds(args.logs) | {"greedy evaluate": cpu_seconds(args.greedy).get("evaluate", 0.0)} | charged
     )
@@ -101,7 +100,7 @@ def main(argv: list[str]) -> int:
             for c in commits.values()
         ),
         "commits": sorted({c["commit"] for c in commits.values()}),
-        "killed_jobs": killed,
+        "killed_jobs": [job["log"] for job in killed],
         "cpu_s": cpu,
         "cpu_hours": hours,
         "budget_cpu_hours": BUDGET_CPU_H,

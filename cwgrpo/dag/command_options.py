@@ -297,7 +297,12 @@ def report_option_errors(config: Mapping[str, Any]) -> Iterator[Error]:
         from cwgrpo.report.study import StudyConfig
 
         sources = [("report", config["report"]), ("study", config["study"])]
-        yield from _checked(lambda o: check_options(StudyConfig, o), study_options(config), sources)
+        preset_key = {
+            "study.treatment_method": "study.treatment",
+            "study.mechanism_method": "study.mechanism",
+        }
+        for key, message in _checked(lambda o: check_options(StudyConfig, o), study_options(config), sources):
+            yield preset_key.get(key, key), message
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -157,18 +157,16 @@ def study_errors(config: Mapping[str, Any]) -> Iterator[Error]:
         return
     yield from registered_errors(config, study)
     methods = list(config["methods"])
-    if study["treatment"] not in methods:
-        yield (
-            "study.treatment",
-            f"{study['treatment']!r} is not a method label of this preset; known: {', '.join(methods)}",
-        )
-    mechanism = study.get("mechanism")
-    if mechanism is not None and (mechanism not in methods or mechanism == study["treatment"]):
-        yield (
-            "study.mechanism",
-            f"{mechanism!r} is not a method label of this preset other than the treatment; known: "
-            f"{', '.join(methods)}",
-        )
+    for key in (
+        "treatment",
+        "mechanism",
+    ):  # that they are distinct arms: StudyConfig, via report_option_errors
+        label = study.get(key)
+        if label is not None and label not in methods:
+            yield (
+                f"study.{key}",
+                f"{label!r} is not a method label of this preset; known: {', '.join(methods)}",
+            )
     seeds = config["seeds"]
     if len(seeds) < study["min_seeds"]:
         yield (

@@ -174,7 +174,8 @@ def analyse(
     benchmarks = cfg.order_benchmarks(set(frame["benchmark"]))
     base_rows = per_seed_accuracy(frame, size, cfg.base_method, cfg.base_step, benchmarks)
     base = 100.0 * float(base_rows[AVG].iloc[0])
-    methods = [cfg.reference_method, cfg.treatment_method, *cfg.variants]
+    arms = [cfg.reference_method, cfg.treatment_method, *cfg.variants, cfg.mechanism_method]
+    methods = [m for m in dict.fromkeys(arms) if m]
     curves = {m: avg_curves(frame, size, m, benchmarks) for m in methods}
     steps = sorted({s for c in curves[cfg.reference_method].values() for s in c})
     first, last = (cfg.step if cfg.step in steps else steps[0]), steps[-1]

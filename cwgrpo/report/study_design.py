@@ -61,10 +61,10 @@ class StudyConfig(ReportConfig):
         super().__post_init__()
         if self.treatment_method == self.reference_method:
             raise ConfigError("treatment_method and reference_method must differ")
-        if self.mechanism_method is not None and self.mechanism_method not in self.variants:
+        if self.mechanism_method in (self.treatment_method, self.reference_method):
             raise ConfigError(
-                f"mechanism_method {self.mechanism_method!r} must be one of the variants {self.variants} "
-                "(a method other than the treatment and the reference)"
+                f"mechanism_method {self.mechanism_method!r} must be a third method: claim M compares it "
+                f"with the treatment {self.treatment_method!r}, beside the reference {self.reference_method!r}"
             )
         if not self.entropy_swing > 0 or not self.drop_points > 0 or not self.shape_points > 0:
             raise ConfigError(

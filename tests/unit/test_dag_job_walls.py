@@ -5,6 +5,8 @@ from __future__ import annotations
 import importlib.util
 from pathlib import Path
 
+import pytest
+
 REPO = Path(__file__).resolve().parents[2]
 _spec = importlib.util.spec_from_file_location("dag_job_walls", REPO / "benchmarks" / "dag_job_walls.py")
 walls = importlib.util.module_from_spec(_spec)
@@ -21,6 +23,7 @@ localrule build_tiny:
 [Tue Dec  1 09:00:00 2026]
 rule train_small:
     input: results/tiny/models/small/base.json
+    log: logs/tiny/train/small/grpo/seed0.log, results/tiny/runs/small/grpo/seed0/timings.jsonl
     jobid: 7
 
 [Tue Dec  1 09:00:09 2026]
@@ -64,3 +67,23 @@ def test_a_log_appended_by_two_invocations_keeps_their_jobs_apart_and_names_the_
         ("9", "evaluate_run_small", True),
         ("7", "train_small", True),
     ]
+
+
+def test_a_killed_job_is_charged_the_cpu_its_rerun_wrote_to_the_same_log(tmp_path):
+    """The third study's account (benchmarks/study_smollm2/account.py): job 9 never finished, so it is
+    charged what its log file records (the rerun's CPU); a killed job with no finished rerun is refused."""
+    _account = importlib.util.spec_from_file_location(
+        "account", REPO / "benchmarks" / "study_smollm2" / "account.py"
+    )
+    account = importlib.util.module_from_spec(_account)
+    _account.loader.exec_module(account)
+    killed_twice = LOG.replace("localrule evaluate_run_small:", "localrule train_small:\n    log: t.log")
+    killed_twice += "Building DAG of jobs...\nrule train_small:\n    log: t.log\n    jobid: 2\n"
+    killed = account.killed_jobs(killed_twice)
+    assert [(j["rule"], j["log"]) for j in killed] == [("train_small", "t.log")] * 2
+    with pytest.raises(
+        SystemExit, match=r"a killed train_small job whose log t\.log records no finished rerun"
+    ):
+        account.killed_cpu(killed, tmp_path)
+    (tmp_path / "t.log").write_text("step 16\nresource use: cwgrpo train: 812.50 s CPU (user+sys)\n")
+    assert account.killed_cpu(killed, tmp_path) == {"train_small": 2 * 812.5}

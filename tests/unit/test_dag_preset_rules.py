@@ -238,9 +238,15 @@ def test_only_the_third_study_has_a_claim_m_arm_in_its_analysis_options():
     assert third["mechanism_method"] == "cw_grpo_nograd" and "cw_grpo_nograd" in third["variants"]
     for name in ("study.yaml", "study-regime.yaml"):
         assert "mechanism_method" not in options.study_options(preset(name))
-    config = preset("study-smollm2.yaml")
-    config["study"]["mechanism"] = "cw_grpo"
-    assert (
-        "study.mechanism: 'cw_grpo' is not a method label of this preset other than the treatment; known: "
-        "grpo, cw_grpo, cw_grpo_nograd, cw_grpo_described" in lines(config)
-    )
+    # each bad arm is refused once, naming the preset key: not a method (the preset's rule), or the treatment
+    # or the reference (StudyConfig's, which `cwgrpo study` also runs)
+    known = "known: grpo, cw_grpo, cw_grpo_nograd, cw_grpo_described"
+    for arm, message in (
+        ("cw_grpoo", f"study.mechanism: 'cw_grpoo' is not a method label of this preset; {known}"),
+        ("cw_grpo", "study.mechanism: mechanism_method 'cw_grpo' must be a third method"),
+        ("grpo", "study.mechanism: mechanism_method 'grpo' must be a third method"),
+    ):
+        config = preset("study-smollm2.yaml")
+        config["study"]["mechanism"] = arm
+        mechanism_lines = [line for line in lines(config) if "mechanism" in line]
+        assert len(mechanism_lines) == 1 and mechanism_lines[0].startswith(message), mechanism_lines

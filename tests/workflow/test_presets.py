@@ -332,6 +332,7 @@ BAD_CONFIGS = {
     "study treatment not a method": (_study, ("study", "treatment"), "cw_grpoo", "study.treatment"),
     "study mechanism not a method": (_study, ("study", "mechanism"), "cw_grpoo", "study.mechanism"),
     "study mechanism is the treatment": (_study, ("study", "mechanism"), "cw_grpo", "study.mechanism"),
+    "study mechanism is the reference": (_study, ("study", "mechanism"), "grpo", "study.mechanism"),
     "study analysis option typo": (_study, ("report", "drop_pointz"), 10, "report.drop_pointz"),
     # Table 1's rows and effects must be methods the preset trains (the study ran for hours before its
     # table job failed on the default rows, which include Clip-Cov)
