@@ -29,12 +29,14 @@ START = re.compile(r"^(?:local)?rule (\S+):$")
 JOBID = re.compile(r"^\s+jobid: (\d+)$")
 LOGFILE = re.compile(r"^\s+log: ([^,\s]+)")
 FINISHED = re.compile(r"^Finished jobid: (\d+)")
+FAILED = re.compile(r"^Error in rule (\S+):$")
 SUFFIXES = re.compile(r"_(small|large|135m|1_5b|7b)$")
 
 
 def all_jobs(log: str) -> list[dict]:
-    """Every job the log started, in order: {'jobid', 'rule', 'log', 'start', 'end'} (its first log file or
-    None; datetimes, 'end' None for a job that never finished). Job ids restart with each invocation
+    """Every job the log started, in order: {'jobid', 'rule', 'log', 'start', 'end', 'failed'} (its first log
+    file or None; datetimes, 'end' None for a job that never finished, 'failed' the time Snakemake reported
+    its error, else None). Job ids restart with each invocation
     ("Building DAG of jobs..."), so a log that several invocations appended to (a study resumed across
     sessions) reads right."""
     out: list[dict] = []
@@ -42,6 +44,7 @@ def all_jobs(log: str) -> list[dict]:
     stamp: datetime | None = None
     rule: str | None = None
     logfile: str | None = None
+    failing = False
     for line in log.splitlines():
         if line == "Building DAG of jobs...":
             jobs = {}
@@ -49,11 +52,18 @@ def all_jobs(log: str) -> list[dict]:
             stamp = datetime.strptime(" ".join(m[1].split()), "%a %b %d %H:%M:%S %Y")
         elif m := START.match(line):
             rule, logfile = m[1], None
+        elif FAILED.match(line):
+            failing = True
         elif m := LOGFILE.match(line):
             logfile = m[1]
+        elif (m := JOBID.match(line)) and failing:
+            if m[1] in jobs:
+                jobs[m[1]]["failed"] = stamp
+            failing = False
         elif (m := JOBID.match(line)) and rule is not None:
-            jobs[m[1]] = {"jobid": m[1], "rule": rule, "log": logfile, "start": stamp, "end": None}
-            out.append(jobs[m[1]])
+            job = {"jobid": m[1], "rule": rule, "log": logfile, "start": stamp, "end": None, "failed": None}
+            jobs[m[1]] = job
+            out.append(job)
             rule = None
         elif (m := FINISHED.match(line)) and m[1] in jobs:
             jobs[m[1]]["end"] = stamp

@@ -6,8 +6,8 @@ commit it ran at (``run.json``: ``provenance.git``); each ``cwgrpo`` job logs it
 (``resource use: cwgrpo <command>: <s> s CPU``). A job killed with its session logs none and is rerun
 from its start, so its CPU is charged from Snakemake's own log: every job an invocation started and never
 finished counts as much as the rerun that finished it, read from the log file both wrote (an upper bound:
-the killed attempt did at most the same work). Run from the checkout that ran the study, after its last
-job:
+the killed attempt did at most the same work); a job that failed is charged its wall time on its one
+thread. Run from the checkout that ran the study, after its last job:
 
     python benchmarks/study_smollm2/account.py --out benchmarks/results/study_smollm2_account.json
 """
@@ -55,9 +55,20 @@ def run_commits(runs: Path) -> dict[str, dict]:
 
 
 def killed_jobs(snakemake_log: str) -> list[dict]:
-    """Every job that Snakemake started and did not finish (run after the study's last job: a running job
-    counts too)."""
-    return [job for job in all_jobs(snakemake_log) if job["end"] is None]
+    """Every job that Snakemake started and neither finished nor reported failed (run after the study's last
+    job: a running job counts too)."""
+    return [job for job in all_jobs(snakemake_log) if job["end"] is None and job["failed"] is None]
+
+
+def failed_cpu(snakemake_log: str) -> dict[str, float]:
+    """Rule -> seconds from start to reported failure of its failed jobs (one thread each: an upper bound
+    of their CPU, which a failed job does not log)."""
+    charged: dict[str, float] = {}
+    for job in all_jobs(snakemake_log):
+        if job["failed"] is not None:
+            wall = (job["failed"] - job["start"]).total_seconds()
+            charged[job["rule"]] = charged.get(job["rule"], 0.0) + wall
+    return charged
 
 
 def killed_cpu(killed: list[dict], root: Path) -> dict[str, float]:
@@ -87,8 +98,10 @@ def main(argv: list[str]) -> int:
     p.add_argument("--out", type=Path, required=True)
     args = p.parse_args(argv)
     commits = run_commits(args.runs)
-    killed = killed_jobs(args.snakemake_log.read_text())
+    log = args.snakemake_log.read_text()
+    killed = killed_jobs(log)
     charged = {f"killed {rule} (upper bound)": round(s, 1) for rule, s in killed_cpu(killed, Path()).items()}
+    charged |= {f"failed {rule} (wall, upper bound)": round(s, 1) for rule, s in failed_cpu(log).items()}
     cpu = (
         cpu_seconds(args.logs) | {"greedy evaluate": cpu_seconds(args.greedy).get("evaluate", 0.0)} | charged
     )

@@ -46,6 +46,12 @@ STUDIES = {
     "second": Study(
         Path("docs/study/results-regime/study.json"), "lr 2e-4 cosine to 0.1, 10 % warm-up, KL 0.04", TINY
     ),
+    "third": Study(
+        Path("docs/study/results-smollm2/study.json"),
+        "lr 3e-5 cosine to 0.1, 10 % warm-up, KL 0.04",
+        "SmolLM2-135M-Instruct: 135M parameters, 49,152 tokens",
+        registered=(1, "M", 4),
+    ),
 }
 METHODS = ("grpo", "cw_grpo", "cw_grpo_nograd", "cw_grpo_described", "clip_cov")  # those a study ran
 CLAIM_ORDER: tuple[int | str, ...] = (1, "M", 2, 3, 4)
@@ -145,11 +151,14 @@ def exploratory_table(reports: Mapping[str, Mapping[str, Any]]) -> str:
         cells = []
         for rep in reports.values():
             e = exploratory_effect(rep, first, second, measure)
-            cells.append(
-                "n/a"
-                if e is None
-                else f"{num_text(e['mean'], digits)} {ci_text(e, digits)}, MDE {e['mde_80']:.{digits}f}"
-            )
+            if e is None:
+                cells.append("n/a")
+            elif measure == "best_minus_last" and len(rep["steps"]) < 2:
+                cells.append("n/a: one checkpoint")  # best is last: 0 by construction, not a measurement
+            else:
+                cells.append(
+                    f"{num_text(e['mean'], digits)} {ci_text(e, digits)}, MDE {e['mde_80']:.{digits}f}"
+                )
         lines.append(f"| {NAMES[first]} − {NAMES[second]} | {measure} | " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
 

@@ -78,7 +78,7 @@ def test_a_killed_job_is_charged_the_cpu_its_rerun_wrote_to_the_same_log(tmp_pat
     account = importlib.util.module_from_spec(_account)
     _account.loader.exec_module(account)
     killed_twice = LOG.replace("localrule evaluate_run_small:", "localrule train_small:\n    log: t.log")
-    killed_twice += "Building DAG of jobs...\nrule train_small:\n    log: t.log\n    jobid: 2\n"
+    killed_twice += "Building DAG of jobs...\n[Tue Dec  1 10:00:00 2026]\nrule train_small:\n    log: t.log\n    jobid: 2\n"
     killed = account.killed_jobs(killed_twice)
     assert [(j["rule"], j["log"]) for j in killed] == [("train_small", "t.log")] * 2
     with pytest.raises(
@@ -87,3 +87,10 @@ def test_a_killed_job_is_charged_the_cpu_its_rerun_wrote_to_the_same_log(tmp_pat
         account.killed_cpu(killed, tmp_path)
     (tmp_path / "t.log").write_text("step 16\nresource use: cwgrpo train: 812.50 s CPU (user+sys)\n")
     assert account.killed_cpu(killed, tmp_path) == {"train_small": 2 * 812.5}
+    # a job Snakemake reports failed is not a killed one: it is charged its wall time on one thread
+    failed = (
+        killed_twice
+        + "[Tue Dec  1 10:00:22 2026]\nError in rule train_small:\n    message: None\n    jobid: 2\n"
+    )
+    assert len(account.killed_jobs(failed)) == 1
+    assert account.failed_cpu(failed) == {"train_small": 22.0}

@@ -17,6 +17,7 @@ def report(t_last: list[float], r_last: list[float], verdict: str, precondition:
     effect = {"mean": sum(t_last) / len(t_last) - sum(r_last) / len(r_last), "ci95": [-1.0, 2.0]}
     return {
         "config": {"treatment_method": "cw_grpo", "reference_method": "grpo"},
+        "steps": [8, 16],
         "measures": {
             "cw_grpo": {"avg_last": dict(zip(seeds, t_last, strict=True))},
             "grpo": {"avg_last": dict(zip(seeds, r_last, strict=True))},
@@ -148,6 +149,9 @@ def test_exploratory_comparisons_are_paired_signed_as_the_claims_and_n_a_where_n
     assert study_pair.exploratory_effect(rep, "cw_grpo_described", "grpo", "avg_last") is None
     table = study_pair.exploratory_table({"first": rep, "second": rep})
     assert "| Clip-Cov − GRPO | avg_last | +3.0 [" in table
+    # with one checkpoint the best is the last: its drop is 0 by construction, not measured
+    table = study_pair.exploratory_table({"first": rep, "third": {**rep, "steps": [24]}})
+    assert "| Clip-Cov − GRPO | best_minus_last | +0.0 [+0.0, +0.0], MDE 0.0 | n/a: one checkpoint |" in table
     assert "| CW-GRPO as described − GRPO | avg_last | n/a | n/a |" in table
 
 
