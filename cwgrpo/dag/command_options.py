@@ -293,6 +293,7 @@ def report_option_errors(config: Mapping[str, Any]) -> Iterator[Error]:
                 f"Table 1 needs each: list only this preset's methods (default {key}: "
                 f"{getattr(TableConfig(kind=config['kind']), key)})",
             )
+    yield from paper_mirror_errors(config, table, FigureConfig(**report_options(config, "figure")))
     if config.get("study"):
         from cwgrpo.report.study import StudyConfig
 
@@ -317,3 +318,34 @@ def main(argv: list[str] | None = None) -> int:
 
 if __name__ == "__main__":  # pragma: no cover
     sys.exit(main())
+
+
+def paper_mirror_errors(config: Mapping[str, Any], table: Any, figure: Any) -> Iterator[Error]:
+    """Table 1 compares with the paper through a size that stands in for a paper size, and the checkpoint
+    figure draws each of its paper benchmarks through one of ours: without them both jobs fail after every
+    run is done, so the parse names the key."""
+    from cwgrpo import paper
+    from cwgrpo.data.registry import DATASETS
+
+    own = config.get("datasets") or {}
+
+    def mirror(b: str) -> str | None:
+        return table.mirror(b) or own.get(b, {}).get("mirrors") or getattr(DATASETS.get(b), "mirrors", None)
+
+    sizes = list(config["sizes"])
+    if not any(table.size_mirror(s) for s in sizes):
+        yield (
+            "report.size_mirrors",
+            f"no size of this preset ({', '.join(sizes)}) stands in for a paper size ({', '.join(paper.SIZES)}), "
+            "so Table 1's comparison with the paper (cwgrpo table) would fail after the runs; set "
+            f"report.size_mirrors, e.g. {{{sizes[0]}: {next(iter(paper.SIZES))}}}",
+        )
+    mirrored = {mirror(b) for b in config["data"]["benchmarks"]}
+    missing = [b for b in figure.checkpoint_benchmarks if b not in mirrored]
+    if missing:
+        yield (
+            "figure.checkpoint_benchmarks",
+            f"{missing}: no benchmark of this preset stands in for it (data.benchmarks mirror "
+            f"{sorted(m for m in mirrored if m)}), so the checkpoint figure would fail after the runs; list "
+            "paper benchmarks that data.benchmarks mirror",
+        )

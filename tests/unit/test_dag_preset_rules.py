@@ -250,3 +250,18 @@ def test_only_the_third_study_has_a_claim_m_arm_in_its_analysis_options():
         config["study"]["mechanism"] = arm
         mechanism_lines = [line for line in lines(config) if "mechanism" in line]
         assert len(mechanism_lines) == 1 and mechanism_lines[0].startswith(message), mechanism_lines
+
+
+def test_a_report_with_nothing_beside_the_paper_is_refused_at_parse_time():
+    """The third study's Table 1 and checkpoint figure failed after 40 runs: its 135m size stood in for no
+    paper size and none of its benchmarks for OlympiadBench. Each is now a parse error naming its key."""
+    assert not [line for line in lines(preset("study-smollm2.yaml")) if "mirror" in line]
+    config = preset("study-smollm2.yaml")
+    del config["report"]["size_mirrors"]
+    config["figure"] = {}  # the default panels: MATH-500 and OlympiadBench
+    found = lines(config)
+    assert any(line.startswith("report.size_mirrors: no size of this preset (135m)") for line in found)
+    assert any(
+        line.startswith("figure.checkpoint_benchmarks: ['olympiadbench']: no benchmark of this preset")
+        for line in found
+    )

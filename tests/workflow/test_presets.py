@@ -334,6 +334,9 @@ BAD_CONFIGS = {
     "study mechanism is the treatment": (_study, ("study", "mechanism"), "cw_grpo", "study.mechanism"),
     "study mechanism is the reference": (_study, ("study", "mechanism"), "grpo", "study.mechanism"),
     "study analysis option typo": (_study, ("report", "drop_pointz"), 10, "report.drop_pointz"),
+    # Table 1 and the checkpoint figure sit beside the paper: without a stand-in they fail after every run
+    "no size stands in for a paper size": (_real, ("report", "size_mirrors"), {}, "report.size_mirrors"),
+    "checkpoint panel nothing mirrors": (_real, ("figure", "checkpoint_benchmarks"), ["olympiadbench"], "figure.checkpoint_benchmarks"),
     # Table 1's rows and effects must be methods the preset trains (the study ran for hours before its
     # table job failed on the default rows, which include Clip-Cov)
     "table row not trained": (_study, ("report", "methods"), ["base", "grpo", "clip_cov", "cw_grpo"], "report.methods"),
@@ -434,13 +437,14 @@ def test_every_schema_key_has_a_description_and_a_default():
 
 
 def test_minimal_config_gets_the_schema_defaults(tmp_path):
-    """Sections left out (table, figure, claims, resources, build, sft, ...) are filled in by validate()."""
+    """Sections left out (table, figure, claims, resources, build, sft, ...) are filled in by validate(); the
+    figure's default checkpoint panels (MATH-500, OlympiadBench) need a stand-in for each among the benchmarks."""
     minimal = {
         "name": "mini",
         "kind": "tiny",
         "sizes": {"small": {}},
         "methods": {"grpo": {"cw_method": "grpo"}},
-        "data": {"train": "syn_train", "dev": "syn_dev", "benchmarks": ["syn_math500"]},
+        "data": {"train": "syn_train", "dev": "syn_dev", "benchmarks": ["syn_math500", "syn_olympiad"]},
         "train": {"max_steps": 4, "save_steps": 2},
         "report": {"step": 2},
     }
