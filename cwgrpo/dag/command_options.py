@@ -306,20 +306,6 @@ def report_option_errors(config: Mapping[str, Any]) -> Iterator[Error]:
             yield preset_key.get(key, key), message
 
 
-def main(argv: list[str] | None = None) -> int:
-    """Write ``grpo_config_fields.json`` from the installed TRL (run after a TRL upgrade)."""
-    from cwgrpo.trainer import CWGRPOConfig
-
-    spec = describe_config(CWGRPOConfig)
-    FIELDS_PATH.write_text(json.dumps(spec, indent=1, sort_keys=True) + "\n", encoding="utf-8")
-    print(f"wrote {FIELDS_PATH} ({len(spec['fields'])} fields)")
-    return 0
-
-
-if __name__ == "__main__":  # pragma: no cover
-    sys.exit(main())
-
-
 def paper_mirror_errors(config: Mapping[str, Any], table: Any, figure: Any) -> Iterator[Error]:
     """Table 1 compares with the paper through a size that stands in for a paper size, and the checkpoint
     figure draws each of its paper benchmarks through one of ours: without them both jobs fail after every
@@ -349,3 +335,17 @@ def paper_mirror_errors(config: Mapping[str, Any], table: Any, figure: Any) -> I
             f"{sorted(m for m in mirrored if m)}), so the checkpoint figure would fail after the runs; list "
             "paper benchmarks that data.benchmarks mirror",
         )
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Write ``grpo_config_fields.json`` from the installed TRL (run after a TRL upgrade)."""
+    from cwgrpo.trainer import CWGRPOConfig
+
+    spec = describe_config(CWGRPOConfig)
+    FIELDS_PATH.write_text(json.dumps(spec, indent=1, sort_keys=True) + "\n", encoding="utf-8")
+    print(f"wrote {FIELDS_PATH} ({len(spec['fields'])} fields)")
+    return 0
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

@@ -157,10 +157,8 @@ def study_errors(config: Mapping[str, Any]) -> Iterator[Error]:
         return
     yield from registered_errors(config, study)
     methods = list(config["methods"])
-    for key in (
-        "treatment",
-        "mechanism",
-    ):  # that they are distinct arms: StudyConfig, via report_option_errors
+    # that they are distinct arms is StudyConfig's check, which report_option_errors runs
+    for key in ("treatment", "mechanism"):
         label = study.get(key)
         if label is not None and label not in methods:
             yield (
