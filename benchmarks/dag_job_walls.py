@@ -56,15 +56,23 @@ def all_jobs(log: str) -> list[dict]:
             failing = True
         elif m := LOGFILE.match(line):
             logfile = m[1]
-        elif (m := JOBID.match(line)) and failing:
-            if m[1] in jobs:
-                jobs[m[1]]["failed"] = stamp
-            failing = False
-        elif (m := JOBID.match(line)) and rule is not None:
-            job = {"jobid": m[1], "rule": rule, "log": logfile, "start": stamp, "end": None, "failed": None}
-            jobs[m[1]] = job
-            out.append(job)
-            rule = None
+        elif m := JOBID.match(line):
+            if failing:  # the id of the job an "Error in rule" block reports
+                if m[1] in jobs:
+                    jobs[m[1]]["failed"] = stamp
+                failing = False
+            elif rule is not None:
+                job = {
+                    "jobid": m[1],
+                    "rule": rule,
+                    "log": logfile,
+                    "start": stamp,
+                    "end": None,
+                    "failed": None,
+                }
+                jobs[m[1]] = job
+                out.append(job)
+                rule = None
         elif (m := FINISHED.match(line)) and m[1] in jobs:
             jobs[m[1]]["end"] = stamp
     return out

@@ -19,7 +19,7 @@ import json
 import sys
 from pathlib import Path
 
-from gguf import GGUFReader
+from gguf import GGUFReader, TokenType
 from tokenizers import AddedToken, Regex, Tokenizer, decoders, models, pre_tokenizers, processors
 from transformers import PreTrainedTokenizerFast
 
@@ -27,7 +27,6 @@ from cwgrpo.data.prompts import eval_messages, train_messages
 from cwgrpo.generation import encode_prompt, with_special_tokens
 
 QWEN2_SPLIT = r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+"
-CONTROL = 3  # GGUF token type of a special token
 
 
 def header_fields(path: Path) -> dict:
@@ -56,7 +55,7 @@ def build_tokenizer(fields: dict) -> PreTrainedTokenizerFast:
     """R1-Distill's tokenizer at its own ids: byte-level BPE over the GGUF's tokens and merges, its control
     tokens special, a BOS added before every text."""
     tokens, types = fields["tokenizer.ggml.tokens"], fields["tokenizer.ggml.token_type"]
-    text = {i: tokens[i] for i, t in enumerate(types) if t == CONTROL}  # stored as their text
+    text = {i: tokens[i] for i, t in enumerate(types) if t == TokenType.CONTROL}  # stored as their text
     vocab = {tok: i for i, tok in enumerate(tokens)}
     merges = [tuple(m.split(" ")) for m in fields["tokenizer.ggml.merges"]]
     tk = Tokenizer(models.BPE(vocab=vocab, merges=merges))

@@ -54,17 +54,17 @@ def run_commits(runs: Path) -> dict[str, dict]:
     return out
 
 
-def killed_jobs(snakemake_log: str) -> list[dict]:
-    """Every job that Snakemake started and neither finished nor reported failed (run after the study's last
-    job: a running job counts too)."""
-    return [job for job in all_jobs(snakemake_log) if job["end"] is None and job["failed"] is None]
+def killed_jobs(jobs: list[dict]) -> list[dict]:
+    """The jobs (``dag_job_walls.all_jobs``) that Snakemake started and neither finished nor reported failed
+    (run after the study's last job: a running job counts too)."""
+    return [job for job in jobs if job["end"] is None and job["failed"] is None]
 
 
-def failed_cpu(snakemake_log: str) -> dict[str, float]:
+def failed_cpu(jobs: list[dict]) -> dict[str, float]:
     """Rule -> seconds from start to reported failure of its failed jobs (one thread each: an upper bound
     of their CPU, which a failed job does not log)."""
     charged: dict[str, float] = {}
-    for job in all_jobs(snakemake_log):
+    for job in jobs:
         if job["failed"] is not None:
             wall = (job["failed"] - job["start"]).total_seconds()
             charged[job["rule"]] = charged.get(job["rule"], 0.0) + wall
@@ -98,10 +98,10 @@ def main(argv: list[str]) -> int:
     p.add_argument("--out", type=Path, required=True)
     args = p.parse_args(argv)
     commits = run_commits(args.runs)
-    log = args.snakemake_log.read_text()
-    killed = killed_jobs(log)
+    jobs = all_jobs(args.snakemake_log.read_text())
+    killed = killed_jobs(jobs)
     charged = {f"killed {rule} (upper bound)": round(s, 1) for rule, s in killed_cpu(killed, Path()).items()}
-    charged |= {f"failed {rule} (wall, upper bound)": round(s, 1) for rule, s in failed_cpu(log).items()}
+    charged |= {f"failed {rule} (wall, upper bound)": round(s, 1) for rule, s in failed_cpu(jobs).items()}
     cpu = (
         cpu_seconds(args.logs) | {"greedy evaluate": cpu_seconds(args.greedy).get("evaluate", 0.0)} | charged
     )

@@ -79,7 +79,7 @@ def test_a_killed_job_is_charged_the_cpu_its_rerun_wrote_to_the_same_log(tmp_pat
     _account.loader.exec_module(account)
     killed_twice = LOG.replace("localrule evaluate_run_small:", "localrule train_small:\n    log: t.log")
     killed_twice += "Building DAG of jobs...\n[Tue Dec  1 10:00:00 2026]\nrule train_small:\n    log: t.log\n    jobid: 2\n"
-    killed = account.killed_jobs(killed_twice)
+    killed = account.killed_jobs(walls.all_jobs(killed_twice))
     assert [(j["rule"], j["log"]) for j in killed] == [("train_small", "t.log")] * 2
     with pytest.raises(
         SystemExit, match=r"a killed train_small job whose log t\.log records no finished rerun"
@@ -92,5 +92,5 @@ def test_a_killed_job_is_charged_the_cpu_its_rerun_wrote_to_the_same_log(tmp_pat
         killed_twice
         + "[Tue Dec  1 10:00:22 2026]\nError in rule train_small:\n    message: None\n    jobid: 2\n"
     )
-    assert len(account.killed_jobs(failed)) == 1
-    assert account.failed_cpu(failed) == {"train_small": 22.0}
+    assert len(account.killed_jobs(walls.all_jobs(failed))) == 1
+    assert account.failed_cpu(walls.all_jobs(failed)) == {"train_small": 22.0}
