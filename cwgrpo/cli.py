@@ -22,7 +22,7 @@ from typing import Any, TypeVar
 T = TypeVar("T")
 
 # name -> (module, one-line help). Order is the order of the pipeline.
-COMMANDS: dict[str, tuple[str, str]] = {
+LIBRARY_COMMANDS: dict[str, tuple[str, str]] = {
     "prepare-data": (
         "cwgrpo.data.prepare_data",
         "write a training set or benchmark to a local JSONL file with a manifest",
@@ -39,30 +39,32 @@ COMMANDS: dict[str, tuple[str, str]] = {
     ),
     "evaluate": ("cwgrpo.evaluate.run", "sample k answers per problem of a benchmark and grade them"),
     "grade": (
-        "cwgrpo.grading.grade",
+        "cwgrpo.evaluate.grade",
         "one verdict per answer under the strict (ours) or paper (lighteval) metric",
     ),
-    "table": ("cwgrpo.report.table", "Table 1 (PDF, CSV, TeX, Markdown) and the reported-vs-ours table"),
-    "figure": ("cwgrpo.report.figures", "entropy, checkpoint, covariance and training-curve figures"),
-    "claims": (
-        "cwgrpo.report.claims",
-        "test the paper's four claims over seeds and write a JSON + Markdown report",
-    ),
-    "samples": (
-        "cwgrpo.report.samples",
-        "a static HTML page of sampled completions with both metrics' answers and verdicts, to read",
-    ),
-    "study": (
-        "cwgrpo.report.study",
-        "the pre-registered study's analysis: claims table, regime check, ablation, power",
-    ),
-    "plan": ("cwgrpo.dag.plan", "a preset's jobs, resources, estimates and wall time, without running it"),
-    "doctor": ("cwgrpo.doctor", "say what will and will not work on this machine, and which preset to run"),
 }
 
-# The commands of a package need that extra's libraries, all checked before the command starts (a report
-# command would otherwise stop half-way, e.g. at its PDF, after writing its CSV files).
-EXTRA_OF_PACKAGE = {"cwgrpo.report": "workflow"}
+
+def _plugin_commands() -> tuple[dict[str, tuple[str, str]], dict[str, str]]:
+    """Commands of installed packages (the ``cwgrpo.commands`` entry points: a module with ``COMMANDS`` and
+    ``EXTRA_OF_PACKAGE``): the workflow's report, plan and doctor commands, when the workflow is installed."""
+    from importlib.metadata import entry_points
+
+    commands: dict[str, tuple[str, str]] = {}
+    extras: dict[str, str] = {}
+    for entry in entry_points(group="cwgrpo.commands"):
+        try:
+            plugin = entry.load()
+        except ImportError:  # its package is not importable here (e.g. a stage's venv without it)
+            continue
+        commands.update(plugin.COMMANDS)
+        extras.update(getattr(plugin, "EXTRA_OF_PACKAGE", {}))
+    return commands, extras
+
+
+_PLUGINS, EXTRA_OF_PACKAGE = _plugin_commands()
+# Every command: the library's, then the installed workflow's.
+COMMANDS: dict[str, tuple[str, str]] = {**LIBRARY_COMMANDS, **_PLUGINS}
 
 
 def _top_parser() -> argparse.ArgumentParser:

@@ -80,7 +80,7 @@ def coerce_value(name: str, value: Any, annotation: Any) -> Any:
     return value
 
 
-# The first line of a workflow job's options file (cwgrpo.dag.options): the hash of the text below it, which
+# The first line of a workflow job's options file (cwgrpo_workflow.dag.options): the hash of the text below it, which
 # the file's name carries too. A reader refuses a file whose text no longer has that hash.
 OPTIONS_HEADER = "# cwgrpo job options "
 

@@ -18,27 +18,29 @@ import sys
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))  # the checkout's package, also when run by path
+sys.path[:0] = [str(REPO), str(REPO / "workflow")]  # the checkout's packages, also when run by path
 
 from cwgrpo.cli import COMMANDS  # noqa: E402
-from cwgrpo.report.readme_tables import update  # noqa: E402
+from cwgrpo_workflow.report.readme_tables import update  # noqa: E402
 
-# Packages in the order of the pipeline; "" is the top of cwgrpo/ (the edges), last.
-PACKAGES = (
-    "data",
-    "models",
-    "train",
-    "trainer",
-    "weighting",
-    "launch",
-    "generation",
-    "grading",
-    "grading.paper_metric",
-    "evaluate",
-    "report",
-    "dag",
-    "",
-)
+# Each package's folders in the order of the pipeline; "" is the package's top (the edges), last.
+PACKAGES = {
+    "cwgrpo": (
+        "data",
+        "models",
+        "train",
+        "trainer",
+        "weighting",
+        "launch",
+        "generation",
+        "grading",
+        "grading.paper_metric",
+        "evaluate",
+        "",
+    ),
+    "cwgrpo_workflow": ("report", "dag", ""),
+}
+ROOTS = {"cwgrpo": REPO / "cwgrpo", "cwgrpo_workflow": REPO / "workflow" / "cwgrpo_workflow"}
 PAGES = {"modules": "docs/architecture.md", "commands": "docs/usage.md"}
 
 
@@ -53,30 +55,32 @@ def summary(path: Path) -> str:
     return line.replace("|", "\\|")
 
 
-def module_rows(package: Path) -> list[tuple[str, str]]:
-    """(dotted name, summary) of every module under ``package``, packages first, in PACKAGES order."""
-    groups: dict[str, list[tuple[str, str]]] = {name: [] for name in PACKAGES}
+def module_rows(package: Path, top: str = "cwgrpo") -> list[tuple[str, str]]:
+    """(dotted name, summary) of every module of the package ``top`` under ``package``, packages first, in
+    PACKAGES order."""
+    groups: dict[str, list[tuple[str, str]]] = {name: [] for name in PACKAGES[top]}
     for path in sorted(package.rglob("*.py")):
         parts = path.relative_to(package).with_suffix("").parts
         folder = ".".join(parts[:-1])
         if folder not in groups:
-            raise ValueError(f"cwgrpo/{folder.replace('.', '/')}: a package docs/tables.py does not order")
+            raise ValueError(f"{top}/{folder.replace('.', '/')}: a package docs/tables.py does not order")
         if parts[-1] == "__init__":
-            groups[folder].insert(0, (".".join(["cwgrpo", *parts[:-1]]), summary(path)))
+            groups[folder].insert(0, (".".join([top, *parts[:-1]]), summary(path)))
         else:
-            groups[folder].append((".".join(["cwgrpo", *parts]), summary(path)))
-    return [row for name in PACKAGES for row in groups[name]]
+            groups[folder].append((".".join([top, *parts]), summary(path)))
+    return [row for name in PACKAGES[top] for row in groups[name]]
 
 
-def modules_table(package: Path) -> str:
+def modules_table() -> str:
     lines = ["| module | what it is |", "|---|---|"]
-    for name, text in module_rows(package):
-        shown = (
-            f"**`{name}`**"
-            if (package.parent / name.replace(".", "/") / "__init__.py").exists()
-            else f"`{name}`"
-        )
-        lines.append(f"| {shown} | {text} |")
+    for top, package in ROOTS.items():
+        for name, text in module_rows(package, top):
+            shown = (
+                f"**`{name}`**"
+                if (package.parent / name.replace(".", "/") / "__init__.py").exists()
+                else f"`{name}`"
+            )
+            lines.append(f"| {shown} | {text} |")
     return "\n".join(lines) + "\n"
 
 
@@ -88,7 +92,7 @@ def commands_table() -> str:
 
 
 def blocks() -> dict[str, str]:
-    return {"modules": modules_table(REPO / "cwgrpo"), "commands": commands_table()}
+    return {"modules": modules_table(), "commands": commands_table()}
 
 
 def main(argv: list[str] | None = None, root: Path = REPO) -> int:

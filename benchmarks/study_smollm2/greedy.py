@@ -24,7 +24,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 from pilot import run  # one torch thread, output appended to the log, a failure names it
 
 from cwgrpo.evaluate.options import EvalConfig
-from cwgrpo.report.study import secondary
+from cwgrpo_workflow.report.study import secondary
 
 CONTRASTS = {  # name: (treatment, reference), signed so that a positive value supports the claim
     "claim 1: cw_grpo - grpo": ("cw_grpo", "grpo"),

@@ -56,9 +56,7 @@ EVAL_MATH_TEMPLATE = (
     "step by step before answering.\n\n{problem}"
 )
 
-TRAIN_PROMPT_SET = (
-    "tiny"  # `cwgrpo train`'s default; a preset's evaluation takes its training's (cwgrpo.dag.options)
-)
+TRAIN_PROMPT_SET = "tiny"  # `cwgrpo train`'s default; a preset's evaluation takes its training's (cwgrpo_workflow.dag.options)
 
 PROMPT_SETS: dict[str, PromptSet] = {
     "open_rs": PromptSet(

@@ -4,7 +4,7 @@
   TRL calls it (prompts, completions, completion ids and every dataset column by keyword), with each row's
   gold answer as its completion: a reward that raises (named with the keywords it got), or does not return
   one number or None per completion, is a ``ConfigError``. The dry run does the same where the training
-  data is a local file (``cwgrpo.dag.user_rewards``).
+  data is a local file (``cwgrpo_workflow.dag.user_rewards``).
 - ``reward_timeout_s`` (``TrainJob``): a wall-clock budget of one call of each reward; a call over it stops
   the run naming the reward (without it, a reward that hangs blocks training for ever). The sample call
   has the same budget, or ``SAMPLE_BUDGET_S`` without one.

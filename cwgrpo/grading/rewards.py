@@ -161,7 +161,7 @@ def get_reward(name: str) -> RewardFunc:
 
 def check_reward_name(name: str) -> None:
     """A registered name or a well-formed ``package.module:function``, checked without importing anything
-    (the workflow's parse imports a user's module only where the jobs would: ``cwgrpo.dag.user_rewards``)."""
+    (the workflow's parse imports a user's module only where the jobs would: ``cwgrpo_workflow.dag.user_rewards``)."""
     if ":" in name:
         module_name, _, attr = name.partition(":")
         if not module_name or not attr:

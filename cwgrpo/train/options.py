@@ -5,7 +5,7 @@ then ``--set`` overrides; the workflow passes a preset's ``train``, ``sizes.<siz
 ``methods.<method>`` sections as ``--set``) become what a run trains with: the job's own fields
 (``TrainJob``: rewards, prompts, launcher, processes, nodes) and TRL's ``CWGRPOConfig``, with the run's
 defaults filled in. ``cwgrpo train`` calls it before it launches anything (a launching parent and each
-launched child alike); ``cwgrpo.dag.command_options`` checks the same fields without TRL for the workflow's parse.
+launched child alike); ``cwgrpo_workflow.dag.command_options`` checks the same fields without TRL for the workflow's parse.
 Imports neither TRL nor torch until a config is built.
 """
 

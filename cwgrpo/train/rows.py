@@ -4,7 +4,7 @@ Each row holds the conversational ``prompt`` (``cwgrpo.data.prompts``), the gold
 carry one, the worked ``solution``; a dataset of the user's (``OwnDataset``) adds every column of its file
 under the user's own name (``question``, ``ans``, ...), since TRL passes each column but ``prompt`` to the
 rewards by keyword. A column whose name TRL's call or the package already uses keeps the package's meaning.
-The dry run (``cwgrpo.dag.user_rewards``) and the job (``cwgrpo.train.run``) build the same rows from the same
+The dry run (``cwgrpo_workflow.dag.user_rewards``) and the job (``cwgrpo.train.run``) build the same rows from the same
 records, so a reward is called on the same keywords before anything runs as while it trains.
 """
 

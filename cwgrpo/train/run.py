@@ -238,7 +238,7 @@ def run(args: argparse.Namespace) -> int:
 
 def check_rewards(job: TrainJob, train_data: Path) -> None:
     """Each reward imported and called on the first training rows, as the dry run does where the data is
-    a local file (``cwgrpo.dag.user_rewards``): the same refusal, before any model or launcher starts."""
+    a local file (``cwgrpo_workflow.dag.user_rewards``): the same refusal, before any model or launcher starts."""
     from cwgrpo.grading.reward_guard import prepared_rewards
     from cwgrpo.train.rows import first_rows
 

@@ -2,7 +2,7 @@
 
 ``CWOptions`` holds every option ``CWGRPOConfig`` adds to TRL's ``GRPOConfig`` (which derives from it) and
 their rules (``problems``). It imports no TRL, so the workflow's parse checks a preset's options with the
-same rules the job applies (``cwgrpo.dag.command_options``), every broken rule at once. The rule that needs TRL's
+same rules the job applies (``cwgrpo_workflow.dag.command_options``), every broken rule at once. The rule that needs TRL's
 batch geometry takes it as arguments (``geometry_problems``).
 """
 

@@ -10,8 +10,8 @@ import shutil
 
 import pytest
 
-from cwgrpo.dag.commands import finished_message
 from cwgrpo.trainer.learning_signal import read_recorded, runs_without_signal
+from cwgrpo_workflow.dag.commands import finished_message
 from tests.e2e.conftest import cwgrpo
 
 pytestmark = pytest.mark.slow

@@ -325,7 +325,9 @@ def test_paper_jobs_reach_sbatch_with_their_gpus(slurm_cluster: SlurmCluster, tm
     ]
     returncode, log, calls = submit_verbosely(slurm_cluster, tmp_path, targets, PAPER)
     jobs = [j for j in _jobs(log).values() if not j["local"]]
-    train_rule = "train_" + re.sub(r"\W", "_", size)  # as cwgrpo.dag.resources.train_rule_name names it
+    train_rule = "train_" + re.sub(
+        r"\W", "_", size
+    )  # as cwgrpo_workflow.dag.resources.train_rule_name names it
     assert sorted(j["rule"] for j in jobs) == sorted(["evaluate", train_rule]), log[-4000:]
     assert len(calls) == 2, f"expected two sbatch calls:\n{log[-6000:]}"
     for job in jobs:

@@ -31,7 +31,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from cwgrpo.dag.options import train_options
+from cwgrpo_workflow.dag.options import train_options
 from tests.conftest import side_env_or_skip
 from tests.slurm import test_slurm
 from tests.slurm.slurm_harness import SlurmCluster

@@ -1,4 +1,4 @@
-"""A shipped preset as the workflow reads it, for the tests of cwgrpo.dag (which take config dicts)."""
+"""A shipped preset as the workflow reads it, for the tests of cwgrpo_workflow.dag (which take config dicts)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Unit tests of ``cwgrpo claims`` (cwgrpo.report.claims) on hand-made results with hand-computed effects.
+"""Unit tests of ``cwgrpo claims`` (cwgrpo_workflow.report.claims) on hand-made results with hand-computed effects.
 
 Three seeds throughout, so every interval is mean ± t_{0.975, 2} · sd / sqrt(3), t = 4.302652729911275.
 """
@@ -14,7 +14,8 @@ import pytest
 
 from cwgrpo.cli import main
 from cwgrpo.io import ResultFileError
-from cwgrpo.report.claim_checks import (
+from cwgrpo.stats import Effect
+from cwgrpo_workflow.report.claim_checks import (
     FAILS,
     HOLDS,
     INCONCLUSIVE,
@@ -23,9 +24,8 @@ from cwgrpo.report.claim_checks import (
     decide,
     silent_runs,
 )
-from cwgrpo.report.claim_tail import gaussian_top_share, top_share
-from cwgrpo.report.claims import claims_markdown, evaluate_claims
-from cwgrpo.stats import Effect
+from cwgrpo_workflow.report.claim_tail import gaussian_top_share, top_share
+from cwgrpo_workflow.report.claims import claims_markdown, evaluate_claims
 from tests.hand import t_interval_3
 from tests.summaries import write_summary
 

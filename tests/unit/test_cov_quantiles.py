@@ -1,13 +1,13 @@
-"""cwgrpo.report.cov_quantiles: the paper's covariance quantile table, on hand-computed values."""
+"""cwgrpo_workflow.report.cov_quantiles: the paper's covariance quantile table, on hand-computed values."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from cwgrpo.report.claim_checks import ClaimsConfig
-from cwgrpo.report.claims import claims_markdown, evaluate_claims
-from cwgrpo.report.cov_quantiles import LEVELS, side_quantiles
+from cwgrpo_workflow.report.claim_checks import ClaimsConfig
+from cwgrpo_workflow.report.claims import claims_markdown, evaluate_claims
+from cwgrpo_workflow.report.cov_quantiles import LEVELS, side_quantiles
 from tests.unit.test_claims import make_inputs
 
 

@@ -1,10 +1,10 @@
-"""cwgrpo.dag.machine: what this machine offers a CPU training job, checked before the first job."""
+"""cwgrpo_workflow.dag.machine: what this machine offers a CPU training job, checked before the first job."""
 
 from __future__ import annotations
 
 from dag_presets import preset
 
-from cwgrpo.dag import machine
+from cwgrpo_workflow.dag import machine
 
 
 def test_cpu_deepspeed_needs_a_compiler_and_deepspeed_in_the_train_interpreter():

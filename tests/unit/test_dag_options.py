@@ -1,4 +1,4 @@
-"""cwgrpo.dag.options: each job's merged options, and the one file per job that carries them."""
+"""cwgrpo_workflow.dag.options: each job's merged options, and the one file per job that carries them."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import pytest
 from dag_presets import preset
 
 from cwgrpo.configs import ConfigError, read_options
-from cwgrpo.dag import options
+from cwgrpo_workflow.dag import options
 
 
 def test_train_options_merge_train_then_size_then_method_then_seed():

@@ -1,4 +1,4 @@
-"""cwgrpo.dag.preset_files: every mistake of a preset's files found in one pass, one line each."""
+"""cwgrpo_workflow.dag.preset_files: every mistake of a preset's files found in one pass, one line each."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ import yaml
 from dag_presets import REPO
 from dag_presets import SCHEMA as SCHEMA_PATH
 
-from cwgrpo.dag import preset_files as cc
-from cwgrpo.dag import preset_rules
+from cwgrpo_workflow.dag import preset_files as cc
+from cwgrpo_workflow.dag import preset_rules
 
 SCHEMA = cc.load_schema(SCHEMA_PATH)
 

@@ -1,4 +1,4 @@
-"""cwgrpo.dag.preset_rules: the rules of a validated preset, called on config dicts (the bad-config
+"""cwgrpo_workflow.dag.preset_rules: the rules of a validated preset, called on config dicts (the bad-config
 cases that run snakemake are in tests/workflow/test_presets.py)."""
 
 from __future__ import annotations
@@ -9,8 +9,8 @@ import pytest
 from dag_presets import preset
 
 from cwgrpo import weighting
-from cwgrpo.dag import options, preset_rules
-from cwgrpo.dag.preset_files import collect
+from cwgrpo_workflow.dag import options, preset_rules
+from cwgrpo_workflow.dag.preset_files import collect
 
 
 def lines(config: dict, **settings) -> list[str]:

@@ -1,4 +1,4 @@
-"""cwgrpo.dag.resources and commands: jobs' resources, training layouts (from cwgrpo.launch.multinode), GPU caps and
+"""cwgrpo_workflow.dag.resources and commands: jobs' resources, training layouts (from cwgrpo.launch.multinode), GPU caps and
 the command-line pieces, on config dicts."""
 
 from __future__ import annotations
@@ -8,10 +8,10 @@ import types
 from dag_presets import preset
 
 from cwgrpo.configs import build_config
-from cwgrpo.dag import commands, resources
-from cwgrpo.dag.options import train_options
 from cwgrpo.launch.multinode import gpus_per_node, nodes_needed
 from cwgrpo.train.options import TrainJob
+from cwgrpo_workflow.dag import commands, resources
+from cwgrpo_workflow.dag.options import train_options
 
 
 def test_two_node_layout_is_the_launchers_own():

@@ -391,8 +391,8 @@ def test_own_dataset_bad_options(options, message):
 def test_a_dataset_name_outside_the_pattern_says_so_at_parse_time_and_run_time(tmp_path, capsys, name):
     """Weak spot: the workflow called 'my data' unknown and then listed it among the known names, while
     prepare-data accepted it."""
-    from cwgrpo.dag import preset_rules
-    from cwgrpo.dag.preset_files import collect
+    from cwgrpo_workflow.dag import preset_rules
+    from cwgrpo_workflow.dag.preset_files import collect
     from tests.unit.dag_presets import preset
 
     config = preset("byo.yaml")

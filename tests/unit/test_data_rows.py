@@ -14,9 +14,9 @@ import pyarrow.parquet as pq
 import pytest
 
 from cwgrpo import cli
-from cwgrpo.dag import preset_files
 from cwgrpo.data import registry as data
 from cwgrpo.data import rows
+from cwgrpo_workflow.dag import preset_files
 
 # --------------------------------------------------------------------------------------------------
 # Your own data: gold answers keep the text the user wrote

@@ -24,10 +24,10 @@ def test_generated_table_matches_the_code(name):
 
 
 def test_every_module_and_command_is_in_a_table():
-    modules = {name for name, _ in tables.module_rows(REPO / "cwgrpo")}
-    files = {p for p in (REPO / "cwgrpo").rglob("*.py")}
+    modules = {name for top, root in tables.ROOTS.items() for name, _ in tables.module_rows(root, top)}
+    files = {p for root in tables.ROOTS.values() for p in root.rglob("*.py")}
     assert len(modules) == len(files)
-    assert "cwgrpo.trainer.grpo" in modules and "cwgrpo.__main__" in modules
+    assert {"cwgrpo.trainer.grpo", "cwgrpo.__main__", "cwgrpo_workflow.dag.plan"} <= modules
     commands = tables.commands_table()
     assert all(f"`cwgrpo {c}`" in commands for c in tables.COMMANDS)
 

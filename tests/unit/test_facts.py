@@ -16,9 +16,9 @@ import yaml
 from cwgrpo import paper, weighting
 from cwgrpo.data import registry as data
 from cwgrpo.data import synthetic
-from cwgrpo.report import style
-from cwgrpo.report.load import load_reported
-from cwgrpo.report.options import AVG
+from cwgrpo_workflow.report import style
+from cwgrpo_workflow.report.load import load_reported
+from cwgrpo_workflow.report.options import AVG
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -170,12 +170,12 @@ def test_train_gives_relaunch_plain_values_with_the_folders_a_recipe_names(tmp_p
 
 
 def test_a_workflow_jobs_options_file_reaches_every_launched_process_unchanged(tmp_path, monkeypatch):
-    """The workflow gives `cwgrpo train` one options file (cwgrpo.dag.options) and no --set: the accelerate
+    """The workflow gives `cwgrpo train` one options file (cwgrpo_workflow.dag.options) and no --set: the accelerate
     and multi-node launchers pass that file on as it is, with no --set round trip."""
     from cwgrpo import cli
-    from cwgrpo.dag.options import write_options
     from cwgrpo.launch import launcher as launch
     from cwgrpo.launch import multinode
+    from cwgrpo_workflow.dag.options import write_options
 
     seen = {}
     monkeypatch.setattr(

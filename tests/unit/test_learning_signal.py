@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import pytest
 
-from cwgrpo.dag.commands import finished_message
 from cwgrpo.trainer.learning_signal import (
     ALL_CLIPPED,
     ZERO_GRADIENT,
@@ -15,6 +14,7 @@ from cwgrpo.trainer.learning_signal import (
     runs_without_signal,
     stretch,
 )
+from cwgrpo_workflow.dag.commands import finished_message
 
 
 def line(step, zero=1.0, clipped=0.25, reward=0.0, **extra):

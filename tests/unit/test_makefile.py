@@ -37,9 +37,9 @@ def test_make_tiny_first_prints_its_jobs_and_expected_time_then_runs_the_dag():
 
 
 def test_the_tiny_dags_expected_time_is_the_measured_one(tmp_path):
-    """The estimate `make tiny` prints, from the per-job estimates (cwgrpo/resources/budgets.yaml), against
+    """The estimate `make tiny` prints, from the per-job estimates (workflow/cwgrpo_workflow/resources/budgets.yaml), against
     docs/performance.md's measured run on 2 idle cores: 37 jobs, a DAG makespan of 397 s."""
-    from cwgrpo.dag.plan import brief, dry_run_jobs, load_budgets, makespan_hours
+    from cwgrpo_workflow.dag.plan import brief, dry_run_jobs, load_budgets, makespan_hours
 
     jobs = dry_run_jobs([REPO / "config" / "config.yaml"], REPO / "Snakefile", tmp_path, forceall=False)
     page = (REPO / "docs" / "performance.md").read_text()

@@ -19,8 +19,8 @@ import pytest
 
 from cwgrpo.cli import main
 from cwgrpo.configs import ConfigError
+from cwgrpo.evaluate.grade import grade_items
 from cwgrpo.grading import paper_metric
-from cwgrpo.grading.grade import grade_items
 
 REPO = Path(__file__).resolve().parents[2]
 SAMPLE = REPO / "tests" / "fixtures" / "paper_metric" / "champ_sample.jsonl"
@@ -198,7 +198,7 @@ def test_a_hanging_answer_gets_a_timeout_verdict_and_the_rest_are_scored(tmp_pat
 def test_grade_takes_each_files_gold_kind_from_its_summary(tmp_path):
     """Without --gold-kind, a samples file is graded with the kind of the benchmark its summary names, or of
     the paper benchmark the summary says it mirrors; one that has neither is an error naming it."""
-    from cwgrpo.grading.grade import summary_gold_kind
+    from cwgrpo.evaluate.grade import summary_gold_kind
 
     def summary(**fields) -> Path:
         path = tmp_path / f"{fields['benchmark']}.summary.json"
@@ -229,7 +229,7 @@ def test_conda_env_pins_the_same_as_the_venv():
 
 
 def test_merge_makes_the_primary_metric_correct_and_keeps_both():
-    from cwgrpo.grading.grade import merge_verdicts, merged_summary
+    from cwgrpo.evaluate.grade import merge_verdicts, merged_summary
 
     rows = [
         {
@@ -256,7 +256,7 @@ def test_merge_makes_the_primary_metric_correct_and_keeps_both():
 
 
 def test_paper_gold_restores_math_delimiters_for_latex_golds():
-    from cwgrpo.grading.grade import paper_gold
+    from cwgrpo.evaluate.grade import paper_gold
 
     assert paper_gold("\\frac{1}{2}", "latex") == "$\\frac{1}{2}$"
     assert paper_gold("x=1$, $y=2", "latex") == "$x=1$, $y=2$"  # OlympiadBench's own form, restored

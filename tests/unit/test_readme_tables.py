@@ -1,4 +1,4 @@
-"""docs/tiny-results/README.md's tiny tables are what docs/tiny-results gives (cwgrpo.report.readme_tables)."""
+"""docs/tiny-results/README.md's tiny tables are what docs/tiny-results gives (cwgrpo_workflow.report.readme_tables)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from cwgrpo.report.readme_tables import main, render_blocks, update
+from cwgrpo_workflow.report.readme_tables import main, render_blocks, update
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -15,7 +15,9 @@ REPO = Path(__file__).resolve().parents[2]
 def test_the_tiny_results_pages_tables_are_generated_from_its_files():
     readme = (REPO / "docs" / "tiny-results" / "README.md").read_text(encoding="utf-8")
     blocks = render_blocks(REPO / "docs" / "tiny-results")
-    assert update(readme, blocks, "README.md") == readme, "run: python -m cwgrpo.report.readme_tables --write"
+    assert update(readme, blocks, "README.md") == readme, (
+        "run: python -m cwgrpo_workflow.report.readme_tables --write"
+    )
     base = blocks["tiny-base"].splitlines()
     assert len(base) == 4 and base[2].startswith("| Small (for 1.5B) |")  # two sizes, a number each split
     assert "| 1 | CW-GRPO beats GRPO" in blocks["tiny-claims"]

@@ -1,4 +1,4 @@
-"""Unit tests of ``cwgrpo figure`` (cwgrpo.report.figures) and the plotting style.
+"""Unit tests of ``cwgrpo figure`` (cwgrpo_workflow.report.figures) and the plotting style.
 
 Inputs are tiny run folders and summaries written by hand into ``tmp_path``.
 """
@@ -17,9 +17,9 @@ import pytest
 
 from cwgrpo.cli import main
 from cwgrpo.io import ResultFileError
-from cwgrpo.report.figures import FigureConfig, make_figure, seed_band
-from cwgrpo.report.load import metrics_frame
-from cwgrpo.report.style import METHOD_COLORS, method_color, save_figure
+from cwgrpo_workflow.report.figures import FigureConfig, make_figure, seed_band
+from cwgrpo_workflow.report.load import metrics_frame
+from cwgrpo_workflow.report.style import METHOD_COLORS, method_color, save_figure
 from tests.hand import T975_2
 from tests.summaries import write_summary
 
@@ -267,7 +267,7 @@ def test_save_figure_writes_pdf_and_png(tmp_path):
 
 
 def test_band_note_only_when_some_line_has_several_seeds():
-    from cwgrpo.report.figures import BAND_TEXT, _band_title
+    from cwgrpo_workflow.report.figures import BAND_TEXT, _band_title
 
     one = pd.DataFrame({"size": ["s", "s"], "method": ["grpo", "cw_grpo"], "seed": [0, 0]})
     two = pd.DataFrame({"size": ["s", "s"], "method": ["grpo", "grpo"], "seed": [0, 1]})
@@ -277,8 +277,8 @@ def test_band_note_only_when_some_line_has_several_seeds():
 
 def test_configured_method_colours_override_the_hashed_spare_colours_and_bad_ones_are_refused():
     from cwgrpo.configs import ConfigError
-    from cwgrpo.report.options import ReportConfig
-    from cwgrpo.report.style import method_color
+    from cwgrpo_workflow.report.options import ReportConfig
+    from cwgrpo_workflow.report.style import method_color
 
     # the two labels the study preset colours by hand share one hashed spare colour
     assert method_color("cw_knob_normaliser") == method_color("cw_knob_gradient")
@@ -324,7 +324,7 @@ def test_training_curves_of_one_step_span_a_step_each_side(tmp_path):
     [{"step": 1, "cov": {"a": 1}}, {"step": 1, "cov": [[1.0], [2.0, 3.0]]}, {"step": "x", "cov": [1.0]}],
 )
 def test_a_foreign_covariance_sample_line_is_named_not_a_traceback(tmp_path, line):
-    from cwgrpo.report.load import cov_samples
+    from cwgrpo_workflow.report.load import cov_samples
 
     (tmp_path / "cov_samples.jsonl").write_text(
         json.dumps({"step": 0, "cov": [0.5]}) + "\n" + json.dumps(line)

@@ -1,8 +1,8 @@
-"""cwgrpo.report.options.number: the one way the report writes a number (each page's spelling kept)."""
+"""cwgrpo_workflow.report.options.number: the one way the report writes a number (each page's spelling kept)."""
 
 import math
 
-from cwgrpo.report.options import number
+from cwgrpo_workflow.report.options import number
 
 
 def test_missing_and_non_finite_values_are_one_dash_or_the_pages_own_word():

@@ -1,4 +1,4 @@
-"""Unit tests of ``cwgrpo table`` (cwgrpo.report.table) and the loaders/statistics it uses.
+"""Unit tests of ``cwgrpo table`` (cwgrpo_workflow.report.table) and the loaders/statistics it uses.
 
 Every input is a small evaluation summary written by hand into ``tmp_path``; expected numbers are
 computed by hand in the tests (t quantile t_{0.975, 2} = 4.302652729911275).
@@ -16,10 +16,10 @@ import pytest
 
 from cwgrpo.cli import main
 from cwgrpo.io import ResultFileError
-from cwgrpo.report.load import load_reported, load_summaries, summaries_frame
-from cwgrpo.report.options import TableConfig
-from cwgrpo.report.table import build_table1, write_table
 from cwgrpo.stats import mean_ci, seed_effect
+from cwgrpo_workflow.report.load import load_reported, load_summaries, summaries_frame
+from cwgrpo_workflow.report.options import TableConfig
+from cwgrpo_workflow.report.table import build_table1, write_table
 from tests.hand import T975_2, t_interval_3
 
 TINY = {
@@ -485,7 +485,7 @@ def test_table_cli_missing_file_exits_2_naming_it(tmp_path, capsys):
 
 
 def test_metric_sensitivity_table_from_summaries_with_both_metrics(tmp_path):
-    from cwgrpo.report.table_sensitivity import sensitivity_frame, sensitivity_markdown
+    from cwgrpo_workflow.report.table_sensitivity import sensitivity_frame, sensitivity_markdown
 
     paths = []
     for seed, (strict, paper, disagree) in enumerate([(0.50, 0.56, 8), (0.60, 0.62, 4)]):
@@ -511,7 +511,7 @@ def test_metric_sensitivity_table_from_summaries_with_both_metrics(tmp_path):
 
 
 def test_metric_sensitivity_of_strict_only_summaries_says_paper_was_not_scored(tmp_path):
-    from cwgrpo.report.table_sensitivity import sensitivity_frame, sensitivity_markdown
+    from cwgrpo_workflow.report.table_sensitivity import sensitivity_frame, sensitivity_markdown
 
     frame = sensitivity_frame(make_results(tmp_path), cfg(step=100))
     assert len(frame) == 8  # 4 methods x 2 benchmarks
@@ -554,8 +554,8 @@ def test_notes_and_columns_come_from_the_results_never_a_presets_name(tmp_path):
     is not the paper's (from the names the results carry), and no text names a preset."""
     import re
 
-    from cwgrpo.report.table_paper import reported_markdown, reported_vs_ours
-    from cwgrpo.report.table_render import table_grid
+    from cwgrpo_workflow.report.table_paper import reported_markdown, reported_vs_ours
+    from cwgrpo_workflow.report.table_render import table_grid
 
     paths = make_results(tmp_path)
     for path in paths:
@@ -582,7 +582,7 @@ def test_notes_and_columns_come_from_the_results_never_a_presets_name(tmp_path):
 def test_avg_effects_are_ours_and_the_papers_method_minus_grpo(tmp_path):
     """The figure's data: each method's Avg minus GRPO's in points, ours paired by seed with its interval
     (base: one seed, so a point marked as such), the paper's from its Table 1 rows of the mirrored size."""
-    from cwgrpo.report.table_paper import avg_effects
+    from cwgrpo_workflow.report.table_paper import avg_effects
 
     config = cfg()
     summaries = make_results(tmp_path)
@@ -609,7 +609,7 @@ def test_table1_as_a_figure_draws_effects_beside_the_papers(tmp_path):
     """The picture's dots are the table's Δ Avg cells (with their intervals; an open dot for one seed), the
     paper's effect of the mirrored size an open diamond on the same method's row; ``cwgrpo table`` writes
     it as PDF and PNG."""
-    from cwgrpo.report.table_paper import avg_effects, avg_figure
+    from cwgrpo_workflow.report.table_paper import avg_effects, avg_figure
 
     config = cfg()
     frame = load_summaries(make_results(tmp_path / "r"), config)
@@ -685,7 +685,7 @@ def test_no_csv_cell_is_a_spreadsheet_formula(tmp_path):
 def test_the_copy_is_the_presets_table_and_says_so(tmp_path):
     """figures/table1.pdf (the README's target) is a byte copy of the preset's own table, whose footer and
     provenance name the preset."""
-    from cwgrpo.report.provenance import footer_text
+    from cwgrpo_workflow.report.provenance import footer_text
 
     out = outputs(tmp_path / "figures" / "tiny" / "table1.pdf", tmp_path / "out")
     out["copy_pdf"] = tmp_path / "figures" / "table1.pdf"

@@ -1,4 +1,4 @@
-"""Unit tests of ``cwgrpo study`` (cwgrpo.report.study) on hand-made results with hand-computed effects.
+"""Unit tests of ``cwgrpo study`` (cwgrpo_workflow.report.study) on hand-made results with hand-computed effects.
 
 Three seeds, three checkpoints (8, 16, 24), two benchmarks whose accuracies are a run's Avg ± 5 points,
 so a run's Avg is the number written in the tables below. Every interval is mean ± t_{0.975, 2} · sd / √3.
@@ -15,8 +15,9 @@ import pytest
 from scipy import stats
 
 from cwgrpo.cli import main
-from cwgrpo.report.load import metrics_frame, summaries_frame
-from cwgrpo.report.study import (
+from cwgrpo.stats import paired_mde as mde
+from cwgrpo_workflow.report.load import metrics_frame, summaries_frame
+from cwgrpo_workflow.report.study import (
     StudyConfig,
     analyse,
     best_minus_last,
@@ -27,8 +28,7 @@ from cwgrpo.report.study import (
     tail_shares,
     unstable,
 )
-from cwgrpo.report.study_render import study_markdown
-from cwgrpo.stats import paired_mde as mde
+from cwgrpo_workflow.report.study_render import study_markdown
 from tests.hand import t_interval_3
 
 BENCHES = ("b1", "b2")

@@ -1,4 +1,4 @@
-"""cwgrpo.report.study_design: the registered verdict rule, its gating, and the options' checks."""
+"""cwgrpo_workflow.report.study_design: the registered verdict rule, its gating, and the options' checks."""
 
 from __future__ import annotations
 
@@ -7,7 +7,8 @@ import math
 import pytest
 
 from cwgrpo.configs import ConfigError
-from cwgrpo.report.study_design import (
+from cwgrpo.stats import Effect
+from cwgrpo_workflow.report.study_design import (
     GATED,
     MEASURES,
     PRECONDITION_FAILED,
@@ -17,7 +18,6 @@ from cwgrpo.report.study_design import (
     registered_verdict,
     shown_verdict,
 )
-from cwgrpo.stats import Effect
 
 
 def effect(mean: float, lo: float, hi: float) -> Effect:

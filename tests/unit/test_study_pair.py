@@ -1,4 +1,4 @@
-"""cwgrpo.report.study_pair: the studies side by side (hand-made study.json reports)."""
+"""cwgrpo_workflow.report.study_pair: the studies side by side (hand-made study.json reports)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from scipy import stats
 
-from cwgrpo.report import study_pair
+from cwgrpo_workflow.report import study_pair
 
 
 def report(t_last: list[float], r_last: list[float], verdict: str, precondition: bool) -> dict:
@@ -176,4 +176,4 @@ def test_write_refuses_a_page_without_the_block_and_check_reports_a_stale_one(tm
 def test_the_study_page_is_what_the_two_study_files_give(monkeypatch):
     repo = Path(__file__).resolve().parents[2]
     monkeypatch.chdir(repo)  # the page's study files are named from the repository root
-    assert study_pair.main([]) == 0, "run: python -m cwgrpo.report.study_pair --write"
+    assert study_pair.main([]) == 0, "run: python -m cwgrpo_workflow.report.study_pair --write"

@@ -4,9 +4,9 @@ into job and TRL fields, checking, tags, monitoring names, the config's hash."""
 import pytest
 
 from cwgrpo.configs import ConfigError, parse_tags
-from cwgrpo.dag.command_options import OptionError, check_train_options
 from cwgrpo.generation.context_budget import completion_budget
 from cwgrpo.train.options import build_train_config, split_options
+from cwgrpo_workflow.dag.command_options import OptionError, check_train_options
 
 
 def test_split_options_separates_job_and_trl_fields():
@@ -48,16 +48,16 @@ def test_parse_tags_keeps_integers_as_integers():
 
 
 def test_shipped_grpo_config_fields_equal_the_live_class():
-    """The workflow checks `train` options against cwgrpo/resources/grpo_config_fields.json (no TRL import
-    at parse time); after a TRL upgrade, `python -m cwgrpo.dag.command_options` rewrites it."""
-    from cwgrpo.dag.command_options import describe_config, shipped_fields
+    """The workflow checks `train` options against workflow/cwgrpo_workflow/resources/grpo_config_fields.json (no TRL import
+    at parse time); after a TRL upgrade, `python -m cwgrpo_workflow.dag.command_options` rewrites it."""
     from cwgrpo.trainer import CWGRPOConfig
+    from cwgrpo_workflow.dag.command_options import describe_config, shipped_fields
 
     assert shipped_fields() == describe_config(CWGRPOConfig)
 
 
 def test_option_check_without_trl_names_the_bad_key():
-    from cwgrpo.dag.command_options import OptionError, check_train_options
+    from cwgrpo_workflow.dag.command_options import OptionError, check_train_options
 
     check_train_options({"learning_rate": 1e-4, "cw_variant": "released", "reward_funcs": ["accuracy"]})
     for options, key, named in (

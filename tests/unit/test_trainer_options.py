@@ -1,12 +1,12 @@
 """cwgrpo.trainer.options: the covariance-aware methods' options, one validator at the workflow's parse (through
-cwgrpo.dag.command_options, as the Snakefile calls it) and in the job (CWGRPOConfig)."""
+cwgrpo_workflow.dag.command_options, as the Snakefile calls it) and in the job (CWGRPOConfig)."""
 
 from __future__ import annotations
 
 import pytest
 
-from cwgrpo.dag.command_options import train_option_errors
 from cwgrpo.trainer.options import CENTRINGS, CW_VARIANTS, METHOD_NAMES, NORMALISERS, CWOptions
+from cwgrpo_workflow.dag.command_options import train_option_errors
 
 # Every rule CWGRPOConfig enforces on its own options: (options, the option the error names).
 BROKEN_RULES = {
@@ -94,7 +94,7 @@ def test_the_torch_free_choices_are_the_registrys_and_the_kernels():
         kernel.NORMALISERS,
     )
     loaded = subprocess.run(
-        [sys.executable, "-c", "import sys, cwgrpo.dag.command_options, cwgrpo.dag.preset_rules; print('torch' in sys.modules)"],
+        [sys.executable, "-c", "import sys, cwgrpo_workflow.dag.command_options, cwgrpo_workflow.dag.preset_rules; print('torch' in sys.modules)"],
         capture_output=True, text=True, check=True,
     ).stdout.strip()  # fmt: skip
     assert loaded == "False"

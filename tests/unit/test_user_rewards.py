@@ -1,11 +1,11 @@
-"""A reward of the user's checked by the dry run in the jobs' interpreter (``cwgrpo.dag.user_rewards``): where
+"""A reward of the user's checked by the dry run in the jobs' interpreter (``cwgrpo_workflow.dag.user_rewards``): where
 the workflow builds the training data, the import is checked and the call left to the job, saying so."""
 
 from __future__ import annotations
 
 import os
 
-from cwgrpo.dag.user_rewards import reward_errors
+from cwgrpo_workflow.dag.user_rewards import reward_errors
 
 REWARD = "def f(completions, **kwargs):\n    return [0.0 for _ in completions]\n"
 

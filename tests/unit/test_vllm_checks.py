@@ -1,5 +1,5 @@
 """vLLM settings that vLLM would refuse once its engine starts get one line first (cwgrpo.generation.vllm_checks), at
-the workflow's parse (cwgrpo.dag.command_options) and in ``cwgrpo train`` (split_options, then the model's context)."""
+the workflow's parse (cwgrpo_workflow.dag.command_options) and in ``cwgrpo train`` (split_options, then the model's context)."""
 
 from __future__ import annotations
 
@@ -8,9 +8,9 @@ import json
 import pytest
 
 from cwgrpo.configs import ConfigError
-from cwgrpo.dag.command_options import OptionError, check_train_options
 from cwgrpo.generation.vllm_checks import check_context_fits_model, check_vllm_options
 from cwgrpo.train.options import split_options
+from cwgrpo_workflow.dag.command_options import OptionError, check_train_options
 
 
 @pytest.mark.parametrize("share", [0, -0.1, 1.5])

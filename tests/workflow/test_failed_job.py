@@ -40,7 +40,7 @@ def test_a_failed_job_prints_the_last_lines_of_its_log(tmp_path):
 
 
 def _failed_job_logs():
-    from cwgrpo.dag.preset_files import shorten
+    from cwgrpo_workflow.dag.preset_files import shorten
 
     namespace = {"re": re, "Path": Path, "shorten": shorten}
     exec(

@@ -1,4 +1,4 @@
-"""Each job's options file (cwgrpo.dag.options) under dry runs, edits and reruns: a planned job's file never
+"""Each job's options file (cwgrpo_workflow.dag.options) under dry runs, edits and reruns: a planned job's file never
 changes, an edit is a new file, and Snakemake reruns a job exactly when its options change."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""`cwgrpo plan`: a preset's jobs from Snakemake's dry run, priced with cwgrpo/resources/budgets.yaml;
+"""`cwgrpo plan`: a preset's jobs from Snakemake's dry run, priced with workflow/cwgrpo_workflow/resources/budgets.yaml;
 docs/hardware.md holds its output for the paper preset and agrees with the budgets."""
 
 from __future__ import annotations
@@ -16,7 +16,15 @@ from test_workflow import REPO
 
 from cwgrpo.cli import main
 from cwgrpo.configs import ConfigError
-from cwgrpo.dag.plan import Job, brief, load_budgets, makespan_hours, parse_dry_run, plan_markdown, wall_hours
+from cwgrpo_workflow.dag.plan import (
+    Job,
+    brief,
+    load_budgets,
+    makespan_hours,
+    parse_dry_run,
+    plan_markdown,
+    wall_hours,
+)
 
 DRY_RUN = """\
 [Tue Dec  1 22:28:28 2026]
@@ -102,7 +110,7 @@ def test_expected_time_on_cores_waits_for_inputs_by_hand():
     assert makespan_hours(jobs, budgets, 2) == pytest.approx(3.0)
     assert makespan_hours(jobs, budgets, 1) == pytest.approx(5.0)
     assert brief(jobs, budgets, 2, load=0.5) == (
-        "4 jobs to run: about 3 h on 2 idle cores (per-job estimates: cwgrpo/resources/budgets.yaml, "
+        "4 jobs to run: about 3 h on 2 idle cores (per-job estimates: workflow/cwgrpo_workflow/resources/budgets.yaml, "
         "measured in docs/performance.md).\n"
     )
     busy = brief(jobs, budgets, 2, load=6.0).splitlines()

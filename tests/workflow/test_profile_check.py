@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from cwgrpo.dag import profile as pc
+from cwgrpo_workflow.dag import profile as pc
 from tests.workflow.test_workflow import PRESETS, REPO, run_snakemake
 
 

@@ -46,7 +46,7 @@ PRESETS: dict[str, tuple[tuple[str, ...], str]] = {
 # runs it filled in).
 TEMPLATES = {"byo.yaml"}
 # Presets of the real kind bring their own Python environment: `--use-conda` is refused for them at parse
-# time, in one line (cwgrpo.dag.preset_rules), so a user runs them without it.
+# time, in one line (cwgrpo_workflow.dag.preset_rules), so a user runs them without it.
 WITHOUT_CONDA = {"real", "study-smollm2"}
 IGNORED = shutil.ignore_patterns(".git", ".venv*", "results", "figures", "logs", ".snakemake", "__pycache__")
 

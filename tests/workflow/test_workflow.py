@@ -359,7 +359,7 @@ def test_only_data_preparation_retries():
 
 PRE_QUOTED = {
     "params.options",
-    "params.tags",  # cwgrpo.dag.commands.job_tags
+    "params.tags",  # cwgrpo_workflow.dag.commands.job_tags
     "params.files",
     "params.models",  # eval_run_models: every path and tag shell-quoted
     "params.runs",

@@ -1,8 +1,8 @@
-"""The workflow's paths, constants and input/params functions; the logic they call is cwgrpo.dag.
+"""The workflow's paths, constants and input/params functions; the logic they call is cwgrpo_workflow.dag.
 
 Paths follow docs/architecture.md ("Layout of results/<preset name>/"). Each job's options are one YAML
 file, results/<preset>/options/...<hash>.yaml, named after its content, written at parse time when new
-and never changed, and given to its command as `--config` (cwgrpo.dag.options says why).
+and never changed, and given to its command as `--config` (cwgrpo_workflow.dag.options says why).
 """
 
 import functools
@@ -16,17 +16,17 @@ from snakemake.exceptions import WorkflowError
 from snakemake.logging import logger
 from snakemake.utils import validate
 
-# cwgrpo from this checkout (a bare Snakemake environment may lack it)
-sys.path.insert(0, str(Path(workflow.basedir)))
+# cwgrpo and the workflow's own package from this checkout (a bare Snakemake environment may lack them)
+sys.path[:0] = [str(Path(workflow.basedir)), str(Path(workflow.basedir) / "workflow")]
 from cwgrpo.trainer import learning_signal
-from cwgrpo.dag.preset_files import (
+from cwgrpo_workflow.dag.preset_files import (
     ConfigErrors,
     collect,
     preset_errors,
     seeds_from_command_line,
     shorten,
 )
-from cwgrpo.dag import (
+from cwgrpo_workflow.dag import (
     commands,
     machine,
     options,
@@ -35,7 +35,7 @@ from cwgrpo.dag import (
     resources,
     user_rewards,
 )
-from cwgrpo.dag.options import BASE
+from cwgrpo_workflow.dag.options import BASE
 
 
 def stop_on(lines):
@@ -283,7 +283,7 @@ def finished_run_message():
 
 # ---------------------------------------------------------------- input and params functions
 
-from cwgrpo.dag.commands import eval_files, grade_files, job_tags, runs_arg, summaries_arg
+from cwgrpo_workflow.dag.commands import eval_files, grade_files, job_tags, runs_arg, summaries_arg
 
 fetch_args = functools.partial(commands.fetch_args, config)
 grade_args = commands.grade_args(config)

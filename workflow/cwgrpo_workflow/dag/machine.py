@@ -1,0 +1,93 @@
+"""What this machine offers a CPU training job: a C++ compiler and DeepSpeed, probed before the run.
+
+DeepSpeed is looked for in the interpreter that `cwgrpo train` will run under."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+from collections.abc import Callable, Iterator, Mapping
+from typing import Any
+
+from cwgrpo.cli import stage_python_var
+from cwgrpo_workflow.dag.options import train_options
+from cwgrpo_workflow.dag.resources import Error
+
+
+def train_python(env: Mapping[str, str]) -> str:
+    """The interpreter a train job's `cwgrpo` runs under: $CWGRPO_TRAIN_PYTHON, else the one named by the
+    `cwgrpo` script on PATH (its #! line), else this one."""
+    named = env.get(stage_python_var("train"))
+    if named:
+        return named
+    script = shutil.which("cwgrpo", path=env.get("PATH"))
+    if script:
+        try:
+            with open(script, "rb") as fh:
+                first = fh.readline().decode(errors="replace")
+        except OSError:
+            first = ""
+        if first.startswith("#!") and first[2:].split():
+            return first[2:].split()[0]
+    return sys.executable
+
+
+def has_module(python: str, module: str, env: Mapping[str, str]) -> bool:
+    """Whether ``python`` can import ``module`` (found, not imported: DeepSpeed's import takes seconds)."""
+    code = f"import importlib.util, sys; sys.exit(importlib.util.find_spec({module!r}) is None)"
+    try:
+        return (
+            subprocess.run([python, "-c", code], env=dict(env), capture_output=True, timeout=60).returncode
+            == 0
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+
+
+def deepspeed_errors(config: Mapping[str, Any], uses_conda: bool, env: Mapping[str, str]) -> list[str]:
+    """``cpu_deepspeed_errors`` on this machine, as ``key: message`` lines; the DeepSpeed probe runs
+    only if a size trains on CPU, and not under --use-conda (the train env, built by conda, brings it)."""
+    from cwgrpo_workflow.dag.preset_files import collect
+
+    def deepspeed() -> tuple[str, bool]:
+        python = train_python(env)
+        return python, has_module(python, "deepspeed", env)
+
+    compiler = shutil.which(env.get("CXX") or "g++", path=env.get("PATH"))
+    return collect([lambda: cpu_deepspeed_errors(config, None if uses_conda else deepspeed, compiler)])
+
+
+def cpu_deepspeed_sizes(config: Mapping[str, Any]) -> dict[str, dict]:
+    """size -> training options, for the sizes that train on CPU (`use_cpu`) through accelerate: their
+    processes are CPU workers, and DeepSpeed's CPU accelerator compiles a C++ op at their first start."""
+    first = next(iter(config["methods"]))
+    sizes = {size: train_options(config, size, first) for size in config["sizes"]}
+    return {s: o for s, o in sizes.items() if o.get("use_cpu") and o.get("launcher") == "accelerate"}
+
+
+def cpu_deepspeed_errors(
+    config: Mapping[str, Any], deepspeed_python: Callable[[], tuple[str, bool]], compiler: str | None
+) -> Iterator[Error]:
+    """DeepSpeed absent from the interpreter that will train, or no C++ compiler for the op it compiles on
+    CPU: either would stop every training job at its start (checked before the first job of a real run;
+    a dry run plans without them). ``deepspeed_python``: () -> (that interpreter, whether it has
+    DeepSpeed), called only if a size trains on CPU; None to skip (a conda env brings it)."""
+    sizes = cpu_deepspeed_sizes(config)
+    if not sizes:
+        return
+    size = next(iter(sizes))
+    if compiler is None:
+        yield (
+            f"sizes.{size}.train",
+            "trains on CPU with DeepSpeed, which compiles its CPU op with g++ at the first start, and no g++ "
+            "is on PATH: install it (apt-get install g++), or name another compiler in $CXX",
+        )
+    if deepspeed_python is not None:
+        python, found = deepspeed_python()
+        if not found:
+            yield (
+                f"sizes.{size}.train",
+                f"trains with accelerate + DeepSpeed on CPU, and {python} has no DeepSpeed: build "
+                "`make deepspeed` and set CWGRPO_TRAIN_PYTHON=.venv-deepspeed/bin/python (docs/hardware.md)",
+            )

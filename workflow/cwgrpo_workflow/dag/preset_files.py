@@ -1,0 +1,368 @@
+"""Every mistake of a preset's files in one pass, one line each, before any job starts (for the workflow's parse).
+
+A user copying a preset fixes all of its errors at once only if they are all shown at once: a duplicate
+key (PyYAML keeps the last one without a word), an unknown key with the nearest known one, a missing key,
+a wrong type, an overlay without its preset, reward weights that do not match the reward functions, a local
+path that is not there. jsonschema's own message for an unknown top-level key quotes the whole schema
+(hundreds of lines); here each error is one line naming its key. These run on the raw config, before
+Snakemake's schema validation (whose first error would hide the rest); with file-level mistakes, the other
+checks (cwgrpo_workflow.dag.preset_rules) run all the same on the schema's defaults (``preset_errors``). No torch, no
+TRL: stdlib, PyYAML and jsonschema (which Snakemake itself needs).
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import difflib
+import json
+import re
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from cwgrpo.configs import ConfigError
+
+MAX_VALUE_CHARS = 60  # a value quoted in an error line is cut to this
+Check = Callable[[], Iterable[tuple[str, str]]]
+
+
+class ConfigErrors(ConfigError):
+    """Several config errors, each one line; ``str()`` is a numbered list under one heading."""
+
+    def __init__(self, lines: list[str], heading: str = "config error") -> None:
+        lines = list(dict.fromkeys(lines))  # one line per error, however many checks found it
+        self.lines = lines
+        if len(lines) == 1:
+            super().__init__(f"{heading} in {lines[0]}")
+        else:
+            super().__init__(f"{len(lines)} {heading}s:\n" + "\n".join(f"  {line}" for line in lines))
+
+
+def nearest(key: str, known: Iterable[str]) -> str | None:
+    """The known name closest to ``key`` (difflib), or None if none is close."""
+    known = [str(k) for k in known]
+    lowered = {k.lower(): k for k in known}
+    if key.lower() in lowered:
+        return lowered[key.lower()]
+    match = difflib.get_close_matches(key, known, n=1, cutoff=0.6)
+    return match[0] if match else None
+
+
+def unknown_key_line(where: str, key: str, known: Iterable[str]) -> str:
+    """``where.key: unknown key; did you mean 'k'?`` (or the known keys, if none is close)."""
+    known = sorted(str(k) for k in known)
+    guess = nearest(key, known)
+    hint = f"did you mean {guess!r}?" if guess else f"known: {', '.join(known)}"
+    return f"{where + '.' if where else ''}{key}: unknown key; {hint}"
+
+
+def collect(checks: Iterable[Check], found: Iterable[str] = ()) -> list[str]:
+    """``key: message`` lines of every check after those ``found`` already, each once; a check that crashes
+    after an earlier error was collected is taken as that error's consequence."""
+    lines: list[str] = list(found)
+    for check in checks:
+        try:
+            for key, message in check():
+                if f"{key}: {message}" not in lines:
+                    lines.append(f"{key}: {message}")
+        except Exception:
+            if not lines:
+                raise
+    return lines
+
+
+def seeds_from_command_line(config: dict[str, Any]) -> None:
+    """`--config 'seeds=[0,1,2]'` arrives as ["0", "1", "2"]: Snakemake reads list values with YAML's
+    BaseLoader, which keeps every scalar a string. Whole numbers become ints before validation."""
+    seeds = config.get("seeds")
+    if isinstance(seeds, list):
+        config["seeds"] = [int(s) if isinstance(s, str) and s.strip().isdigit() else s for s in seeds]
+
+
+def preset_file_errors(config: Mapping[str, Any], schema_path: Path, files: Iterable[str]) -> list[str]:
+    """Duplicate keys in the config files read, every schema violation, mismatched reward weights and
+    local paths that are not there, all in one pass, one line each (jsonschema alone stops at the first
+    and quotes the whole schema)."""
+    from cwgrpo.data.prepare_data import OwnDataset
+
+    files = list(files)
+    misplaced = overlay_errors([(f, _name_and_mark(f)) for f in files])
+    if misplaced:  # the rest (a preset without kind, sizes, ...) follows from it
+        return misplaced
+    lines = duplicate_keys_in_files(files)
+    lines += schema_errors(config, load_schema(schema_path))
+    lines += reward_weight_errors(_reward_sections(config))
+    lines += [f"{key}: {message}" for key, message in missing_local_paths(config)]
+    own = {f.name for f in dataclasses.fields(OwnDataset)}
+    return lines + dataset_errors(config.get("datasets") or {}, own)
+
+
+def preset_errors(
+    config: dict[str, Any],
+    schema_path: Path,
+    files: Iterable[str],
+    make_checks: Callable[[], Iterable[Check]],
+) -> list[str]:
+    """Every mistake of the preset files in one pass, one line each: the file-level ones
+    (``preset_file_errors``) and, when there are any, what the other checks (``make_checks()``, run on the
+    config with the schema's defaults filled in) find as well; a check that crashes on what a file-level
+    mistake broke adds nothing. Nothing more beside a misplaced overlay: the rest follows from it."""
+    found = preset_file_errors(config, schema_path, files)
+    if not found or found == overlay_errors([(f, _name_and_mark(f)) for f in files]):
+        return found
+    fill_defaults(config, load_schema(schema_path))
+    try:
+        more = list(make_checks())
+    except Exception:  # a config too broken for the checks to be listed
+        return found
+    return collect(more, found)
+
+
+def overlay_errors(files: list[tuple[str, tuple[Any, Any]]]) -> list[str]:
+    """An overlay file (one with `overlay_of: PRESET`) given without that preset first on the command line.
+    ``files``: (path, (name, overlay_of)) of each --configfile, in order."""
+    lines = []
+    for i, (path, (_, preset)) in enumerate(files):
+        if not preset:
+            continue
+        first = files[0][1] if i else (None, None)
+        if i == 0 or first[1] or first[0] != preset:
+            lines.append(
+                f"{path}: an overlay of the {preset} preset, given without it: put that preset's file first, "
+                f"e.g. --configfile config/{preset}.yaml {path}"
+            )
+    return lines
+
+
+def _name_and_mark(path: str) -> tuple[Any, Any]:
+    """(name, overlay_of) of one config file, read defensively (a broken file is reported elsewhere)."""
+    import yaml
+
+    try:
+        data = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
+    except (OSError, yaml.YAMLError):
+        return None, None
+    return (data.get("name"), data.get("overlay_of")) if isinstance(data, dict) else (None, None)
+
+
+def _reward_sections(config: Mapping[str, Any]) -> Iterator[tuple[str, dict]]:
+    """(where the reward weights are, merged training options) per size, read defensively (before
+    validation)."""
+    top = config.get("train") if isinstance(config.get("train"), dict) else {}
+    sizes = config.get("sizes") if isinstance(config.get("sizes"), dict) else {}
+    for size, spec in sizes.items():
+        own = spec.get("train") if isinstance(spec, dict) and isinstance(spec.get("train"), dict) else {}
+        yield (f"sizes.{size}.train" if "reward_weights" in own else "train"), {**top, **own}
+
+
+# ---------------------------------------------------------------- duplicate keys
+
+
+def _duplicates(node: yaml.Node, path: str) -> Iterator[str]:
+    if isinstance(node, yaml.MappingNode):
+        seen: dict[Any, int] = {}
+        for key_node, value_node in node.value:
+            key = key_node.value if isinstance(key_node, yaml.ScalarNode) else None
+            line = key_node.start_mark.line + 1
+            where = f"{path}.{key}" if path else str(key)
+            if key is not None and key in seen:
+                yield f":{line}: {where}: duplicate key (first at line {seen[key]}; YAML would keep only this one)"
+            elif key is not None:
+                seen[key] = line
+            yield from _duplicates(value_node, where)
+    elif isinstance(node, yaml.SequenceNode):
+        for i, item in enumerate(node.value):
+            yield from _duplicates(item, f"{path}[{i}]")
+
+
+def duplicate_keys(text: str, name: str = "<config>") -> list[str]:
+    """One line per repeated key of any mapping in a YAML document (``name:line: key ...``)."""
+    try:
+        root = yaml.compose(text, Loader=yaml.SafeLoader)
+    except yaml.YAMLError as err:
+        return [f"{name}: not valid YAML: {' '.join(str(err).split())}"]
+    return [f"{name}{line}" for line in _duplicates(root, "")] if root is not None else []
+
+
+def duplicate_keys_in_files(paths: Iterable[str | Path]) -> list[str]:
+    """Duplicate keys of each config file (those Snakemake read with --configfile or `configfile:`)."""
+    lines: list[str] = []
+    for path in paths:
+        try:
+            text = Path(path).read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as err:
+            lines.append(f"{path}: cannot be read: {err}")
+            continue
+        lines += duplicate_keys(text, str(path))
+    return lines
+
+
+# ---------------------------------------------------------------- schema
+
+
+def shorten(text: str, head: int, tail: int = 0) -> str:
+    """``text`` if it has at most ``head + tail`` characters, else its first ``head`` and last ``tail``
+    characters around a mark of what was left out, cut between words (a word longer than the part kept is
+    the only thing ever cut inside)."""
+    if len(text) <= head + tail:
+        return text
+    start = text[:head]
+    if " " in start.strip():
+        start = start[: start.rstrip().rfind(" ")]
+    end = text[len(text) - tail :] if tail else ""
+    if " " in end.strip():
+        end = end[end.find(" ") + 1 :]
+    cut = len(text) - len(start) - len(end)
+    return f"{start.rstrip()} [… {cut:,} characters …]" + (f" {end.lstrip()}" if end else "")
+
+
+def _short(value: Any) -> str:
+    text = json.dumps(value, default=str) if not isinstance(value, str) else repr(value)
+    return text if len(text) <= MAX_VALUE_CHARS else text[: MAX_VALUE_CHARS - 3] + "..."
+
+
+def _schema_line(error: Any) -> list[str]:
+    where = ".".join(str(p) for p in error.absolute_path)
+    kind, schema, instance = error.validator, error.schema, error.instance
+    if kind == "additionalProperties" and isinstance(instance, Mapping):
+        known = set(schema.get("properties", {}))
+        patterns = schema.get("patternProperties", {})
+        extra = [k for k in instance if k not in known and not any(re.search(p, str(k)) for p in patterns)]
+        return [unknown_key_line(where, str(k), known) for k in extra]
+    if kind == "required":
+        missing = [k for k in error.validator_value if isinstance(instance, Mapping) and k not in instance]
+        return [f"{where + '.' if where else ''}{k}: missing (required)" for k in missing]
+    label = where or "(top level)"
+    if kind == "type":
+        wanted = error.validator_value
+        wanted = " or ".join(wanted) if isinstance(wanted, list) else wanted
+        return [f"{label}: expected {wanted}, got {_short(instance)} ({type(instance).__name__})"]
+    if kind == "enum":
+        return [f"{label}: {_short(instance)} is not one of {error.validator_value}"]
+    return [f"{label}: {shorten(error.message, 200)}"]
+
+
+def schema_errors(config: Mapping[str, Any], schema: Mapping[str, Any]) -> list[str]:
+    """Every violation of the JSON schema, one line each, in document order of the keys at fault."""
+    import jsonschema
+
+    cls = jsonschema.validators.validator_for(schema)
+    errors = sorted(cls(schema).iter_errors(config), key=lambda e: [str(p) for p in e.absolute_path])
+    return [line for error in errors for line in _schema_line(error)]
+
+
+def load_schema(path: str | Path) -> dict[str, Any]:
+    return yaml.safe_load(Path(path).read_text(encoding="utf-8"))
+
+
+def fill_defaults(config: dict[str, Any], schema: Mapping[str, Any]) -> dict[str, Any]:
+    """``config`` with the schema's defaults set where it has none, as Snakemake's
+    ``validate(set_default=True)`` sets them, but whatever errors the schema finds (they are reported
+    apart): the option-level checks then run on a config that has file-level mistakes too."""
+    import jsonschema
+
+    cls = jsonschema.validators.validator_for(schema)
+    properties = cls.VALIDATORS["properties"]
+
+    def set_defaults(validator: Any, props: Any, instance: Any, sub: Any) -> Iterator[Any]:
+        if isinstance(instance, dict):
+            for key, spec in props.items():
+                if isinstance(spec, Mapping) and "default" in spec:
+                    instance.setdefault(key, copy.deepcopy(spec["default"]))
+        yield from properties(validator, props, instance, sub)
+
+    for _ in jsonschema.validators.extend(cls, {"properties": set_defaults})(schema).iter_errors(config):
+        pass
+    return config
+
+
+# ---------------------------------------------------------------- what a file names
+
+
+def reward_weight_errors(sections: Iterable[tuple[str, Mapping[str, Any]]]) -> list[str]:
+    """``reward_weights`` against ``reward_funcs`` in each merged option set (one line per set at fault).
+
+
+    ``sections`` are (where, merged training options) pairs, e.g. ("sizes.small.train", {...}).
+    """
+    lines, seen = [], set()
+    for where, opts in sections:
+        funcs, weights = opts.get("reward_funcs"), opts.get("reward_weights")
+        if not isinstance(weights, list) or not isinstance(funcs, list) or len(weights) == len(funcs):
+            continue
+        line = (
+            f"{where}.reward_weights: {len(weights)} weight(s) {weights} for {len(funcs)} reward function(s) "
+            f"{funcs}; give one weight per reward function"
+        )
+        if line not in seen:
+            seen.add(line)
+            lines.append(line)
+    return lines
+
+
+def missing_local_paths(config: Mapping[str, Any]) -> list[tuple[str, str]]:
+    """(key, message) for each model or data file named by a local path that is not there (a template's
+    ``/path/to/...``): named at parse time, not by a job after the ones before it ran. Relative paths are
+    the working folder's, as for the jobs."""
+    missing = []
+    for size, spec in (config.get("sizes") or {}).items():
+        model = str(spec.get("model") or "")
+        if Path(model).expanduser().exists():
+            continue
+        if model.startswith(("/", "./", "../", "~")):
+            missing.append(
+                (
+                    f"sizes.{size}.model",
+                    f"{model}: no such folder or file (a model folder, a .gguf file, or owner/name@revision)",
+                )
+            )
+        elif "/" in model and not re.search(r"[@:]", model) and not spec.get("revision"):
+            # folder/name reads as a Hub id too: without a revision it can only have meant a folder
+            missing.append(
+                (
+                    f"sizes.{size}.model",
+                    f"{model}: no such folder or file here, and as a Hub model it needs a revision "
+                    "(owner/name@revision)",
+                )
+            )
+    for name, spec in (config.get("datasets") or {}).items():
+        path = spec.get("path") if isinstance(spec, Mapping) else None
+        if path and not Path(path).expanduser().is_file():
+            missing.append(
+                (f"datasets.{name}.path", f"{path}: no such file (.jsonl, .json, .csv or .parquet)")
+            )
+    return missing
+
+
+def dataset_errors(datasets: Mapping[str, Any], fields: Iterable[str]) -> list[str]:
+    """Unknown keys of each own dataset (``fields``: OwnDataset's), and problem / answer / solution
+    columns that its local .jsonl, .csv or .parquet file does not have or has twice (the data job would fail
+    on them), read as the job reads them (``cwgrpo.data.rows``)."""
+    from cwgrpo.data.rows import columns_of
+
+    fields = sorted(fields)
+    lines = []
+    for name, spec in (datasets or {}).items():
+        if not isinstance(spec, Mapping):
+            continue
+        lines += [unknown_key_line(f"datasets.{name}", str(k), fields) for k in spec if k not in fields]
+        path = Path(str(spec["path"])).expanduser() if spec.get("path") else None
+        columns = columns_of(path) if path is not None and path.is_file() else None
+        if columns is None:
+            continue
+        for key, default in (("problem", "problem"), ("answer", "answer"), ("solution", None)):
+            column = spec.get(key, default)
+            if column is not None and column not in columns:
+                lines.append(
+                    f"datasets.{name}.{key}: column {column!r} is not in {path.name} "
+                    f"(its columns: {', '.join(columns)}); set {key}: to one of them"
+                )
+            elif column is not None and columns.count(column) > 1:
+                lines.append(
+                    f"datasets.{name}.{key}: the column {column!r} appears {columns.count(column)} times in "
+                    f"{path.name}; keep one"
+                )
+    return lines

@@ -1,0 +1,326 @@
+"""A Snakemake profile and command line, checked against the workflow once every rule exists (for the parse).
+
+Snakemake ignores a `set-resources` entry for a rule that does not exist (``train_7B:``) and passes any
+resource key through (``slurm_partiton:``), so a copied profile's typo sends GPU jobs to the default
+partition with exit 0. ``workflow`` is Snakemake's own object: its rules and what it parsed from the profile
+and the command line (``workflow.resource_settings``, ``workflow.global_resources``).
+"""
+
+from __future__ import annotations
+
+import re
+import types
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from cwgrpo_workflow.dag.preset_files import duplicate_keys_in_files, nearest
+from cwgrpo_workflow.dag.resources import Error, train_rule_name
+
+# Resources Snakemake itself reads (snakemake.resources: the standard size and time resources).
+SNAKEMAKE_RESOURCES = frozenset(
+    {
+        "_cores",
+        "_nodes",
+        "threads",
+        "mem",
+        "mem_mb",
+        "mem_mib",
+        "disk",
+        "disk_mb",
+        "disk_mib",
+        "runtime",
+        "tmpdir",
+    }
+)
+# Resources snakemake-executor-plugin-slurm 2.8 (and its job-step plugin) read from a job.
+SLURM_RESOURCES = frozenset(
+    {
+        "slurm_account", "slurm_partition", "slurm_extra", "slurm_cluster", "cluster", "clusters", "qos",
+        "constraint", "gpu", "gpu_model", "gres", "cpus_per_task", "cpus_per_gpu", "mem_mb_per_cpu", "nodes",
+        "tasks", "tasks_per_node", "tasks_per_gpu", "mpi",
+    }
+)  # fmt: skip
+
+
+def rule_name_errors(section: str, names: Iterable[str], rules: set[str], elsewhere: set[str]) -> list[str]:
+    """Names under ``section`` (set-resources, set-threads) that are no rule of this workflow, with the
+    nearest rule. ``elsewhere``: rules that other presets have (a profile may serve several presets)."""
+    lines = []
+    for name in names:
+        if name in rules or name in elsewhere:
+            continue
+        guess = nearest(name, sorted(rules | elsewhere))
+        hint = f"did you mean {guess!r}?" if guess else f"rules: {', '.join(sorted(rules))}"
+        lines.append(
+            f"{section}.{name}: no rule of this workflow has that name (Snakemake ignores it); {hint}"
+        )
+    return lines
+
+
+def resource_key_errors(where: str, keys: Iterable[str], known: set[str]) -> list[str]:
+    """Resource keys that neither Snakemake, the Slurm plugin nor the workflow's rules read."""
+    known = set(known) | SNAKEMAKE_RESOURCES | SLURM_RESOURCES
+    lines = []
+    for key in keys:
+        if key in known:
+            continue
+        guess = nearest(key, sorted(known))
+        hint = f"did you mean {guess!r}?" if guess else "no executor reads it"
+        lines.append(f"{where}.{key}: unknown resource (it would be passed on and ignored); {hint}")
+    return lines
+
+
+# The resource that sets what a flag the Slurm plugin manages itself would set (its names for the flags).
+PLUGIN_FLAG_RESOURCES = {
+    "account": "slurm_account",
+    "partition": "slurm_partition",
+    "memory": "mem_mb",
+    "memory per CPU": "mem_mb_per_cpu",
+    "number of tasks": "tasks",
+    "tasks per GPU": "tasks_per_gpu",
+    "CPUs per task": "cpus_per_task (the rule's threads)",
+    "CPUs per GPU": "cpus_per_gpu",
+    "runtime/time limit": "runtime",
+    "node constraints": "constraint",
+    "quality of service": "qos",
+    "number of nodes": "nodes",
+    "cluster specification": "clusters",
+    "generic resources (GRES)": "gres",
+    "GPU allocation": "gpu and gpu_model",
+}
+
+
+def slurm_extra_errors(where: str, resources: Mapping[str, Any]) -> list[str]:
+    """Flags in a ``slurm_extra`` value that the Slurm plugin sets itself and refuses there, by the plugin's
+    own list: it refuses them only when it submits the job, which a dry run never reaches."""
+    if "slurm_extra" not in resources:
+        return []
+    try:
+        from snakemake_executor_plugin_slurm.validation import get_forbidden_slurm_options
+    except ImportError:  # no Slurm plugin: nothing would submit the value
+        return []
+    value = resources["slurm_extra"]
+    text = str(getattr(value, "raw", value)).strip("'\"")
+    lines = []
+    for pattern, name in get_forbidden_slurm_options().items():
+        match = re.search(pattern, text)
+        if match:
+            instead = PLUGIN_FLAG_RESOURCES.get(name)
+            use = f"set the resource {instead} instead" if instead else "the plugin sets it itself: remove it"
+            lines.append(
+                f"{where}.slurm_extra: {match.group(0).strip()!r} ({name}) is refused by the Slurm plugin "
+                f"at submission; {use}"
+            )
+    return lines
+
+
+def global_resource_errors(keys: Iterable[str], asked: set[str]) -> list[str]:
+    """Caps (`resources:` of a profile, `--resources`) on a resource that no job asks for."""
+    lines = []
+    for key in keys:
+        if key.startswith("_") or key in asked:
+            continue
+        guess = nearest(key, sorted(asked))
+        hint = f"did you mean {guess!r}?" if guess else f"jobs ask for: {', '.join(sorted(asked))}"
+        lines.append(f"resources.{key}: no job asks for this resource, so the cap limits nothing; {hint}")
+    return lines
+
+
+def _shown(values: set[Any], unset: str) -> str:
+    shown = sorted(str(v) for v in values if v not in (None, ""))
+    return "/".join(shown) if shown else unset
+
+
+def slurm_summary(jobs: Mapping[str, Mapping[str, set[Any]]]) -> str:
+    """One line: the account, the partitions (by GPU and CPU rules) and the GPU model of a Slurm run.
+
+    ``jobs``: rule name -> {slurm_account, slurm_partition, gpu, gpu_model: set of values its jobs get}.
+    """
+    accounts: set[Any] = (
+        set().union(*(r.get("slurm_account", set()) for r in jobs.values())) if jobs else set()
+    )
+    gpu_rules = sorted(r for r, res in jobs.items() if any(_gpus(v) for v in res.get("gpu", set())))
+    cpu_rules = sorted(r for r in jobs if r not in gpu_rules)
+    parts = [f"account {_shown(accounts, 'none (-A not given)')}"]
+    for label, rules in (("GPU jobs", gpu_rules), ("CPU jobs", cpu_rules)):
+        if not rules:
+            continue
+        partitions = set().union(*(jobs[r].get("slurm_partition", set()) for r in rules))
+        where = _shown(partitions, "")
+        parts.append(
+            f"{label} ({', '.join(rules)}) on {f'partition {where}' if where else 'the default partition'}"
+        )
+    if gpu_rules:
+        models = set().union(*(jobs[r].get("gpu_model", set()) for r in gpu_rules))
+        parts.append(f"GPU model {_shown(models, 'any (gpu_model unset)')}")
+    return "Slurm run: " + "; ".join(parts)
+
+
+def _gpus(value: Any) -> int:
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        return 0
+
+
+def _profile_dir(name: str, environ: Mapping[str, str]) -> Path | None:
+    """Where Snakemake finds a profile: a path, or a name under the user's and the system's config folders."""
+    # `-d/--directory` has moved the process by now; the shell's PWD is where a relative profile path began.
+    candidates = [Path(environ.get("PWD", ".")) / name]
+    if not Path(name).is_absolute():
+        home = Path(environ.get("XDG_CONFIG_HOME") or Path(environ.get("HOME", "~")).expanduser() / ".config")
+        candidates += [home / "snakemake" / name, Path("/etc/xdg/snakemake") / name]
+    return next((c for c in candidates if c.is_dir()), None)
+
+
+def _command_line(argv: Sequence[str], environ: Mapping[str, str]) -> tuple[str | None, str | None]:
+    """(the -e/--executor value, the --profile value or SNAKEMAKE_PROFILE) of a Snakemake command line."""
+    args = list(argv)
+    executor, profile = None, environ.get("SNAKEMAKE_PROFILE")
+    for i, arg in enumerate(args):
+        key, _, value = arg.partition("=")
+        value = value or (args[i + 1] if i + 1 < len(args) else "")
+        if key in ("-e", "--executor") and executor is None:
+            executor = value
+        elif key == "--profile":
+            profile = value
+    return executor, profile
+
+
+def profile_file(argv: Sequence[str], environ: Mapping[str, str]) -> Path | None:
+    """The profile's settings file a Snakemake command line uses (config.yaml or profile.yaml), if any."""
+    _, profile = _command_line(argv, environ)
+    folder = _profile_dir(profile, environ) if profile else None
+    for name in ("config.yaml", "profile.yaml"):
+        if folder is not None and (folder / name).is_file():
+            return folder / name
+    return None
+
+
+def executor_name(argv: Sequence[str], environ: Mapping[str, str]) -> str:
+    """The executor a Snakemake command line asks for (`-e/--executor`, else its profile's `executor:`),
+    for the parse, when Snakemake has not yet chosen its executor plugin; "local" when none is named."""
+    executor, _ = _command_line(argv, environ)
+    if executor:
+        return executor
+    path = profile_file(argv, environ)
+    settings = (yaml.safe_load(path.read_text(encoding="utf-8")) or {}) if path else {}
+    return str(settings.get("executor", "local")) if isinstance(settings, dict) else "local"
+
+
+def shipped_train_rules(basedir: str | Path) -> set[str]:
+    """Per-size job names of the shipped presets: a profile serves all of them (profiles/slurm names the
+    paper's train_1_5b and train_7b, and is used with the smoke preset too)."""
+    names = set()
+    for path in sorted(Path(basedir).glob("config/*.yaml")):
+        for size in (yaml.safe_load(path.read_text(encoding="utf-8")) or {}).get("sizes") or {}:
+            train = train_rule_name(size)
+            names |= {train, f"evaluate_run_{train.removeprefix('train_')}"}
+    return names
+
+
+def preset_resource_keys(config: Mapping[str, Any]) -> set[str]:
+    """Resource keys the preset or the workflow's rules give a job."""
+    keys = {"gpu", "gres", "nodes", "tasks", "tasks_per_gpu", "mpi", "cpus_per_task"}
+    for res in config["resources"].values():
+        keys |= set(res)
+    for spec in config["sizes"].values():
+        for res in spec.get("resources", {}).values():
+            keys |= set(res)
+    return keys
+
+
+def run_settings(workflow: Any, sizes: Sequence[str]) -> tuple[bool, int | None, dict[str, Any]]:
+    """(conda in use, the `--resources gpu=N` cap, size -> the gpu_model that --set-resources or a profile
+    gives its training rule) of this Snakemake run, for the parse-time checks."""
+    from snakemake_interface_executor_plugins.settings import DeploymentMethod
+
+    uses_conda = DeploymentMethod.CONDA in workflow.deployment_settings.deployment_method
+    cap = workflow.global_resources.get("gpu")
+    cap = None if cap is None or cap.value is None else int(cap.value)
+    overrides = workflow.resource_settings.overwrite_resources
+    models = {s: overrides.get(train_rule_name(s), {}).get("gpu_model") for s in sizes}
+    return uses_conda, cap, {s: getattr(m, "raw", m) for s, m in models.items()}  # a Resource: its raw value
+
+
+def resource_sections(config: Mapping[str, Any], settings: Any) -> Iterator[tuple[str, Mapping[str, Any]]]:
+    """Every place a job's resources are set, by name: the preset's `resources` (per job kind, per size),
+    the profile's or command line's set-resources and default-resources."""
+    for kind, res in config["resources"].items():
+        yield f"resources.{kind}", res
+    for size, spec in config["sizes"].items():
+        for kind, res in spec.get("resources", {}).items():
+            yield f"sizes.{size}.resources.{kind}", res
+    for name, res in settings.overwrite_resources.items():
+        yield f"set-resources.{name}", res
+    yield "default-resources", settings.default_resources or {}
+
+
+def _split(line: str) -> Error:
+    key, _, message = line.partition(": ")
+    return key, message
+
+
+def profile_errors(
+    workflow: Any, config: Mapping[str, Any], argv: Sequence[str], environ: Mapping
+) -> Iterator[Error]:
+    """Rule names and resource keys of the profile and the command line (set-resources, set-threads,
+    default-resources, resources) against this workflow's rules and the resources anything reads."""
+    profile = profile_file(argv, environ)
+    lines = duplicate_keys_in_files([profile] if profile else [])
+    settings = workflow.resource_settings
+    rules = {r.name for r in workflow.rules}
+    elsewhere = shipped_train_rules(workflow.basedir)
+    known = preset_resource_keys(config)
+    for section, names in (
+        ("set-resources", settings.overwrite_resources),
+        ("set-threads", settings.overwrite_threads),
+    ):
+        lines += rule_name_errors(section, names, rules, elsewhere)
+    for name, res in settings.overwrite_resources.items():
+        lines += resource_key_errors(f"set-resources.{name}", res, known)
+    lines += resource_key_errors("default-resources", settings.default_resources or {}, known)
+    for where, res in resource_sections(config, settings):
+        lines += slurm_extra_errors(where, res)
+    asked = {key for r in workflow.rules for key in r.resources}
+    lines += global_resource_errors(workflow.global_resources, asked)
+    yield from map(_split, lines)
+
+
+def _rule_values(job_rule: Any, key: str, sizes: Sequence[str]) -> set[Any]:
+    """The values a rule's jobs get for one resource (a per-size resource: one per size)."""
+    if key not in job_rule.resources:
+        return set()
+    resource = job_rule.resources[key]
+    raw = getattr(resource, "raw", resource)
+    if isinstance(raw, str):  # a profile's or command line's value: Snakemake keeps it as an expression
+        return {raw.strip("'\"")}
+    value = getattr(resource, "_evaluator", None)  # the preset's per-size resources: a function of the size
+    if value is None:
+        return {raw}
+    found = set()
+    for size in sizes:
+        try:
+            found.add(value(types.SimpleNamespace(size=size)))
+        except Exception:
+            continue
+    return found
+
+
+def slurm_line(workflow: Any, sizes: Sequence[str], argv: Sequence[str], environ: Mapping) -> str | None:
+    """One line for a Slurm run: the account, partitions and GPU model its jobs will use (None otherwise)."""
+    if executor_name(argv, environ) != "slurm":  # Snakemake picks its executor after the parse
+        return None
+    keys = ("slurm_account", "slurm_partition", "gpu", "gpu_model")
+    local = getattr(
+        workflow, "_localrules", set()
+    )  # workflow.is_local() is True for all before the executor is set
+    jobs = {
+        r.name: {key: _rule_values(r, key, sizes) for key in keys}
+        for r in workflow.rules
+        if r.name not in local and r.name != "all"
+    }
+    return slurm_summary(jobs)

@@ -1,0 +1,129 @@
+"""A reward of the user's (``reward_funcs: [module:function]``), checked in the dry run as the jobs will run it.
+
+The jobs run ``cwgrpo train`` in processes of their own, where the Snakefile's folder is not on the path: a
+module the parse could import may not import there. So the check runs in a new process of the jobs'
+interpreter (``cwgrpo_workflow.dag.machine.train_python``), without the working folder on its path (``python -P``),
+which imports each reward and, where the training data is a local file of the user's, calls it on the
+first training rows exactly as the job does before its model loads (``cwgrpo.grading.reward_guard``,
+``cwgrpo.train.rows``): the same refusal, in one line, before any job starts. Training data the workflow
+builds (a registry or Hub dataset) is not there yet: then the call runs in the training job's first step,
+and the dry run says so. Only the main Snakemake process checks (a cluster job's own parse does not).
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+from cwgrpo_workflow.dag.options import train_options, train_sources, where_set
+from cwgrpo_workflow.dag.resources import Error
+
+IMPORT_BUDGET_S = 120.0  # the probe's start and imports, on top of each reward's own budget
+
+
+def reward_groups(config: Mapping[str, Any]) -> dict[tuple, str]:
+    """(user rewards, prompt_set, system_prompt, reward_timeout_s) of each distinct training -> the config
+    key that sets its reward_funcs."""
+    from cwgrpo.data.prompts import TRAIN_PROMPT_SET
+
+    groups: dict[tuple, str] = {}
+    for size in config["sizes"]:
+        for method in config["methods"]:
+            opts = train_options(config, size, method)
+            names = tuple(n for n in opts.get("reward_funcs") or [] if isinstance(n, str) and ":" in n)
+            if names:
+                key = (names, opts.get("prompt_set", TRAIN_PROMPT_SET), opts.get("system_prompt"))
+                key += (opts.get("reward_timeout_s"),)
+                where = where_set(train_sources(config, size, method), "reward_funcs") or "train"
+                groups.setdefault(key, f"{where}.reward_funcs")
+    return groups
+
+
+def local_records(config: Mapping[str, Any]) -> list[dict] | None:
+    """The first training records, read now from the user's local file as `prepare-data` will; None when
+    the training data is not such a file (or cannot be read: its own check names why)."""
+    from cwgrpo.data.prepare_data import OwnDataset
+    from cwgrpo.data.registry import load_rows, normalise
+    from cwgrpo.train.rows import SAMPLE_ROWS
+
+    name = config["data"]["train"]
+    spec = (config.get("datasets") or {}).get(name) or {}
+    if not spec.get("path"):
+        return None
+    try:
+        own = OwnDataset(**spec).spec(name)
+        return normalise(own, load_rows(own)[:SAMPLE_ROWS])
+    except Exception:  # a bad file or column: reported by the data checks, one line each
+        return None
+
+
+def reward_errors(config: Mapping[str, Any], env: Mapping[str, str], notes: list[str]) -> Iterator[Error]:
+    """(reward_funcs key, refusal) of each user reward the jobs could not import or call; a note appended to
+    ``notes`` where the call waits for the training job."""
+    from cwgrpo.train.rows import training_rows
+
+    groups = reward_groups(config)
+    records = local_records(config) if groups else None
+    for (names, prompt_set, system_prompt, budget), where in groups.items():
+        rows = training_rows(records, prompt_set, system_prompt) if records else None
+        for line in probe(list(names), rows, budget, env):
+            yield where, line
+    if groups and records is None:
+        every = sorted({n for names, *_ in groups for n in names})
+        notes.append(
+            f"note: reward(s) {', '.join(every)} imported as the jobs will; the call on the training data "
+            f"runs in the training job's first step, before its model loads (data.train "
+            f"{config['data']['train']!r} is not a local file of yours, so it is built by the workflow)"
+        )
+
+
+def probe(
+    names: list[str], rows: list[dict] | None, budget: float | None, env: Mapping[str, str]
+) -> list[str]:
+    """The refusals of ``main`` for ``names``, run in the jobs' interpreter."""
+    from cwgrpo.grading.reward_guard import SAMPLE_BUDGET_S
+    from cwgrpo_workflow.dag.machine import train_python
+
+    python = train_python(env)
+    request = json.dumps({"names": names, "rows": rows, "budget": budget})
+    timeout = IMPORT_BUDGET_S + len(names) * (budget or SAMPLE_BUDGET_S)
+    command = [python, "-P", "-m", "cwgrpo_workflow.dag.user_rewards"]
+    try:
+        proc = subprocess.run(
+            command, input=request, capture_output=True, text=True, env=dict(env), timeout=timeout
+        )
+    except (OSError, subprocess.TimeoutExpired) as err:
+        return [f"could not check {', '.join(names)} in the jobs' Python ({python}): {err}"]
+    try:
+        return json.loads(proc.stdout.strip().splitlines()[-1])
+    except (ValueError, IndexError):
+        last = " ".join(proc.stderr.strip().splitlines()[-1:])
+        return [f"could not check {', '.join(names)} in the jobs' Python ({python}): {last}"]
+
+
+def main() -> int:
+    """Read ``{names, rows, budget}`` on stdin; write the refusals as one JSON list, the last line of stdout
+    (whatever a reward prints goes to stderr)."""
+    from cwgrpo.configs import ConfigError
+    from cwgrpo.grading.reward_guard import check_on_sample
+    from cwgrpo.grading.rewards import get_reward
+
+    request, out = json.load(sys.stdin), sys.stdout
+    sys.stdout = sys.stderr
+    lines = []
+    for name in request["names"]:
+        try:
+            func = get_reward(name)
+            if request["rows"]:
+                check_on_sample(name, func, request["rows"], request["budget"])
+        except ConfigError as err:
+            lines.append(str(err))
+    out.write("\n" + json.dumps(lines) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
