@@ -179,5 +179,4 @@ class _Watchdog:
 
 
 _watchdog = _Watchdog()
-if hasattr(os, "register_at_fork"):
-    os.register_at_fork(after_in_child=_watchdog.after_fork_in_child)
+os.register_at_fork(after_in_child=_watchdog.after_fork_in_child)
