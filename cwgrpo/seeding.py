@@ -26,14 +26,10 @@ def seed_everything(seed: int, deterministic: bool = False) -> None:
     """
     random.seed(seed)
     os.environ["PYTHONHASHSEED"] = str(seed)  # for child interpreters only (module docstring)
-    try:
-        import numpy as np
-
-        np.random.seed(seed)
-    except ImportError:
-        pass
+    import numpy as np
     import torch
 
+    np.random.seed(seed)
     torch.manual_seed(seed)
     if torch.cuda.is_available():
         torch.cuda.manual_seed_all(seed)

@@ -49,7 +49,7 @@ from collections.abc import Iterable, Sequence
 from concurrent.futures.process import BrokenProcessPool
 
 from cwgrpo.grading.lifetime import pool_options
-from cwgrpo.grading.time_budget import time_budget
+from cwgrpo.grading.time_budget import TimeBudget
 
 logger = logging.getLogger(__name__)
 
@@ -236,7 +236,7 @@ def _parse_gold(gold: str, timeout_s: float) -> tuple:
     if gold in _gold_timeouts:
         return ()
     parsed: tuple = ()
-    with time_budget(timeout_s) as budget:
+    with TimeBudget(timeout_s) as budget:
         parsed = _parse_gold_cached(gold)
     if budget.expired:
         _gold_timeouts.add(gold)
@@ -276,7 +276,7 @@ def _grade_here(completion: str, gold: str, timeout_s: float) -> GradeResult:
     mv, _, _ = _mv()
     gold_parsed = _parse_gold(gold, timeout_s)
     correct = False
-    with time_budget(timeout_s) as budget:
+    with TimeBudget(timeout_s) as budget:
         extracted, pred = _extract(tail, boxed)
         if gold_parsed and pred:
             correct = bool(mv.verify(list(gold_parsed), pred, timeout_seconds=None))

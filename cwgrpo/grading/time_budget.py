@@ -82,11 +82,6 @@ class TimeBudget:
         return isinstance(exc, OutOfTime) and exc.budget is self
 
 
-def time_budget(seconds: float) -> TimeBudget:
-    """``TimeBudget(seconds)``: ``with time_budget(3.0) as budget: ...``, then ``budget.expired``."""
-    return TimeBudget(seconds)
-
-
 _NONE = object()  # no SIGALRM handler saved
 
 
@@ -184,5 +179,4 @@ class _Watchdog:
 
 
 _watchdog = _Watchdog()
-if hasattr(os, "register_at_fork"):
-    os.register_at_fork(after_in_child=_watchdog.after_fork_in_child)
+os.register_at_fork(after_in_child=_watchdog.after_fork_in_child)

@@ -47,7 +47,7 @@ from cwgrpo.launch import multinode
 from cwgrpo.launch.devices import lease
 from cwgrpo.launch.multinode import ports_needed
 from cwgrpo.launch.vllm_server import GROUP_PORT_ENV, SERVER_PORT_ENV, vllm_server_options, wait_for_server
-from cwgrpo.launch.workers import LAUNCHER_PID_ENV, LEASE_FDS_ENV, die_with_parent, op_cache_env
+from cwgrpo.launch.workers import LAUNCHER_PID_ENV, LEASE_FDS_ENV, op_cache_env, start_tied, stop
 
 if TYPE_CHECKING:
     from cwgrpo.train.options import TrainJob
@@ -165,12 +165,7 @@ def _run(
     try:
         if server_cmd is not None:
             logger.info("starting vLLM server: %s", " ".join(server_cmd))
-            server = subprocess.Popen(
-                server_cmd,
-                env={**os.environ, **server_env},
-                pass_fds=lock_fds,
-                preexec_fn=lambda: die_with_parent(me),
-            )
+            server = start_tied(server_cmd, {**os.environ, **server_env}, lock_fds)
             port = server_cmd[server_cmd.index("--port") + 1] if "--port" in server_cmd else "8000"
             wait_for_server(f"http://localhost:{port}/health", server)
         logger.info("launching: %s", " ".join(train_cmd))
@@ -179,8 +174,4 @@ def _run(
         return subprocess.run(train_cmd, env=env, check=False, pass_fds=lock_fds).returncode
     finally:
         if server is not None:
-            server.terminate()
-            try:
-                server.wait(timeout=60)
-            except subprocess.TimeoutExpired:
-                server.kill()
+            stop(server)

@@ -45,7 +45,7 @@ from cwgrpo.launch.vllm_server import (
     vllm_server_options,
     wait_for_server,
 )
-from cwgrpo.launch.workers import die_with_parent, op_cache_env
+from cwgrpo.launch.workers import op_cache_env, start_tied, stop
 
 if TYPE_CHECKING:
     from cwgrpo.train.options import TrainJob
@@ -217,17 +217,11 @@ def run_steps(server: Step | None, steps: list[Step], lock_fds: tuple[int, ...] 
     """Start the server and wait until it answers, then every training step; stop what is left when one
     fails or all are done. Returns the first nonzero exit status (0 if all succeeded)."""
     base_env = {**op_cache_env(os.environ), **os.environ}  # each node's processes find the compiled op
-    started: list[subprocess.Popen] = []
-    me = os.getpid()  # each command dies with this launcher, even when it is killed (cwgrpo.launch.workers)
+    started: list[subprocess.Popen] = []  # each dies with this launcher, even when it is killed (start_tied)
     try:
         if server is not None:
             logger.info("starting vLLM server: %s", " ".join(server.argv))
-            proc = subprocess.Popen(
-                server.argv,
-                env={**base_env, **server.env},
-                pass_fds=lock_fds,
-                preexec_fn=lambda: die_with_parent(me),
-            )
+            proc = start_tied(server.argv, {**base_env, **server.env}, lock_fds)
             started.append(proc)
             env = steps[0].env
             host, port = env[SERVER_HOST_ENV], env[SERVER_PORT_ENV]
@@ -235,12 +229,7 @@ def run_steps(server: Step | None, steps: list[Step], lock_fds: tuple[int, ...] 
         training = []
         for step in steps:
             logger.info("launching %s: %s", step.name, " ".join(step.argv))
-            proc = subprocess.Popen(
-                step.argv,
-                env={**base_env, **step.env},
-                pass_fds=lock_fds,
-                preexec_fn=lambda: die_with_parent(me),
-            )
+            proc = start_tied(step.argv, {**base_env, **step.env}, lock_fds)
             started.append(proc)
             training.append(proc)
         status = 0
@@ -254,12 +243,7 @@ def run_steps(server: Step | None, steps: list[Step], lock_fds: tuple[int, ...] 
         return status
     finally:
         for proc in started:
-            if proc.poll() is None:
-                proc.terminate()
-                try:
-                    proc.wait(timeout=60)
-                except subprocess.TimeoutExpired:
-                    proc.kill()
+            stop(proc)
 
 
 def main(args: Sequence[str] | None = None) -> int:

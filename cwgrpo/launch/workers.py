@@ -22,6 +22,7 @@ from __future__ import annotations
 import ctypes
 import os
 import signal
+import subprocess
 import sys
 from collections.abc import Mapping, MutableMapping, Sequence
 from pathlib import Path
@@ -41,6 +42,22 @@ def die_with_parent(parent: int) -> None:
             raise OSError(err, f"prctl(PR_SET_PDEATHSIG): {os.strerror(err)}")
     if os.getppid() != parent:  # the parent died before the tie was set
         os.kill(os.getpid(), signal.SIGKILL)
+
+
+def start_tied(argv: Sequence[str], env: Mapping[str, str], lock_fds: tuple[int, ...]) -> subprocess.Popen:
+    """Start ``argv`` with ``env`` and the lease's ``lock_fds``, to be killed when this process dies."""
+    me = os.getpid()
+    return subprocess.Popen(argv, env=env, pass_fds=lock_fds, preexec_fn=lambda: die_with_parent(me))
+
+
+def stop(proc: subprocess.Popen) -> None:
+    """Terminate ``proc`` if it still runs; kill it if it has not ended 60 s later."""
+    if proc.poll() is None:
+        proc.terminate()
+        try:
+            proc.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            proc.kill()
 
 
 def tie_worker(env: MutableMapping[str, str]) -> None:

@@ -247,11 +247,8 @@ GGUF_FIXED_HEADER = 24  # magic, version (uint32), tensor count, metadata count 
 
 
 def file_sha256(path: Path) -> str:
-    digest = hashlib.sha256()
     with open(path, "rb") as fh:
-        for block in iter(lambda: fh.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
+        return hashlib.file_digest(fh, "sha256").hexdigest()
 
 
 def rebuild_float_model(model: Any) -> Any:

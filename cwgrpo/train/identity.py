@@ -35,9 +35,7 @@ def file_digest(path: Path) -> str:
     digest = hashlib.sha256()
     with open(path, "rb") as fh:
         if size <= FULL_HASH_BYTES:
-            for block in iter(lambda: fh.read(CHUNK_BYTES), b""):
-                digest.update(block)
-            return digest.hexdigest()
+            return hashlib.file_digest(fh, "sha256").hexdigest()
         digest.update(f"sampled:{size}:".encode())
         for i in range(SAMPLES):
             fh.seek((size - CHUNK_BYTES) * i // (SAMPLES - 1))
@@ -68,17 +66,11 @@ def model_fingerprint(model_dir: Path) -> dict[str, Any]:
     return {"files_sha256": listing.hexdigest(), "files": len(files), "marker": marker}
 
 
-def data_sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as fh:
-        for block in iter(lambda: fh.read(CHUNK_BYTES), b""):
-            digest.update(block)
-    return digest.hexdigest()
-
-
 def run_inputs(model_dir: Path, train_data: Path) -> dict[str, Any]:
     """The inputs part of a run's identity (stored in each checkpoint's flag and in ``run.json``)."""
-    return {"model": model_fingerprint(model_dir), "train_data_sha256": data_sha256(train_data)}
+    with open(train_data, "rb") as fh:
+        data_sha256 = hashlib.file_digest(fh, "sha256").hexdigest()
+    return {"model": model_fingerprint(model_dir), "train_data_sha256": data_sha256}
 
 
 def changed_inputs(recorded: Any, now: dict[str, Any]) -> list[str]:

@@ -27,7 +27,7 @@ behaviour:
   temperature inside ``GRPOTrainer.__init__``; we build it with this one instead.
 - ``cw_one_group_per_micro_batch``: every loss micro-batch is exactly one prompt's G completions, as in
   the released run (so ``mean_A`` is 0 and sigma is per group). Checked in ``__post_init__`` (batch
-  geometry) and at every micro-batch (all rows share one prompt): :mod:`cwgrpo.trainer.one_group`.
+  geometry, ``geometry_problems``) and at every micro-batch (all rows share one prompt, ``check_one_group``).
 - ``max_prompt_length``: prompt ids cut from the left after generation, for the loss and the reference
   log-probs (TRL 0.15.2's ``prompt_ids[:, -max_prompt_length:]``; generation saw the whole prompt, as the
   released vLLM path did). TRL 1.16 has no such option; no prompt is dropped.
@@ -44,10 +44,12 @@ At a few steps a random sample of (covariance, weight) pairs is written to ``cov
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import logging
 import math
 import textwrap
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
@@ -58,9 +60,7 @@ from trl.trainer.utils import get_config_model_id
 from cwgrpo import weighting
 from cwgrpo.generation import context_budget, with_special_tokens
 from cwgrpo.io import append_jsonl
-from cwgrpo.trainer import learning_signal, released_stats
-from cwgrpo.trainer.fused_head import fused_head_temperature
-from cwgrpo.trainer.one_group import check_one_group
+from cwgrpo.trainer import learning_signal
 from cwgrpo.trainer.options import CWOptions, geometry_problems, samples_path
 from cwgrpo.trainer.probe_kl import ProbeKL
 from cwgrpo.trainer.trl_loss import TRL_LOSS_TYPES, aggregate_like_trl
@@ -118,6 +118,63 @@ def default_config(model: Any) -> CWGRPOConfig:
     if use_cpu:
         logger.info("CWGRPOTrainer without args and without an accelerator: default config with use_cpu=True")
     return CWGRPOConfig(f"{name.split('/')[-1]}-CW-GRPO", use_cpu=use_cpu)
+
+
+@contextlib.contextmanager
+def fused_head_temperature(temperature: float | None) -> Iterator[None]:
+    """While TRL's ``__init__`` runs, build its fused LM heads with ``temperature`` (None: TRL's own).
+
+    TRL 1.16 computes every log-prob and entropy of the loss through a fused LM head whose temperature is
+    fixed when ``GRPOTrainer.__init__`` calls ``add_fused_lm_head(model, temperature=args.temperature)``
+    (policy and reference model alike); generation is unaffected. Swapping the function TRL's module
+    looks up, only for the duration of ``__init__``, changes that one argument and nothing else.
+    """
+    if temperature is None:
+        yield
+        return
+    from trl.trainer import grpo_trainer
+
+    original = grpo_trainer.add_fused_lm_head
+
+    def with_temperature(model, **kwargs: Any):  # TRL passes every option by keyword
+        return original(model, **{**kwargs, "temperature": float(temperature)})
+
+    grpo_trainer.add_fused_lm_head = with_temperature
+    try:
+        yield
+    finally:
+        grpo_trainer.add_fused_lm_head = original
+
+
+def check_one_group(inputs: dict[str, Any], group_size: int) -> None:
+    """Raise unless the micro-batch holds exactly one prompt's ``group_size`` completions."""
+    prompt_ids, prompt_mask = inputs["prompt_ids"], inputs["prompt_mask"]
+    rows = prompt_ids.size(0)
+    same = bool(((prompt_ids == prompt_ids[:1]) | (prompt_mask == 0)).all()) and bool(
+        (prompt_mask == prompt_mask[:1]).all()
+    )
+    if rows != group_size or not same:
+        raise RuntimeError(
+            f"cw_one_group_per_micro_batch: a loss micro-batch holds {rows} completions "
+            f"{'of one prompt' if same else 'of several prompts'}, expected one prompt's {group_size}; "
+            "the batch geometry or TRL's sampler no longer gives one group per micro-batch"
+        )
+
+
+def per_completion_means(values: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """Each row's mean of ``values`` over its valid tokens, shape (B,); a row with no valid token is 0.
+
+    The released run's statistics (TRL 0.15.2) average these per-completion means; TRL 1.16 logs one
+    token-weighted mean over the batch, which weights long completions more. Both are logged.
+    """
+    mask = mask.to(values.dtype)
+    return (values * mask).sum(-1) / mask.sum(-1).clamp(min=1.0)
+
+
+def k3_kl(logps: torch.Tensor, ref_logps: torch.Tensor) -> torch.Tensor:
+    """Per-token k3 estimate of KL(policy || reference), as the released loss computes it (no correction)."""
+    log_ratio = ref_logps - logps
+    return torch.exp(log_ratio) - log_ratio - 1
 
 
 class CWGRPOTrainer(GRPOTrainer):
@@ -273,15 +330,15 @@ class CWGRPOTrainer(GRPOTrainer):
     @torch.no_grad()
     def _log_released_stats(self, inputs: dict[str, Any], logps: torch.Tensor, entropies) -> None:
         """Entropy (and KL, with a reference model) as the released run logs them: per completion, then
-        the mean over every process's completions (:mod:`cwgrpo.trainer.released_stats`)."""
+        the mean over every process's completions (``per_completion_means``)."""
         mask = self._cw_mask(inputs)
         stats = {}
         if entropies is not None:
-            stats["entropy_per_completion"] = released_stats.per_completion_means(entropies, mask)
+            stats["entropy_per_completion"] = per_completion_means(entropies, mask)
         ref_logps = inputs.get("ref_per_token_logps")
         if self.beta != 0.0 and ref_logps is not None:
-            kl = released_stats.k3_kl(logps, ref_logps)
-            stats["kl_per_completion"] = released_stats.per_completion_means(kl, mask)
+            kl = k3_kl(logps, ref_logps)
+            stats["kl_per_completion"] = per_completion_means(kl, mask)
         mode = "train" if self.model.training else "eval"
         for name, rows in stats.items():
             self._metrics[mode][name].append(self.accelerator.gather_for_metrics(rows.float()).mean().item())

@@ -40,9 +40,6 @@ class SignalOptions:
         },
     )
 
-    def check_signal_options(self) -> None:
-        check_no_signal_steps(self.cw_no_signal_steps)
-
 
 def check_no_signal_steps(steps: Any) -> None:
     """Raise ``ValueError`` (a ``ConfigError`` where options are parsed) on a stretch that is not an integer

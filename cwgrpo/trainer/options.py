@@ -17,7 +17,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from cwgrpo.trainer.learning_signal import SignalOptions, check_no_signal_steps
-from cwgrpo.trainer.one_group import check_one_group_geometry
 
 # The choices of the method options, named here so that the workflow's parse-time check runs without torch
 # (it cost 2 of a dry run's 5 CPU-seconds, and every Slurm job parses again). cwgrpo.weighting, which imports
@@ -222,15 +221,31 @@ class CWOptions(SignalOptions):
 def geometry_problems(
     one_group: bool, per_device_train_batch_size: int, num_generations: int, steps_per_generation: int
 ) -> list[Problem]:
-    """The rule of ``cw_one_group_per_micro_batch`` (``one_group``) on TRL's batch geometry
-    (:mod:`cwgrpo.trainer.one_group`)."""
+    """The rule of ``cw_one_group_per_micro_batch`` (``one_group``): the batch geometry under which TRL 1.16
+    hands the loss one whole group per micro-batch (its first broken part).
+
+    TRL's sampler yields each prompt ``num_generations`` times in a row, and each process takes
+    ``per_device_train_batch_size`` consecutive rows per micro-step, so a micro-batch is one group when
+    the two are equal. With ``steps_per_generation > 1`` TRL generates that many micro-batches at once
+    and shuffles the rows before splitting them (``_prepare_inputs``), which mixes groups.
+    """
     if not one_group:
         return []
-    try:
-        check_one_group_geometry(per_device_train_batch_size, num_generations, steps_per_generation)
-    except ValueError as err:
-        return [(("cw_one_group_per_micro_batch",), str(err))]
-    return []
+    if per_device_train_batch_size != num_generations:
+        message = (
+            f"cw_one_group_per_micro_batch: per_device_train_batch_size ({per_device_train_batch_size}) "
+            f"must equal num_generations ({num_generations}), so that each loss micro-batch is one "
+            "group; raise gradient_accumulation_steps to keep the prompts per optimiser step"
+        )
+    elif steps_per_generation != 1:
+        message = (
+            f"cw_one_group_per_micro_batch: steps_per_generation must be 1, got {steps_per_generation} "
+            "(TRL 1.16 defaults it to gradient_accumulation_steps, then shuffles the generated rows across "
+            "that many micro-batches); set steps_per_generation: 1"
+        )
+    else:
+        return []
+    return [(("cw_one_group_per_micro_batch",), message)]
 
 
 # Integer options and their lower bound (and what the message says the bound means).

@@ -100,7 +100,7 @@ def test_few_steps_change_parameters_and_log_diagnostics(tiny_model_dir, tmp_pat
 def test_released_entropy_and_kl_are_means_of_completion_means(tiny_model_dir, tmp_path):
     """The logged ``entropy_per_completion`` and ``kl_per_completion`` are the released run's statistics
     of the loss's own tensors: each completion's mean over its tokens, then the mean over completions."""
-    from cwgrpo.trainer.released_stats import k3_kl, per_completion_means
+    from cwgrpo.trainer.grpo import k3_kl, per_completion_means
 
     trainer, logged = _tiny_trainer(
         tiny_model_dir,

@@ -1,6 +1,6 @@
-"""cwgrpo.trainer.fused_head: while TRL's ``__init__`` runs, the fused LM heads it adds score the loss's
-log-probs at ``cw_logprob_temperature`` (None: TRL's own, the sampling temperature); afterwards TRL's
-function is its own again. (The trainer's policy and reference log-probs: tests/parity.)"""
+"""cwgrpo.trainer.grpo.fused_head_temperature: while TRL's ``__init__`` runs, the fused LM heads it adds
+score the loss's log-probs at ``cw_logprob_temperature`` (None: TRL's own, the sampling temperature);
+afterwards TRL's function is its own again. (The trainer's policy and reference log-probs: tests/parity.)"""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from cwgrpo.models.tiny import build_model, build_tokenizer
-from cwgrpo.trainer.fused_head import fused_head_temperature
+from cwgrpo.trainer.grpo import fused_head_temperature
 
 IDS = torch.tensor([[1, 5, 9, 12, 7, 3]])
 

@@ -8,7 +8,7 @@ from cwgrpo.trainer.learning_signal import (
     ALL_CLIPPED,
     ZERO_GRADIENT,
     ZERO_SPREAD,
-    SignalOptions,
+    check_no_signal_steps,
     findings,
     no_signal,
     runs_without_signal,
@@ -120,4 +120,4 @@ def test_stretch_is_the_whole_run_when_the_run_is_shorter_and_0_switches_it_off(
 @pytest.mark.parametrize("bad", [-1, 1.5, True, "20"])
 def test_a_bad_stretch_is_refused(bad):
     with pytest.raises(ValueError, match=r"cw_no_signal_steps=.*must be an integer >= 0"):
-        SignalOptions(cw_no_signal_steps=bad).check_signal_options()
+        check_no_signal_steps(bad)

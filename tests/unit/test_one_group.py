@@ -1,23 +1,37 @@
-"""cwgrpo.trainer.one_group: the batch geometry that gives one prompt's group per loss micro-batch under
-TRL 1.16, and the check of each micro-batch. (That TRL then hands the loss whole groups, and that its
-default geometry mixes them, is tests/parity/test_released_semantics.py.)"""
+"""One prompt's group per loss micro-batch under TRL 1.16: the batch geometry that gives it
+(cwgrpo.trainer.options.geometry_problems) and the check of each micro-batch
+(cwgrpo.trainer.grpo.check_one_group). (That TRL then hands the loss whole groups, and that its default
+geometry mixes them, is tests/parity/test_released_semantics.py.)"""
 
 from __future__ import annotations
+
+import re
 
 import pytest
 import torch
 
-from cwgrpo.trainer.one_group import check_one_group, check_one_group_geometry
+from cwgrpo.trainer.grpo import check_one_group
+from cwgrpo.trainer.options import geometry_problems
 
 
 def test_the_geometry_needs_a_per_device_batch_of_one_group_and_one_step_per_generation():
-    check_one_group_geometry(per_device_train_batch_size=12, num_generations=12, steps_per_generation=1)
-    with pytest.raises(
-        ValueError, match=r"per_device_train_batch_size \(8\) must equal num_generations \(4\)"
-    ):
-        check_one_group_geometry(per_device_train_batch_size=8, num_generations=4, steps_per_generation=1)
-    with pytest.raises(ValueError, match="steps_per_generation must be 1, got 4"):
-        check_one_group_geometry(per_device_train_batch_size=4, num_generations=4, steps_per_generation=4)
+    assert (
+        geometry_problems(True, per_device_train_batch_size=12, num_generations=12, steps_per_generation=1)
+        == []
+    )
+    assert (
+        geometry_problems(False, per_device_train_batch_size=8, num_generations=4, steps_per_generation=4)
+        == []
+    )
+    ((key, message),) = geometry_problems(
+        True, per_device_train_batch_size=8, num_generations=4, steps_per_generation=1
+    )
+    assert key == ("cw_one_group_per_micro_batch",)
+    assert re.search(r"per_device_train_batch_size \(8\) must equal num_generations \(4\)", message)
+    ((key, message),) = geometry_problems(
+        True, per_device_train_batch_size=4, num_generations=4, steps_per_generation=4
+    )
+    assert "steps_per_generation must be 1, got 4" in message
 
 
 def test_runtime_check_refuses_a_mixed_micro_batch():

@@ -7,7 +7,7 @@ import math
 import pytest
 import torch
 
-from cwgrpo.trainer.released_stats import k3_kl, per_completion_means
+from cwgrpo.trainer.grpo import k3_kl, per_completion_means
 
 
 def test_each_completion_is_averaged_over_its_own_tokens():

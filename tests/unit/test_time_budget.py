@@ -11,7 +11,7 @@ import pytest
 
 from cwgrpo.grading import reward_guard
 from cwgrpo.grading.rewards import get_reward
-from cwgrpo.grading.time_budget import OutOfTime, time_budget
+from cwgrpo.grading.time_budget import OutOfTime, TimeBudget
 
 TOLERANCE_S = 1.5  # a loaded 2-core machine: the budget fires within this much after its deadline
 
@@ -101,7 +101,7 @@ def test_the_sample_call_has_the_budget_after_math_verify(user_rewards):
 
 
 def test_an_outer_budget_unwinds_through_an_inner_one():
-    outer, inner = time_budget(0.3), time_budget(30)
+    outer, inner = TimeBudget(0.3), TimeBudget(30)
     start = time.monotonic()
     with outer, inner:
         time.sleep(10)
@@ -110,7 +110,7 @@ def test_an_outer_budget_unwinds_through_an_inner_one():
 
 
 def test_an_inner_budget_that_runs_out_leaves_the_outer_one_armed():
-    outer, inner = time_budget(0.8), time_budget(0.2)
+    outer, inner = TimeBudget(0.8), TimeBudget(0.2)
     with outer:
         with inner:
             time.sleep(10)
@@ -120,7 +120,7 @@ def test_an_inner_budget_that_runs_out_leaves_the_outer_one_armed():
 
 
 def test_a_budget_that_does_not_run_out_leaves_no_alarm_behind():
-    with time_budget(0.2) as budget:
+    with TimeBudget(0.2) as budget:
         pass
     time.sleep(0.5)  # a late signal would raise OutOfTime here
     assert not budget.expired
@@ -133,4 +133,4 @@ def test_out_of_time_is_not_an_exception():
 @pytest.mark.parametrize("seconds", [0, -1, float("nan"), float("inf"), True, "3"])
 def test_a_bad_budget_is_refused(seconds):
     with pytest.raises(ValueError, match="time budget"):
-        time_budget(seconds)
+        TimeBudget(seconds)
