@@ -102,6 +102,9 @@ def render_page(
     # no link to the section: the address's fragment holds the filters (a jump would clear them)
     jump = " Training completions follow them, at the end of the page." if training is not None else ""
     source = TEMPLATE.read_text(encoding="utf-8")
+    # the page's Content-Security-Policy allows its own script only (by hash): were a completion ever
+    # rendered unescaped, a script in it would not run
+    script = source.split("<script>", 1)[1].split("</script>", 1)[0].encode()
     env = jinja2.Environment(
         autoescape=True, trim_blocks=True, lstrip_blocks=True, keep_trailing_newline=True,
         undefined=jinja2.StrictUndefined,
@@ -111,17 +114,10 @@ def render_page(
         title=title, lede=lede + jump, cells=cells, issues=issues, cfg=cfg, training=training,
         flags=FLAGS, both_metrics=any(len(c.metrics) > 1 for c in cells), selects=select_options(cells, cfg),
         metric_names=METRIC_NAMES, cell_data=cell_data, sample_data=sample_data, scores=scores, hint=HINT,
-        script_sha256=script_sha256(source),
+        script_sha256=base64.b64encode(hashlib.sha256(script).digest()).decode(),
     )  # fmt: skip
     # a file name that is not UTF-8 reaches Python as lone surrogates: shown as escapes, not a failed page
     return page.encode("utf-8", "backslashreplace").decode("utf-8")
-
-
-def script_sha256(page: str) -> str:
-    """The page's Content-Security-Policy allows its own script only (by hash): were a completion ever
-    rendered unescaped, a script in it would not run."""
-    script = page.split("<script>", 1)[1].split("</script>", 1)[0]
-    return base64.b64encode(hashlib.sha256(script.encode()).digest()).decode()
 
 
 # -- the training completions' section --------------------------------------------------------------
