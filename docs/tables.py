@@ -21,6 +21,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(REPO), str(REPO / "workflow")]  # the checkout's packages, also when run by path
 
 from cwgrpo.cli import COMMANDS  # noqa: E402
+from cwgrpo_workflow.report.options import markdown_table  # noqa: E402
 from cwgrpo_workflow.report.readme_tables import update  # noqa: E402
 
 # Each package's folders in the order of the pipeline; "" is the package's top (the edges), last.
@@ -72,23 +73,17 @@ def module_rows(package: Path, top: str = "cwgrpo") -> list[tuple[str, str]]:
 
 
 def modules_table() -> str:
-    lines = ["| module | what it is |", "|---|---|"]
+    rows = []
     for top, package in ROOTS.items():
         for name, text in module_rows(package, top):
-            shown = (
-                f"**`{name}`**"
-                if (package.parent / name.replace(".", "/") / "__init__.py").exists()
-                else f"`{name}`"
-            )
-            lines.append(f"| {shown} | {text} |")
-    return "\n".join(lines) + "\n"
+            is_package = (package.parent / name.replace(".", "/") / "__init__.py").exists()
+            rows.append([f"**`{name}`**" if is_package else f"`{name}`", text])
+    return "\n".join(markdown_table(["module", "what it is"], rows)) + "\n"
 
 
 def commands_table() -> str:
-    lines = ["| command | module | what it does |", "|---|---|---|"]
-    for command, (module, help_text) in COMMANDS.items():
-        lines.append(f"| `cwgrpo {command}` | `{module}` | {help_text} |")
-    return "\n".join(lines) + "\n"
+    rows = [[f"`cwgrpo {command}`", f"`{module}`", text] for command, (module, text) in COMMANDS.items()]
+    return "\n".join(markdown_table(["command", "module", "what it does"], rows)) + "\n"
 
 
 def blocks() -> dict[str, str]:

@@ -146,7 +146,7 @@ def test_model_output_is_text_never_markup(tmp_path):
     parsed = parse(html_text)
     assert parsed.scripts == 1  # the page's own filter script only
     assert "<img" not in html_text and "<b>2" not in html_text and "<i>title" not in html_text
-    assert "&lt;script&gt;document.title=&#x27;pwned&#x27;&lt;/script&gt;" in html_text
+    assert "&lt;script&gt;document.title=&#39;pwned&#39;&lt;/script&gt;" in html_text
     (article,) = parsed.articles
     assert evil in article["text"] and "<b>2</b>" in article["text"] and rows[0]["gold"] in article["text"]
 
@@ -166,7 +166,7 @@ def test_a_malformed_line_is_named_on_the_page_and_in_a_warning_and_the_rest_is_
     page = out.read_text()
     expected = [
         (f"{samples_file}:4", "not JSON"),
-        (f"{samples_file}:5", "no string &#x27;completion&#x27;"),
+        (f"{samples_file}:5", "no string &#39;completion&#39;"),
         (f"{samples_file}:6", "not a JSON object but list"),
         (str(broken), "not JSON"),
     ]
@@ -366,7 +366,7 @@ def test_runs_without_training_completions_say_how_to_get_them(tmp_path):
         cli.main(["samples", "--summaries", str(summary), "--runs", str(run_dir), "--out-html", str(out)])
         == 0
     )
-    assert "with log_completions: true in the preset&#x27;s train: section" in out.read_text()
+    assert "with log_completions: true in the preset&#39;s train: section" in out.read_text()
     bad = tmp_path / "bad"
     write_train_completions(bad, [2])
     (bad / "completions" / "completions_00002.parquet").write_bytes(b"not parquet")

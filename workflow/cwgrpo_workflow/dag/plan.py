@@ -28,6 +28,7 @@ from typing import Any
 import yaml
 
 from cwgrpo.configs import ConfigError
+from cwgrpo_workflow.report.options import markdown_table
 
 BUDGETS = Path(__file__).resolve().parents[1] / "resources" / "budgets.yaml"
 _RULE = re.compile(r"^(?:local)?rule (\w+):$")
@@ -311,10 +312,10 @@ def plan_markdown(
     lines = [
         f"Plan of `{configfile}` (estimates: `workflow/cwgrpo_workflow/resources/budgets.yaml`, from docs/hardware.md)",
         "",
-        "| jobs | size | count | GPUs each | GPU memory (GB, est.) | CPUs | RAM (GB) | runtime asked | "
-        "estimate per job | GPU-hours | disk (GB) |",
-        "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
+    header = ["jobs", "size", "count", "GPUs each", "GPU memory (GB, est.)", "CPUs", "RAM (GB)",
+              "runtime asked", "estimate per job", "GPU-hours", "disk (GB)"]  # fmt: skip
+    table = []
     total_h = total_disk = 0.0
     for (*_, size, kind, _), group in rows.items():
         job = group[0]
@@ -330,7 +331,8 @@ def plan_markdown(
             f"{job.cpus}{each}", "—" if mem is None else f"{int(mem) / 1000:g}{each}",
             duration(job.runtime_h), duration(job_hours(job, budgets)), f"{h:,.0f}", f"{disk:,.0f}",
         ]  # fmt: skip
-        lines.append("| " + " | ".join(cells) + " |")
+        table.append(cells)
+    lines += markdown_table(header, table, "ll" + "r" * 9)
     count = sum(len(v) for v in rows.values())
     lines.append(f"| **total** | | **{count}** | | | | | | | **{total_h:,.0f}** | **{total_disk:,.0f}** |")
     warnings = limit_warnings(rows, budgets)

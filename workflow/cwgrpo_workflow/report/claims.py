@@ -60,7 +60,7 @@ from cwgrpo_workflow.report.load import (
     load_summaries,
     metrics_frame,
 )
-from cwgrpo_workflow.report.options import ENTROPY_MEANS, number
+from cwgrpo_workflow.report.options import ENTROPY_MEANS, interval, markdown_table, number
 
 log = logging.getLogger(__name__)
 
@@ -130,12 +130,8 @@ def _detail_text(claim: int, r: Mapping[str, Any], cfg: ClaimsConfig) -> str:
     def ci(block: Mapping[str, Any] | None, sign: bool = False, digits: int = 2) -> str:
         if not block:
             return "—"
-        c = block.get("ci95")
-        return number(block["mean"], digits, sign, small=True) + (
-            f" [{number(c[0], digits, sign, small=True)}, {number(c[1], digits, sign, small=True)}]"
-            if c
-            else ""
-        )
+        ci95 = interval(block.get("ci95"), digits, sign, small=True)
+        return f"{number(block['mean'], digits, sign, small=True)} {ci95}".rstrip()
 
     if claim == 1:
         return f"Avg {t} {ci(d['treatment_avg'])}, {ref} {ci(d['reference_avg'])}"
@@ -173,9 +169,9 @@ def claims_markdown(report: Mapping[str, Any], cfg: ClaimsConfig) -> str:
             "these runs, not whether the paper's numbers are reproduced.",
             "",
         ]
-    lines += ["| # | Claim | Verdict |", "|---|---|---|"]
-    for c in report["claims"]:
-        lines.append(f"| {c['id']} | {c['title']} | **{c['verdict']}** |")
+    lines += markdown_table(
+        ["#", "Claim", "Verdict"], [(c["id"], c["title"], f"**{c['verdict']}**") for c in report["claims"]]
+    )
     lines.append("")
     for c in report["claims"]:
         lines += [
@@ -185,22 +181,18 @@ def claims_markdown(report: Mapping[str, Any], cfg: ClaimsConfig) -> str:
             f"- Measure: {c['measure']}",
             f"- Rule: {c['rule']}",
             "",
-            "| Size | Effect | 95 % CI | Seeds | Verdict | Why | Details |",
-            "|---|---:|---|---:|---|---|---|",
         ]
+        rows = []
         for r in c["per_size"]:
             e = r["effect"]
-            ci = (
-                f"[{number(e['ci95'][0], 2, True, small=True)}, {number(e['ci95'][1], 2, True, small=True)}]"
-                if e.get("ci95")
-                else "unavailable (< 2 seeds)"
-            )
+            ci = interval(e.get("ci95"), 2, True, small=True) or "unavailable (< 2 seeds)"
             cells = [
                 r["size_display"], f"{number(e['mean'], 2, True, small=True)} {r['unit']}", ci, str(e["n"]), r["verdict"], r["reason"],
                 _detail_text(c["id"], r, cfg),
             ]  # fmt: skip
-            lines.append("| " + " | ".join(x.replace("|", "\\|") for x in cells) + " |")
-        lines.append("")
+            rows.append([x.replace("|", "\\|") for x in cells])
+        header = ["Size", "Effect", "95 % CI", "Seeds", "Verdict", "Why", "Details"]
+        lines += [*markdown_table(header, rows, "lrlr"), ""]
     lines += quantile_markdown(report.get("cov_quantiles", []), cfg.size_name, cfg.method_name)
     return "\n".join(lines)
 

@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 
 from cwgrpo_workflow.report.load import cov_samples, run_info
-from cwgrpo_workflow.report.options import number
+from cwgrpo_workflow.report.options import markdown_table, number
 
 LEVELS = (1e-4, 1e-2, 0.2, 0.4, 1.0)
 LEVEL_NAMES = ("0.01 %", "1 %", "20 %", "40 %", "100 %")
@@ -67,11 +67,18 @@ def quantile_markdown(rows: Sequence[Mapping[str, Any]], size_name: Any, method_
     if not rows:
         return []
 
-    def cells(values: Sequence[float | None]) -> str:
-        return " | ".join(number(v, 2, True, small=True) for v in values)
+    def cells(values: Sequence[float | None]) -> list[str]:
+        return [number(v, 2, True, small=True) for v in values]
 
     paper = [PAPER.get(x) for x in LEVELS]
-    lines = [
+    body = [
+        ["paper", "—", "+", "—", *cells(paper)],
+        ["paper", "—", "−", "—", *cells([-v if v is not None else None for v in paper])],
+    ]
+    for r in rows:
+        head = [size_name(r["size"]), method_name(r["method"])]
+        body += [[*head, "+", r["n"], *cells(r["positive"])], [*head, "−", r["n"], *cells(r["negative"])]]
+    return [
         "## The covariance quantiles",
         "",
         "The token covariance c at each level, pooled over the sampled steps and seeds "
@@ -79,13 +86,6 @@ def quantile_markdown(rows: Sequence[Mapping[str, Any]], size_name: Any, method_
         "(1 − x)-quantile, so 0.01 % is the extreme tail and 100 % the far end of the sample "
         "(`workflow/cwgrpo_workflow/report/cov_quantiles.py`). The paper's cells the spec gives: ±12 at 0.01 %, ±0.3 at 40 %.",
         "",
-        "| Size | Method | Side | Tokens | " + " | ".join(LEVEL_NAMES) + " |",
-        "|---|---|---|---:|" + "---:|" * len(LEVELS),
-        f"| paper | — | + | — | {cells(paper)} |",
-        f"| paper | — | − | — | {cells([-v if v is not None else None for v in paper])} |",
+        *markdown_table(["Size", "Method", "Side", "Tokens", *LEVEL_NAMES], body, "lllr" + "r" * len(LEVELS)),
+        "",
     ]
-    for r in rows:
-        head = f"| {size_name(r['size'])} | {method_name(r['method'])}"
-        lines.append(f"{head} | + | {r['n']} | {cells(r['positive'])} |")
-        lines.append(f"{head} | − | {r['n']} | {cells(r['negative'])} |")
-    return [*lines, ""]

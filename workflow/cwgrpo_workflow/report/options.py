@@ -1,6 +1,6 @@
 """The options and names the report commands share, and how every page writes a number.
 
-A number is written by :func:`number`. :class:`ReportConfig` holds the options of ``cwgrpo table``,
+A number is written by :func:`number`, an interval by :func:`interval`, a Markdown table by :func:`markdown_table`. :class:`ReportConfig` holds the options of ``cwgrpo table``,
 ``cwgrpo figure`` and ``cwgrpo claims`` (methods, sizes and benchmarks in order, display names, and the
 mapping of stand-in benchmarks and sizes onto the paper's); :class:`TableConfig` adds the table's own. The
 paper's own benchmark and size names come from :mod:`cwgrpo.paper`.
@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -60,6 +60,19 @@ def number(
         decimals = 1 - math.floor(math.log10(abs(x)))
     text = f"{x:+.{decimals}f}" if sign else f"{x:.{decimals}f}"
     return text.replace("-", minus)
+
+
+def interval(ci: Sequence[float] | None, decimals: int = 1, sign: bool = False, **kw: Any) -> str:
+    """``[lo, hi]``, each written by :func:`number` (``kw``: its options), or "" without an interval."""
+    return f"[{number(ci[0], decimals, sign, **kw)}, {number(ci[1], decimals, sign, **kw)}]" if ci else ""
+
+
+def markdown_table(header: Sequence[Any], rows: Iterable[Sequence[Any]], align: str = "") -> list[str]:
+    """The lines of a Markdown table with the cells as given (no padding, so a diff shows changed numbers
+    only); ``align`` has a letter per column, ``r`` right-aligned, any other or none left."""
+    lines = ["| " + " | ".join(map(str, row)) + " |" for row in [header, *rows]]
+    lines.insert(1, "|" + "".join("---:|" if align[i : i + 1] == "r" else "---|" for i in range(len(header))))
+    return lines
 
 
 def _help(text: str) -> dict[str, str]:

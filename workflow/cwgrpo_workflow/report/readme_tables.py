@@ -16,6 +16,7 @@ import sys
 from pathlib import Path
 
 from cwgrpo.io import write_text
+from cwgrpo_workflow.report.options import markdown_table
 
 REPORTS = ("table1.md", "claims.md")  # what the blocks are rendered from
 BLOCK = re.compile(
@@ -36,9 +37,9 @@ def _plain(cell: str) -> str:
     return cell.replace("**", "")
 
 
-def _table(header: list[str], rows: list[list[str]], align: str = "---:") -> str:
-    lines = ["| " + " | ".join(header) + " |", "|---|" + f"{align}|" * (len(header) - 1)]
-    return "\n".join([*lines, *("| " + " | ".join(row) + " |" for row in rows)]) + "\n"
+def _table(header: list[str], rows: list[list[str]], align: str = "r") -> str:
+    """The first column left-aligned, the others as ``align`` says (:func:`markdown_table`)."""
+    return "\n".join(markdown_table(header, rows, "l" + align * (len(header) - 1))) + "\n"
 
 
 def table1_blocks(table1_md: str) -> dict[str, str]:
@@ -74,7 +75,7 @@ def claims_block(claims_md: str) -> str:
     for number, title, verdict in overview:
         cells = [f"{r[1]} {r[2]}" if r[2].startswith("[") else r[1] for r in per_claim[number]]
         rows.append([number, title, *cells, verdict])
-    return _table(["#", "claim", *sizes, "verdict"], rows, align="---")
+    return _table(["#", "claim", *sizes, "verdict"], rows, align="l")
 
 
 def render_blocks(results: Path) -> dict[str, str]:

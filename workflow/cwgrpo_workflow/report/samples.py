@@ -23,7 +23,7 @@ from cwgrpo.configs import add_config_arguments, config_from_args, describe_opti
 from cwgrpo.io import ResultFileError, check_arguments_not_overwritten, write_text
 from cwgrpo_workflow.report.load import add_input_arguments
 from cwgrpo_workflow.report.samples_load import SamplesConfig, benchmark_files, load_cells, samples_path_of
-from cwgrpo_workflow.report.samples_page import load_train_steps, render_page, train_html
+from cwgrpo_workflow.report.samples_page import load_train_steps, render_page
 
 log = logging.getLogger(__name__)
 
@@ -59,11 +59,10 @@ def run(args: argparse.Namespace) -> int:
     check_arguments_not_overwritten(args, OUTPUTS, [*samples, *benchmark_files(summaries)])
     cells, issues = load_cells(summaries, cfg)
     title = args.title or f"Samples: {args.out_html.resolve().parent.name}"
-    training = ""
+    training = None
     if args.runs is not None:
-        train_steps, train_issues = load_train_steps(args.runs, cfg)
+        training, train_issues = load_train_steps(args.runs, cfg)
         issues += train_issues
-        training = train_html(train_steps, cfg)
     for issue in issues:
         log.warning("%s: %s", issue.where, issue.why)
     write_text(args.out_html, render_page(title, cells, issues, cfg, training))

@@ -1,8 +1,9 @@
 """The HTML of ``cwgrpo samples``: one self-contained page (its style and script inline, nothing fetched).
 
-Every sample is rendered here, as escaped text, so that the page reads without its script; the script
-(``workflow/cwgrpo_workflow/resources/samples.html``, with the style) only hides what the filters leave out and counts the
-rest. Model output is text: every string from a result file goes through :func:`html.escape`.
+Every sample is in the HTML, so that the page reads without its script. The markup, the style and the
+script are the Jinja template ``workflow/cwgrpo_workflow/resources/samples.html``, rendered with autoescape on: model output,
+like every string from a result file, is text. The script only hides what the filters leave out and counts
+the rest.
 
 Training completions follow the evaluation samples (``--runs``), from what TRL's ``log_completions``
 saved: with ``log_completions: true`` (a preset's ``train:`` section, or ``cwgrpo train --set
@@ -18,28 +19,17 @@ import base64
 import hashlib
 import re
 from dataclasses import dataclass
-from html import escape
 from pathlib import Path
 from typing import Any
+
+import jinja2
 
 from cwgrpo_workflow.report.samples_load import Cell, Issue, Sample, SamplesConfig
 
 TEMPLATE = Path(__file__).resolve().parent.parent / "resources" / "samples.html"
 METRIC_NAMES = {"strict": "strict (ours)", "paper": "paper (lighteval)"}
-FLAGS = ("disagree", "wrong", "truncated")  # the checkbox filters, each a data-* attribute of a sample
-FLAG_LABELS = {"disagree": "the metrics disagree", "wrong": "wrong", "truncated": "truncated"}
-OVERVIEW_HEADINGS = [
-    "benchmark",
-    "method",
-    "size",
-    "seed",
-    "checkpoint",
-    "samples",
-    "wrong",
-    "disagree",
-    "truncated",
-    "shown",
-]
+# the checkbox filters, each a data-* attribute of a sample
+FLAGS = {"disagree": "the metrics disagree", "wrong": "wrong", "truncated": "truncated"}
 
 
 def clip(text: str, max_chars: int) -> str:
@@ -53,112 +43,19 @@ def clip(text: str, max_chars: int) -> str:
     return f"{text[:head]}\n\n[… {len(text) - max_chars:,} characters not shown …]\n\n{text[-tail:]}"
 
 
-def plural(n: int, noun: str) -> str:
-    return f"{n} {noun}{'s' if n != 1 else ''}"
+def cell_data(cell: Cell) -> dict[str, str]:
+    """The data-* attributes of a cell's elements, which the page's filters read."""
+    return {f"data-{k}": v for k, v in {"benchmark": cell.benchmark, **cell.tags}.items()}
 
 
-def _attrs(values: dict[str, str]) -> str:
-    return "".join(f' data-{k}="{escape(v)}"' for k, v in values.items())
-
-
-def cell_attrs(cell: Cell) -> dict[str, str]:
-    return {"benchmark": cell.benchmark, **cell.tags}
-
-
-def checkpoint_label(tags: dict[str, str]) -> str:
-    return f"step {tags['step']}"
-
-
-def cell_title(cell: Cell, cfg: SamplesConfig) -> str:
-    t = cell.tags
-    bench = cfg.benchmark_name(cell.benchmark)
-    return f"{bench} · {cfg.method_name(t['method'])} · {cfg.size_name(t['size'])} · seed {t['seed']} · " + (
-        checkpoint_label(t)
-    )
-
-
-def verdict_badge(metric: str, correct: bool, primary: bool) -> str:
-    word = "correct" if correct else "wrong"
-    mark = " primary" if primary else ""
-    return f'<span class="verdict {word}{mark}" data-metric="{metric}">{escape(METRIC_NAMES.get(metric, metric))}: {word}</span>'
-
-
-def sample_html(s: Sample, cell: Cell, cfg: SamplesConfig) -> str:
+def sample_data(s: Sample, cell: Cell) -> dict[str, str]:
     flags = {"wrong": not s.correct, "disagree": s.disagree, "truncated": s.truncated}
-    data = {**cell_attrs(cell), "id": s.problem_id, "sample": str(s.index)}
-    data |= {k: "1" if v else "0" for k, v in flags.items()}
-    badges = [verdict_badge(m, s.verdicts[m], m == cell.primary) for m in cell.metrics]
-    if s.truncated:
-        badges.append('<span class="flag truncated">truncated</span>')
-    if s.disagree:
-        badges.append('<span class="flag disagree">metrics disagree</span>')
-    if s.unscorable:
-        badges.append('<span class="flag">gold unscorable</span>')
-    answers = "".join(
-        f"<dt>{escape(METRIC_NAMES.get(m, m))} extracted</dt>"
-        f'<dd class="answer" data-metric="{m}">{_text_or_none(s.answers[m], cfg.max_chars)}</dd>'
-        for m in cell.metrics
-    )
-    problem = _text_or_none(s.problem, cfg.max_chars, "(the benchmark file is not available)")
-    where = f"{cell.samples_path}:{s.line}"
-    return (
-        f'<article class="sample"{_attrs(data)}>'
-        f'<header><span class="id">{escape(s.problem_id)} · sample {s.index}</span> {" ".join(badges)}'
-        f'<span class="where">{escape(where)}</span></header>'
-        f'<dl><dt>problem</dt><dd class="problem">{problem}</dd>'
-        f'<dt>gold</dt><dd class="gold">{escape(clip(s.gold, cfg.max_chars))}</dd>{answers}</dl>'
-        f'<pre class="completion">{escape(clip(s.completion, cfg.max_chars))}</pre></article>'
-    )
+    more = {"id": s.problem_id, "sample": str(s.index)} | {k: "1" if v else "0" for k, v in flags.items()}
+    return cell_data(cell) | {f"data-{k}": v for k, v in more.items()}
 
 
-def _text_or_none(text: str | None, max_chars: int, none: str = "(none)") -> str:
-    """Escaped text clipped to ``max_chars`` (a problem, a gold or an answer can be megabytes too)."""
-    return escape(clip(text, max_chars)) if text else f'<span class="none">{escape(none)}</span>'
-
-
-def cell_html(cell: Cell, cfg: SamplesConfig) -> str:
-    c = cell.counts()
-    counts = (
-        f"{c['samples']} samples in the file: {c['wrong']} wrong, {c['truncated']} truncated"
-        + (f", {c['disagree']} where the metrics disagree" if len(cell.metrics) > 1 else "")
-        + f"; {len(cell.shown)} shown"
-    )
-    samples = "".join(sample_html(s, cell, cfg) for s in cell.shown)
-    return (
-        f'<section class="cell"{_attrs(cell_attrs(cell))}><h2>{escape(cell_title(cell, cfg))}</h2>'
-        f'<p class="counts">{escape(counts)}</p>{samples}</section>'
-    )
-
-
-def overview_html(cells: list[Cell], cfg: SamplesConfig) -> str:
-    """One row per cell with its counts over the whole file (filtered with the page's selects)."""
-    head = "".join(f"<th>{h}</th>" for h in OVERVIEW_HEADINGS)
-    rows = []
-    for cell in cells:
-        c, t = cell.counts(), cell.tags
-        bench = cfg.benchmark_name(cell.benchmark)
-        disagree = str(c["disagree"]) if len(cell.metrics) > 1 else "—"
-        values = [
-            bench,
-            cfg.method_name(t["method"]),
-            cfg.size_name(t["size"]),
-            t["seed"],
-            checkpoint_label(t),
-        ]
-        values += [str(c["samples"]), str(c["wrong"]), disagree, str(c["truncated"]), str(len(cell.shown))]
-        rows.append(
-            f"<tr{_attrs(cell_attrs(cell))}>" + "".join(f"<td>{escape(v)}</td>" for v in values) + "</tr>"
-        )
-    return f'<table id="cells"><thead><tr>{head}</tr></thead><tbody>{"".join(rows)}</tbody></table>'
-
-
-def filters_html(cells: list[Cell], cfg: SamplesConfig) -> str:
-    both = any(len(c.metrics) > 1 for c in cells)
-    boxes = []
-    for flag in FLAGS:
-        off = "" if flag != "disagree" or both else ' disabled title="only one metric was scored"'
-        boxes.append(f'<label><input type="checkbox" name="{flag}"{off}> {FLAG_LABELS[flag]}</label>')
-    selects = []
+def select_options(cells: list[Cell], cfg: SamplesConfig) -> list[tuple[str, str, list[tuple[str, str]]]]:
+    """The page's selects: (attribute, label, [(value, shown)]), values in the cells' order, steps by number."""
     names = {
         "benchmark": cfg.benchmark_name,
         "method": cfg.method_name,
@@ -166,26 +63,21 @@ def filters_html(cells: list[Cell], cfg: SamplesConfig) -> str:
         "size": cfg.size_name,
         "seed": lambda v: f"seed {v}",
     }
-    labels = {"step": "checkpoint"}
+    selects = []
     for key, name in names.items():
-        values = list(dict.fromkeys(cell_attrs(c)[key] for c in cells))
+        values = list(dict.fromkeys(cell_data(c)[f"data-{key}"] for c in cells))
         if key == "step":
             values.sort(key=lambda v: (len(v), v))
-        options = "".join(f'<option value="{escape(v)}">{escape(name(v))}</option>' for v in values)
-        selects.append(
-            f'<label>{labels.get(key, key)} <select name="{key}"><option value="">all</option>{options}</select></label>'
-        )
-    return (
-        f'<form id="filters">{"".join(boxes)}{"".join(selects)}'
-        f'<output id="count" aria-live="polite"></output></form>'
-    )
+        selects.append((key, "checkpoint" if key == "step" else key, [(v, name(v)) for v in values]))
+    return selects
 
 
-def issues_html(issues: list[Issue]) -> str:
-    if not issues:
-        return ""
-    items = "".join(f"<li><code>{escape(i.where)}</code>: {escape(i.why)}</li>" for i in issues)
-    return f'<section id="issues"><h2>{plural(len(issues), "issue")} with the inputs (also warnings in the log)</h2><ul>{items}</ul></section>'
+def scores(row: dict[str, Any]) -> str:
+    """A training completion's rewards and advantage, as one line."""
+    shown = [f"{name} {value:.3g}" for name, value in row["rewards"].items()]
+    if row["advantage"] is not None:
+        shown.append(f"advantage {row['advantage']:+.3g}")
+    return ", ".join(shown)
 
 
 def render_page(
@@ -193,39 +85,39 @@ def render_page(
     cells: list[Cell],
     issues: list[Issue],
     cfg: SamplesConfig,
-    training: str = "",
+    training: list[TrainStep] | None = None,
 ) -> str:
-    """The page; ``training``, the training completions' section (:func:`train_html`), follows
-    the evaluation samples."""
+    """The page; ``training``, the training completions (:func:`load_train_steps`), follows the evaluation
+    samples in a section of its own (with a hint how to get them when there are none)."""
     shown = sum(len(c.shown) for c in cells)
     total = sum(len(c.rows) for c in cells)
     metrics = sorted({m for c in cells for m in c.metrics}, key=list(METRIC_NAMES).index)
     primary = sorted({c.primary for c in cells})
     lede = (
-        f"{shown} of {total} samples in {plural(len(cells), 'evaluation file')}: up to {cfg.per_cell} per benchmark × "
+        f"{shown} of {total} samples in {len(cells)} evaluation file{'s' * (len(cells) != 1)}: up to {cfg.per_cell} per benchmark × "
         f"method × checkpoint, a fixed choice (seed {cfg.sample_seed}). Metrics: "
         f"{', '.join(METRIC_NAMES.get(m, m) for m in metrics) or 'none'}; “wrong” is the verdict of "
         f"{' / '.join(primary) or 'the primary metric'}."
     )
     # no link to the section: the address's fragment holds the filters (a jump would clear them)
-    jump = " Training completions follow them, at the end of the page." if training else ""
-    body = (
-        f'<header><h1>{escape(title)}</h1><p class="lede">{escape(lede + jump)}</p></header>{issues_html(issues)}'
-        f"{filters_html(cells, cfg) if cells else ''}{overview_html(cells, cfg)}"
-        f'<main id="samples">{"".join(cell_html(c, cfg) for c in cells)}</main>{training}'
-    )
-    page = TEMPLATE.read_text(encoding="utf-8")
-    page = page.replace("<!--SCRIPT_SHA256-->", script_sha256(page))
-    page = page.replace("<!--TITLE-->", escape(title)).replace("<!--BODY-->", body)
+    jump = " Training completions follow them, at the end of the page." if training is not None else ""
+    source = TEMPLATE.read_text(encoding="utf-8")
+    # the page's Content-Security-Policy allows its own script only (by hash): were a completion ever
+    # rendered unescaped, a script in it would not run
+    script = source.split("<script>", 1)[1].split("</script>", 1)[0].encode()
+    env = jinja2.Environment(
+        autoescape=True, trim_blocks=True, lstrip_blocks=True, keep_trailing_newline=True,
+        undefined=jinja2.StrictUndefined,
+    )  # fmt: skip
+    env.filters["clip"] = clip
+    page = env.from_string(source).render(
+        title=title, lede=lede + jump, cells=cells, issues=issues, cfg=cfg, training=training,
+        flags=FLAGS, both_metrics=any(len(c.metrics) > 1 for c in cells), selects=select_options(cells, cfg),
+        metric_names=METRIC_NAMES, cell_data=cell_data, sample_data=sample_data, scores=scores, hint=HINT,
+        script_sha256=base64.b64encode(hashlib.sha256(script).digest()).decode(),
+    )  # fmt: skip
     # a file name that is not UTF-8 reaches Python as lone surrogates: shown as escapes, not a failed page
     return page.encode("utf-8", "backslashreplace").decode("utf-8")
-
-
-def script_sha256(page: str) -> str:
-    """The page's Content-Security-Policy allows its own script only (by hash): were a completion ever
-    rendered unescaped, a script in it would not run."""
-    script = page.split("<script>", 1)[1].split("</script>", 1)[0]
-    return base64.b64encode(hashlib.sha256(script.encode()).digest()).decode()
 
 
 # -- the training completions' section --------------------------------------------------------------
@@ -310,30 +202,3 @@ def load_train_steps(run_dirs: list[Path], cfg: SamplesConfig) -> tuple[list[Tra
             except Exception as err:  # pyarrow's errors have no common base: a damaged file of any kind
                 issues.append(Issue(str(steps[step]), f"not a readable completions file: {err}"))
     return shown, issues
-
-
-def train_html(steps: list[TrainStep], cfg: SamplesConfig) -> str:
-    """The page's training section (id ``training``): one block per run and step."""
-    blocks = []
-    for s in steps:
-        t = s.tags
-        title = (
-            f"{cfg.method_name(t['method'])} · {cfg.size_name(t['size'])} · seed {t['seed']} · step {s.step}"
-        )
-        items = []
-        for i, row in enumerate(s.rows):
-            scores = [f"{name} {value:.3g}" for name, value in row["rewards"].items()]
-            if row["advantage"] is not None:
-                scores.append(f"advantage {row['advantage']:+.3g}")
-            items.append(
-                f'<article class="train"><header><span class="id">row {i + 1}</span> '
-                f'<span class="flag">{escape(", ".join(scores))}</span></header>'
-                f'<dl><dt>prompt</dt><dd class="problem">{escape(clip(row["prompt"], cfg.max_chars))}</dd></dl>'
-                f'<pre class="completion">{escape(clip(row["completion"], cfg.max_chars))}</pre></article>'
-            )
-        blocks.append(
-            f"<section><h3>{escape(title)}</h3><p class='counts'>{len(s.rows)} of {s.total} completions of "
-            f"this step (<code>{escape(str(s.path))}</code>)</p>{''.join(items)}</section>"
-        )
-    body = "".join(blocks) or f'<p class="none">{escape(HINT)}</p>'
-    return f'<section id="training"><h2>Training completions (TRL log_completions)</h2>{body}</section>'

@@ -15,7 +15,6 @@ holds the table between ``<!-- generated: study-pair -->`` markers; ``--write`` 
 from __future__ import annotations
 
 import argparse
-import re
 import statistics
 import sys
 from collections.abc import Mapping, Sequence
@@ -24,6 +23,8 @@ from typing import Any, NamedTuple
 
 from cwgrpo.io import read_json, write_text
 from cwgrpo.stats import seed_effect
+from cwgrpo_workflow.report.options import markdown_table
+from cwgrpo_workflow.report.readme_tables import update
 from cwgrpo_workflow.report.study import secondary
 from cwgrpo_workflow.report.study_design import MEASURES, shown_verdict
 from cwgrpo_workflow.report.study_render import ci_text, num_text
@@ -76,7 +77,6 @@ NAMES = {
     "cw_grpo_described": "CW-GRPO as described",
     "clip_cov": "Clip-Cov",
 }
-BLOCK = re.compile(r"(<!-- generated: study-pair -->\n).*?(<!-- /generated: study-pair -->)", re.S)
 
 
 def claim_differences(report: Mapping[str, Any]) -> dict[int, float]:
@@ -99,7 +99,7 @@ def claims_table(reports: Mapping[str, Mapping[str, Any]]) -> str:
     claim of a study whose precondition failed, "not registered" for a claim its registration left out)."""
     labels = list(reports)
     header = ["#", "measure", *(f"{lab} study: effect [95 % CI], MDE → verdict" for lab in labels)]
-    lines = ["| " + " | ".join(header) + " |", "|---|---|" + "---|" * len(labels)]
+    rows = []
     by_id = {lab: {c["id"]: c for c in rep["claims"]} for lab, rep in reports.items()}
     for cid in (i for i in CLAIM_ORDER if any(i in claims for claims in by_id.values())):
         first = next(claims[cid] for claims in by_id.values() if cid in claims)
@@ -117,10 +117,8 @@ def claims_table(reports: Mapping[str, Mapping[str, Any]]) -> str:
                 + (f", MDE {mde:.{digits}f}" if isinstance(mde, float) else "")
                 + f" → **{shown_verdict(c, reports[lab]['regime']['precondition'])}**"
             )
-        lines.append(
-            f"| {cid} | {first.get('measure', first.get('claim', ''))} | " + " | ".join(cells) + " |"
-        )
-    return "\n".join(lines) + "\n"
+        rows.append([cid, first.get("measure", first.get("claim", "")), *cells])
+    return "\n".join(markdown_table(header, rows)) + "\n"
 
 
 def exploratory_effect(
@@ -145,7 +143,7 @@ def exploratory_table(reports: Mapping[str, Mapping[str, Any]]) -> str:
     """One row per exploratory comparison: effect [CI], MDE in each study (n/a where it did not run)."""
     labels = list(reports)
     header = ["comparison", "measure", *(f"{lab} study: effect [95 % CI], MDE" for lab in labels)]
-    lines = ["| " + " | ".join(header) + " |", "|---|---|" + "---|" * len(labels)]
+    rows = []
     for first, second, measure in EXPLORATORY:
         digits = 3 if MEASURES[measure][0] == "nats" else 1
         cells = []
@@ -159,8 +157,8 @@ def exploratory_table(reports: Mapping[str, Mapping[str, Any]]) -> str:
                 cells.append(
                     f"{num_text(e['mean'], digits)} {ci_text(e, digits)}, MDE {e['mde_80']:.{digits}f}"
                 )
-        lines.append(f"| {NAMES[first]} − {NAMES[second]} | {measure} | " + " | ".join(cells) + " |")
-    return "\n".join(lines) + "\n"
+        rows.append([f"{NAMES[first]} − {NAMES[second]}", measure, *cells])
+    return "\n".join(markdown_table(header, rows)) + "\n"
 
 
 def tail_ratio(claims: Mapping[str, Any]) -> dict[str, Any] | None:
@@ -182,20 +180,15 @@ def ratio_text(ratio: Mapping[str, Any] | None) -> str:
 
 def regime_rows(reports: Mapping[str, Mapping[str, Any]]) -> str:
     """Each study's model, regime, covariance tail and precondition in one line each."""
-    lines = [
-        "| study | model | regime | base Avg | tail ratio [95 % CI] | GRPO unstable (seeds) | precondition of "
-        "claims 2, 3 |",
-        "|---|---|---|---:|---|---|---|",
-    ]
+    header = ["study", "model", "regime", "base Avg", "tail ratio [95 % CI]", "GRPO unstable (seeds)",
+              "precondition of claims 2, 3"]  # fmt: skip
+    rows = []
     for lab, rep in reports.items():
-        reg, ratio, study = rep["regime"], rep.get("tail_ratio"), STUDIES[lab]
-        tail = ratio_text(ratio)
+        reg, study = rep["regime"], STUDIES[lab]
         gate = ("holds" if reg["precondition"] else "fails") if 2 in study.registered else "not registered"
-        lines.append(
-            f"| {lab} | {study.model} | {study.regime} | {rep['base_avg']:.1f} | {tail} | "
-            f"{reg['unstable_seeds']} of {len(reg['per_seed'])} | {gate} |"
-        )
-    return "\n".join(lines) + "\n"
+        rows.append([lab, study.model, study.regime, f"{rep['base_avg']:.1f}", ratio_text(rep.get("tail_ratio")),
+                     f"{reg['unstable_seeds']} of {len(reg['per_seed'])}", gate])  # fmt: skip
+    return "\n".join(markdown_table(header, rows, "lllr")) + "\n"
 
 
 def page_block(reports: Mapping[str, Mapping[str, Any]]) -> str:
@@ -264,11 +257,8 @@ def run(args: argparse.Namespace) -> int:
         lab: {**read_json(s.path), "tail_ratio": tail_ratio(read_json(s.path.with_name("claims.json")))}
         for lab, s in STUDIES.items()
     }
-    block = page_block(reports)
     page = args.page.read_text()
-    if not BLOCK.search(page):
-        raise ValueError(f"{args.page} has no <!-- generated: study-pair --> block")
-    new = BLOCK.sub(lambda m: m.group(1) + block + m.group(2), page)
+    new = update(page, {"study-pair": page_block(reports)}, args.page)
     if not args.write:
         if new != page:
             print(f"{args.page} is not what the study files give: run with --write", file=sys.stderr)

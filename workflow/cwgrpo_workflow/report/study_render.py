@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 
 from cwgrpo.stats import paired_mde
-from cwgrpo_workflow.report.options import ENTROPY_MEANS, number
+from cwgrpo_workflow.report.options import ENTROPY_MEANS, interval, markdown_table, number
 from cwgrpo_workflow.report.study_design import MEASURES, PRIMARY, StudyConfig, shown_verdict
 from cwgrpo_workflow.report.style import apply_style, method_color, new_figure, save_figure
 
@@ -121,8 +121,7 @@ def num_text(x: float | None, d: int = 2, sign: bool = True) -> str:
 
 def ci_text(e: Mapping[str, Any], d: int = 2) -> str:
     """An effect's 95 % interval as ``[lo, hi]``, or ``n/a`` without one."""
-    ci = e.get("ci95")
-    return f"[{num_text(ci[0], d)}, {num_text(ci[1], d)}]" if ci else "n/a"
+    return interval(e.get("ci95"), d, True, missing="n/a", minus="-") or "n/a"
 
 
 def _digits(unit: str | None) -> int:
@@ -149,44 +148,39 @@ def study_markdown(report: Mapping[str, Any], cfg: StudyConfig) -> str:
         f"The paper's shape (best checkpoint ≥ base + {cfg.shape_points:g} points, then last ≤ best − "
         f"{cfg.shape_points:g}): {reg['paper_shape_seeds']} of {len(reg['per_seed'])}.",
         "",
-        "| seed | entropy start | range | best − last (ckpts) | best − last (incl. base) | best − base | unstable | ckpts only | paper's shape |",
-        "|---|---|---|---|---|---|---|---|---|",
     ]
-    for s, r in reg["per_seed"].items():
-        lines.append(
-            f"| {s} | {num_text(r['entropy_start'], 3, False)} | {num_text(r['entropy_range'], 3, False)} | "
-            f"{num_text(r['best_minus_last'], 1, False)} | {num_text(r['best_minus_last_incl_base'], 1, False)} | "
-            f"{num_text(r['gain_over_base'], 1)} | {'yes' if r['unstable'] else 'no'} | "
-            f"{'yes' if r['unstable_checkpoints_only'] else 'no'} | {'yes' if r['paper_shape'] else 'no'} |"
-        )
-    lines += [
-        "",
-        "## Claims",
-        "",
-        "| # | claim | effect | 95 % CI | n | MDE | verdict | reason |",
-        "|---|---|---|---|---|---|---|---|",
-    ]
+    yes = {True: "yes", False: "no"}
+    lines += markdown_table(
+        ["seed", "entropy start", "range", "best − last (ckpts)", "best − last (incl. base)", "best − base",
+         "unstable", "ckpts only", "paper's shape"],
+        [
+            [s, num_text(r["entropy_start"], 3, False), num_text(r["entropy_range"], 3, False),
+             num_text(r["best_minus_last"], 1, False), num_text(r["best_minus_last_incl_base"], 1, False),
+             num_text(r["gain_over_base"], 1), yes[r["unstable"]], yes[r["unstable_checkpoints_only"]],
+             yes[r["paper_shape"]]]
+            for s, r in reg["per_seed"].items()
+        ],
+    )  # fmt: skip
+    rows = []
     for c in report["claims"]:
         e, d = c["effect"] or {}, _digits(c.get("unit"))
         mde_text = num_text(c.get("mde_80"), d, False) if "mde_80" in c else ""
-        lines.append(
-            f"| {c['id']} | {c['claim']} | {num_text(e.get('mean'), d)} {c.get('unit') or ''} | {ci_text(e, d)} | "
-            f"{e.get('n', '')} | {mde_text} | {shown_verdict(c, reg['precondition'])} | {c['reason']} |"
-        )
-    lines += [
-        "",
-        "Secondary measures (same sign convention):",
-        "",
-        "| claim | measure | effect | 95 % CI | MDE |",
-        "|---|---|---|---|---|",
-    ]
+        rows.append(
+            [c["id"], c["claim"], f"{num_text(e.get('mean'), d)} {c.get('unit') or ''}", ci_text(e, d),
+             e.get("n", ""), mde_text, shown_verdict(c, reg["precondition"]), c["reason"]]
+        )  # fmt: skip
+    header = ["#", "claim", "effect", "95 % CI", "n", "MDE", "verdict", "reason"]
+    lines += ["", "## Claims", "", *markdown_table(header, rows)]
+    rows = []
     for c in report["claims"]:
         for m, e in c.get("secondary", {}).items():
             d = _digits(MEASURES[m][0])
             mde = num_text(e["mde_80"], d, False) if "mde_80" in e else ""
-            lines.append(
-                f"| {c['id']} | `{m}` | {num_text(e.get('mean'), d)} {MEASURES[m][0]} | {ci_text(e, d)} | {mde} |"
+            rows.append(
+                [c["id"], f"`{m}`", f"{num_text(e.get('mean'), d)} {MEASURES[m][0]}", ci_text(e, d), mde]
             )
+    lines += ["", "Secondary measures (same sign convention):", ""]
+    lines += markdown_table(["claim", "measure", "effect", "95 % CI", "MDE"], rows)
     levels = ", ".join(f"`{m}` {v:.3f}" for m, v in report["entropy_level"].items())
     lines += [
         "",
@@ -194,28 +188,28 @@ def study_markdown(report: Mapping[str, Any], cfg: StudyConfig) -> str:
         f"Entropy here (claim 2, the regime) is `{cfg.entropy_key}`: {ENTROPY_MEANS[cfg.entropy_key]}.",
     ]
     if report["ablation"]:
-        lines += [
-            "",
-            f"## Ablation: each variant minus `{cfg.treatment_method}` (exploratory, no verdicts)",
-            "",
-            "| variant | Avg at last ckpt (points) | entropy range, T − V (nats) | best − last, T − V (points) | top-1 % share (points) |",
-            "|---|---|---|---|---|",
-        ]
+        rows = []
         for v, row in report["ablation"].items():
             cells = [
                 f"{num_text(row[k].get('mean'), _digits(MEASURES[k][0]))} {ci_text(row[k], _digits(MEASURES[k][0]))}"
                 for k in PRIMARY.values()
             ]
             tail = row["top_share_pct"]
-            cells.append(f"{num_text(tail.get('mean'), 1)} {ci_text(tail, 1)}")
-            lines.append(f"| `{v}` | " + " | ".join(cells) + " |")
-    lines += ["", "## Avg per checkpoint (points, mean over seeds)", ""]
+            rows.append([f"`{v}`", *cells, f"{num_text(tail.get('mean'), 1)} {ci_text(tail, 1)}"])
+        header = ["variant", "Avg at last ckpt (points)", "entropy range, T − V (nats)",
+                  "best − last, T − V (points)", "top-1 % share (points)"]  # fmt: skip
+        lines += [
+            "",
+            f"## Ablation: each variant minus `{cfg.treatment_method}` (exploratory, no verdicts)",
+            "",
+            *markdown_table(header, rows),
+        ]
     steps = report["steps"]
-    lines += [
-        "| method | base | " + " | ".join(str(s) for s in steps) + " |",
-        "|---" * (len(steps) + 2) + "|",
-    ]
-    for m, per_seed in report["curves"].items():
-        means = [np.mean([c[str(s)] for c in per_seed.values() if str(s) in c]) for s in steps]
-        lines.append(f"| `{m}` | {report['base_avg']:.1f} | " + " | ".join(f"{x:.1f}" for x in means) + " |")
+    rows = [
+        [f"`{m}`", f"{report['base_avg']:.1f}",
+         *(f"{np.mean([c[str(s)] for c in per_seed.values() if str(s) in c]):.1f}" for s in steps)]
+        for m, per_seed in report["curves"].items()
+    ]  # fmt: skip
+    lines += ["", "## Avg per checkpoint (points, mean over seeds)", ""]
+    lines += markdown_table(["method", "base", *steps], rows)
     return "\n".join(lines) + "\n"

@@ -28,7 +28,7 @@ from cwgrpo.io import ResultFileError
 from cwgrpo.paper import SIZE_DISPLAY as PAPER_SIZE_DISPLAY
 from cwgrpo.stats import Effect, seed_effect
 from cwgrpo_workflow.report.load import reported_table1
-from cwgrpo_workflow.report.options import AVG, TableConfig, number
+from cwgrpo_workflow.report.options import AVG, TableConfig, interval, markdown_table, number
 
 log = logging.getLogger(__name__)
 
@@ -160,14 +160,20 @@ def reported_markdown(cmp: pd.DataFrame, cfg: TableConfig) -> str:
         lines.append("")
     lines += _section(
         "Effects (method minus reference, points)",
-        "| Size | Effect | Benchmark (ours ≙ paper) | Paper | Ours (95 % CI) | Ours − paper | Same sign |",
-        "|---|---|---|---:|---:|---:|---|",
+        [
+            "Size",
+            "Effect",
+            "Benchmark (ours ≙ paper)",
+            "Paper",
+            "Ours (95 % CI)",
+            "Ours − paper",
+            "Same sign",
+        ],
         [_effect_row(r) for _, r in cmp[cmp["comparison"] == "effect"].iterrows()],
     )
     lines += _section(
         "Absolute accuracy (%)",
-        "| Size | Method | Benchmark | Paper | Ours (95 % CI) | Ours − paper |",
-        "|---|---|---|---:|---:|---:|",
+        ["Size", "Method", "Benchmark", "Paper", "Ours (95 % CI)", "Ours − paper"],
         [_absolute_row(r) for _, r in cmp[cmp["comparison"] == "absolute"].iterrows()],
     )
     notes = sorted({n for n in cmp["note"] if n})
@@ -176,35 +182,31 @@ def reported_markdown(cmp: pd.DataFrame, cfg: TableConfig) -> str:
     return "\n".join(lines)
 
 
-def _section(title: str, header: str, align: str, rows: list[str]) -> list[str]:
-    """A titled Markdown table, or nothing without rows."""
-    return [f"## {title}", "", header, align, *rows, ""] if rows else []
+def _section(title: str, header: list[str], rows: list[list[str]]) -> list[str]:
+    """A titled Markdown table (the numbers right-aligned), or nothing without rows."""
+    return [f"## {title}", "", *markdown_table(header, rows, "lllrrr"), ""] if rows else []
 
 
 def _ours(r: pd.Series, sign: bool, unavailable: str) -> str:
     """Our number in points with its 95 % interval (``unavailable`` in its place when there is none)."""
     lo, hi = r["ours_ci95_lo_pct"], r["ours_ci95_hi_pct"]
-    ci = f" [{number(lo, 1, sign)}, {number(hi, 1, sign)}]" if np.isfinite(lo) else unavailable
+    ci = " " + interval((lo, hi), 1, sign) if np.isfinite(lo) else unavailable
     return number(r["ours_pct"], 1, sign) + ci
 
 
-def _effect_row(r: pd.Series) -> str:
+def _effect_row(r: pd.Series) -> list[str]:
     same = {True: "yes", False: "**no**", None: "—"}[r["same_sign"]]
     size = r["size_display"] + (f" (≙ {r['paper_size']})" if r["size"] != r["paper_size"] else "")
     bench = r["benchmark_display"] + (
         f" ≙ {r['paper_benchmark']}" if r["benchmark"] != r["paper_benchmark"] else ""
     )
-    return (
-        f"| {size} | {r['method_display']} | {bench} | {number(r['paper_pct'], 1, True)} | "
-        f"{_ours(r, True, ' (CI unavailable)')} | {number(r['difference_pct'], 1, True)} | {same} |"
-    )
+    return [size, r["method_display"], bench, number(r["paper_pct"], 1, True),
+            _ours(r, True, " (CI unavailable)"), number(r["difference_pct"], 1, True), same]  # fmt: skip
 
 
-def _absolute_row(r: pd.Series) -> str:
-    return (
-        f"| {r['size_display']} | {r['method_display']} | {r['benchmark_display']} | "
-        f"{number(r['paper_pct'])} | {_ours(r, False, '')} | {number(r['difference_pct'], 1, True)} |"
-    )
+def _absolute_row(r: pd.Series) -> list[str]:
+    return [r["size_display"], r["method_display"], r["benchmark_display"], number(r["paper_pct"]),
+            _ours(r, False, ""), number(r["difference_pct"], 1, True)]  # fmt: skip
 
 
 # -- the Avg-effect figure ---------------------------------------------------------------------------

@@ -17,7 +17,7 @@ import pandas as pd
 from cwgrpo.io import (
     atomic_path,
 )
-from cwgrpo_workflow.report.options import AVG, TableConfig, number
+from cwgrpo_workflow.report.options import AVG, TableConfig, markdown_table, number
 
 
 # -- formatting --------------------------------------------------------------------------------------
@@ -114,18 +114,13 @@ def table_grid(cells: pd.DataFrame, cfg: TableConfig, reported: Mapping[str, Any
 
 
 def grid_markdown(grid: Grid) -> str:
-    def cell(text: str, bold: bool) -> str:
-        return f"**{text}**" if bold else text
-
-    lines = [f"# {grid.title}", "", "| Size | " + " | ".join(grid.header) + " |"]
-    lines.append("|---|" + "|".join(["---"] + ["---:"] * (len(grid.header) - 1)) + "|")
-    for size, rows in grid.sections:
-        for i, row in enumerate(rows):
-            lines.append(
-                "| " + (size if i == 0 else "") + " | " + " | ".join(cell(t, b) for t, b in row) + " |"
-            )
-    lines += ["", *grid.notes, ""]
-    return "\n".join(lines)
+    rows = [
+        [size if i == 0 else "", *(f"**{text}**" if bold else text for text, bold in row)]
+        for size, section in grid.sections
+        for i, row in enumerate(section)
+    ]
+    table = markdown_table(["Size", *grid.header], rows, "ll" + "r" * len(grid.header))
+    return "\n".join([f"# {grid.title}", "", *table, "", *grid.notes, ""])
 
 
 _TEX_SUBS = {

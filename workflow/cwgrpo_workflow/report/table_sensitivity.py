@@ -17,7 +17,7 @@ from typing import Any
 import pandas as pd
 
 from cwgrpo.io import read_json
-from cwgrpo_workflow.report.options import ReportConfig, number
+from cwgrpo_workflow.report.options import ReportConfig, markdown_table, number
 
 COLUMNS = ["size", "method", "benchmark", "seeds", "strict", "paper", "paper_minus_strict", "disagree"]
 
@@ -92,15 +92,13 @@ def sensitivity_markdown(frame: pd.DataFrame, cfg: ReportConfig) -> str:
         return "\n".join([*lines, "No summary at the reported step.", ""])
     if frame["paper"].isna().all():
         lines += ["The paper metric was not scored (evaluate.paper_metric: false): strict only.", ""]
-    lines += [
-        "| size | method | benchmark | seeds | strict | paper | paper − strict | disagree |",
-        "|---|---|---|---:|---:|---:|---:|---:|",
-    ]
-    ascii_pct = {"percent": True, "minus": "-"}
-    for r in frame.itertuples(index=False):
-        lines.append(
-            f"| {cfg.size_name(r.size)} | {cfg.method_name(r.method)} | {cfg.benchmark_name(r.benchmark)} "
-            f"| {r.seeds} | {number(r.strict, **ascii_pct)} | {number(r.paper, **ascii_pct)} "
-            f"| {number(r.paper_minus_strict, sign=True, **ascii_pct)} | {number(r.disagree, **ascii_pct)} |"
-        )
+    pct = {"percent": True, "minus": "-"}
+    rows = [
+        [cfg.size_name(r.size), cfg.method_name(r.method), cfg.benchmark_name(r.benchmark), r.seeds,
+         number(r.strict, **pct), number(r.paper, **pct), number(r.paper_minus_strict, sign=True, **pct),
+         number(r.disagree, **pct)]
+        for r in frame.itertuples(index=False)
+    ]  # fmt: skip
+    header = ["size", "method", "benchmark", "seeds", "strict", "paper", "paper − strict", "disagree"]
+    lines += markdown_table(header, rows, "lllrrrrr")
     return "\n".join([*lines, ""])
