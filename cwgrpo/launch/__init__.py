@@ -2,3 +2,17 @@
 
 In that order: ``launcher``, ``multinode``, ``devices``, ``vllm_server``; and ``workers``, so that the
 training processes die with their job."""
+
+from typing import Protocol
+
+
+class LaunchJob(Protocol):
+    """What the launchers read of a training job (``cwgrpo.train.options.TrainJob`` has these fields), so that
+    this folder does not depend on the training job's folder above it."""
+
+    accelerate_config: str
+    num_processes: int
+    num_nodes: int
+    vllm_enforce_eager: bool
+    vllm_server_gpu: int | None
+    vllm_server_node: bool

@@ -40,17 +40,14 @@ import sys
 from collections.abc import Mapping, Sequence
 from importlib import resources
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from cwgrpo.configs import ConfigError
-from cwgrpo.launch import multinode
+from cwgrpo.launch import LaunchJob, multinode
 from cwgrpo.launch.devices import lease
 from cwgrpo.launch.multinode import ports_needed
 from cwgrpo.launch.vllm_server import GROUP_PORT_ENV, SERVER_PORT_ENV, vllm_server_options, wait_for_server
 from cwgrpo.launch.workers import LAUNCHER_PID_ENV, LEASE_FDS_ENV, op_cache_env, start_tied, stop
-
-if TYPE_CHECKING:
-    from cwgrpo.train.options import TrainJob
 
 logger = logging.getLogger(__name__)
 
@@ -74,7 +71,7 @@ def accelerate_config_path(name: str) -> Path:
     return path
 
 
-def gpus_needed(job: TrainJob, trl_options: Mapping[str, Any] | None = None) -> int:
+def gpus_needed(job: LaunchJob, trl_options: Mapping[str, Any] | None = None) -> int:
     """GPUs the job claims: one per training process and the vLLM server's; none when it trains on the
     CPU (``use_cpu``), so a CPU machine needs no GPU ids to lease."""
     if (trl_options or {}).get("use_cpu"):
@@ -84,7 +81,7 @@ def gpus_needed(job: TrainJob, trl_options: Mapping[str, Any] | None = None) -> 
 
 def plan(
     command: Sequence[str],
-    job: TrainJob,
+    job: LaunchJob,
     gpus: list[str],
     model_dir: str,
     ports: tuple[int, ...] = (),
@@ -132,7 +129,7 @@ def plan(
 
 
 def relaunch(
-    command: Sequence[str], job: TrainJob, model_dir: Path, trl_options: Mapping[str, Any] | None = None
+    command: Sequence[str], job: LaunchJob, model_dir: Path, trl_options: Mapping[str, Any] | None = None
 ) -> int:
     """Claim the job's GPUs and ports, then start the server (if any) on ``model_dir`` and the training
     processes, each running ``cwgrpo`` with the arguments ``command`` (``train ...``)."""

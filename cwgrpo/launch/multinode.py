@@ -35,9 +35,10 @@ import subprocess
 import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from cwgrpo.configs import ConfigError
+from cwgrpo.launch import LaunchJob
 from cwgrpo.launch.vllm_server import (
     GROUP_PORT_ENV,
     SERVER_HOST_ENV,
@@ -46,9 +47,6 @@ from cwgrpo.launch.vllm_server import (
     wait_for_server,
 )
 from cwgrpo.launch.workers import op_cache_env, start_tied, stop
-
-if TYPE_CHECKING:
-    from cwgrpo.train.options import TrainJob
 
 logger = logging.getLogger(__name__)
 
@@ -62,16 +60,16 @@ class Step:
     env: dict[str, str] = field(default_factory=dict)
 
 
-def is_multinode(job: TrainJob) -> bool:
+def is_multinode(job: LaunchJob) -> bool:
     return job.num_nodes > 1 or job.vllm_server_node
 
 
-def nodes_needed(job: TrainJob) -> int:
+def nodes_needed(job: LaunchJob) -> int:
     """Nodes of the allocation: the training nodes, plus one for a server on a node of its own."""
     return job.num_nodes + (1 if job.vllm_server_node else 0)
 
 
-def gpu_positions(job: TrainJob) -> dict[str, list[int]]:
+def gpu_positions(job: LaunchJob) -> dict[str, list[int]]:
     """GPU positions (indices into what the node shows) of each role: ``train0`` (first training node),
     ``train`` (the other training nodes), ``server`` (on the first node or its own)."""
     per_node = job.num_processes // job.num_nodes
@@ -85,13 +83,13 @@ def gpu_positions(job: TrainJob) -> dict[str, list[int]]:
     }
 
 
-def gpus_per_node(job: TrainJob) -> int:
+def gpus_per_node(job: LaunchJob) -> int:
     """GPUs every node of the allocation must have (Slurm gives each node the same count)."""
     positions = gpu_positions(job)
     return max(max(p, default=-1) + 1 for p in positions.values())
 
 
-def ports_needed(job: TrainJob) -> int:
+def ports_needed(job: LaunchJob) -> int:
     """The rendezvous of accelerate's processes, plus the vLLM server and its NCCL weight-sync group."""
     return 3 if job.vllm_server_gpu is not None else 1
 
@@ -108,7 +106,7 @@ def _wrapped(node: str, positions: Sequence[int], cmd: Sequence[str]) -> list[st
 
 def plan(
     command: Sequence[str],
-    job: TrainJob,
+    job: LaunchJob,
     nodes: Sequence[str],
     ports: Sequence[int],
     model_dir: str,
@@ -198,7 +196,7 @@ def pick_gpus(visible: str | None, positions: Sequence[int], node: str) -> str:
 
 def relaunch(
     command: Sequence[str],
-    job: TrainJob,
+    job: LaunchJob,
     model_dir: str,
     accelerate_config: str,
     trl_options: Mapping[str, Any],

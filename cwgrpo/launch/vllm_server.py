@@ -13,12 +13,10 @@ import subprocess
 import time
 import urllib.request
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from cwgrpo.configs import ConfigError
-
-if TYPE_CHECKING:
-    from cwgrpo.train.options import TrainJob
+from cwgrpo.launch import LaunchJob
 
 # Set by the launcher for its training processes: where the server it started listens (host: only when
 # it runs on another node), and the port of the NCCL group that syncs the weights into it.
@@ -27,7 +25,7 @@ GROUP_PORT_ENV = "CWGRPO_VLLM_GROUP_PORT"
 SERVER_HOST_ENV = "CWGRPO_VLLM_SERVER_HOST"
 
 
-def vllm_server_options(job: TrainJob, trl_options: Mapping[str, Any] | None = None) -> list[str]:
+def vllm_server_options(job: LaunchJob, trl_options: Mapping[str, Any] | None = None) -> list[str]:
     """Engine options of the `trl vllm-serve` process, from the same options that configure TRL's
     colocated engine, so one preset key means the same in both modes.
 

@@ -19,19 +19,10 @@ LIBRARY_LINE_BUDGET = 6_000
 LIBRARY_LINE_CEILING = 11_130
 
 
-def _imports(path: Path, *, runtime_only: bool = False) -> set[str]:
-    """Every module a file imports, at its top or inside a function (``runtime_only``: not those under
-    ``if TYPE_CHECKING:``, which only annotate)."""
-    tree = ast.parse(path.read_text(encoding="utf-8"))
-    skipped: set[int] = set()
-    if runtime_only:
-        for node in ast.walk(tree):
-            if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
-                skipped |= {id(n) for stmt in node.body for n in ast.walk(stmt)}
+def _imports(path: Path) -> set[str]:
+    """Every module a file imports, at its top, inside a function or for annotations only."""
     names = set()
-    for node in ast.walk(tree):
-        if id(node) in skipped:
-            continue
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
         if isinstance(node, ast.Import):
             names |= {a.name for a in node.names}
         elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
@@ -86,11 +77,11 @@ def test_the_workflow_commands_come_from_the_workflow_package():
 
 
 def test_the_stage_folders_form_layers():
-    """No folder imports one above it at run time, so the stages cannot form a knot again."""
+    """No folder imports one above it, so the stages cannot form a knot again."""
     upward = []
     for rank, folder in enumerate(LAYERS):
         for path in (LIBRARY / folder).rglob("*.py"):
-            for name in _imports(path, runtime_only=True):
+            for name in _imports(path):
                 parts = name.split(".")
                 if parts[0] == "cwgrpo" and len(parts) > 1 and parts[1] in LAYERS[rank + 1 :]:
                     upward.append(f"{path.relative_to(REPO)} imports {name}")
