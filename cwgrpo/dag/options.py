@@ -24,8 +24,6 @@ from cwgrpo.configs import ConfigError, options_text, recorded_digest
 from cwgrpo.data.prompts import TRAIN_PROMPT_SET
 
 BASE = "base"  # method label of the untrained model, evaluated at step 0
-# Options that fix the step markers or the seed wildcard: never set per method.
-RUN_FIXED = ("max_steps", "save_steps", "seed")
 EVAL_SWITCHES = (  # workflow keys of `evaluate`, not passed on
     "one_job_per_benchmark",
     "one_job_per_run",

@@ -227,6 +227,10 @@ def _short(value: Any) -> str:
 def _schema_line(error: Any) -> list[str]:
     where = ".".join(str(p) for p in error.absolute_path)
     kind, schema, instance = error.validator, error.schema, error.instance
+    if "propertyNames" in error.schema_path:  # the name of a key at fault: name that key
+        where = f"{where}.{instance}" if where else str(instance)
+    if isinstance(schema, Mapping) and "errorMessage" in schema:
+        return [f"{where}: {schema['errorMessage']}"]
     if kind == "additionalProperties" and isinstance(instance, Mapping):
         known = set(schema.get("properties", {}))
         patterns = schema.get("patternProperties", {})

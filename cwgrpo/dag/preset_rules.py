@@ -10,14 +10,11 @@ them all (every command's options among them: cwgrpo.dag.command_options) and
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
 from cwgrpo.dag.options import (
-    BASE,
-    RUN_FIXED,
     TINY_SOURCE,
     built_sizes,
     evaluate_options,
@@ -27,8 +24,6 @@ from cwgrpo.dag.options import (
     where_set,
 )
 from cwgrpo.dag.resources import Error, positive_int
-
-NAME = r"[A-Za-z0-9_]+"  # a method label: it reaches file names and shell commands
 
 
 def size_names(kind: str) -> tuple[str, ...] | None:
@@ -53,8 +48,6 @@ def size_errors(config: Mapping[str, Any]) -> Iterator[Error]:
             )
         if allowed is not None and size not in allowed:
             yield f"sizes.{size}", f"{size!r} is not a size of a {kind} preset; known: {', '.join(allowed)}"
-        if not re.fullmatch(r"[A-Za-z0-9_.-]+", size):
-            yield f"sizes.{size}", "a size name is letters, digits, '.', '-' and '_'"
         if kind != "tiny" and not spec.get("model"):
             for key in ("model_id", "revision"):
                 if not spec.get(key):
@@ -105,17 +98,12 @@ def name_errors(config: Mapping[str, Any]) -> Iterator[Error]:
 
 
 def method_errors(config: Mapping[str, Any]) -> Iterator[Error]:
-    """Run labels, options fixed per run, and a `cw_method` each method names (its value is CWOptions' to
-    check, with the other options: cwgrpo.dag.command_options)."""
+    """A `cw_method` each method names (its value is CWOptions' to check, with the other options:
+    cwgrpo.dag.command_options; a run label's form and the options fixed per run are the schema's)."""
     from cwgrpo.trainer.options import method_names
 
     first = next(iter(config["sizes"]))
-    for method, overrides in config["methods"].items():
-        if method == BASE or not re.fullmatch(NAME, method):
-            yield f"methods.{method}", f"a run label is letters, digits and _, and not {BASE!r}"
-        for key in RUN_FIXED:
-            if key in overrides:
-                yield f"methods.{method}.{key}", "set it in train or sizes.<size>.train, not per method"
+    for method in config["methods"]:
         if train_options(config, first, method).get("cw_method") is None:
             yield (
                 f"methods.{method}.cw_method",

@@ -149,3 +149,19 @@ def test_an_overlay_must_follow_its_preset(files, refused):
     found = cc.overlay_errors(files)
     assert [line.split(":")[0] for line in found] == refused
     assert all("--configfile config/paper.yaml" in line for line in found)
+
+
+def test_names_and_options_fixed_per_run_are_the_schemas_one_line_each():
+    """A size name and a run label reach file names and shell commands; steps and seed are fixed per run."""
+    preset = yaml.safe_load((REPO / "config/config.yaml").read_text())
+    preset["sizes"]["sm all"] = preset["sizes"].pop("small")
+    preset["methods"]["base"] = preset["methods"].pop("grpo")
+    preset["methods"]["cw_grpo"]["save_steps"] = 1
+    preset["sizes"]["large"]["resources"] = {"trian": {"gpu": 1}}
+    assert sorted(cc.schema_errors(preset, SCHEMA)) == [
+        "methods.base: a run label is letters, digits and _, and not 'base'",
+        "methods.cw_grpo.save_steps: set it in train or sizes.<size>.train, not per method",
+        "sizes.large.resources.trian: 'trian' is not one of ['prepare_data', 'fetch_model', 'build_tiny', "
+        "'sft', 'train', 'evaluate', 'grade', 'report']",
+        "sizes.sm all: a size name is letters, digits, '.', '-' and '_'",
+    ]
