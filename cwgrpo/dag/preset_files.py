@@ -82,38 +82,31 @@ def seeds_from_command_line(config: dict[str, Any]) -> None:
         config["seeds"] = [int(s) if isinstance(s, str) and s.strip().isdigit() else s for s in seeds]
 
 
-def preset_file_errors(config: Mapping[str, Any], schema_path: Path, files: Iterable[str]) -> list[str]:
-    """Duplicate keys in the config files read, every schema violation, mismatched reward weights and
-    local paths that are not there, all in one pass, one line each (jsonschema alone stops at the first
-    and quotes the whole schema)."""
-    from cwgrpo.data.prepare_data import OwnDataset
-
-    files = list(files)
-    misplaced = overlay_errors([(f, _name_and_mark(f)) for f in files])
-    if misplaced:  # the rest (a preset without kind, sizes, ...) follows from it
-        return misplaced
-    lines = duplicate_keys_in_files(files)
-    lines += schema_errors(config, load_schema(schema_path))
-    lines += reward_weight_errors(_reward_sections(config))
-    lines += [f"{key}: {message}" for key, message in missing_local_paths(config)]
-    own = {f.name for f in dataclasses.fields(OwnDataset)}
-    return lines + dataset_errors(config.get("datasets") or {}, own)
-
-
 def preset_errors(
     config: dict[str, Any],
     schema_path: Path,
     files: Iterable[str],
     make_checks: Callable[[], Iterable[Check]],
 ) -> list[str]:
-    """Every mistake of the preset files in one pass, one line each: the file-level ones
-    (``preset_file_errors``) and, when there are any, what the other checks (``make_checks()``, run on the
-    config with the schema's defaults filled in) find as well; a check that crashes on what a file-level
-    mistake broke adds nothing. Nothing more beside a misplaced overlay: the rest follows from it."""
-    found = preset_file_errors(config, schema_path, files)
-    if not found or found == overlay_errors([(f, _name_and_mark(f)) for f in files]):
+    """Every mistake of the preset files in one pass, one line each: duplicate keys in the config files
+    read, every schema violation, mismatched reward weights, local paths that are not there and, when there
+    are any, what the other checks (``make_checks()``, run on the config with the schema's defaults filled
+    in) find as well; a check that crashes on what a file-level mistake broke adds nothing. Nothing more
+    beside a misplaced overlay: the rest (a preset without kind, sizes, ...) follows from it."""
+    from cwgrpo.data.prepare_data import OwnDataset
+
+    files = list(files)
+    misplaced = overlay_errors([(f, _name_and_mark(f)) for f in files])
+    if misplaced:
+        return misplaced
+    schema = load_schema(schema_path)
+    found = duplicate_keys_in_files(files) + schema_errors(config, schema)
+    found += reward_weight_errors(_reward_sections(config))
+    found += [f"{key}: {message}" for key, message in missing_local_paths(config)]
+    found += dataset_errors(config.get("datasets") or {}, [f.name for f in dataclasses.fields(OwnDataset)])
+    if not found:
         return found
-    fill_defaults(config, load_schema(schema_path))
+    fill_defaults(config, schema)
     try:
         more = list(make_checks())
     except Exception:  # a config too broken for the checks to be listed
@@ -139,8 +132,6 @@ def overlay_errors(files: list[tuple[str, tuple[Any, Any]]]) -> list[str]:
 
 def _name_and_mark(path: str) -> tuple[Any, Any]:
     """(name, overlay_of) of one config file, read defensively (a broken file is reported elsewhere)."""
-    import yaml
-
     try:
         data = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
     except (OSError, yaml.YAMLError):

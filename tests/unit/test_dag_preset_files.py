@@ -112,7 +112,7 @@ def test_own_datasets_unknown_keys_and_missing_columns(tmp_path):
 
 def test_preset_file_errors_are_all_shown_before_validation(tmp_path):
     config = {"name": "x", "kind": "tiny", "sizes": {}, "methods": {}, "data": {}, "tarin": {}, "sedes": [0]}
-    found = cc.preset_file_errors(config, SCHEMA_PATH, [])
+    found = cc.preset_errors(config, SCHEMA_PATH, [], lambda: [])
     assert len([line for line in found if "tarin" in line or "sedes" in line]) == 2
 
 
