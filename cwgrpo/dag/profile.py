@@ -10,14 +10,14 @@ from __future__ import annotations
 
 import re
 import types
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import yaml
 
 from cwgrpo.dag.preset_files import duplicate_keys_in_files, nearest
-from cwgrpo.dag.resources import Error, train_rule_name
+from cwgrpo.dag.resources import resource_sections, train_rule_name
 
 # Resources Snakemake itself reads (snakemake.resources: the standard size and time resources).
 SNAKEMAKE_RESOURCES = frozenset(
@@ -222,17 +222,6 @@ def shipped_train_rules(basedir: str | Path) -> set[str]:
     return names
 
 
-def preset_resource_keys(config: Mapping[str, Any]) -> set[str]:
-    """Resource keys the preset or the workflow's rules give a job."""
-    keys = {"gpu", "gres", "nodes", "tasks", "tasks_per_gpu", "mpi", "cpus_per_task"}
-    for res in config["resources"].values():
-        keys |= set(res)
-    for spec in config["sizes"].values():
-        for res in spec.get("resources", {}).values():
-            keys |= set(res)
-    return keys
-
-
 def run_settings(workflow: Any, sizes: Sequence[str]) -> tuple[bool, int | None, dict[str, Any]]:
     """(conda in use, the `--resources gpu=N` cap, size -> the gpu_model that --set-resources or a profile
     gives its training rule) of this Snakemake run, for the parse-time checks."""
@@ -246,27 +235,9 @@ def run_settings(workflow: Any, sizes: Sequence[str]) -> tuple[bool, int | None,
     return uses_conda, cap, {s: getattr(m, "raw", m) for s, m in models.items()}  # a Resource: its raw value
 
 
-def resource_sections(config: Mapping[str, Any], settings: Any) -> Iterator[tuple[str, Mapping[str, Any]]]:
-    """Every place a job's resources are set, by name: the preset's `resources` (per job kind, per size),
-    the profile's or command line's set-resources and default-resources."""
-    for kind, res in config["resources"].items():
-        yield f"resources.{kind}", res
-    for size, spec in config["sizes"].items():
-        for kind, res in spec.get("resources", {}).items():
-            yield f"sizes.{size}.resources.{kind}", res
-    for name, res in settings.overwrite_resources.items():
-        yield f"set-resources.{name}", res
-    yield "default-resources", settings.default_resources or {}
-
-
-def _split(line: str) -> Error:
-    key, _, message = line.partition(": ")
-    return key, message
-
-
 def profile_errors(
     workflow: Any, config: Mapping[str, Any], argv: Sequence[str], environ: Mapping
-) -> Iterator[Error]:
+) -> list[str]:
     """Rule names and resource keys of the profile and the command line (set-resources, set-threads,
     default-resources, resources) against this workflow's rules and the resources anything reads."""
     profile = profile_file(argv, environ)
@@ -274,20 +245,22 @@ def profile_errors(
     settings = workflow.resource_settings
     rules = {r.name for r in workflow.rules}
     elsewhere = shipped_train_rules(workflow.basedir)
-    known = preset_resource_keys(config)
     for section, names in (
         ("set-resources", settings.overwrite_resources),
         ("set-threads", settings.overwrite_threads),
     ):
         lines += rule_name_errors(section, names, rules, elsewhere)
-    for name, res in settings.overwrite_resources.items():
-        lines += resource_key_errors(f"set-resources.{name}", res, known)
-    lines += resource_key_errors("default-resources", settings.default_resources or {}, known)
-    for where, res in resource_sections(config, settings):
+    # what the preset or the workflow's rules give a job
+    known = {"gpu", "gres", "nodes", "tasks", "tasks_per_gpu", "mpi", "cpus_per_task"}
+    known = known.union(*(res for _, res in resource_sections(config)))
+    given = [(f"set-resources.{name}", res) for name, res in settings.overwrite_resources.items()]
+    given.append(("default-resources", settings.default_resources or {}))
+    for where, res in given:
+        lines += resource_key_errors(where, res, known)
+    for where, res in [*resource_sections(config), *given]:
         lines += slurm_extra_errors(where, res)
     asked = {key for r in workflow.rules for key in r.resources}
-    lines += global_resource_errors(workflow.global_resources, asked)
-    yield from map(_split, lines)
+    return lines + global_resource_errors(workflow.global_resources, asked)
 
 
 def _rule_values(job_rule: Any, key: str, sizes: Sequence[str]) -> set[Any]:

@@ -343,7 +343,7 @@ def run_dir_of(wildcards):
 
 
 def check_profile():
-    stop_on(collect([lambda: profile.profile_errors(workflow, config, sys.argv[1:], os.environ)]))
+    stop_on(profile.profile_errors(workflow, config, sys.argv[1:], os.environ))
     line = profile.slurm_line(workflow, SIZES, sys.argv[1:], os.environ)
     if line:
         print(line, file=sys.stderr)
