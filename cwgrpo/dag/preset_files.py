@@ -51,12 +51,15 @@ def nearest(key: str, known: Iterable[str]) -> str | None:
     return match[0] if match else None
 
 
-def unknown_key_line(where: str, key: str, known: Iterable[str]) -> str:
-    """``where.key: unknown key; did you mean 'k'?`` (or the known keys, if none is close)."""
+def unknown_key_line(
+    where: str, key: str, known: Iterable[str], what: str = "unknown key", otherwise: str | None = None
+) -> str:
+    """``where.key: unknown key; did you mean 'k'?`` (``what`` for "unknown key"; ``otherwise``, or the
+    known keys, if none is close)."""
     known = sorted(str(k) for k in known)
     guess = nearest(key, known)
-    hint = f"did you mean {guess!r}?" if guess else f"known: {', '.join(known)}"
-    return f"{where + '.' if where else ''}{key}: unknown key; {hint}"
+    hint = f"did you mean {guess!r}?" if guess else otherwise or f"known: {', '.join(known)}"
+    return f"{where + '.' if where else ''}{key}: {what}; {hint}"
 
 
 def collect(checks: Iterable[Check], found: Iterable[str] = ()) -> list[str]:

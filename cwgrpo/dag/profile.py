@@ -10,13 +10,13 @@ from __future__ import annotations
 
 import re
 import types
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import yaml
 
-from cwgrpo.dag.preset_files import duplicate_keys_in_files, nearest
+from cwgrpo.dag.preset_files import duplicate_keys_in_files, unknown_key_line
 from cwgrpo.dag.resources import resource_sections, train_rule_name
 
 # Resources Snakemake itself reads (snakemake.resources: the standard size and time resources).
@@ -43,34 +43,6 @@ SLURM_RESOURCES = frozenset(
         "tasks", "tasks_per_node", "tasks_per_gpu", "mpi",
     }
 )  # fmt: skip
-
-
-def rule_name_errors(section: str, names: Iterable[str], rules: set[str], elsewhere: set[str]) -> list[str]:
-    """Names under ``section`` (set-resources, set-threads) that are no rule of this workflow, with the
-    nearest rule. ``elsewhere``: rules that other presets have (a profile may serve several presets)."""
-    lines = []
-    for name in names:
-        if name in rules or name in elsewhere:
-            continue
-        guess = nearest(name, sorted(rules | elsewhere))
-        hint = f"did you mean {guess!r}?" if guess else f"rules: {', '.join(sorted(rules))}"
-        lines.append(
-            f"{section}.{name}: no rule of this workflow has that name (Snakemake ignores it); {hint}"
-        )
-    return lines
-
-
-def resource_key_errors(where: str, keys: Iterable[str], known: set[str]) -> list[str]:
-    """Resource keys that neither Snakemake, the Slurm plugin nor the workflow's rules read."""
-    known = set(known) | SNAKEMAKE_RESOURCES | SLURM_RESOURCES
-    lines = []
-    for key in keys:
-        if key in known:
-            continue
-        guess = nearest(key, sorted(known))
-        hint = f"did you mean {guess!r}?" if guess else "no executor reads it"
-        lines.append(f"{where}.{key}: unknown resource (it would be passed on and ignored); {hint}")
-    return lines
 
 
 # The resource that sets what a flag the Slurm plugin manages itself would set (its names for the flags).
@@ -114,18 +86,6 @@ def slurm_extra_errors(where: str, resources: Mapping[str, Any]) -> list[str]:
                 f"{where}.slurm_extra: {match.group(0).strip()!r} ({name}) is refused by the Slurm plugin "
                 f"at submission; {use}"
             )
-    return lines
-
-
-def global_resource_errors(keys: Iterable[str], asked: set[str]) -> list[str]:
-    """Caps (`resources:` of a profile, `--resources`) on a resource that no job asks for."""
-    lines = []
-    for key in keys:
-        if key.startswith("_") or key in asked:
-            continue
-        guess = nearest(key, sorted(asked))
-        hint = f"did you mean {guess!r}?" if guess else f"jobs ask for: {', '.join(sorted(asked))}"
-        lines.append(f"resources.{key}: no job asks for this resource, so the cap limits nothing; {hint}")
     return lines
 
 
@@ -244,23 +204,33 @@ def profile_errors(
     lines = duplicate_keys_in_files([profile] if profile else [])
     settings = workflow.resource_settings
     rules = {r.name for r in workflow.rules}
-    elsewhere = shipped_train_rules(workflow.basedir)
+    named = rules | shipped_train_rules(workflow.basedir)  # a profile may serve several presets
+    no_rule = "no rule of this workflow has that name (Snakemake ignores it)"
+    listed = f"rules: {', '.join(sorted(rules))}"
     for section, names in (
         ("set-resources", settings.overwrite_resources),
         ("set-threads", settings.overwrite_threads),
     ):
-        lines += rule_name_errors(section, names, rules, elsewhere)
-    # what the preset or the workflow's rules give a job
-    known = {"gpu", "gres", "nodes", "tasks", "tasks_per_gpu", "mpi", "cpus_per_task"}
-    known = known.union(*(res for _, res in resource_sections(config)))
+        lines += [unknown_key_line(section, n, named, no_rule, listed) for n in names if n not in named]
+    # what Snakemake, the Slurm plugin (the workflow's rules' own among them) or the preset read
+    known = SNAKEMAKE_RESOURCES.union(SLURM_RESOURCES, *(res for _, res in resource_sections(config)))
     given = [(f"set-resources.{name}", res) for name, res in settings.overwrite_resources.items()]
     given.append(("default-resources", settings.default_resources or {}))
+    unread = "unknown resource (it would be passed on and ignored)"
     for where, res in given:
-        lines += resource_key_errors(where, res, known)
+        lines += [
+            unknown_key_line(where, k, known, unread, "no executor reads it") for k in res if k not in known
+        ]
     for where, res in [*resource_sections(config), *given]:
         lines += slurm_extra_errors(where, res)
+    # caps (`resources:` of a profile, `--resources`) on a resource that no job asks for
     asked = {key for r in workflow.rules for key in r.resources}
-    return lines + global_resource_errors(workflow.global_resources, asked)
+    no_job = "no job asks for this resource, so the cap limits nothing"
+    return lines + [
+        unknown_key_line("resources", k, asked, no_job, f"jobs ask for: {', '.join(sorted(asked))}")
+        for k in workflow.global_resources
+        if not k.startswith("_") and k not in asked
+    ]
 
 
 def _rule_values(job_rule: Any, key: str, sizes: Sequence[str]) -> set[Any]:
