@@ -281,24 +281,18 @@ def fill_defaults(config: dict[str, Any], schema: Mapping[str, Any]) -> dict[str
 
 
 def reward_weight_errors(sections: Iterable[tuple[str, Mapping[str, Any]]]) -> list[str]:
-    """``reward_weights`` against ``reward_funcs`` in each merged option set (one line per set at fault).
-
+    """``reward_weights`` against ``reward_funcs`` in each merged option set (one line per set at fault;
+    ``ConfigErrors`` shows a line found twice once).
 
     ``sections`` are (where, merged training options) pairs, e.g. ("sizes.small.train", {...}).
     """
-    lines, seen = [], set()
-    for where, opts in sections:
-        funcs, weights = opts.get("reward_funcs"), opts.get("reward_weights")
-        if not isinstance(weights, list) or not isinstance(funcs, list) or len(weights) == len(funcs):
-            continue
-        line = (
-            f"{where}.reward_weights: {len(weights)} weight(s) {weights} for {len(funcs)} reward function(s) "
-            f"{funcs}; give one weight per reward function"
-        )
-        if line not in seen:
-            seen.add(line)
-            lines.append(line)
-    return lines
+    return [
+        f"{where}.reward_weights: {len(weights)} weight(s) {weights} for {len(funcs)} reward function(s) "
+        f"{funcs}; give one weight per reward function"
+        for where, opts in sections
+        for funcs, weights in [(opts.get("reward_funcs"), opts.get("reward_weights"))]
+        if isinstance(weights, list) and isinstance(funcs, list) and len(weights) != len(funcs)
+    ]
 
 
 def missing_local_paths(config: Mapping[str, Any]) -> list[tuple[str, str]]:
