@@ -126,16 +126,6 @@ def _gpus(value: Any) -> int:
         return 0
 
 
-def _profile_dir(name: str, environ: Mapping[str, str]) -> Path | None:
-    """Where Snakemake finds a profile: a path, or a name under the user's and the system's config folders."""
-    # `-d/--directory` has moved the process by now; the shell's PWD is where a relative profile path began.
-    candidates = [Path(environ.get("PWD", ".")) / name]
-    if not Path(name).is_absolute():
-        home = Path(environ.get("XDG_CONFIG_HOME") or Path(environ.get("HOME", "~")).expanduser() / ".config")
-        candidates += [home / "snakemake" / name, Path("/etc/xdg/snakemake") / name]
-    return next((c for c in candidates if c.is_dir()), None)
-
-
 def _command_line(argv: Sequence[str], environ: Mapping[str, str]) -> tuple[str | None, str | None]:
     """(the -e/--executor value, the --profile value or SNAKEMAKE_PROFILE) of a Snakemake command line."""
     args = list(argv)
@@ -151,13 +141,15 @@ def _command_line(argv: Sequence[str], environ: Mapping[str, str]) -> tuple[str 
 
 
 def profile_file(argv: Sequence[str], environ: Mapping[str, str]) -> Path | None:
-    """The profile's settings file a Snakemake command line uses (config.yaml or profile.yaml), if any."""
+    """The profile's settings file a Snakemake command line uses, if any, found as Snakemake finds it."""
+    from snakemake.cli import get_profile_dir
+
     _, profile = _command_line(argv, environ)
-    folder = _profile_dir(profile, environ) if profile else None
-    for name in ("config.yaml", "profile.yaml"):
-        if folder is not None and (folder / name).is_file():
-            return folder / name
-    return None
+    if not profile:
+        return None
+    # `-d/--directory` has moved the process by now; the shell's PWD is where a relative profile path began.
+    found = get_profile_dir(str(Path(environ.get("PWD", ".")) / profile)) or get_profile_dir(profile)
+    return found[1] if found else None
 
 
 def executor_name(argv: Sequence[str], environ: Mapping[str, str]) -> str:
