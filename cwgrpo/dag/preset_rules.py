@@ -9,9 +9,7 @@ them all (every command's options among them: cwgrpo.dag.command_options) and
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from pathlib import Path
 from typing import Any
 
 from cwgrpo.dag.options import (
@@ -260,14 +258,16 @@ def deployment_errors(config: Mapping[str, Any], uses_conda: bool) -> Iterator[E
 def context_errors(config: Mapping[str, Any]) -> Iterator[Error]:
     """A completion budget the model's context cannot hold, for sizes whose model is a local folder or
     built here (the tiny models' context)."""
+    from cwgrpo.generation import model_context
     from cwgrpo.models import tiny
 
     built = built_sizes(config)
     for size, spec in config["sizes"].items():
-        if size in built:
-            context = tiny.MAX_POSITIONS
-        else:
-            context = context_of_folder(spec["model"]) if spec.get("model") else None
+        model = spec.get("model")
+        try:
+            context = tiny.MAX_POSITIONS if size in built else model_context(model) if model else None
+        except FileNotFoundError:  # no model folder (a Hub id, a .gguf file): no context known here
+            context = None
         budgets = [
             ("train", {"max_completion_length": train_options(config, size, m).get("max_completion_length")})
             for m in config["methods"]
@@ -276,19 +276,6 @@ def context_errors(config: Mapping[str, Any]) -> Iterator[Error]:
         for section, values in budgets:
             for line in budget_errors(section, context, values):
                 yield f"sizes.{size} ({spec['model'] or 'tiny'})", line
-
-
-def context_of_folder(model: str) -> int | None:
-    """``max_position_embeddings`` of a local model folder's config.json, or None (not a folder, unset)."""
-    config = Path(model) / "config.json"
-    try:
-        data = json.loads(config.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
-    value = data.get("max_position_embeddings") if isinstance(data, dict) else None
-    if value is None and isinstance(data, dict) and isinstance(data.get("text_config"), dict):
-        value = data["text_config"].get("max_position_embeddings")
-    return value if isinstance(value, int) and value > 0 else None
 
 
 def budget_errors(where: str, context: int | None, budgets: Mapping[str, Any]) -> list[str]:
