@@ -99,22 +99,20 @@ def slurm_summary(jobs: Mapping[str, Mapping[str, set[Any]]]) -> str:
 
     ``jobs``: rule name -> {slurm_account, slurm_partition, gpu, gpu_model: set of values its jobs get}.
     """
-    accounts: set[Any] = (
-        set().union(*(r.get("slurm_account", set()) for r in jobs.values())) if jobs else set()
-    )
-    gpu_rules = sorted(r for r, res in jobs.items() if any(_gpus(v) for v in res.get("gpu", set())))
+    accounts: set[Any] = set().union(*(r["slurm_account"] for r in jobs.values()))
+    gpu_rules = sorted(r for r, res in jobs.items() if any(_gpus(v) for v in res["gpu"]))
     cpu_rules = sorted(r for r in jobs if r not in gpu_rules)
     parts = [f"account {_shown(accounts, 'none (-A not given)')}"]
     for label, rules in (("GPU jobs", gpu_rules), ("CPU jobs", cpu_rules)):
         if not rules:
             continue
-        partitions = set().union(*(jobs[r].get("slurm_partition", set()) for r in rules))
+        partitions = set().union(*(jobs[r]["slurm_partition"] for r in rules))
         where = _shown(partitions, "")
         parts.append(
             f"{label} ({', '.join(rules)}) on {f'partition {where}' if where else 'the default partition'}"
         )
     if gpu_rules:
-        models = set().union(*(jobs[r].get("gpu_model", set()) for r in gpu_rules))
+        models = set().union(*(jobs[r]["gpu_model"] for r in gpu_rules))
         parts.append(f"GPU model {_shown(models, 'any (gpu_model unset)')}")
     return "Slurm run: " + "; ".join(parts)
 
@@ -250,9 +248,8 @@ def slurm_line(workflow: Any, sizes: Sequence[str], argv: Sequence[str], environ
     if executor_name(argv, environ) != "slurm":  # Snakemake picks its executor after the parse
         return None
     keys = ("slurm_account", "slurm_partition", "gpu", "gpu_model")
-    local = getattr(
-        workflow, "_localrules", set()
-    )  # workflow.is_local() is True for all before the executor is set
+    # workflow.is_local() is True for all before the executor is set
+    local = getattr(workflow, "_localrules", set())
     jobs = {
         r.name: {key: _rule_values(r, key, sizes) for key in keys}
         for r in workflow.rules
