@@ -23,22 +23,16 @@ from typing import Any
 
 import yaml
 
-from cwgrpo.configs import ConfigError
-
 MAX_VALUE_CHARS = 60  # a value quoted in an error line is cut to this
 Check = Callable[[], Iterable[tuple[str, str]]]
 
 
-class ConfigErrors(ConfigError):
-    """Several config errors, each one line; ``str()`` is a numbered list under one heading."""
-
-    def __init__(self, lines: list[str], heading: str = "config error") -> None:
-        lines = list(dict.fromkeys(lines))  # one line per error, however many checks found it
-        self.lines = lines
-        if len(lines) == 1:
-            super().__init__(f"{heading} in {lines[0]}")
-        else:
-            super().__init__(f"{len(lines)} {heading}s:\n" + "\n".join(f"  {line}" for line in lines))
+def error_text(lines: list[str]) -> str:
+    """Config errors, one line each and each once (however many checks found it), under one heading."""
+    lines = list(dict.fromkeys(lines))
+    if len(lines) == 1:
+        return f"config error in {lines[0]}"
+    return f"{len(lines)} config errors:\n" + "\n".join(f"  {line}" for line in lines)
 
 
 def nearest(key: str, known: Iterable[str]) -> str | None:
@@ -282,7 +276,7 @@ def fill_defaults(config: dict[str, Any], schema: Mapping[str, Any]) -> dict[str
 
 def reward_weight_errors(sections: Iterable[tuple[str, Mapping[str, Any]]]) -> list[str]:
     """``reward_weights`` against ``reward_funcs`` in each merged option set (one line per set at fault;
-    ``ConfigErrors`` shows a line found twice once).
+    ``error_text`` shows a line found twice once).
 
     ``sections`` are (where, merged training options) pairs, e.g. ("sizes.small.train", {...}).
     """

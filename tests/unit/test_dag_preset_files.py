@@ -75,9 +75,9 @@ def test_reward_weights_against_reward_functions():
 
 def test_collected_errors_print_as_one_numbered_block():
     lines = cc.collect([lambda: [("a", "bad"), ("b", "bad")], lambda: [("a", "bad")]])  # each line once
-    err = cc.ConfigErrors(lines)
-    assert str(err) == "2 config errors:\n  a: bad\n  b: bad" and err.lines == ["a: bad", "b: bad"]
-    assert str(cc.ConfigErrors(["kind: is real"])) == "config error in kind: is real"
+    assert lines == ["a: bad", "b: bad"]
+    assert cc.error_text([*lines, "a: bad"]) == "2 config errors:\n  a: bad\n  b: bad"
+    assert cc.error_text(["kind: is real"]) == "config error in kind: is real"
 
 
 def test_local_paths_that_are_not_there_are_named_and_hub_ids_are_not_paths(tmp_path):

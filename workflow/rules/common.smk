@@ -20,8 +20,8 @@ from snakemake.utils import validate
 sys.path.insert(0, str(Path(workflow.basedir)))
 from cwgrpo.trainer import learning_signal
 from cwgrpo.dag.preset_files import (
-    ConfigErrors,
     collect,
+    error_text,
     preset_errors,
     seeds_from_command_line,
     shorten,
@@ -41,7 +41,7 @@ from cwgrpo.dag.options import BASE
 def stop_on(lines):
     """Stop at parse time, before any job starts or any file is written, listing every error, one per line."""
     if lines:
-        raise WorkflowError(str(ConfigErrors(lines)))
+        raise WorkflowError(error_text(lines))
 
 
 SCHEMA = Path(workflow.basedir) / "workflow/schemas/config.schema.yaml"
