@@ -182,6 +182,8 @@ def model_context(model_dir: str | Path) -> int | None:
         config = json.loads((Path(model_dir) / "config.json").read_text(encoding="utf-8"))
     except (OSError, ValueError) as err:
         raise FileNotFoundError(f"{model_dir}/config.json cannot be read: {err}") from err
+    if not isinstance(config, dict):
+        raise FileNotFoundError(f"{model_dir}/config.json is not a model config (a JSON object)")
     value = config.get("max_position_embeddings")
     if value is None and isinstance(config.get("text_config"), dict):
         value = config["text_config"].get("max_position_embeddings")

@@ -8,7 +8,7 @@ import os
 import pytest
 from dag_presets import preset
 
-from cwgrpo.configs import ConfigError, read_options
+from cwgrpo.configs import ConfigError, options_text, read_options
 from cwgrpo_workflow.dag import options
 
 
@@ -40,7 +40,7 @@ def test_options_file_reads_back_what_was_written_with_its_types(tmp_path):
     opts = {"learning_rate": 1e-06, "beta": 0.0, "max_steps": 2, "bf16": True, "reward_funcs": ["a", "b"],
             "model_init_kwargs": {"dtype": "bfloat16"}, "text": "≈ 1.5B", "none": None, "big": 1e300}  # fmt: skip
     path = tmp_path / "options" / "train.yaml"
-    assert options.write_options(path, opts)
+    assert options.write_option_files([(path, options_text(opts))]) == []
     back = read_options(path)
     assert back == opts
     assert {k: type(v) for k, v in back.items()} == {k: type(v) for k, v in opts.items()}

@@ -75,9 +75,9 @@ def test_reward_weights_against_reward_functions():
 
 def test_collected_errors_print_as_one_numbered_block():
     lines = cc.collect([lambda: [("a", "bad"), ("b", "bad")], lambda: [("a", "bad")]])  # each line once
-    err = cc.ConfigErrors(lines)
-    assert str(err) == "2 config errors:\n  a: bad\n  b: bad" and err.lines == ["a: bad", "b: bad"]
-    assert str(cc.ConfigErrors(["kind: is real"])) == "config error in kind: is real"
+    assert lines == ["a: bad", "b: bad"]
+    assert cc.error_text([*lines, "a: bad"]) == "2 config errors:\n  a: bad\n  b: bad"
+    assert cc.error_text(["kind: is real"]) == "config error in kind: is real"
 
 
 def test_local_paths_that_are_not_there_are_named_and_hub_ids_are_not_paths(tmp_path):
@@ -112,7 +112,7 @@ def test_own_datasets_unknown_keys_and_missing_columns(tmp_path):
 
 def test_preset_file_errors_are_all_shown_before_validation(tmp_path):
     config = {"name": "x", "kind": "tiny", "sizes": {}, "methods": {}, "data": {}, "tarin": {}, "sedes": [0]}
-    found = cc.preset_file_errors(config, SCHEMA_PATH, [])
+    found = cc.preset_errors(config, SCHEMA_PATH, [], lambda: [])
     assert len([line for line in found if "tarin" in line or "sedes" in line]) == 2
 
 
@@ -149,3 +149,19 @@ def test_an_overlay_must_follow_its_preset(files, refused):
     found = cc.overlay_errors(files)
     assert [line.split(":")[0] for line in found] == refused
     assert all("--configfile config/paper.yaml" in line for line in found)
+
+
+def test_names_and_options_fixed_per_run_are_the_schemas_one_line_each():
+    """A size name and a run label reach file names and shell commands; steps and seed are fixed per run."""
+    preset = yaml.safe_load((REPO / "config/config.yaml").read_text())
+    preset["sizes"]["sm all"] = preset["sizes"].pop("small")
+    preset["methods"]["base"] = preset["methods"].pop("grpo")
+    preset["methods"]["cw_grpo"]["save_steps"] = 1
+    preset["sizes"]["large"]["resources"] = {"trian": {"gpu": 1}}
+    assert sorted(cc.schema_errors(preset, SCHEMA)) == [
+        "methods.base: a run label is letters, digits and _, and not 'base'",
+        "methods.cw_grpo.save_steps: set it in train or sizes.<size>.train, not per method",
+        "sizes.large.resources.trian: 'trian' is not one of ['prepare_data', 'fetch_model', 'build_tiny', "
+        "'sft', 'train', 'evaluate', 'grade', 'report']",
+        "sizes.sm all: a size name is letters, digits, '.', '-' and '_'",
+    ]

@@ -9,6 +9,7 @@ import pytest
 from dag_presets import preset
 
 from cwgrpo import weighting
+from cwgrpo.generation import model_context
 from cwgrpo_workflow.dag import options, preset_rules
 from cwgrpo_workflow.dag.preset_files import collect
 
@@ -223,8 +224,14 @@ def test_cpu_training_processes_beyond_the_cores_are_refused_per_node():
 
 def test_a_completion_budget_the_context_cannot_hold_names_the_fix(tmp_path):
     (tmp_path / "config.json").write_text(json.dumps({"max_position_embeddings": 128}))
-    context = preset_rules.context_of_folder(str(tmp_path))
-    assert context == 128 and preset_rules.context_of_folder(str(tmp_path / "nowhere")) is None
+    context = model_context(tmp_path)  # a local folder's, as the job reads it; elsewhere none is known
+    assert context == 128
+    with pytest.raises(FileNotFoundError):
+        model_context(tmp_path / "nowhere")
+    (tmp_path / "list").mkdir()
+    (tmp_path / "list" / "config.json").write_text("[128]")  # JSON, but no model config
+    with pytest.raises(FileNotFoundError, match="not a model config"):
+        model_context(tmp_path / "list")
     (line,) = preset_rules.budget_errors("train", context, {"max_completion_length": 128, "other": 4})
     assert line.startswith("train.max_completion_length: 128 tokens, but the model's context is 128")
     assert "set max_completion_length to at most 64" in line

@@ -173,9 +173,10 @@ def test_a_workflow_jobs_options_file_reaches_every_launched_process_unchanged(t
     """The workflow gives `cwgrpo train` one options file (cwgrpo_workflow.dag.options) and no --set: the accelerate
     and multi-node launchers pass that file on as it is, with no --set round trip."""
     from cwgrpo import cli
+    from cwgrpo.configs import options_text
     from cwgrpo.launch import launcher as launch
     from cwgrpo.launch import multinode
-    from cwgrpo_workflow.dag.options import write_options
+    from cwgrpo_workflow.dag.options import write_option_files
 
     seen = {}
     monkeypatch.setattr(
@@ -184,8 +185,9 @@ def test_a_workflow_jobs_options_file_reaches_every_launched_process_unchanged(t
     monkeypatch.delenv("CWGRPO_LAUNCHED", raising=False)
     monkeypatch.chdir(tmp_path)
     options = tmp_path / "options" / "train" / "small" / "grpo" / "seed0.yaml"
-    write_options(options, {"use_cpu": True, "bf16": False, "max_steps": 2, "learning_rate": 1e-06,
-                            "launcher": "accelerate", "num_processes": 6, "num_nodes": 2, "seed": 0})  # fmt: skip
+    opts = {"use_cpu": True, "bf16": False, "max_steps": 2, "learning_rate": 1e-06, "launcher": "accelerate",
+            "num_processes": 6, "num_nodes": 2, "seed": 0}  # fmt: skip
+    assert write_option_files([(options, options_text(opts))]) == []
     argv = ["train", "--model-dir", "m", "--train-data", "d.jsonl", "--run-dir", "o", "--timings", "t.jsonl",
             "--tag", "size=small", "--tag", "method=grpo", "--tag", "seed=0", "--config", str(options)]  # fmt: skip
     cli.main(argv)

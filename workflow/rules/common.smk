@@ -20,8 +20,8 @@ from snakemake.utils import validate
 sys.path[:0] = [str(Path(workflow.basedir)), str(Path(workflow.basedir) / "workflow")]
 from cwgrpo.trainer import learning_signal
 from cwgrpo_workflow.dag.preset_files import (
-    ConfigErrors,
     collect,
+    error_text,
     preset_errors,
     seeds_from_command_line,
     shorten,
@@ -41,7 +41,7 @@ from cwgrpo_workflow.dag.options import BASE
 def stop_on(lines):
     """Stop at parse time, before any job starts or any file is written, listing every error, one per line."""
     if lines:
-        raise WorkflowError(str(ConfigErrors(lines)))
+        raise WorkflowError(error_text(lines))
 
 
 SCHEMA = Path(workflow.basedir) / "workflow/schemas/config.schema.yaml"
@@ -343,7 +343,7 @@ def run_dir_of(wildcards):
 
 
 def check_profile():
-    stop_on(collect([lambda: profile.profile_errors(workflow, config, sys.argv[1:], os.environ)]))
+    stop_on(profile.profile_errors(workflow, config, sys.argv[1:], os.environ))
     line = profile.slurm_line(workflow, SIZES, sys.argv[1:], os.environ)
     if line:
         print(line, file=sys.stderr)

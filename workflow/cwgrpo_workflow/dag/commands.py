@@ -32,15 +32,11 @@ def file_args(*columns: tuple[str, Sequence[str]]) -> str:
     )
 
 
-def eval_file_args(input: Any, output: Any, rows: slice = slice(None)) -> str:
-    """`--benchmark-file F --out O --summary S` per benchmark, for the outputs in ``rows``."""
+def eval_files(wildcards: Any, input: Any, output: Any, rows: slice = slice(None)) -> str:
+    """`--benchmark-file F --out O --summary S` per benchmark, for the outputs in ``rows`` (all: the file
+    arguments of a one-job-per-checkpoint evaluation)."""
     outs = [("--out", output.samples[rows]), ("--summary", output.summaries[rows])]
     return file_args(("--benchmark-file", input.benchmarks), *outs)
-
-
-def eval_files(wildcards: Any, input: Any, output: Any) -> str:
-    """The file arguments of a one-job-per-checkpoint evaluation."""
-    return eval_file_args(input, output)
 
 
 def eval_run_models(wildcards: Any, input: Any, output: Any, checkpoints: Mapping[int, str]) -> str:
@@ -49,7 +45,7 @@ def eval_run_models(wildcards: Any, input: Any, output: Any, checkpoints: Mappin
     n, parts = len(input.benchmarks), []
     for i, (step, folder) in enumerate(checkpoints.items()):
         tag = tags(size=wildcards.size, method=wildcards.method, seed=wildcards.seed, step=step)
-        files = eval_file_args(input, output, slice(i * n, (i + 1) * n))
+        files = eval_files(wildcards, input, output, slice(i * n, (i + 1) * n))
         parts.append(f"--model-dir {shlex.quote(folder)} {tag} {files}")
     return " ".join(parts)
 

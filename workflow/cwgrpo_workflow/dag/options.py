@@ -20,12 +20,10 @@ from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
-from cwgrpo.configs import ConfigError, options_text, recorded_digest
+from cwgrpo.configs import options_text, recorded_digest
 from cwgrpo.data.prompts import TRAIN_PROMPT_SET
 
 BASE = "base"  # method label of the untrained model, evaluated at step 0
-# Options that fix the step markers or the seed wildcard: never set per method.
-RUN_FIXED = ("max_steps", "save_steps", "seed")
 EVAL_SWITCHES = (  # workflow keys of `evaluate`, not passed on
     "one_job_per_benchmark",
     "one_job_per_run",
@@ -234,49 +232,35 @@ def option_files(root: str | Path, config: Mapping[str, Any]) -> dict[tuple[str,
 
 def write_option_files(files: Iterable[tuple[Path, str]]) -> list[str]:
     """Write each (path, text) not there yet, each at once (a reader never sees half a file) and read-only.
-    A file already there is left as it is when it holds ``text``; one that does not (edited by hand), or a
-    path that cannot be written, is an error line naming the file, returned (nothing raised)."""
+    A file already there is left as it is when it holds ``text``; one that does not (edited by hand: its
+    name's hash no longer matches), or a path that cannot be written, is an error line naming the file,
+    returned (nothing raised)."""
     errors = []
     for path, text in files:
         try:
-            _write_new(path, text)
-        except ConfigError as err:
-            errors.append(str(err))
+            if path.is_file():
+                if path.read_text(encoding="utf-8", errors="replace") != text:
+                    errors.append(
+                        f"{path} was edited after the workflow wrote it (its content no longer matches the "
+                        "hash in its name): set the options in the preset instead, and delete the file so "
+                        "the workflow writes it again"
+                    )
+                continue
+            path.parent.mkdir(parents=True, exist_ok=True)
+            fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+            try:
+                with os.fdopen(fd, "w", encoding="utf-8") as out:
+                    out.write(text)
+                os.chmod(tmp, 0o444)  # readable by a job run as another user; never to be edited
+                os.replace(tmp, path)
+            finally:
+                Path(tmp).unlink(missing_ok=True)
         except OSError as err:
             errors.append(
                 f"{path}: cannot write this job's options file ({err.strerror or err}): {path.parent} must "
                 "be a folder you can write to, and the path free or a file the workflow wrote"
             )
     return errors
-
-
-def _write_new(path: Path, text: str) -> bool:
-    """Write ``text`` to a new ``path``; False if the file holds it already. A file with other content
-    raises ``ConfigError`` (its name's hash no longer matches: edited by hand)."""
-    if path.is_file():
-        old = path.read_text(encoding="utf-8", errors="replace")
-        if old == text:
-            return False
-        raise ConfigError(
-            f"{path} was edited after the workflow wrote it (its content no longer matches the hash in its "
-            "name): set the options in the preset instead, and delete the file so the workflow writes it again"
-        )
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as out:
-            out.write(text)
-        os.chmod(tmp, 0o444)  # readable by a job run as another user; never to be edited
-        os.replace(tmp, path)
-    finally:
-        Path(tmp).unlink(missing_ok=True)
-    return True
-
-
-def write_options(path: str | Path, options: Mapping[str, Any]) -> bool:
-    """Write ``options`` to a new file ``path`` as a job's options file (``write_option_files`` for several).
-    True if it wrote; raises ``OSError`` if it cannot, ``ConfigError`` if ``path`` holds other options."""
-    return _write_new(Path(path), options_text(options))
 
 
 def _listing(names: Iterable[Any]) -> str:

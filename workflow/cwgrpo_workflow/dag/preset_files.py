@@ -23,22 +23,16 @@ from typing import Any
 
 import yaml
 
-from cwgrpo.configs import ConfigError
-
 MAX_VALUE_CHARS = 60  # a value quoted in an error line is cut to this
 Check = Callable[[], Iterable[tuple[str, str]]]
 
 
-class ConfigErrors(ConfigError):
-    """Several config errors, each one line; ``str()`` is a numbered list under one heading."""
-
-    def __init__(self, lines: list[str], heading: str = "config error") -> None:
-        lines = list(dict.fromkeys(lines))  # one line per error, however many checks found it
-        self.lines = lines
-        if len(lines) == 1:
-            super().__init__(f"{heading} in {lines[0]}")
-        else:
-            super().__init__(f"{len(lines)} {heading}s:\n" + "\n".join(f"  {line}" for line in lines))
+def error_text(lines: list[str]) -> str:
+    """Config errors, one line each and each once (however many checks found it), under one heading."""
+    lines = list(dict.fromkeys(lines))
+    if len(lines) == 1:
+        return f"config error in {lines[0]}"
+    return f"{len(lines)} config errors:\n" + "\n".join(f"  {line}" for line in lines)
 
 
 def nearest(key: str, known: Iterable[str]) -> str | None:
@@ -51,12 +45,15 @@ def nearest(key: str, known: Iterable[str]) -> str | None:
     return match[0] if match else None
 
 
-def unknown_key_line(where: str, key: str, known: Iterable[str]) -> str:
-    """``where.key: unknown key; did you mean 'k'?`` (or the known keys, if none is close)."""
+def unknown_key_line(
+    where: str, key: str, known: Iterable[str], what: str = "unknown key", otherwise: str | None = None
+) -> str:
+    """``where.key: unknown key; did you mean 'k'?`` (``what`` for "unknown key"; ``otherwise``, or the
+    known keys, if none is close)."""
     known = sorted(str(k) for k in known)
     guess = nearest(key, known)
-    hint = f"did you mean {guess!r}?" if guess else f"known: {', '.join(known)}"
-    return f"{where + '.' if where else ''}{key}: unknown key; {hint}"
+    hint = f"did you mean {guess!r}?" if guess else otherwise or f"known: {', '.join(known)}"
+    return f"{where + '.' if where else ''}{key}: {what}; {hint}"
 
 
 def collect(checks: Iterable[Check], found: Iterable[str] = ()) -> list[str]:
@@ -82,38 +79,31 @@ def seeds_from_command_line(config: dict[str, Any]) -> None:
         config["seeds"] = [int(s) if isinstance(s, str) and s.strip().isdigit() else s for s in seeds]
 
 
-def preset_file_errors(config: Mapping[str, Any], schema_path: Path, files: Iterable[str]) -> list[str]:
-    """Duplicate keys in the config files read, every schema violation, mismatched reward weights and
-    local paths that are not there, all in one pass, one line each (jsonschema alone stops at the first
-    and quotes the whole schema)."""
-    from cwgrpo.data.prepare_data import OwnDataset
-
-    files = list(files)
-    misplaced = overlay_errors([(f, _name_and_mark(f)) for f in files])
-    if misplaced:  # the rest (a preset without kind, sizes, ...) follows from it
-        return misplaced
-    lines = duplicate_keys_in_files(files)
-    lines += schema_errors(config, load_schema(schema_path))
-    lines += reward_weight_errors(_reward_sections(config))
-    lines += [f"{key}: {message}" for key, message in missing_local_paths(config)]
-    own = {f.name for f in dataclasses.fields(OwnDataset)}
-    return lines + dataset_errors(config.get("datasets") or {}, own)
-
-
 def preset_errors(
     config: dict[str, Any],
     schema_path: Path,
     files: Iterable[str],
     make_checks: Callable[[], Iterable[Check]],
 ) -> list[str]:
-    """Every mistake of the preset files in one pass, one line each: the file-level ones
-    (``preset_file_errors``) and, when there are any, what the other checks (``make_checks()``, run on the
-    config with the schema's defaults filled in) find as well; a check that crashes on what a file-level
-    mistake broke adds nothing. Nothing more beside a misplaced overlay: the rest follows from it."""
-    found = preset_file_errors(config, schema_path, files)
-    if not found or found == overlay_errors([(f, _name_and_mark(f)) for f in files]):
+    """Every mistake of the preset files in one pass, one line each: duplicate keys in the config files
+    read, every schema violation, mismatched reward weights, local paths that are not there and, when there
+    are any, what the other checks (``make_checks()``, run on the config with the schema's defaults filled
+    in) find as well; a check that crashes on what a file-level mistake broke adds nothing. Nothing more
+    beside a misplaced overlay: the rest (a preset without kind, sizes, ...) follows from it."""
+    from cwgrpo.data.prepare_data import OwnDataset
+
+    files = list(files)
+    misplaced = overlay_errors([(f, _name_and_mark(f)) for f in files])
+    if misplaced:
+        return misplaced
+    schema = load_schema(schema_path)
+    found = duplicate_keys_in_files(files) + schema_errors(config, schema)
+    found += reward_weight_errors(_reward_sections(config))
+    found += [f"{key}: {message}" for key, message in missing_local_paths(config)]
+    found += dataset_errors(config.get("datasets") or {}, [f.name for f in dataclasses.fields(OwnDataset)])
+    if not found:
         return found
-    fill_defaults(config, load_schema(schema_path))
+    fill_defaults(config, schema)
     try:
         more = list(make_checks())
     except Exception:  # a config too broken for the checks to be listed
@@ -139,8 +129,6 @@ def overlay_errors(files: list[tuple[str, tuple[Any, Any]]]) -> list[str]:
 
 def _name_and_mark(path: str) -> tuple[Any, Any]:
     """(name, overlay_of) of one config file, read defensively (a broken file is reported elsewhere)."""
-    import yaml
-
     try:
         data = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
     except (OSError, yaml.YAMLError):
@@ -227,6 +215,10 @@ def _short(value: Any) -> str:
 def _schema_line(error: Any) -> list[str]:
     where = ".".join(str(p) for p in error.absolute_path)
     kind, schema, instance = error.validator, error.schema, error.instance
+    if "propertyNames" in error.schema_path:  # the name of a key at fault: name that key
+        where = f"{where}.{instance}" if where else str(instance)
+    if isinstance(schema, Mapping) and "errorMessage" in schema:
+        return [f"{where}: {schema['errorMessage']}"]
     if kind == "additionalProperties" and isinstance(instance, Mapping):
         known = set(schema.get("properties", {}))
         patterns = schema.get("patternProperties", {})
@@ -283,24 +275,18 @@ def fill_defaults(config: dict[str, Any], schema: Mapping[str, Any]) -> dict[str
 
 
 def reward_weight_errors(sections: Iterable[tuple[str, Mapping[str, Any]]]) -> list[str]:
-    """``reward_weights`` against ``reward_funcs`` in each merged option set (one line per set at fault).
-
+    """``reward_weights`` against ``reward_funcs`` in each merged option set (one line per set at fault;
+    ``error_text`` shows a line found twice once).
 
     ``sections`` are (where, merged training options) pairs, e.g. ("sizes.small.train", {...}).
     """
-    lines, seen = [], set()
-    for where, opts in sections:
-        funcs, weights = opts.get("reward_funcs"), opts.get("reward_weights")
-        if not isinstance(weights, list) or not isinstance(funcs, list) or len(weights) == len(funcs):
-            continue
-        line = (
-            f"{where}.reward_weights: {len(weights)} weight(s) {weights} for {len(funcs)} reward function(s) "
-            f"{funcs}; give one weight per reward function"
-        )
-        if line not in seen:
-            seen.add(line)
-            lines.append(line)
-    return lines
+    return [
+        f"{where}.reward_weights: {len(weights)} weight(s) {weights} for {len(funcs)} reward function(s) "
+        f"{funcs}; give one weight per reward function"
+        for where, opts in sections
+        for funcs, weights in [(opts.get("reward_funcs"), opts.get("reward_weights"))]
+        if isinstance(weights, list) and isinstance(funcs, list) and len(weights) != len(funcs)
+    ]
 
 
 def missing_local_paths(config: Mapping[str, Any]) -> list[tuple[str, str]]:

@@ -9,15 +9,10 @@ them all (every command's options among them: cwgrpo_workflow.dag.command_option
 
 from __future__ import annotations
 
-import json
-import re
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from pathlib import Path
 from typing import Any
 
 from cwgrpo_workflow.dag.options import (
-    BASE,
-    RUN_FIXED,
     TINY_SOURCE,
     built_sizes,
     evaluate_options,
@@ -27,8 +22,6 @@ from cwgrpo_workflow.dag.options import (
     where_set,
 )
 from cwgrpo_workflow.dag.resources import Error, positive_int
-
-NAME = r"[A-Za-z0-9_]+"  # a method label: it reaches file names and shell commands
 
 
 def size_names(kind: str) -> tuple[str, ...] | None:
@@ -53,8 +46,6 @@ def size_errors(config: Mapping[str, Any]) -> Iterator[Error]:
             )
         if allowed is not None and size not in allowed:
             yield f"sizes.{size}", f"{size!r} is not a size of a {kind} preset; known: {', '.join(allowed)}"
-        if not re.fullmatch(r"[A-Za-z0-9_.-]+", size):
-            yield f"sizes.{size}", "a size name is letters, digits, '.', '-' and '_'"
         if kind != "tiny" and not spec.get("model"):
             for key in ("model_id", "revision"):
                 if not spec.get(key):
@@ -105,17 +96,12 @@ def name_errors(config: Mapping[str, Any]) -> Iterator[Error]:
 
 
 def method_errors(config: Mapping[str, Any]) -> Iterator[Error]:
-    """Run labels, options fixed per run, and a `cw_method` each method names (its value is CWOptions' to
-    check, with the other options: cwgrpo_workflow.dag.command_options)."""
+    """A `cw_method` each method names (its value is CWOptions' to check, with the other options:
+    cwgrpo_workflow.dag.command_options; a run label's form and the options fixed per run are the schema's)."""
     from cwgrpo.trainer.options import method_names
 
     first = next(iter(config["sizes"]))
-    for method, overrides in config["methods"].items():
-        if method == BASE or not re.fullmatch(NAME, method):
-            yield f"methods.{method}", f"a run label is letters, digits and _, and not {BASE!r}"
-        for key in RUN_FIXED:
-            if key in overrides:
-                yield f"methods.{method}.{key}", "set it in train or sizes.<size>.train, not per method"
+    for method in config["methods"]:
         if train_options(config, first, method).get("cw_method") is None:
             yield (
                 f"methods.{method}.cw_method",
@@ -272,14 +258,16 @@ def deployment_errors(config: Mapping[str, Any], uses_conda: bool) -> Iterator[E
 def context_errors(config: Mapping[str, Any]) -> Iterator[Error]:
     """A completion budget the model's context cannot hold, for sizes whose model is a local folder or
     built here (the tiny models' context)."""
+    from cwgrpo.generation import model_context
     from cwgrpo.models import tiny
 
     built = built_sizes(config)
     for size, spec in config["sizes"].items():
-        if size in built:
-            context = tiny.MAX_POSITIONS
-        else:
-            context = context_of_folder(spec["model"]) if spec.get("model") else None
+        model = spec.get("model")
+        try:
+            context = tiny.MAX_POSITIONS if size in built else model_context(model) if model else None
+        except FileNotFoundError:  # no model folder (a Hub id, a .gguf file): no context known here
+            context = None
         budgets = [
             ("train", {"max_completion_length": train_options(config, size, m).get("max_completion_length")})
             for m in config["methods"]
@@ -288,19 +276,6 @@ def context_errors(config: Mapping[str, Any]) -> Iterator[Error]:
         for section, values in budgets:
             for line in budget_errors(section, context, values):
                 yield f"sizes.{size} ({spec['model'] or 'tiny'})", line
-
-
-def context_of_folder(model: str) -> int | None:
-    """``max_position_embeddings`` of a local model folder's config.json, or None (not a folder, unset)."""
-    config = Path(model) / "config.json"
-    try:
-        data = json.loads(config.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
-    value = data.get("max_position_embeddings") if isinstance(data, dict) else None
-    if value is None and isinstance(data, dict) and isinstance(data.get("text_config"), dict):
-        value = data["text_config"].get("max_position_embeddings")
-    return value if isinstance(value, int) and value > 0 else None
 
 
 def budget_errors(where: str, context: int | None, budgets: Mapping[str, Any]) -> list[str]:

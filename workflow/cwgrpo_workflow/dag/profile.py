@@ -10,14 +10,14 @@ from __future__ import annotations
 
 import re
 import types
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import yaml
 
-from cwgrpo_workflow.dag.preset_files import duplicate_keys_in_files, nearest
-from cwgrpo_workflow.dag.resources import Error, train_rule_name
+from cwgrpo_workflow.dag.preset_files import duplicate_keys_in_files, unknown_key_line
+from cwgrpo_workflow.dag.resources import resource_sections, train_rule_name
 
 # Resources Snakemake itself reads (snakemake.resources: the standard size and time resources).
 SNAKEMAKE_RESOURCES = frozenset(
@@ -43,34 +43,6 @@ SLURM_RESOURCES = frozenset(
         "tasks", "tasks_per_node", "tasks_per_gpu", "mpi",
     }
 )  # fmt: skip
-
-
-def rule_name_errors(section: str, names: Iterable[str], rules: set[str], elsewhere: set[str]) -> list[str]:
-    """Names under ``section`` (set-resources, set-threads) that are no rule of this workflow, with the
-    nearest rule. ``elsewhere``: rules that other presets have (a profile may serve several presets)."""
-    lines = []
-    for name in names:
-        if name in rules or name in elsewhere:
-            continue
-        guess = nearest(name, sorted(rules | elsewhere))
-        hint = f"did you mean {guess!r}?" if guess else f"rules: {', '.join(sorted(rules))}"
-        lines.append(
-            f"{section}.{name}: no rule of this workflow has that name (Snakemake ignores it); {hint}"
-        )
-    return lines
-
-
-def resource_key_errors(where: str, keys: Iterable[str], known: set[str]) -> list[str]:
-    """Resource keys that neither Snakemake, the Slurm plugin nor the workflow's rules read."""
-    known = set(known) | SNAKEMAKE_RESOURCES | SLURM_RESOURCES
-    lines = []
-    for key in keys:
-        if key in known:
-            continue
-        guess = nearest(key, sorted(known))
-        hint = f"did you mean {guess!r}?" if guess else "no executor reads it"
-        lines.append(f"{where}.{key}: unknown resource (it would be passed on and ignored); {hint}")
-    return lines
 
 
 # The resource that sets what a flag the Slurm plugin manages itself would set (its names for the flags).
@@ -117,18 +89,6 @@ def slurm_extra_errors(where: str, resources: Mapping[str, Any]) -> list[str]:
     return lines
 
 
-def global_resource_errors(keys: Iterable[str], asked: set[str]) -> list[str]:
-    """Caps (`resources:` of a profile, `--resources`) on a resource that no job asks for."""
-    lines = []
-    for key in keys:
-        if key.startswith("_") or key in asked:
-            continue
-        guess = nearest(key, sorted(asked))
-        hint = f"did you mean {guess!r}?" if guess else f"jobs ask for: {', '.join(sorted(asked))}"
-        lines.append(f"resources.{key}: no job asks for this resource, so the cap limits nothing; {hint}")
-    return lines
-
-
 def _shown(values: set[Any], unset: str) -> str:
     shown = sorted(str(v) for v in values if v not in (None, ""))
     return "/".join(shown) if shown else unset
@@ -139,22 +99,20 @@ def slurm_summary(jobs: Mapping[str, Mapping[str, set[Any]]]) -> str:
 
     ``jobs``: rule name -> {slurm_account, slurm_partition, gpu, gpu_model: set of values its jobs get}.
     """
-    accounts: set[Any] = (
-        set().union(*(r.get("slurm_account", set()) for r in jobs.values())) if jobs else set()
-    )
-    gpu_rules = sorted(r for r, res in jobs.items() if any(_gpus(v) for v in res.get("gpu", set())))
+    accounts: set[Any] = set().union(*(r["slurm_account"] for r in jobs.values()))
+    gpu_rules = sorted(r for r, res in jobs.items() if any(_gpus(v) for v in res["gpu"]))
     cpu_rules = sorted(r for r in jobs if r not in gpu_rules)
     parts = [f"account {_shown(accounts, 'none (-A not given)')}"]
     for label, rules in (("GPU jobs", gpu_rules), ("CPU jobs", cpu_rules)):
         if not rules:
             continue
-        partitions = set().union(*(jobs[r].get("slurm_partition", set()) for r in rules))
+        partitions = set().union(*(jobs[r]["slurm_partition"] for r in rules))
         where = _shown(partitions, "")
         parts.append(
             f"{label} ({', '.join(rules)}) on {f'partition {where}' if where else 'the default partition'}"
         )
     if gpu_rules:
-        models = set().union(*(jobs[r].get("gpu_model", set()) for r in gpu_rules))
+        models = set().union(*(jobs[r]["gpu_model"] for r in gpu_rules))
         parts.append(f"GPU model {_shown(models, 'any (gpu_model unset)')}")
     return "Slurm run: " + "; ".join(parts)
 
@@ -164,16 +122,6 @@ def _gpus(value: Any) -> int:
         return int(value)
     except (TypeError, ValueError):
         return 0
-
-
-def _profile_dir(name: str, environ: Mapping[str, str]) -> Path | None:
-    """Where Snakemake finds a profile: a path, or a name under the user's and the system's config folders."""
-    # `-d/--directory` has moved the process by now; the shell's PWD is where a relative profile path began.
-    candidates = [Path(environ.get("PWD", ".")) / name]
-    if not Path(name).is_absolute():
-        home = Path(environ.get("XDG_CONFIG_HOME") or Path(environ.get("HOME", "~")).expanduser() / ".config")
-        candidates += [home / "snakemake" / name, Path("/etc/xdg/snakemake") / name]
-    return next((c for c in candidates if c.is_dir()), None)
 
 
 def _command_line(argv: Sequence[str], environ: Mapping[str, str]) -> tuple[str | None, str | None]:
@@ -191,13 +139,15 @@ def _command_line(argv: Sequence[str], environ: Mapping[str, str]) -> tuple[str 
 
 
 def profile_file(argv: Sequence[str], environ: Mapping[str, str]) -> Path | None:
-    """The profile's settings file a Snakemake command line uses (config.yaml or profile.yaml), if any."""
+    """The profile's settings file a Snakemake command line uses, if any, found as Snakemake finds it."""
+    from snakemake.cli import get_profile_dir
+
     _, profile = _command_line(argv, environ)
-    folder = _profile_dir(profile, environ) if profile else None
-    for name in ("config.yaml", "profile.yaml"):
-        if folder is not None and (folder / name).is_file():
-            return folder / name
-    return None
+    if not profile:
+        return None
+    # `-d/--directory` has moved the process by now; the shell's PWD is where a relative profile path began.
+    found = get_profile_dir(str(Path(environ.get("PWD", ".")) / profile)) or get_profile_dir(profile)
+    return found[1] if found else None
 
 
 def executor_name(argv: Sequence[str], environ: Mapping[str, str]) -> str:
@@ -222,17 +172,6 @@ def shipped_train_rules(basedir: str | Path) -> set[str]:
     return names
 
 
-def preset_resource_keys(config: Mapping[str, Any]) -> set[str]:
-    """Resource keys the preset or the workflow's rules give a job."""
-    keys = {"gpu", "gres", "nodes", "tasks", "tasks_per_gpu", "mpi", "cpus_per_task"}
-    for res in config["resources"].values():
-        keys |= set(res)
-    for spec in config["sizes"].values():
-        for res in spec.get("resources", {}).values():
-            keys |= set(res)
-    return keys
-
-
 def run_settings(workflow: Any, sizes: Sequence[str]) -> tuple[bool, int | None, dict[str, Any]]:
     """(conda in use, the `--resources gpu=N` cap, size -> the gpu_model that --set-resources or a profile
     gives its training rule) of this Snakemake run, for the parse-time checks."""
@@ -246,48 +185,42 @@ def run_settings(workflow: Any, sizes: Sequence[str]) -> tuple[bool, int | None,
     return uses_conda, cap, {s: getattr(m, "raw", m) for s, m in models.items()}  # a Resource: its raw value
 
 
-def resource_sections(config: Mapping[str, Any], settings: Any) -> Iterator[tuple[str, Mapping[str, Any]]]:
-    """Every place a job's resources are set, by name: the preset's `resources` (per job kind, per size),
-    the profile's or command line's set-resources and default-resources."""
-    for kind, res in config["resources"].items():
-        yield f"resources.{kind}", res
-    for size, spec in config["sizes"].items():
-        for kind, res in spec.get("resources", {}).items():
-            yield f"sizes.{size}.resources.{kind}", res
-    for name, res in settings.overwrite_resources.items():
-        yield f"set-resources.{name}", res
-    yield "default-resources", settings.default_resources or {}
-
-
-def _split(line: str) -> Error:
-    key, _, message = line.partition(": ")
-    return key, message
-
-
 def profile_errors(
     workflow: Any, config: Mapping[str, Any], argv: Sequence[str], environ: Mapping
-) -> Iterator[Error]:
+) -> list[str]:
     """Rule names and resource keys of the profile and the command line (set-resources, set-threads,
     default-resources, resources) against this workflow's rules and the resources anything reads."""
     profile = profile_file(argv, environ)
     lines = duplicate_keys_in_files([profile] if profile else [])
     settings = workflow.resource_settings
     rules = {r.name for r in workflow.rules}
-    elsewhere = shipped_train_rules(workflow.basedir)
-    known = preset_resource_keys(config)
+    named = rules | shipped_train_rules(workflow.basedir)  # a profile may serve several presets
+    no_rule = "no rule of this workflow has that name (Snakemake ignores it)"
+    listed = f"rules: {', '.join(sorted(rules))}"
     for section, names in (
         ("set-resources", settings.overwrite_resources),
         ("set-threads", settings.overwrite_threads),
     ):
-        lines += rule_name_errors(section, names, rules, elsewhere)
-    for name, res in settings.overwrite_resources.items():
-        lines += resource_key_errors(f"set-resources.{name}", res, known)
-    lines += resource_key_errors("default-resources", settings.default_resources or {}, known)
-    for where, res in resource_sections(config, settings):
+        lines += [unknown_key_line(section, n, named, no_rule, listed) for n in names if n not in named]
+    # what Snakemake, the Slurm plugin (the workflow's rules' own among them) or the preset read
+    known = SNAKEMAKE_RESOURCES.union(SLURM_RESOURCES, *(res for _, res in resource_sections(config)))
+    given = [(f"set-resources.{name}", res) for name, res in settings.overwrite_resources.items()]
+    given.append(("default-resources", settings.default_resources or {}))
+    unread = "unknown resource (it would be passed on and ignored)"
+    for where, res in given:
+        lines += [
+            unknown_key_line(where, k, known, unread, "no executor reads it") for k in res if k not in known
+        ]
+    for where, res in [*resource_sections(config), *given]:
         lines += slurm_extra_errors(where, res)
+    # caps (`resources:` of a profile, `--resources`) on a resource that no job asks for
     asked = {key for r in workflow.rules for key in r.resources}
-    lines += global_resource_errors(workflow.global_resources, asked)
-    yield from map(_split, lines)
+    no_job = "no job asks for this resource, so the cap limits nothing"
+    return lines + [
+        unknown_key_line("resources", k, asked, no_job, f"jobs ask for: {', '.join(sorted(asked))}")
+        for k in workflow.global_resources
+        if not k.startswith("_") and k not in asked
+    ]
 
 
 def _rule_values(job_rule: Any, key: str, sizes: Sequence[str]) -> set[Any]:
@@ -315,9 +248,8 @@ def slurm_line(workflow: Any, sizes: Sequence[str], argv: Sequence[str], environ
     if executor_name(argv, environ) != "slurm":  # Snakemake picks its executor after the parse
         return None
     keys = ("slurm_account", "slurm_partition", "gpu", "gpu_model")
-    local = getattr(
-        workflow, "_localrules", set()
-    )  # workflow.is_local() is True for all before the executor is set
+    # workflow.is_local() is True for all before the executor is set
+    local = getattr(workflow, "_localrules", set())
     jobs = {
         r.name: {key: _rule_values(r, key, sizes) for key in keys}
         for r in workflow.rules

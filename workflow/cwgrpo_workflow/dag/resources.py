@@ -14,16 +14,6 @@ from typing import Any
 
 from cwgrpo_workflow.dag.options import train_options
 
-RESOURCE_KINDS = (
-    "prepare_data",
-    "fetch_model",
-    "build_tiny",
-    "sft",
-    "train",
-    "evaluate",
-    "grade",
-    "report",
-)
 Error = tuple[str, str]
 
 
@@ -148,9 +138,10 @@ def multinode_sizes(config: Mapping[str, Any]) -> dict[str, int]:
 
 
 def gpu_needs(config: Mapping[str, Any]) -> dict[str, int]:
-    """Kind of job (and size) -> GPUs per job, for the kinds that ask for any."""
+    """Kind of job (and size) -> GPUs per job, for the kinds that ask for any (the kinds of the schema's
+    `resources`, each filled in)."""
     needs = {}
-    for kind in RESOURCE_KINDS:
+    for kind in (kind for kind in config["resources"] if kind != "default"):
         for size in config["sizes"]:
             gpus = int(rule_resources(config, kind, size).get("gpu", 0))
             if gpus:
@@ -207,24 +198,26 @@ def _local_gpu_error(cap: int, env: Mapping[str, str]) -> str | None:
     return f"--resources gpu={cap}, but this machine shows {seen} GPUs; give gpu={seen}"
 
 
-def resource_errors(config: Mapping[str, Any]) -> Iterator[Error]:
-    """`threads` becomes an int for Snakemake and Slurm: a word there must fail now, naming the key; a
-    size's resource kind must exist, and each of its keys be set for every size."""
-    sections = [(f"resources.{kind}", res) for kind, res in config["resources"].items()]
+def resource_sections(config: Mapping[str, Any]) -> Iterator[tuple[str, Mapping[str, Any]]]:
+    """Every section of the preset that gives jobs resources, by config key: per kind of job, per size."""
+    for kind, res in config["resources"].items():
+        yield f"resources.{kind}", res
     for size, spec in config["sizes"].items():
         for kind, res in spec.get("resources", {}).items():
-            sections.append((f"sizes.{size}.resources.{kind}", res))
-            if kind not in RESOURCE_KINDS:
-                yield (
-                    f"sizes.{size}.resources.{kind}",
-                    f"unknown kind of job; known: {', '.join(RESOURCE_KINDS)}",
-                )
+            yield f"sizes.{size}.resources.{kind}", res
+
+
+def resource_errors(config: Mapping[str, Any]) -> Iterator[Error]:
+    """`threads` becomes an int for Snakemake and Slurm: a word there must fail now, naming the key; each key
+    of a size's resources must be set for every size (its kind of job is the schema's to check)."""
+    for size, spec in config["sizes"].items():
+        for kind, res in spec.get("resources", {}).items():
             extra = sorted(set(res) - set(rule_resources(config, kind)))
             if extra:
                 yield (
                     f"sizes.{size}.resources.{kind}",
                     f"{extra} must also be set in resources.{kind} or .default",
                 )
-    for key, res in sections:
+    for key, res in resource_sections(config):
         if "threads" in res and not positive_int(res["threads"]):
             yield f"{key}.threads", f"must be a positive integer, got {res['threads']!r}"

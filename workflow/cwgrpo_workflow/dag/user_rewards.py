@@ -18,7 +18,7 @@ import sys
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-from cwgrpo_workflow.dag.options import train_options, train_sources, where_set
+from cwgrpo_workflow.dag.options import train_options, train_sources, training_prompts, where_set
 from cwgrpo_workflow.dag.resources import Error
 
 IMPORT_BUDGET_S = 120.0  # the probe's start and imports, on top of each reward's own budget
@@ -27,16 +27,14 @@ IMPORT_BUDGET_S = 120.0  # the probe's start and imports, on top of each reward'
 def reward_groups(config: Mapping[str, Any]) -> dict[tuple, str]:
     """(user rewards, prompt_set, system_prompt, reward_timeout_s) of each distinct training -> the config
     key that sets its reward_funcs."""
-    from cwgrpo.data.prompts import TRAIN_PROMPT_SET
-
     groups: dict[tuple, str] = {}
     for size in config["sizes"]:
         for method in config["methods"]:
             opts = train_options(config, size, method)
             names = tuple(n for n in opts.get("reward_funcs") or [] if isinstance(n, str) and ":" in n)
             if names:
-                key = (names, opts.get("prompt_set", TRAIN_PROMPT_SET), opts.get("system_prompt"))
-                key += (opts.get("reward_timeout_s"),)
+                prompts = training_prompts(config, size, method)
+                key = (names, prompts["prompt_set"], prompts["system_prompt"], opts.get("reward_timeout_s"))
                 where = where_set(train_sources(config, size, method), "reward_funcs") or "train"
                 groups.setdefault(key, f"{where}.reward_funcs")
     return groups
