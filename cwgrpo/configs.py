@@ -28,6 +28,14 @@ class ConfigError(ValueError):
     """A config value or combination of values is invalid; the message names the key and the fix."""
 
 
+class OptionError(ConfigError):
+    """A bad option; ``key`` is the option's name (None when the error spans several options)."""
+
+    def __init__(self, key: str | None, message: str) -> None:
+        super().__init__(message)
+        self.key = key
+
+
 def parse_overrides(pairs: Sequence[str]) -> dict[str, Any]:
     """Parse ``key=value`` strings; values are read as YAML (``lr=1e-4`` -> float, ``x=[1,2]`` -> list)."""
     out: dict[str, Any] = {}
@@ -153,6 +161,20 @@ def build_config(
     if missing:
         raise ConfigError(f"{cls.__name__}: missing required option(s) {missing}")
     return cls(**kwargs)
+
+
+def check_together(cls: type[T], options: Mapping[str, Any]) -> T:
+    """``cls`` built from all ``options`` at once (rules that span fields need their partners); when that
+    fails, ``OptionError`` naming the first key that fails alone, if one does."""
+    try:
+        return build_config(cls, overrides=dict(options))
+    except (ConfigError, ValueError, TypeError) as err:
+        for key, value in options.items():
+            try:
+                build_config(cls, overrides={key: value})
+            except (ConfigError, ValueError, TypeError) as alone:
+                raise OptionError(key, str(alone)) from None
+        raise OptionError(None, str(err)) from None
 
 
 def config_hash(obj: Any) -> str:

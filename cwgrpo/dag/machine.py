@@ -1,9 +1,13 @@
-"""What this machine offers a CPU training job: a C++ compiler and DeepSpeed, probed before the run.
+"""What this machine offers a training job: its interpreter, asked at parse time, and a CPU job's DeepSpeed.
 
-DeepSpeed is looked for in the interpreter that `cwgrpo train` will run under."""
+A CPU job also needs a C++ compiler; both are probed before the run.
+
+DeepSpeed is looked for, and the dry run's questions about the jobs' options and rewards answered, in the
+interpreter that `cwgrpo train` will run under."""
 
 from __future__ import annotations
 
+import json
 import shutil
 import subprocess
 import sys
@@ -11,6 +15,7 @@ from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 from cwgrpo.cli import stage_python_var
+from cwgrpo.configs import ConfigError
 from cwgrpo.dag.options import train_options
 from cwgrpo.dag.resources import Error
 
@@ -31,6 +36,36 @@ def train_python(env: Mapping[str, str]) -> str:
         if first.startswith("#!") and first[2:].split():
             return first[2:].split()[0]
     return sys.executable
+
+
+def ask_train_python(module: str, request: Any, env: Mapping[str, str], timeout: float, what: str) -> Any:
+    """The answer of ``python -P -m module`` (``answer_train_python``) in the jobs' interpreter to ``request``,
+    without the working folder on its path, as a job imports; ``ConfigError`` saying why there is none
+    ("could not check ``what`` in the jobs' Python ...")."""
+    python = train_python(env)
+    command = [python, "-P", "-m", module]
+    try:
+        proc = subprocess.run(
+            command, input=json.dumps(request), capture_output=True, text=True, env=dict(env), timeout=timeout
+        )
+    except (OSError, subprocess.TimeoutExpired) as err:
+        reason = str(err)
+    else:
+        try:
+            return json.loads(proc.stdout.strip().splitlines()[-1])
+        except (ValueError, IndexError):
+            reason = " ".join(proc.stderr.strip().splitlines()[-1:])
+    raise ConfigError(f"could not check {what} in the jobs' Python ({python}): {reason}")
+
+
+def answer_train_python(answer: Callable[[Any], Any]) -> int:
+    """``ask_train_python``'s other end: the request read on stdin, ``answer(request)`` written as one JSON
+    line, the last of stdout (whatever the code it runs prints goes to stderr)."""
+    request, out = json.load(sys.stdin), sys.stdout
+    sys.stdout = sys.stderr
+    found = answer(request)
+    out.write("\n" + json.dumps(found) + "\n")
+    return 0
 
 
 def has_module(python: str, module: str, env: Mapping[str, str]) -> bool:

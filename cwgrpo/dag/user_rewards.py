@@ -12,8 +12,6 @@ and the dry run says so. Only the main Snakemake process checks (a cluster job's
 
 from __future__ import annotations
 
-import json
-import subprocess
 import sys
 from collections.abc import Iterator, Mapping
 from typing import Any
@@ -84,45 +82,37 @@ def probe(
     names: list[str], rows: list[dict] | None, budget: float | None, env: Mapping[str, str]
 ) -> list[str]:
     """The refusals of ``main`` for ``names``, run in the jobs' interpreter."""
-    from cwgrpo.dag.machine import train_python
+    from cwgrpo.configs import ConfigError
+    from cwgrpo.dag.machine import ask_train_python
     from cwgrpo.grading.reward_guard import SAMPLE_BUDGET_S
 
-    python = train_python(env)
-    request = json.dumps({"names": names, "rows": rows, "budget": budget})
+    request = {"names": names, "rows": rows, "budget": budget}
     timeout = IMPORT_BUDGET_S + len(names) * (budget or SAMPLE_BUDGET_S)
-    command = [python, "-P", "-m", "cwgrpo.dag.user_rewards"]
     try:
-        proc = subprocess.run(
-            command, input=request, capture_output=True, text=True, env=dict(env), timeout=timeout
-        )
-    except (OSError, subprocess.TimeoutExpired) as err:
-        return [f"could not check {', '.join(names)} in the jobs' Python ({python}): {err}"]
-    try:
-        return json.loads(proc.stdout.strip().splitlines()[-1])
-    except (ValueError, IndexError):
-        last = " ".join(proc.stderr.strip().splitlines()[-1:])
-        return [f"could not check {', '.join(names)} in the jobs' Python ({python}): {last}"]
+        return ask_train_python("cwgrpo.dag.user_rewards", request, env, timeout, ", ".join(names))
+    except ConfigError as err:
+        return [str(err)]
 
 
 def main() -> int:
-    """Read ``{names, rows, budget}`` on stdin; write the refusals as one JSON list, the last line of stdout
-    (whatever a reward prints goes to stderr)."""
+    """Answer ``{names, rows, budget}``: the refusals, one line each."""
     from cwgrpo.configs import ConfigError
+    from cwgrpo.dag.machine import answer_train_python
     from cwgrpo.grading.reward_guard import check_on_sample
     from cwgrpo.grading.rewards import get_reward
 
-    request, out = json.load(sys.stdin), sys.stdout
-    sys.stdout = sys.stderr
-    lines = []
-    for name in request["names"]:
-        try:
-            func = get_reward(name)
-            if request["rows"]:
-                check_on_sample(name, func, request["rows"], request["budget"])
-        except ConfigError as err:
-            lines.append(str(err))
-    out.write("\n" + json.dumps(lines) + "\n")
-    return 0
+    def refusals(request: dict[str, Any]) -> list[str]:
+        lines = []
+        for name in request["names"]:
+            try:
+                func = get_reward(name)
+                if request["rows"]:
+                    check_on_sample(name, func, request["rows"], request["budget"])
+            except ConfigError as err:
+                lines.append(str(err))
+        return lines
+
+    return answer_train_python(refusals)
 
 
 if __name__ == "__main__":

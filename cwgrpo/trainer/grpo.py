@@ -60,8 +60,8 @@ from cwgrpo.generation import context_budget, with_special_tokens
 from cwgrpo.io import append_jsonl
 from cwgrpo.trainer import learning_signal, released_stats
 from cwgrpo.trainer.fused_head import fused_head_temperature
-from cwgrpo.trainer.one_group import check_one_group
-from cwgrpo.trainer.options import CWOptions, geometry_problems, samples_path
+from cwgrpo.trainer.one_group import check_one_group, check_one_group_geometry
+from cwgrpo.trainer.options import CWOptions, samples_path
 from cwgrpo.trainer.probe_kl import ProbeKL
 from cwgrpo.trainer.trl_loss import TRL_LOSS_TYPES, aggregate_like_trl
 
@@ -71,7 +71,7 @@ logger = logging.getLogger(__name__)
 @dataclass
 class CWGRPOConfig(CWOptions, GRPOConfig):
     """``GRPOConfig`` plus the options of the covariance-aware methods (``CWOptions``: their fields,
-    defaults and rules, which the workflow's parse checks too); here the rules that need TRL's fields.
+    defaults and rules); here the rules that need TRL's fields. The workflow's dry run builds it too.
     ``CWOptions`` comes first among the bases so that its fields come last: ``output_dir`` stays the first
     positional field, as in ``GRPOConfig("out")``."""
 
@@ -80,14 +80,6 @@ class CWGRPOConfig(CWOptions, GRPOConfig):
         self.check_cw_options()
         if self.loss_type not in TRL_LOSS_TYPES:  # TRL itself only notices at the first loss computation
             raise ValueError(f"loss_type={self.loss_type!r}; valid in TRL 1.16: {list(TRL_LOSS_TYPES)}")
-        geometry = geometry_problems(
-            self.cw_one_group_per_micro_batch,
-            self.per_device_train_batch_size,
-            self.num_generations,
-            self.steps_per_generation,
-        )
-        if geometry:
-            raise ValueError(geometry[0][1])
         if self.cw_method == "kl_cov" and self.num_iterations == 1:
             logger.warning(
                 "cw_method='kl_cov' with num_iterations=1: the policy that sampled equals the current one, so the "
@@ -95,6 +87,18 @@ class CWGRPOConfig(CWOptions, GRPOConfig):
             )
         if self.cw_samples_path is None:  # the one default, resolved once TRL has set output_dir
             self.cw_samples_path = samples_path(self.output_dir)
+
+    def problems(self) -> list[str]:
+        """``CWOptions``' broken rules and the one that needs TRL's batch geometry, all at once."""
+        found = super().problems()
+        if self.cw_one_group_per_micro_batch:
+            try:
+                check_one_group_geometry(
+                    self.per_device_train_batch_size, self.num_generations, self.steps_per_generation
+                )
+            except ValueError as err:
+                found.append(str(err))
+        return found
 
     def method_options(self, epsilon_low: float, epsilon_high: float) -> weighting.MethodOptions:
         """The options every method receives: this config's fields of the same names, the PPO clip range the

@@ -1,23 +1,19 @@
 """The options of the covariance-aware methods (``cw_*``, Clip-Cov's and KL-Cov's), checked by one validator.
 
 ``CWOptions`` holds every option ``CWGRPOConfig`` adds to TRL's ``GRPOConfig`` (which derives from it) and
-their rules (``problems``). It imports no TRL, so the workflow's parse checks a preset's options with the
-same rules the job applies (``cwgrpo.dag.command_options``), every broken rule at once. The rule that needs TRL's
-batch geometry takes it as arguments (``geometry_problems``).
+their rules (``problems``), every broken rule at once. The rule that needs TRL's batch geometry is
+``CWGRPOConfig``'s (:mod:`cwgrpo.trainer.one_group`).
 """
 
 from __future__ import annotations
 
-import dataclasses
 import math
 import os
 import sys
-from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from cwgrpo.trainer.learning_signal import SignalOptions, check_no_signal_steps
-from cwgrpo.trainer.one_group import check_one_group_geometry
 
 # The choices of the method options, named here so that the workflow's parse-time check runs without torch
 # (it cost 2 of a dry run's 5 CPU-seconds, and every Slurm job parses again). cwgrpo.weighting, which imports
@@ -29,9 +25,6 @@ CENTRINGS = ("batch", "sequence")  # the log-prob centring: micro-batch (describ
 NORMALISERS = ("valid", "padded")  # Z = N (valid tokens) or Z = B*T (padding counted)
 
 SAMPLES_FILE = "cov_samples.jsonl"  # cw_samples_path's default, in the run's output folder (samples_path)
-
-# (the options a broken rule spans, message): the message starts with ``option=value`` of the first
-Problem = tuple[tuple[str, ...], str]
 
 
 def samples_path(folder: str | os.PathLike) -> str:
@@ -172,11 +165,11 @@ class CWOptions(SignalOptions):
         """Raise ``ValueError`` naming every broken rule (one per line, each starting ``option=value``)."""
         found = self.problems()
         if found:
-            raise ValueError("\n".join(message for _, message in found))
+            raise ValueError("\n".join(found))
 
-    def problems(self) -> list[Problem]:
-        """Every broken rule of these options, as (option, message)."""
-        found: list[Problem] = []
+    def problems(self) -> list[str]:
+        """Every broken rule of these options, one message each, starting ``option=value``."""
+        found: list[str] = []
         choices = {  # (valid values, and null's meaning where null is allowed)
             "cw_method": (method_names(), ""),
             "cw_variant": (list(CW_VARIANTS), ""),
@@ -188,49 +181,27 @@ class CWOptions(SignalOptions):
             value = getattr(self, name)
             known = any(value is v if isinstance(v, bool) else value == v for v in valid)
             if not known and not (null and value is None):
-                found.append(((name,), f"{name}={value!r}; valid: {valid}{null}"))
+                found.append(f"{name}={value!r}; valid: {valid}{null}")
         for name in ("clip_cov_ratio", "kl_cov_ratio"):
             if not _number(getattr(self, name), lambda v: 0.0 < v <= 1.0):
-                found.append(((name,), f"{name}={getattr(self, name)!r}: must be in (0, 1]"))
+                found.append(f"{name}={getattr(self, name)!r}: must be in (0, 1]")
         lb, ub = self.clip_cov_lb, self.clip_cov_ub
         if not (_number(lb, math.isfinite) and _number(ub, math.isfinite) and lb < ub):
             found.append(
-                (
-                    ("clip_cov_lb", "clip_cov_ub"),
-                    f"clip_cov_lb={lb!r} must be below clip_cov_ub={ub!r}, both finite numbers: the candidates "
-                    "are the tokens with lb < covariance < ub",
-                )
+                f"clip_cov_lb={lb!r} must be below clip_cov_ub={ub!r}, both finite numbers: the candidates "
+                "are the tokens with lb < covariance < ub"
             )
         if not _number(self.kl_cov_coef, lambda v: v >= 0):
-            found.append((("kl_cov_coef",), f"kl_cov_coef={self.kl_cov_coef!r}: must be >= 0"))
+            found.append(f"kl_cov_coef={self.kl_cov_coef!r}: must be >= 0")
         found += _integer_problems(self)
         t = self.cw_logprob_temperature
         if t is not None and not _number(t, lambda v: math.isfinite(v) and v > 0):
-            found.append(
-                (
-                    ("cw_logprob_temperature",),
-                    f"cw_logprob_temperature={t!r}: must be a positive number, or None",
-                )
-            )
+            found.append(f"cw_logprob_temperature={t!r}: must be a positive number, or None")
         try:
             check_no_signal_steps(self.cw_no_signal_steps)
         except ValueError as err:
-            found.append((("cw_no_signal_steps",), str(err)))
+            found.append(str(err))
         return found
-
-
-def geometry_problems(
-    one_group: bool, per_device_train_batch_size: int, num_generations: int, steps_per_generation: int
-) -> list[Problem]:
-    """The rule of ``cw_one_group_per_micro_batch`` (``one_group``) on TRL's batch geometry
-    (:mod:`cwgrpo.trainer.one_group`)."""
-    if not one_group:
-        return []
-    try:
-        check_one_group_geometry(per_device_train_batch_size, num_generations, steps_per_generation)
-    except ValueError as err:
-        return [(("cw_one_group_per_micro_batch",), str(err))]
-    return []
 
 
 # Integer options and their lower bound (and what the message says the bound means).
@@ -241,27 +212,15 @@ _INTEGERS = (
 )
 
 
-def option_problems(values: Mapping[str, Any]) -> list[Problem]:
-    """``CWOptions(**values).problems()`` without raising: every broken rule of ``values`` (the workflow's
-    parse reports them all, as the job would refuse them)."""
-    options = object.__new__(CWOptions)  # the fields, unchecked (__post_init__ would raise at the first)
-    for f in dataclasses.fields(CWOptions):
-        default = f.default_factory() if f.default_factory is not dataclasses.MISSING else f.default
-        setattr(options, f.name, values.get(f.name, default))
-    return options.problems()
-
-
-def _integer_problems(options: CWOptions) -> list[Problem]:
+def _integer_problems(options: CWOptions) -> list[str]:
     found = []
     for name, low, rule in _INTEGERS:
         value = getattr(options, name)
         if isinstance(value, bool) or not isinstance(value, int) or value < low:
-            found.append(((name,), f"{name}={value!r}: must be {rule}"))
+            found.append(f"{name}={value!r}: must be {rule}")
     keep = options.max_prompt_length
     if keep is not None and (isinstance(keep, bool) or not isinstance(keep, int) or keep < 1):
-        found.append(
-            (("max_prompt_length",), f"max_prompt_length={keep!r}: must be >= 1, or None for no cut")
-        )
+        found.append(f"max_prompt_length={keep!r}: must be >= 1, or None for no cut")
     return found
 
 

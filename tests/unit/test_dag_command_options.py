@@ -3,18 +3,76 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 
 def test_a_misspelt_command_option_gets_the_nearest_name():
-    from cwgrpo.dag.command_options import OptionError, check_options, check_train_options
+    from cwgrpo.configs import OptionError
+    from cwgrpo.dag.command_options import check_options
     from cwgrpo.evaluate.options import EvalConfig
+    from tests.unit.test_train_options import first_error
 
-    with pytest.raises(OptionError, match=r"'learnig_rate'.*; did you mean 'learning_rate'\?"):
-        check_train_options({"learnig_rate": 1e-4})
+    misspelt = first_error({"learnig_rate": 1e-4})
+    assert re.search(r"'learnig_rate'.*; did you mean 'learning_rate'\?", str(misspelt))
     with pytest.raises(
         OptionError, match=r"unknown option 'tempreature' for EvalConfig; did you mean 'temperature'\?"
     ):
         check_options(EvalConfig, {"tempreature": 0.6})
     with pytest.raises(OptionError, match=r"unknown option 'zzz' for EvalConfig; known: \["):
         check_options(EvalConfig, {"zzz": 0.6})
+
+
+def test_training_options_are_judged_in_the_jobs_python_once(tmp_path, monkeypatch):
+    """The dry run judges each distinct training options set by the job's own config in one process of the
+    jobs' interpreter, naming the preset key; a set that passed is not judged again (a repeated dry run)."""
+    import os
+    import sys
+
+    import yaml
+
+    from cwgrpo.dag import machine
+    from cwgrpo.dag.command_options import judged_in_jobs_python, train_errors
+    from tests.unit.test_train_options import REPO
+
+    config = yaml.safe_load((REPO / "config" / "config.yaml").read_text())
+    config["methods"]["grpo"]["lr_scheduler_type"] = "constnt"
+    path = os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))
+    env = {**os.environ, "CWGRPO_TRAIN_PYTHON": sys.executable, "PYTHONPATH": path}
+    notes = []
+    judge = judged_in_jobs_python(env, tmp_path, notes)
+    errors = list(train_errors(config, judge))
+    assert notes == [] and {where for where, _ in errors} == {"methods.grpo.lr_scheduler_type"}, errors
+    assert errors[0][1].startswith("constnt is not a valid SchedulerType, please select one of")
+    assert len(list(tmp_path.iterdir())) == 6  # the other three methods of each size passed
+
+    asked = []
+
+    def ask(module, texts, *_):
+        asked.append(texts)
+        return [[] for _ in texts]
+
+    monkeypatch.setattr(machine, "ask_train_python", ask)
+    again = judged_in_jobs_python(env, tmp_path, notes)  # the next dry run's
+    assert list(train_errors(config, again)) == []
+    assert [len(texts) for texts in asked] == [2] and all("constnt" in text for text in asked[0])
+    asked.clear()
+    assert list(train_errors(config, again)) == [] and asked == []  # all from the cache
+
+
+def test_a_jobs_python_that_cannot_judge_leaves_a_note(tmp_path):
+    import yaml
+
+    from cwgrpo.dag.command_options import judged_in_jobs_python, train_errors
+    from tests.unit.test_train_options import REPO
+
+    config = yaml.safe_load((REPO / "config" / "config.yaml").read_text())
+    notes = []
+    judge = judged_in_jobs_python({"CWGRPO_TRAIN_PYTHON": str(tmp_path / "none")}, tmp_path, notes)
+    assert list(train_errors(config, judge)) == []
+    (note,) = notes
+    assert note.startswith(
+        f"note: could not check the training options in the jobs' Python ({tmp_path / 'none'})"
+    )
+    assert list(tmp_path.iterdir()) == []

@@ -27,7 +27,7 @@ WRITES_NO_NAMED_FILE = {
     "cwgrpo.launch.workers": "accelerate's launcher tied to its parent; the training command it starts is `cwgrpo`",
     "cwgrpo.grading.paper_metric.worker": "reads stdin, writes stdout",
     "cwgrpo.dag.user_rewards": "the dry run's reward check in the jobs' Python: reads stdin, writes stdout",
-    "cwgrpo.dag.command_options": "no arguments; rewrites only the packaged grpo_config_fields.json",
+    "cwgrpo.dag.command_options": "the dry run's training options check in the jobs' Python: reads stdin, writes stdout",
 }
 
 
