@@ -64,18 +64,19 @@ def judged_here(texts: list[str]) -> Verdicts:
 
 
 def judged_in_jobs_python(
-    env: Mapping[str, str], cache: Path, notes: list[str]
+    env: Mapping[str, str], cache: Path, notes: list[str], passed: list[Path]
 ) -> Callable[[list[str]], Verdicts]:
-    """``judged_here`` in one process of the jobs' interpreter for every text not passed before. A text that
-    passes leaves a file in ``cache`` named by the hash of the text and that interpreter, so a repeated dry
-    run starts no process. Where that interpreter cannot judge (no TRL, say), ``notes`` says so and nothing
-    is refused: each job still checks its options before it starts."""
+    """``judged_here`` in one process of the jobs' interpreter for every text not passed before: one that
+    passed has a file in ``cache`` named by the hash of the text and that interpreter, so a repeated dry run
+    starts no process. The files of the texts that pass now are appended to ``passed``, for the workflow to
+    write once its parse has succeeded (a failed dry run writes nothing). Where that interpreter cannot judge
+    (no TRL, say), ``notes`` says so and nothing is refused: each job still checks its options first."""
     from cwgrpo.dag.machine import ask_train_python, train_python
 
     def judge(texts: list[str]) -> Verdicts:
         python = train_python(env)
-        passed = {text: cache / options_digest(f"{python}\n{text}") for text in texts}
-        todo = [text for text in texts if not passed[text].exists()]
+        marks = {text: cache / options_digest(f"{python}\n{text}") for text in texts}
+        todo = [text for text in texts if not marks[text].exists()]
         try:
             asked = (
                 ask_train_python(__name__, todo, env, TRL_BUDGET_S, "the training options") if todo else []
@@ -84,13 +85,7 @@ def judged_in_jobs_python(
             notes.append(f"note: {err}; each training job checks its options before it starts")
             return [[] for _ in texts]
         answers = dict(zip(todo, asked, strict=True))
-        for text in todo:
-            if not answers[text]:
-                try:
-                    passed[text].parent.mkdir(parents=True, exist_ok=True)
-                    passed[text].touch()
-                except OSError:  # not remembered: the options files' writer names the folder's problem
-                    pass
+        passed.extend(marks[text] for text in todo if not answers[text])
         return [answers.get(text, []) for text in texts]
 
     return judge

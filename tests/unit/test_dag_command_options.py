@@ -32,20 +32,21 @@ def test_training_options_are_judged_in_the_jobs_python_once(tmp_path, monkeypat
 
     import yaml
 
-    from cwgrpo.dag import machine
+    from cwgrpo.dag import machine, options
     from cwgrpo.dag.command_options import judged_in_jobs_python, train_errors
     from tests.unit.test_train_options import REPO
 
     config = yaml.safe_load((REPO / "config" / "config.yaml").read_text())
     config["methods"]["grpo"]["lr_scheduler_type"] = "constnt"
-    path = os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))
-    env = {**os.environ, "CWGRPO_TRAIN_PYTHON": sys.executable, "PYTHONPATH": path}
-    notes = []
-    judge = judged_in_jobs_python(env, tmp_path, notes)
+    pythonpath = os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))
+    env = {**os.environ, "CWGRPO_TRAIN_PYTHON": sys.executable, "PYTHONPATH": pythonpath}
+    notes, passed = [], []
+    judge = judged_in_jobs_python(env, tmp_path, notes, passed)
     errors = list(train_errors(config, judge))
     assert notes == [] and {where for where, _ in errors} == {"methods.grpo.lr_scheduler_type"}, errors
     assert errors[0][1].startswith("constnt is not a valid SchedulerType, please select one of")
-    assert len(list(tmp_path.iterdir())) == 6  # the other three methods of each size passed
+    assert len(passed) == 6 and list(tmp_path.iterdir()) == []  # the other three methods of each size
+    options.write_option_files((mark, "") for mark in passed)  # as the workflow does once its parse passed
 
     asked = []
 
@@ -54,11 +55,13 @@ def test_training_options_are_judged_in_the_jobs_python_once(tmp_path, monkeypat
         return [[] for _ in texts]
 
     monkeypatch.setattr(machine, "ask_train_python", ask)
-    again = judged_in_jobs_python(env, tmp_path, notes)  # the next dry run's
+    passed.clear()
+    again = judged_in_jobs_python(env, tmp_path, notes, passed)  # the next dry run's: the two failed sets
     assert list(train_errors(config, again)) == []
     assert [len(texts) for texts in asked] == [2] and all("constnt" in text for text in asked[0])
+    options.write_option_files((mark, "") for mark in passed)
     asked.clear()
-    assert list(train_errors(config, again)) == [] and asked == []  # all from the cache
+    assert list(train_errors(config, judged_in_jobs_python(env, tmp_path, notes, []))) == [] and asked == []
 
 
 def test_a_jobs_python_that_cannot_judge_leaves_a_note(tmp_path):
@@ -68,9 +71,9 @@ def test_a_jobs_python_that_cannot_judge_leaves_a_note(tmp_path):
     from tests.unit.test_train_options import REPO
 
     config = yaml.safe_load((REPO / "config" / "config.yaml").read_text())
-    notes = []
-    judge = judged_in_jobs_python({"CWGRPO_TRAIN_PYTHON": str(tmp_path / "none")}, tmp_path, notes)
-    assert list(train_errors(config, judge)) == []
+    notes, passed = [], []
+    judge = judged_in_jobs_python({"CWGRPO_TRAIN_PYTHON": str(tmp_path / "none")}, tmp_path, notes, passed)
+    assert list(train_errors(config, judge)) == [] and passed == []
     (note,) = notes
     assert note.startswith(
         f"note: could not check the training options in the jobs' Python ({tmp_path / 'none'})"

@@ -49,6 +49,7 @@ SCHEMA = Path(workflow.basedir) / "workflow/schemas/config.schema.yaml"
 
 
 NOTES = []  # what the dry run says besides errors, by the main process only (a cluster job parses again)
+TRL_PASSED = []  # files that remember the training options TRL's config passed, written once the parse succeeds
 
 
 def preset_checks():
@@ -58,7 +59,7 @@ def preset_checks():
     train_check = None
     if workflow.is_main_process and config.get("name"):
         cache = Path("results", config["name"], "options", "train", "checked")
-        judge = command_options.judged_in_jobs_python(os.environ, cache, NOTES)
+        judge = command_options.judged_in_jobs_python(os.environ, cache, NOTES, TRL_PASSED)
         train_check = functools.partial(command_options.train_errors, config, judge)
     return preset_rules.preset_checks(config, *settings, os.cpu_count() or 1, train_check)
 
@@ -164,6 +165,7 @@ wildcard_constraints:
 
 OPTION_FILES = options.option_files(f"{RES}/options", config)  # job name -> (path, text)
 stop_on(options.write_option_files(OPTION_FILES.values()))
+options.write_option_files((path, "") for path in TRL_PASSED)  # one not written is judged again
 
 
 def options_file(*name):
