@@ -55,9 +55,9 @@ def coerce_value(name: str, value: Any, annotation: Any) -> Any:
 
     An int is accepted where a float is wanted (and returned as a float), a numeric string where a
     float is wanted, an integral float where an int is wanted. A bool is never a number here (YAML
-    ``yes``/``true`` for ``k`` is a mistake, not 1), and a list-typed option needs a list (a lone string
-    would otherwise be iterated character by character). Anything else that does not match raises
-    ``ConfigError`` naming the option, the expected type and the value.
+    ``yes``/``true`` for ``k`` is a mistake, not 1), a list-typed option needs a list (a lone string
+    would otherwise be iterated character by character) and a dict-typed one a mapping. Anything else
+    that does not match raises ``ConfigError`` naming the option, the expected type and the value.
     """
     origin = typing.get_origin(annotation)
     args = typing.get_args(annotation)
@@ -81,6 +81,8 @@ def coerce_value(name: str, value: Any, annotation: Any) -> Any:
         if annotation is int and isinstance(value, float) and value.is_integer():
             return int(value)
         raise ConfigError(f"{name}: expected {annotation.__name__}, got {value!r} ({type(value).__name__})")
+    if (origin or annotation) is dict and not isinstance(value, Mapping):
+        raise ConfigError(f"{name}: expected a mapping, got {value!r}")
     if origin in (list, tuple) and not isinstance(value, (list, tuple)):
         raise ConfigError(f"{name}: expected a list, got {value!r} ({type(value).__name__})")
     if origin in (list, tuple) and args:

@@ -69,6 +69,8 @@ def test_the_option_check_names_the_bad_key():
         ({"max_steps": "ten"}, "max_steps", "ten"),
         ({"beta": "x"}, "beta", "x"),
         ({"prompt_set": "nope"}, "prompt_set", "nope"),
+        ({"liger_kernel_config": 5}, "liger_kernel_config", "expected a mapping, got 5"),
+        ({"loss_type": "nope"}, "loss_type", "'nope'; valid in TRL 1.16: ['grpo'"),
     ):
         error = first_error(options)
         assert error.key == key and named in str(error)
