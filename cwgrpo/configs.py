@@ -8,12 +8,13 @@ rejects unknown keys by name, so a typo in a preset is an error, not a silently 
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import hashlib
 import json
 import re
 import types
 import typing
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -26,6 +27,14 @@ T = TypeVar("T")
 
 class ConfigError(ValueError):
     """A config value or combination of values is invalid; the message names the key and the fix."""
+
+
+class OptionError(ConfigError):
+    """A bad option; ``key`` is the option's name (None when the error spans several options)."""
+
+    def __init__(self, key: str | None, message: str) -> None:
+        super().__init__(message)
+        self.key = key
 
 
 def parse_overrides(pairs: Sequence[str]) -> dict[str, Any]:
@@ -47,9 +56,9 @@ def coerce_value(name: str, value: Any, annotation: Any) -> Any:
 
     An int is accepted where a float is wanted (and returned as a float), a numeric string where a
     float is wanted, an integral float where an int is wanted. A bool is never a number here (YAML
-    ``yes``/``true`` for ``k`` is a mistake, not 1), and a list-typed option needs a list (a lone string
-    would otherwise be iterated character by character). Anything else that does not match raises
-    ``ConfigError`` naming the option, the expected type and the value.
+    ``yes``/``true`` for ``k`` is a mistake, not 1), a list-typed option needs a list (a lone string
+    would otherwise be iterated character by character) and a dict-typed one a mapping. Anything else
+    that does not match raises ``ConfigError`` naming the option, the expected type and the value.
     """
     origin = typing.get_origin(annotation)
     args = typing.get_args(annotation)
@@ -73,6 +82,8 @@ def coerce_value(name: str, value: Any, annotation: Any) -> Any:
         if annotation is int and isinstance(value, float) and value.is_integer():
             return int(value)
         raise ConfigError(f"{name}: expected {annotation.__name__}, got {value!r} ({type(value).__name__})")
+    if (origin or annotation) is dict and not isinstance(value, Mapping):
+        raise ConfigError(f"{name}: expected a mapping, got {value!r}")
     if origin in (list, tuple) and not isinstance(value, (list, tuple)):
         raise ConfigError(f"{name}: expected a list, got {value!r} ({type(value).__name__})")
     if origin in (list, tuple) and args:
@@ -155,6 +166,20 @@ def build_config(
     return cls(**kwargs)
 
 
+def check_together(cls: type[T], options: Mapping[str, Any]) -> T:
+    """``cls`` built from all ``options`` at once (rules that span fields need their partners); when that
+    fails, ``OptionError`` naming the first key that fails alone, if one does."""
+    try:
+        return build_config(cls, overrides=dict(options))
+    except (ConfigError, ValueError, TypeError) as err:
+        for key, value in options.items():
+            try:
+                build_config(cls, overrides={key: value})
+            except (ConfigError, ValueError, TypeError) as alone:
+                raise OptionError(key, str(alone)) from None
+        raise OptionError(None, str(err)) from None
+
+
 def config_hash(obj: Any) -> str:
     """Short stable hash of a config (dataclass or mapping); used in provenance, never for paths of results."""
     if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
@@ -214,3 +239,13 @@ def parse_tags(pairs: list[str]) -> dict[str, Any]:
         else:
             tags[key] = value
     return tags
+
+
+def nearest(key: str, known: Iterable[str]) -> str | None:
+    """The known name closest to ``key`` (difflib), or None if none is close."""
+    known = [str(k) for k in known]
+    lowered = {k.lower(): k for k in known}
+    if key.lower() in lowered:
+        return lowered[key.lower()]
+    match = difflib.get_close_matches(key, known, n=1, cutoff=0.6)
+    return match[0] if match else None

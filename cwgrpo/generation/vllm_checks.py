@@ -4,7 +4,7 @@ vLLM rejects them only once its engine starts (minutes into a job, with a traceb
 engine): a memory share outside (0, 1], a mode other than colocate or server, a completion budget
 (``generation_kwargs.max_tokens``) under one token, a tensor-parallel size that does not divide the training
 processes (TRL's colocated engines), a context longer than the model's. All but the last are checked where
-the options are parsed (``snakemake -n`` through ``cwgrpo_workflow.dag.command_options``, and ``cwgrpo train``); the
+the options are parsed (``cwgrpo train``, which ``snakemake -n`` runs too: ``cwgrpo_workflow.dag.command_options``); the
 context needs the model's config.json, so ``cwgrpo train`` checks it before it starts any engine or
 server. ``cwgrpo evaluate``'s engine takes its memory share through the same check.
 """

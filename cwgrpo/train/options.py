@@ -5,8 +5,9 @@ then ``--set`` overrides; the workflow passes a preset's ``train``, ``sizes.<siz
 ``methods.<method>`` sections as ``--set``) become what a run trains with: the job's own fields
 (``TrainJob``: rewards, prompts, launcher, processes, nodes) and TRL's ``CWGRPOConfig``, with the run's
 defaults filled in. ``cwgrpo train`` calls it before it launches anything (a launching parent and each
-launched child alike); ``cwgrpo_workflow.dag.command_options`` checks the same fields without TRL for the workflow's parse.
-Imports neither TRL nor torch until a config is built.
+launched child alike); the workflow's dry run calls it too, through ``train_option_errors``, which names every
+mistake at once (``cwgrpo_workflow.dag.command_options.train_errors``). Imports neither TRL nor torch until a config
+is built.
 """
 
 from __future__ import annotations
@@ -14,18 +15,21 @@ from __future__ import annotations
 import dataclasses
 import math
 import os
+import re
+import tempfile
 import typing
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from cwgrpo.configs import ConfigError, build_config, coerce_value
+from cwgrpo.configs import ConfigError, OptionError, check_together, coerce_value
 from cwgrpo.data.prompts import TRAIN_PROMPT_SET
 from cwgrpo.generation.vllm_checks import check_vllm_options
 
 # The run folder's undeclared folder of growing logs (cwgrpo.train.run); TRL's covariance samples go there too.
 LIVE = "live"
+INVALID = "invalid training options: "  # what TRL's config refused, in build_train_config
 
 
 @dataclass
@@ -137,33 +141,57 @@ class TrainJob:
             raise ConfigError(f"num_nodes={self.num_nodes}/vllm_server_node need launcher=accelerate")
 
 
-def split_options(options: dict[str, Any]) -> tuple[TrainJob, dict[str, Any]]:
-    """Split merged options into the job's own fields and the keyword arguments of ``CWGRPOConfig``.
+def split_options(options: Mapping[str, Any]) -> tuple[TrainJob, dict[str, Any]]:
+    """Split merged options into the job's own fields and the keyword arguments of ``CWGRPOConfig``; every
+    mistake found before TRL runs (``split_with_errors``) raises ``ConfigError``, one line each."""
+    job, trl_kwargs, errors = split_with_errors(options)
+    if errors:
+        raise ConfigError("\n".join(map(str, errors)))
+    return job, trl_kwargs
 
-    Unknown keys, and values of the wrong type for their field (``max_steps: abc``), raise ``ConfigError``
-    naming the key, before TRL sees them.
-    """
+
+def split_with_errors(
+    options: Mapping[str, Any],
+) -> tuple[TrainJob | None, dict[str, Any], list[OptionError]]:
+    """The job's fields (None if they break a rule), ``CWGRPOConfig``'s keyword arguments and every mistake
+    found before TRL runs, each naming its key where one is to blame: an unknown key (with the nearest name),
+    a value of the wrong type for its field (``max_steps: abc``) or NaN, ``TrainJob``'s rules, vLLM's."""
+    from cwgrpo.configs import nearest
     from cwgrpo.trainer import CWGRPOConfig
 
     job_fields = {f.name for f in dataclasses.fields(TrainJob)}
     trl_fields = {f.name for f in dataclasses.fields(CWGRPOConfig)}
-    unknown = sorted(set(options) - job_fields - trl_fields)
-    if unknown:
-        raise ConfigError(
-            f"unknown training option(s) {unknown}: not a TrainJob field nor a CWGRPOConfig field"
-        )
-    job = build_config(TrainJob, overrides={k: v for k, v in options.items() if k in job_fields})
     hints = typing.get_type_hints(CWGRPOConfig)
-    trl_kwargs = {}
+    job_options, trl_kwargs, errors = {}, {}, []
     for key, value in options.items():
         if key in job_fields:
+            job_options[key] = value
             continue
-        checked = coerce_value(key, value, hints.get(key, Any))  # raises naming the key on a wrong type
-        check_finite_option(key, checked)
+        try:
+            if key not in trl_fields:
+                guess = nearest(key, [*trl_fields, *job_fields])
+                hint = f"; did you mean {guess!r}?" if guess else ""
+                raise ConfigError(
+                    f"unknown training option {key!r}: not a TrainJob nor a CWGRPOConfig field{hint}"
+                )
+            checked = coerce_value(key, value, hints.get(key, Any))
+            check_finite_option(key, checked)
+        except ConfigError as err:
+            errors.append(OptionError(key, str(err)))
+            continue
         # An int where TRL wants a float is kept as written: TRL takes it, and run.json stays as configured.
         trl_kwargs[key] = value if isinstance(checked, float) and type(value) is int else checked
-    check_vllm_options(trl_kwargs, job.num_processes)
-    return job, trl_kwargs
+    job = None
+    try:
+        job = check_together(TrainJob, job_options)
+    except OptionError as err:
+        errors.append(err)
+    try:
+        check_vllm_options(trl_kwargs, job.num_processes if job else 1)
+    except ConfigError as err:
+        named = str(err).split("=", 1)[0].split(".")[0]  # each message starts with its option: KEY=VALUE
+        errors.append(OptionError(named if named in options else None, str(err)))
+    return job, trl_kwargs, errors
 
 
 def check_finite_option(key: str, value: Any) -> None:
@@ -262,10 +290,45 @@ def build_train_config(
     }
     trl_kwargs.setdefault("logging_steps", 1)
     trl_kwargs.setdefault("cw_samples_path", samples_path(run_dir / LIVE))
-    try:  # CWGRPOConfig's checks (CWOptions', as at the workflow's parse) run here, before anything loads
+    try:  # CWGRPOConfig's checks (TRL's, then CWOptions') run here, before anything loads
         config = CWGRPOConfig(**current_trl_names(trl_kwargs))
     except (TypeError, ValueError) as err:
-        raise ConfigError(f"invalid training options: {err}") from err
+        raise ConfigError(f"{INVALID}{err}") from err
     if config.max_steps is None or config.max_steps < 1:
         raise ConfigError(f"max_steps={config.max_steps}: must be a positive number of optimiser steps")
     return TrainConfig(job, config, trl_kwargs, tags)
+
+
+def train_option_errors(options: Mapping[str, Any]) -> list[OptionError]:
+    """Every mistake ``build_train_config`` refuses in ``options``, each naming the option to blame where one
+    is (``blamed``): those found before TRL runs (``split_with_errors``), then TRL's config's on the other options
+    (GRPOConfig's rules, then every broken rule of ``CWOptions``). For the workflow's dry run, which judges the
+    options and not the machine it runs on: the config is built for a CPU (no bf16 GPU is needed here)."""
+    _, _, errors = split_with_errors(options)
+    bad = {err.key for err in errors}
+    good = {k: v for k, v in options.items() if k not in bad}
+    with tempfile.TemporaryDirectory() as tmp:
+        try:
+            build_train_config({**good, "use_cpu": True}, Path(tmp) / "run")
+        except Exception as err:  # whatever TRL raises, the job would raise it too
+            said = {str(e) for e in errors}
+            text = str(err) if isinstance(err, ConfigError) else f"{type(err).__name__}: {err}"
+            lines = [line for line in text.removeprefix(INVALID).splitlines() if line not in said]
+            errors += [OptionError(blamed(line, options), line) for line in lines]
+    return errors
+
+
+def blamed(message: str, options: Mapping[str, Any]) -> str | None:
+    """The option a message of TRL's config blames: the first it names (``cw_variant='x'; valid ...``,
+    ``generation_batch_size (12) must be divisible by num_generations (8)``), else the first whose text value
+    it quotes (``constnt is not a valid SchedulerType``); None if neither."""
+    named = [word for word in re.findall(r"\w+", message) if word in options]
+    if named:
+        return named[0]
+    quoted = (k for k, v in options.items() if isinstance(v, str) and v and _word(v, message))
+    return next(quoted, None)
+
+
+def _word(text: str, message: str) -> bool:
+    """``text`` stands as a word of its own in ``message``."""
+    return re.search(rf"(?<![\w-]){re.escape(text)}(?![\w-])", message) is not None

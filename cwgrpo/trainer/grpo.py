@@ -26,8 +26,9 @@ behaviour:
   run sampled at 0.7 but scored unscaled logits (1.0). TRL builds its fused LM head with the sampling
   temperature inside ``GRPOTrainer.__init__``; we build it with this one instead.
 - ``cw_one_group_per_micro_batch``: every loss micro-batch is exactly one prompt's G completions, as in
-  the released run (so ``mean_A`` is 0 and sigma is per group). Checked in ``__post_init__`` (batch
-  geometry, ``geometry_problems``) and at every micro-batch (all rows share one prompt, ``check_one_group``).
+  the released run (so ``mean_A`` is 0 and sigma is per group). Checked when the config is built (batch
+  geometry, ``one_group_geometry_problem``) and at every micro-batch (all rows share one prompt,
+  ``check_one_group``).
 - ``max_prompt_length``: prompt ids cut from the left after generation, for the loss and the reference
   log-probs (TRL 0.15.2's ``prompt_ids[:, -max_prompt_length:]``; generation saw the whole prompt, as the
   released vLLM path did). TRL 1.16 has no such option; no prompt is dropped.
@@ -61,7 +62,7 @@ from cwgrpo import weighting
 from cwgrpo.generation import context_budget, with_special_tokens
 from cwgrpo.io import append_jsonl
 from cwgrpo.trainer import learning_signal
-from cwgrpo.trainer.options import CWOptions, geometry_problems, samples_path
+from cwgrpo.trainer.options import CWOptions, samples_path
 from cwgrpo.trainer.probe_kl import ProbeKL
 from cwgrpo.trainer.trl_loss import TRL_LOSS_TYPES, aggregate_like_trl
 
@@ -71,7 +72,7 @@ logger = logging.getLogger(__name__)
 @dataclass
 class CWGRPOConfig(CWOptions, GRPOConfig):
     """``GRPOConfig`` plus the options of the covariance-aware methods (``CWOptions``: their fields,
-    defaults and rules, which the workflow's parse checks too); here the rules that need TRL's fields.
+    defaults and rules); here the rules that need TRL's fields. The workflow's dry run builds it too.
     ``CWOptions`` comes first among the bases so that its fields come last: ``output_dir`` stays the first
     positional field, as in ``GRPOConfig("out")``."""
 
@@ -80,14 +81,6 @@ class CWGRPOConfig(CWOptions, GRPOConfig):
         self.check_cw_options()
         if self.loss_type not in TRL_LOSS_TYPES:  # TRL itself only notices at the first loss computation
             raise ValueError(f"loss_type={self.loss_type!r}; valid in TRL 1.16: {list(TRL_LOSS_TYPES)}")
-        geometry = geometry_problems(
-            self.cw_one_group_per_micro_batch,
-            self.per_device_train_batch_size,
-            self.num_generations,
-            self.steps_per_generation,
-        )
-        if geometry:
-            raise ValueError(geometry[0][1])
         if self.cw_method == "kl_cov" and self.num_iterations == 1:
             logger.warning(
                 "cw_method='kl_cov' with num_iterations=1: the policy that sampled equals the current one, so the "
@@ -95,6 +88,16 @@ class CWGRPOConfig(CWOptions, GRPOConfig):
             )
         if self.cw_samples_path is None:  # the one default, resolved once TRL has set output_dir
             self.cw_samples_path = samples_path(self.output_dir)
+
+    def problems(self) -> list[str]:
+        """``CWOptions``' broken rules and the one that needs TRL's batch geometry, all at once."""
+        found = super().problems()
+        if self.cw_one_group_per_micro_batch:
+            geometry = one_group_geometry_problem(
+                self.per_device_train_batch_size, self.num_generations, self.steps_per_generation
+            )
+            found += [geometry] if geometry else []
+        return found
 
     def method_options(self, epsilon_low: float, epsilon_high: float) -> weighting.MethodOptions:
         """The options every method receives: this config's fields of the same names, the PPO clip range the
@@ -144,6 +147,32 @@ def fused_head_temperature(temperature: float | None) -> Iterator[None]:
         yield
     finally:
         grpo_trainer.add_fused_lm_head = original
+
+
+def one_group_geometry_problem(
+    per_device_train_batch_size: int, num_generations: int, steps_per_generation: int
+) -> str | None:
+    """What breaks the batch geometry under which TRL 1.16 hands the loss one whole group per micro-batch
+    (its first broken part), or None.
+
+    TRL's sampler yields each prompt ``num_generations`` times in a row, and each process takes
+    ``per_device_train_batch_size`` consecutive rows per micro-step, so a micro-batch is one group when
+    the two are equal. With ``steps_per_generation > 1`` TRL generates that many micro-batches at once
+    and shuffles the rows before splitting them (``_prepare_inputs``), which mixes groups.
+    """
+    if per_device_train_batch_size != num_generations:
+        return (
+            f"cw_one_group_per_micro_batch: per_device_train_batch_size ({per_device_train_batch_size}) "
+            f"must equal num_generations ({num_generations}), so that each loss micro-batch is one "
+            "group; raise gradient_accumulation_steps to keep the prompts per optimiser step"
+        )
+    if steps_per_generation != 1:
+        return (
+            f"cw_one_group_per_micro_batch: steps_per_generation must be 1, got {steps_per_generation} "
+            "(TRL 1.16 defaults it to gradient_accumulation_steps, then shuffles the generated rows across "
+            "that many micro-batches); set steps_per_generation: 1"
+        )
+    return None
 
 
 def check_one_group(inputs: dict[str, Any], group_size: int) -> None:

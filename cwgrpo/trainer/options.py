@@ -1,18 +1,15 @@
 """The options of the covariance-aware methods (``cw_*``, Clip-Cov's and KL-Cov's), checked by one validator.
 
 ``CWOptions`` holds every option ``CWGRPOConfig`` adds to TRL's ``GRPOConfig`` (which derives from it) and
-their rules (``problems``). It imports no TRL, so the workflow's parse checks a preset's options with the
-same rules the job applies (``cwgrpo_workflow.dag.command_options``), every broken rule at once. The rule that needs TRL's
-batch geometry takes it as arguments (``geometry_problems``).
+their rules (``problems``), every broken rule at once. The rule that needs TRL's batch geometry is
+``CWGRPOConfig``'s (``cwgrpo.trainer.grpo.one_group_geometry_problem``).
 """
 
 from __future__ import annotations
 
-import dataclasses
 import math
 import os
 import sys
-from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -28,9 +25,6 @@ CENTRINGS = ("batch", "sequence")  # the log-prob centring: micro-batch (describ
 NORMALISERS = ("valid", "padded")  # Z = N (valid tokens) or Z = B*T (padding counted)
 
 SAMPLES_FILE = "cov_samples.jsonl"  # cw_samples_path's default, in the run's output folder (samples_path)
-
-# (the options a broken rule spans, message): the message starts with ``option=value`` of the first
-Problem = tuple[tuple[str, ...], str]
 
 
 def samples_path(folder: str | os.PathLike) -> str:
@@ -171,11 +165,11 @@ class CWOptions(SignalOptions):
         """Raise ``ValueError`` naming every broken rule (one per line, each starting ``option=value``)."""
         found = self.problems()
         if found:
-            raise ValueError("\n".join(message for _, message in found))
+            raise ValueError("\n".join(found))
 
-    def problems(self) -> list[Problem]:
-        """Every broken rule of these options, as (option, message)."""
-        found: list[Problem] = []
+    def problems(self) -> list[str]:
+        """Every broken rule of these options, one message each, starting ``option=value``."""
+        found: list[str] = []
         choices = {  # (valid values, and null's meaning where null is allowed)
             "cw_method": (method_names(), ""),
             "cw_variant": (list(CW_VARIANTS), ""),
@@ -187,65 +181,27 @@ class CWOptions(SignalOptions):
             value = getattr(self, name)
             known = any(value is v if isinstance(v, bool) else value == v for v in valid)
             if not known and not (null and value is None):
-                found.append(((name,), f"{name}={value!r}; valid: {valid}{null}"))
+                found.append(f"{name}={value!r}; valid: {valid}{null}")
         for name in ("clip_cov_ratio", "kl_cov_ratio"):
             if not _number(getattr(self, name), lambda v: 0.0 < v <= 1.0):
-                found.append(((name,), f"{name}={getattr(self, name)!r}: must be in (0, 1]"))
+                found.append(f"{name}={getattr(self, name)!r}: must be in (0, 1]")
         lb, ub = self.clip_cov_lb, self.clip_cov_ub
         if not (_number(lb, math.isfinite) and _number(ub, math.isfinite) and lb < ub):
             found.append(
-                (
-                    ("clip_cov_lb", "clip_cov_ub"),
-                    f"clip_cov_lb={lb!r} must be below clip_cov_ub={ub!r}, both finite numbers: the candidates "
-                    "are the tokens with lb < covariance < ub",
-                )
+                f"clip_cov_lb={lb!r} must be below clip_cov_ub={ub!r}, both finite numbers: the candidates "
+                "are the tokens with lb < covariance < ub"
             )
         if not _number(self.kl_cov_coef, lambda v: v >= 0):
-            found.append((("kl_cov_coef",), f"kl_cov_coef={self.kl_cov_coef!r}: must be >= 0"))
+            found.append(f"kl_cov_coef={self.kl_cov_coef!r}: must be >= 0")
         found += _integer_problems(self)
         t = self.cw_logprob_temperature
         if t is not None and not _number(t, lambda v: math.isfinite(v) and v > 0):
-            found.append(
-                (
-                    ("cw_logprob_temperature",),
-                    f"cw_logprob_temperature={t!r}: must be a positive number, or None",
-                )
-            )
+            found.append(f"cw_logprob_temperature={t!r}: must be a positive number, or None")
         try:
             check_no_signal_steps(self.cw_no_signal_steps)
         except ValueError as err:
-            found.append((("cw_no_signal_steps",), str(err)))
+            found.append(str(err))
         return found
-
-
-def geometry_problems(
-    one_group: bool, per_device_train_batch_size: int, num_generations: int, steps_per_generation: int
-) -> list[Problem]:
-    """The rule of ``cw_one_group_per_micro_batch`` (``one_group``): the batch geometry under which TRL 1.16
-    hands the loss one whole group per micro-batch (its first broken part).
-
-    TRL's sampler yields each prompt ``num_generations`` times in a row, and each process takes
-    ``per_device_train_batch_size`` consecutive rows per micro-step, so a micro-batch is one group when
-    the two are equal. With ``steps_per_generation > 1`` TRL generates that many micro-batches at once
-    and shuffles the rows before splitting them (``_prepare_inputs``), which mixes groups.
-    """
-    if not one_group:
-        return []
-    if per_device_train_batch_size != num_generations:
-        message = (
-            f"cw_one_group_per_micro_batch: per_device_train_batch_size ({per_device_train_batch_size}) "
-            f"must equal num_generations ({num_generations}), so that each loss micro-batch is one "
-            "group; raise gradient_accumulation_steps to keep the prompts per optimiser step"
-        )
-    elif steps_per_generation != 1:
-        message = (
-            f"cw_one_group_per_micro_batch: steps_per_generation must be 1, got {steps_per_generation} "
-            "(TRL 1.16 defaults it to gradient_accumulation_steps, then shuffles the generated rows across "
-            "that many micro-batches); set steps_per_generation: 1"
-        )
-    else:
-        return []
-    return [(("cw_one_group_per_micro_batch",), message)]
 
 
 # Integer options and their lower bound (and what the message says the bound means).
@@ -256,27 +212,15 @@ _INTEGERS = (
 )
 
 
-def option_problems(values: Mapping[str, Any]) -> list[Problem]:
-    """``CWOptions(**values).problems()`` without raising: every broken rule of ``values`` (the workflow's
-    parse reports them all, as the job would refuse them)."""
-    options = object.__new__(CWOptions)  # the fields, unchecked (__post_init__ would raise at the first)
-    for f in dataclasses.fields(CWOptions):
-        default = f.default_factory() if f.default_factory is not dataclasses.MISSING else f.default
-        setattr(options, f.name, values.get(f.name, default))
-    return options.problems()
-
-
-def _integer_problems(options: CWOptions) -> list[Problem]:
+def _integer_problems(options: CWOptions) -> list[str]:
     found = []
     for name, low, rule in _INTEGERS:
         value = getattr(options, name)
         if isinstance(value, bool) or not isinstance(value, int) or value < low:
-            found.append(((name,), f"{name}={value!r}: must be {rule}"))
+            found.append(f"{name}={value!r}: must be {rule}")
     keep = options.max_prompt_length
     if keep is not None and (isinstance(keep, bool) or not isinstance(keep, int) or keep < 1):
-        found.append(
-            (("max_prompt_length",), f"max_prompt_length={keep!r}: must be >= 1, or None for no cut")
-        )
+        found.append(f"max_prompt_length={keep!r}: must be >= 1, or None for no cut")
     return found
 
 

@@ -7,6 +7,7 @@ import yaml
 from dag_presets import REPO
 from dag_presets import SCHEMA as SCHEMA_PATH
 
+from cwgrpo.configs import nearest
 from cwgrpo_workflow.dag import preset_files as cc
 from cwgrpo_workflow.dag import preset_rules
 
@@ -58,7 +59,7 @@ def test_shipped_presets_have_no_schema_errors_and_no_duplicates():
 
 def test_unknown_key_far_from_every_known_one_lists_them():
     assert cc.unknown_key_line("data", "zzz", ["train", "dev"]) == "data.zzz: unknown key; known: dev, train"
-    assert cc.nearest("Train_7B", ["train_7b", "evaluate"]) == "train_7b"
+    assert nearest("Train_7B", ["train_7b", "evaluate"]) == "train_7b"
 
 
 def test_reward_weights_against_reward_functions():

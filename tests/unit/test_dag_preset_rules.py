@@ -3,6 +3,7 @@ cases that run snakemake are in tests/workflow/test_presets.py)."""
 
 from __future__ import annotations
 
+import functools
 import json
 
 import pytest
@@ -10,12 +11,15 @@ from dag_presets import preset
 
 from cwgrpo import weighting
 from cwgrpo.generation import model_context
-from cwgrpo_workflow.dag import options, preset_rules
+from cwgrpo.train import probe
+from cwgrpo_workflow.dag import command_options, options, preset_rules
 from cwgrpo_workflow.dag.preset_files import collect
 
 
 def lines(config: dict, **settings) -> list[str]:
-    run = {"uses_conda": False, "gpu_cap": None, "gpu_models": {}} | settings
+    """Every check's lines, the training options judged in this process (the workflow asks the jobs' Python)."""
+    train_check = functools.partial(command_options.train_errors, config, probe.judge_options)
+    run = {"uses_conda": False, "gpu_cap": None, "gpu_models": {}, "train_check": train_check} | settings
     return collect(preset_rules.preset_checks(config, **run))
 
 

@@ -28,8 +28,7 @@ WRITES_NO_NAMED_FILE = {
     "cwgrpo.launch.multinode": "takes GPU positions and a command to exec; names no file",
     "cwgrpo.launch.workers": "accelerate's launcher tied to its parent; the training command it starts is `cwgrpo`",
     "cwgrpo.grading.paper_metric.worker": "reads stdin, writes stdout",
-    "cwgrpo_workflow.dag.user_rewards": "the dry run's reward check in the jobs' Python: reads stdin, writes stdout",
-    "cwgrpo_workflow.dag.command_options": "no arguments; rewrites only the packaged grpo_config_fields.json",
+    "cwgrpo.train.probe": "the dry run's checks of training options and rewards in the jobs' Python: reads stdin, writes stdout",
 }
 
 

@@ -316,7 +316,11 @@ RAISES = [
     ),
     # -- training options (TrainJob + CWGRPOConfig); TRL is imported once for these -----------------
     Raises(
-        "train", "unknown-key", lambda c: _split({"learning_rat": 1e-6}), ConfigError, r"\['learning_rat'\]"
+        "train",
+        "unknown-key",
+        lambda c: _split({"learning_rat": 1e-6}),
+        ConfigError,
+        r"unknown training option 'learning_rat': .*; did you mean 'learning_rate'\?",
     ),
     Raises(
         "train",

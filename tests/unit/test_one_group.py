@@ -1,5 +1,5 @@
 """One prompt's group per loss micro-batch under TRL 1.16: the batch geometry that gives it
-(cwgrpo.trainer.options.geometry_problems) and the check of each micro-batch
+(cwgrpo.trainer.grpo.one_group_geometry_problem, a rule of CWGRPOConfig) and the check of each micro-batch
 (cwgrpo.trainer.grpo.check_one_group). (That TRL then hands the loss whole groups, and that its default
 geometry mixes them, is tests/parity/test_released_semantics.py.)"""
 
@@ -10,28 +10,31 @@ import re
 import pytest
 import torch
 
-from cwgrpo.trainer.grpo import check_one_group
-from cwgrpo.trainer.options import geometry_problems
+from cwgrpo.trainer.grpo import CWGRPOConfig, check_one_group, one_group_geometry_problem
 
 
 def test_the_geometry_needs_a_per_device_batch_of_one_group_and_one_step_per_generation():
     assert (
-        geometry_problems(True, per_device_train_batch_size=12, num_generations=12, steps_per_generation=1)
-        == []
+        one_group_geometry_problem(per_device_train_batch_size=12, num_generations=12, steps_per_generation=1)
+        is None
     )
-    assert (
-        geometry_problems(False, per_device_train_batch_size=8, num_generations=4, steps_per_generation=4)
-        == []
+    message = one_group_geometry_problem(
+        per_device_train_batch_size=8, num_generations=4, steps_per_generation=1
     )
-    ((key, message),) = geometry_problems(
-        True, per_device_train_batch_size=8, num_generations=4, steps_per_generation=1
-    )
-    assert key == ("cw_one_group_per_micro_batch",)
     assert re.search(r"per_device_train_batch_size \(8\) must equal num_generations \(4\)", message)
-    ((key, message),) = geometry_problems(
-        True, per_device_train_batch_size=4, num_generations=4, steps_per_generation=4
+    message = one_group_geometry_problem(
+        per_device_train_batch_size=4, num_generations=4, steps_per_generation=4
     )
     assert "steps_per_generation must be 1, got 4" in message
+
+
+def test_the_config_applies_the_geometry_rule_only_with_one_group(tmp_path):
+    geometry = {"per_device_train_batch_size": 8, "num_generations": 4, "gradient_accumulation_steps": 4}
+    CWGRPOConfig(str(tmp_path), use_cpu=True, **geometry)  # groups may mix: no rule
+    with pytest.raises(
+        ValueError, match=r"per_device_train_batch_size \(8\) must equal num_generations \(4\)"
+    ):
+        CWGRPOConfig(str(tmp_path), use_cpu=True, cw_one_group_per_micro_batch=True, **geometry)
 
 
 def test_runtime_check_refuses_a_mixed_micro_batch():

@@ -1,12 +1,25 @@
 """The options of `cwgrpo train` (``cwgrpo.train.options``), checked at the workflow's parse as in the job: splitting
 into job and TRL fields, checking, tags, monitoring names, the config's hash."""
 
-import pytest
+import re
+from pathlib import Path
 
-from cwgrpo.configs import ConfigError, parse_tags
+import pytest
+import yaml
+
+from cwgrpo.configs import ConfigError, OptionError, parse_tags
 from cwgrpo.generation.context_budget import completion_budget
-from cwgrpo.train.options import build_train_config, split_options
-from cwgrpo_workflow.dag.command_options import OptionError, check_train_options
+from cwgrpo.train.options import build_train_config, split_options, train_option_errors
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def first_error(options: dict) -> OptionError:
+    """The first mistake the dry run's check (``train_option_errors``) finds in a job's options; every job
+    has a ``max_steps`` (the preset's)."""
+    errors = train_option_errors({"max_steps": 1, **options})
+    assert errors, f"{options} passed"
+    return errors[0]
 
 
 def test_split_options_separates_job_and_trl_fields():
@@ -47,29 +60,43 @@ def test_parse_tags_keeps_integers_as_integers():
         parse_tags(["oops"])
 
 
-def test_shipped_grpo_config_fields_equal_the_live_class():
-    """The workflow checks `train` options against workflow/cwgrpo_workflow/resources/grpo_config_fields.json (no TRL import
-    at parse time); after a TRL upgrade, `python -m cwgrpo_workflow.dag.command_options` rewrites it."""
-    from cwgrpo.trainer import CWGRPOConfig
-    from cwgrpo_workflow.dag.command_options import describe_config, shipped_fields
-
-    assert shipped_fields() == describe_config(CWGRPOConfig)
-
-
-def test_option_check_without_trl_names_the_bad_key():
-    from cwgrpo_workflow.dag.command_options import OptionError, check_train_options
-
-    check_train_options({"learning_rate": 1e-4, "cw_variant": "released", "reward_funcs": ["accuracy"]})
+def test_the_option_check_names_the_bad_key():
+    good = {"max_steps": 1, "learning_rate": 1e-4, "cw_variant": "released", "reward_funcs": ["accuracy"]}
+    assert train_option_errors(good) == []
     for options, key, named in (
         ({"learnig_rate": 1e-4}, "learnig_rate", "learnig_rate"),
         ({"cw_variant": "relased"}, "cw_variant", "relased"),
         ({"max_steps": "ten"}, "max_steps", "ten"),
         ({"beta": "x"}, "beta", "x"),
         ({"prompt_set": "nope"}, "prompt_set", "nope"),
+        ({"liger_kernel_config": 5}, "liger_kernel_config", "expected a mapping, got 5"),
+        ({"loss_type": "nope"}, "loss_type", "'nope'; valid in TRL 1.16: ['grpo'"),
     ):
-        with pytest.raises(OptionError) as info:
-            check_train_options(options)
-        assert info.value.key == key and named in str(info.value)
+        error = first_error(options)
+        assert error.key == key and named in str(error)
+
+
+# TRL's own rules, which only TRL's config knows: (options over the tiny preset's, the option named, TRL's words)
+TRL_RULES = {
+    "generation batch not whole groups": (
+        {"per_device_train_batch_size": 12, "num_generations": 8, "gradient_accumulation_steps": 1,
+         "cw_one_group_per_micro_batch": False},
+        "num_generations",
+        "generation_batch_size (12) must be divisible by num_generations (8).",
+    ),
+    "misspelt scheduler": (
+        {"lr_scheduler_type": "constnt"}, "lr_scheduler_type", "constnt is not a valid SchedulerType, please select one of"
+    ),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("case", sorted(TRL_RULES))
+def test_trls_own_rules_are_refused_by_the_dry_runs_check_in_trls_words(case):
+    options, key, words = TRL_RULES[case]
+    train = yaml.safe_load((REPO / "config" / "config.yaml").read_text())["train"]
+    assert train_option_errors(train) == []
+    (error,) = train_option_errors({**train, **options})
+    assert error.key == key and str(error).startswith(words), str(error)
 
 
 def test_monitoring_names_from_tags_only_when_a_logger_is_on(monkeypatch):
@@ -115,18 +142,18 @@ def test_a_run_folder_copied_elsewhere_keeps_its_config_hash(tmp_path):
 
 
 def test_a_negative_no_signal_stretch_is_refused_at_parse_time(tmp_path):
-    with pytest.raises(OptionError, match=r"cw_no_signal_steps=-1: must be an integer >= 0") as err:
-        check_train_options({"cw_no_signal_steps": -1})
-    assert err.value.key == "cw_no_signal_steps"
+    error = first_error({"cw_no_signal_steps": -1})
+    assert re.search(r"cw_no_signal_steps=-1: must be an integer >= 0", str(error))
+    assert error.key == "cw_no_signal_steps"
     with pytest.raises(ConfigError, match=r"cw_no_signal_steps=-1"):
         build_train_config({"cw_no_signal_steps": -1, "use_cpu": True, "bf16": False}, tmp_path / "run")
     assert not (tmp_path / "run").exists()
 
 
 def test_a_completion_budget_below_one_token_is_refused_before_a_request():
-    with pytest.raises(OptionError, match=r"generation_kwargs.max_tokens=0: .*>= 1") as err:
-        check_train_options({"use_vllm": True, "vllm_mode": "server", "generation_kwargs": {"max_tokens": 0}})
-    assert err.value.key == "generation_kwargs"
+    error = first_error({"use_vllm": True, "vllm_mode": "server", "generation_kwargs": {"max_tokens": 0}})
+    assert re.search(r"generation_kwargs.max_tokens=0: .*>= 1", str(error))
+    assert error.key == "generation_kwargs"
     with pytest.raises(ValueError, match="max_tokens=-5"):
         completion_budget(10, 100, -5)
     assert completion_budget(10, 100, None) == 90
@@ -139,15 +166,16 @@ def test_a_system_prompt_with_a_lone_surrogate_is_refused_before_the_model_loads
     bad = "Think step by step \ud800"  # YAML's "\ud800" escape; the tokenizer fails on it with a TypeError
     with pytest.raises(ConfigError, match="system_prompt: character 19 is a lone surrogate"):
         build_config(EvalConfig, None, {"system_prompt": bad})
-    with pytest.raises(OptionError, match="system_prompt: character 19 is a lone surrogate"):
-        check_train_options({"system_prompt": bad})
+    assert re.search(
+        "system_prompt: character 19 is a lone surrogate", str(first_error({"system_prompt": bad}))
+    )
     assert build_config(EvalConfig, None, {"system_prompt": "Réfléchis, 答"}).system_prompt == "Réfléchis, 答"
 
 
 def test_an_unknown_vllm_mode_is_refused_at_parse_time():
-    with pytest.raises(OptionError, match=r"vllm_mode='colocated': 'colocate' .* or 'server'") as err:
-        check_train_options({"use_vllm": True, "vllm_mode": "colocated"})
-    assert err.value.key == "vllm_mode"
+    error = first_error({"use_vllm": True, "vllm_mode": "colocated"})
+    assert re.search(r"vllm_mode='colocated': 'colocate' .* or 'server'", str(error))
+    assert error.key == "vllm_mode"
     with pytest.raises(ConfigError, match=r"vllm_mode='colocated'"):
         split_options({"use_vllm": True, "vllm_mode": "colocated"})
-    check_train_options({"use_vllm": True, "vllm_mode": "server"})
+    assert train_option_errors({"max_steps": 1, "use_vllm": True, "vllm_mode": "server"}) == []

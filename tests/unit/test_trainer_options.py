@@ -1,12 +1,18 @@
-"""cwgrpo.trainer.options: the covariance-aware methods' options, one validator at the workflow's parse (through
-cwgrpo_workflow.dag.command_options, as the Snakefile calls it) and in the job (CWGRPOConfig)."""
+"""cwgrpo.trainer.options: the covariance-aware methods' options, one validator in the job's config (CWGRPOConfig), which
+the workflow's parse builds too (cwgrpo.train.options.train_option_errors, as the Snakefile runs it)."""
 
 from __future__ import annotations
 
 import pytest
 
+from cwgrpo.train import options as train_options
 from cwgrpo.trainer.options import CENTRINGS, CW_VARIANTS, METHOD_NAMES, NORMALISERS, CWOptions
-from cwgrpo_workflow.dag.command_options import train_option_errors
+
+
+def train_option_errors(options: dict) -> list:
+    """The dry run's check of a job's options; every job has a ``max_steps`` (the preset's)."""
+    return train_options.train_option_errors({"max_steps": 1, **options})
+
 
 # Every rule CWGRPOConfig enforces on its own options: (options, the option the error names).
 BROKEN_RULES = {

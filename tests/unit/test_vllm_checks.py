@@ -1,25 +1,24 @@
 """vLLM settings that vLLM would refuse once its engine starts get one line first (cwgrpo.generation.vllm_checks), at
-the workflow's parse (cwgrpo_workflow.dag.command_options) and in ``cwgrpo train`` (split_options, then the model's context)."""
+the workflow's parse (train_option_errors) and in ``cwgrpo train`` (split_options, then the model's context)."""
 
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 
 from cwgrpo.configs import ConfigError
 from cwgrpo.generation.vllm_checks import check_context_fits_model, check_vllm_options
-from cwgrpo.train.options import split_options
-from cwgrpo_workflow.dag.command_options import OptionError, check_train_options
+from cwgrpo.train.options import split_options, train_option_errors
+from tests.unit.test_train_options import first_error
 
 
 @pytest.mark.parametrize("share", [0, -0.1, 1.5])
 def test_memory_share_outside_zero_one_is_refused_at_parse_time(share):
-    with pytest.raises(OptionError, match=rf"vllm_gpu_memory_utilization={share}: .* in \(0, 1\]"):
-        check_train_options({"vllm_gpu_memory_utilization": share})
-    with pytest.raises(OptionError) as err:
-        check_train_options({"vllm_gpu_memory_utilization": share})
-    assert err.value.key == "vllm_gpu_memory_utilization"  # the workflow names the preset section with it
+    error = first_error({"vllm_gpu_memory_utilization": share})
+    assert re.search(rf"vllm_gpu_memory_utilization={share}: .* in \(0, 1\]", str(error))
+    assert error.key == "vllm_gpu_memory_utilization"  # the workflow names the preset section with it
     with pytest.raises(ConfigError, match="vllm_gpu_memory_utilization"):
         split_options({"vllm_gpu_memory_utilization": share})
 
@@ -41,8 +40,8 @@ def test_evaluation_refuses_the_memory_shares_training_refuses(share):
 
 def test_tensor_parallel_size_must_divide_the_colocated_processes():
     colocated = {"use_vllm": True, "vllm_mode": "colocate", "vllm_tensor_parallel_size": 2}
-    with pytest.raises(OptionError, match="vllm_tensor_parallel_size=2 does not divide num_processes=3"):
-        check_train_options({**colocated, "num_processes": 3, "launcher": "accelerate"})
+    error = first_error({**colocated, "num_processes": 3, "launcher": "accelerate"})
+    assert "vllm_tensor_parallel_size=2 does not divide num_processes=3" in str(error)
     with pytest.raises(ConfigError, match="does not divide num_processes=3"):
         split_options({**colocated, "num_processes": 3, "launcher": "accelerate"})
     check_vllm_options(colocated, num_processes=4)
@@ -61,8 +60,7 @@ def test_a_context_beyond_the_models_is_refused_before_any_engine(tmp_path):
     check_context_fits_model({**options, "vllm_max_model_length": 256}, tmp_path)
     check_context_fits_model({**options, "use_vllm": False}, tmp_path)
     check_context_fits_model(options, tmp_path / "absent")  # the model folder's own check reports it
-    with pytest.raises(OptionError, match="vllm_max_model_length=0"):
-        check_train_options({"vllm_max_model_length": 0})
+    assert "vllm_max_model_length=0" in str(first_error({"vllm_max_model_length": 0}))
 
 
 def test_the_paper_presets_vllm_settings_pass():
@@ -70,6 +68,8 @@ def test_the_paper_presets_vllm_settings_pass():
 
     from tests.vllm.conftest import REPO
 
-    train = yaml.safe_load((REPO / "config" / "paper.yaml").read_text())["train"]
-    check_train_options(train)
+    paper = yaml.safe_load((REPO / "config" / "paper.yaml").read_text())
+    train = paper["train"]
+    for size in paper["sizes"].values():
+        assert train_option_errors({**train, **size["train"]}) == []
     split_options(train)

@@ -382,6 +382,26 @@ def test_every_broken_rule_of_the_methods_options_is_refused_by_one_dry_run(tmp_
     assert "methods.rule" in out and f"{len(expected)} config errors" in out, out[-6000:]
 
 
+def test_trls_own_rules_fail_the_dry_run_in_trls_words(tmp_path):
+    """Rules only TRL's config knows (a generation batch of whole groups, its scheduler names) fail
+    `snakemake -n` in TRL's words, each naming its preset key: the dry run builds every job's config as the
+    job does (tests/unit/test_train_options.py lists the cases)."""
+    from tests.unit.test_train_options import TRL_RULES
+
+    config, expected = _tiny(), []
+    for method, case in zip(("grpo", "clip_cov"), sorted(TRL_RULES), strict=True):
+        options, key, words = TRL_RULES[case]
+        config["methods"][method] |= options
+        expected.append(f"methods.{method}.{key}: {words}")
+    configfile = tmp_path / "trl.yaml"
+    configfile.write_text(yaml.safe_dump(config))
+    proc = dry_run(configfile, tmp_path)
+    out = proc.stdout + proc.stderr
+    assert proc.returncode != 0 and "Job stats" not in out, out[-3000:]
+    for line in expected:
+        assert line in out, f"{line!r} not reported:\n{out[-3000:]}"
+
+
 def test_mistakes_of_the_file_and_of_the_options_are_all_reported_by_one_dry_run(tmp_path):
     """Three file-level mistakes (schema, reward weights) and two option-level ones (a training and an
     evaluation option its command does not know): five lines in one pass, not three and then two."""

@@ -27,6 +27,7 @@ from cwgrpo_workflow.dag.preset_files import (
     shorten,
 )
 from cwgrpo_workflow.dag import (
+    command_options,
     commands,
     machine,
     options,
@@ -47,10 +48,23 @@ def stop_on(lines):
 SCHEMA = Path(workflow.basedir) / "workflow/schemas/config.schema.yaml"
 
 
+NOTES = []  # what the dry run says besides errors, by the main process only (a cluster job parses again)
+TRL_PASSED = (
+    []
+)  # files that remember the training options TRL's config passed, written once the parse succeeds
+
+
 def preset_checks():
-    """Every parse-time check of the preset, with this run's conda use, GPU cap and GPU models."""
+    """Every parse-time check of the preset, with this run's conda use, GPU cap and GPU models; the main
+    process judges the training options in the jobs' Python too (its verdicts kept beside the option files).
+    """
     settings = profile.run_settings(workflow, list(config["sizes"]))
-    return preset_rules.preset_checks(config, *settings, os.cpu_count() or 1)
+    train_check = None
+    if workflow.is_main_process and config.get("name"):
+        cache = Path("results", config["name"], "options", "train", "checked")
+        judge = command_options.judged_in_jobs_python(os.environ, cache, NOTES, TRL_PASSED)
+        train_check = functools.partial(command_options.train_errors, config, judge)
+    return preset_rules.preset_checks(config, *settings, os.cpu_count() or 1, train_check)
 
 
 seeds_from_command_line(config)
@@ -133,7 +147,6 @@ def check_machine():
     stop_on(machine.deepspeed_errors(config, profile.run_settings(workflow, SIZES)[0], os.environ))
 
 
-NOTES = []  # what the dry run says besides errors, by the main process only (a cluster job parses again)
 # A reward of the user's: imported (and called on local data) as the jobs will.
 USER_REWARDS = [lambda: user_rewards.reward_errors(config, os.environ, NOTES)]
 stop_on(collect(preset_checks() + (USER_REWARDS if workflow.is_main_process else [])))
@@ -155,6 +168,7 @@ wildcard_constraints:
 
 OPTION_FILES = options.option_files(f"{RES}/options", config)  # job name -> (path, text)
 stop_on(options.write_option_files(OPTION_FILES.values()))
+options.write_option_files((path, "") for path in TRL_PASSED)  # one not written is judged again
 
 
 def options_file(*name):

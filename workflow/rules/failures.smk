@@ -4,7 +4,9 @@
 
 FAILED_LOG_LINES = 20
 FAILED_LOG_BYTES = 64 * 1024  # read from the end only: a log of gigabytes, or without newlines, stays cheap
-FAILED_LOG_LINE_CHARS = 400  # a longer line keeps its head and tail (cwgrpo_workflow.dag.preset_files.shorten)
+FAILED_LOG_LINE_CHARS = (
+    400  # a longer line keeps its head and tail (cwgrpo_workflow.dag.preset_files.shorten)
+)
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")  # terminal escapes of a binary log: shown, not sent
 
 

@@ -1,224 +1,86 @@
-"""Every command's options, checked at the workflow's parse by the command's own config (without importing TRL).
+"""Every command's options, checked at the workflow's parse by the command's own config.
 
 A typo in an option section (``train.learnig_rate``, ``evaluate.tempreature``, ``cw_variant: relased``) must
 fail ``snakemake -n``, not a job hours later on a cluster. ``cwgrpo_workflow.dag.preset_rules.preset_checks`` merges
 each job's options as the workflow writes them (cwgrpo_workflow.dag.options) and checks them here with its command's
-config dataclass (``EvalConfig``, ``SftConfig``, ``TinyConfig``, the report configs, ``TrainJob``), naming the
-section a bad key came from. The package's own training options (``cw_*``, Clip-Cov's, KL-Cov's) are checked
-by their one validator, ``cwgrpo.trainer.options.CWOptions``, which the job's ``CWGRPOConfig`` derives from
-and runs again. The rest of ``CWGRPOConfig`` (TRL's ~150 fields) is checked against
-``resources/grpo_config_fields.json``: each field's kind (int, float, str, bool, list, dict, any; ``|None``
-when it may be null) and TRL's choices, written by ``python -m cwgrpo_workflow.dag.command_options`` from the live
-class (a unit test keeps the two equal), because importing TRL costs seconds at every Snakemake start.
+config dataclass (``EvalConfig``, ``SftConfig``, ``TinyConfig``, the report configs), naming the section a
+bad key came from. Training options are judged by the training job's own code (``train_errors``): TRL's
+``GRPOConfig`` with the package's options (``CWGRPOConfig``), built as ``cwgrpo train`` builds it, in the
+jobs' interpreter, where importing TRL costs seconds: once for every options set not judged before.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import functools
-import json
 import sys
-import types
-import typing
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
-from cwgrpo.configs import ConfigError, build_config, coerce_value
+from cwgrpo.configs import ConfigError, OptionError, check_together, nearest, options_digest, options_text
 from cwgrpo_workflow.dag.options import (
     built_sizes,
     evaluate_options,
     report_options,
     stage_options,
     study_options,
+    train_options,
+    train_sources,
     untrained,
     where_set,
 )
-from cwgrpo_workflow.dag.preset_files import nearest
 from cwgrpo_workflow.dag.resources import Error
 
-FIELDS_PATH = Path(__file__).resolve().parents[1] / "resources" / "grpo_config_fields.json"
-# TRL's batch geometry, whose defaults the parse needs for cw_one_group_per_micro_batch's rule.
-GEOMETRY = (
-    "per_device_train_batch_size",
-    "num_generations",
-    "gradient_accumulation_steps",
-    "steps_per_generation",
-    "generation_batch_size",
-)
-_KINDS: dict[str, Any] = {"int": int, "float": float, "str": str, "bool": bool, "list": list[Any]}
+TRL_BUDGET_S = 300.0  # the jobs' interpreter's start, TRL's import and every config it builds
 
 
-class OptionError(ConfigError):
-    """A bad option; ``key`` is the option's name (None when the error spans several options)."""
-
-    def __init__(self, key: str | None, message: str) -> None:
-        super().__init__(message)
-        self.key = key
+Verdicts = list[list[tuple[str | None, str]]]  # per options text, its (key, message) errors
 
 
-def kind_of(annotation: Any) -> str:
-    """The kind of one field annotation, as stored in ``grpo_config_fields.json``."""
-    nullable = False
-    if typing.get_origin(annotation) in (typing.Union, types.UnionType):
-        args = typing.get_args(annotation)
-        non_none = [a for a in args if a is not type(None)]
-        nullable = len(non_none) < len(args)
-        if len(non_none) != 1:
-            return "any"
-        annotation = non_none[0]
-    origin = typing.get_origin(annotation) or annotation
-    base = {int: "int", float: "float", str: "str", bool: "bool", list: "list", tuple: "list", dict: "dict"}
-    kind = base.get(origin, "any") if isinstance(origin, type) else "any"
-    return f"{kind}|None" if nullable and kind != "any" else kind
+def train_errors(config: Mapping[str, Any], judge: Callable[[list[str]], Verdicts]) -> Iterator[Error]:
+    """Each size's and method's training options, as its first seed's job gets them (``options_text``),
+    judged by ``judge`` (``cwgrpo.train.probe.judge_options`` in this process, ``judged_in_jobs_python`` in the workflow), each
+    error named by the preset key that sets its option."""
+    seed = config["seeds"][0]
+    runs: dict[str, list[tuple[str, str]]] = {}  # options text -> the (size, method) runs it trains
+    for size in config["sizes"]:
+        for method in config["methods"]:
+            text = options_text(train_options(config, size, method, seed))
+            runs.setdefault(text, []).append((size, method))
+    for text, errors in zip(runs, judge(list(runs)), strict=True):
+        for size, method in runs[text]:
+            found = [OptionError(key, message) for key, message in errors]
+            yield from sourced(found, train_sources(config, size, method))
 
 
-def describe_config(cls: type) -> dict[str, Any]:
-    """``{fields: {name: kind}, choices: {name: [values]}, defaults: {name: value}}`` of ``CWGRPOConfig``
-    (imports TRL). The choices are TRL's, the defaults those of its batch geometry (``GEOMETRY``); the
-    package's own options (``CWOptions``) are checked by their validator, read live, never shipped."""
-    from cwgrpo.trainer.trl_loss import TRL_LOSS_TYPES
+def judged_in_jobs_python(
+    env: Mapping[str, str], cache: Path, notes: list[str], passed: list[Path]
+) -> Callable[[list[str]], Verdicts]:
+    """``cwgrpo.train.probe.judge_options`` in one process of the jobs' interpreter for every text not passed before: one that
+    passed has a file in ``cache`` named by the hash of the text and that interpreter, so a repeated dry run
+    starts no process. The files of the texts that pass now are appended to ``passed``, for the workflow to
+    write once its parse has succeeded (a failed dry run writes nothing). Where that interpreter cannot judge
+    (no TRL, say), ``notes`` says so and nothing is refused: each job still checks its options first."""
+    from cwgrpo_workflow.dag.machine import ask_train_python, train_python
 
-    hints = typing.get_type_hints(cls)
-    defaults = {f.name: f.default for f in dataclasses.fields(cls)}
-    return {
-        "fields": {f.name: kind_of(hints.get(f.name, Any)) for f in dataclasses.fields(cls)},
-        "choices": {"loss_type": list(TRL_LOSS_TYPES)},
-        "defaults": {name: defaults[name] for name in GEOMETRY},
-    }
-
-
-@functools.cache
-def shipped_fields() -> dict[str, Any]:
-    return json.loads(FIELDS_PATH.read_text(encoding="utf-8"))
-
-
-def _annotation(kind: str) -> Any:
-    base, _, none = kind.partition("|")
-    annotation = _KINDS.get(base, Any)
-    return annotation | None if none and annotation is not Any else annotation
-
-
-def check_trl_option(key: str, value: Any, spec: Mapping[str, Any]) -> None:
-    from cwgrpo.train.options import check_finite_option
-
-    kind = spec["fields"][key]
-    try:
-        checked = coerce_value(key, value, _annotation(kind))
-        if kind.startswith("dict") and checked is not None and not isinstance(checked, Mapping):
-            raise ConfigError(f"{key}: expected a mapping, got {value!r}")
-        check_finite_option(key, checked)
-    except ConfigError as err:
-        raise OptionError(key, str(err)) from None
-    choices = spec["choices"].get(key)
-    if choices is not None and value not in choices:
-        raise OptionError(key, f"{key}={value!r}; valid: {choices}")
-
-
-def check_train_options(options: Mapping[str, Any]) -> None:
-    """Raise the first of ``train_option_errors``."""
-    errors = train_option_errors(options)
-    if errors:
-        raise errors[0]
-
-
-def train_option_errors(options: Mapping[str, Any]) -> list[OptionError]:
-    """What ``cwgrpo train`` would refuse in its options before TRL runs, every mistake at once: unknown
-    keys, wrong types, TrainJob's rules, vLLM's, and the covariance-aware methods' (``CWOptions``)."""
-    from cwgrpo.train.options import TrainJob
-    from cwgrpo.trainer.options import CWOptions
-
-    spec = shipped_fields()
-    job_fields = {f.name for f in dataclasses.fields(TrainJob)}
-    cw_fields = {f.name for f in dataclasses.fields(CWOptions)}
-    errors = []
-    for key, value in options.items():
+    def judge(texts: list[str]) -> Verdicts:
+        python = train_python(env)
+        marks = {text: cache / options_digest(f"{python}\n{text}") for text in texts}
+        todo = [text for text in texts if not marks[text].exists()]
         try:
-            if key in cw_fields:
-                continue  # CWOptions' own, checked below by its validator
-            if key in spec["fields"] and key not in job_fields:
-                check_trl_option(key, value, spec)
-            elif key not in job_fields:
-                guess = nearest(key, [*spec["fields"], *job_fields])
-                hint = f"; did you mean {guess!r}?" if guess else ""
-                raise OptionError(
-                    key, f"unknown training option {key!r}: not a TrainJob nor a CWGRPOConfig field{hint}"
-                )
-        except OptionError as err:
-            errors.append(err)
-    bad = {err.key for err in errors}
-    good = {k: v for k, v in options.items() if k not in bad}
-    for check in (
-        lambda: _check_together(TrainJob, {k: v for k, v in good.items() if k in job_fields}),
-        lambda: _check_vllm(good),
-    ):
-        try:
-            check()
-        except OptionError as err:
-            errors.append(err)
-    return errors + cw_option_errors(good, spec)
+            asked = (
+                ask_train_python({"ask": "options", "texts": todo}, env, TRL_BUDGET_S, "the training options")
+                if todo
+                else []
+            )
+        except ConfigError as err:
+            notes.append(f"note: {err}; each training job checks its options before it starts")
+            return [[] for _ in texts]
+        answers = dict(zip(todo, asked, strict=True))
+        passed.extend(marks[text] for text in todo if not answers[text])
+        return [answers.get(text, []) for text in texts]
 
-
-def cw_option_errors(options: Mapping[str, Any], spec: Mapping[str, Any]) -> list[OptionError]:
-    """Every rule of ``CWOptions`` that ``options`` break, as the job's ``CWGRPOConfig`` checks them; the
-    batch geometry from ``options`` or TRL's defaults (``spec``), derived as TRL derives it."""
-    from cwgrpo.train.options import check_finite_option
-    from cwgrpo.trainer.options import CWOptions, geometry_problems, option_problems
-
-    hints = typing.get_type_hints(CWOptions)
-    values, errors = {}, []
-    for key, value in options.items():
-        if key in hints:
-            try:
-                values[key] = coerce_value(key, value, hints[key])  # as the job's config reads it
-                check_finite_option(key, values[key])
-            except ConfigError as err:
-                errors.append(OptionError(key, str(err)))
-                values.pop(key, None)  # the rules below see the default instead
-    problems = option_problems(values)
-    size = {**spec["defaults"], **{k: options[k] for k in GEOMETRY if k in options}}
-    if all(isinstance(size[k], int) for k in GEOMETRY[:3]):
-        steps = size["steps_per_generation"]
-        if steps is None and size["generation_batch_size"] is not None:
-            world = size["per_device_train_batch_size"] * int(options.get("num_processes", 1))
-            steps = size["generation_batch_size"] // world
-        steps = size["gradient_accumulation_steps"] if steps is None else steps
-        one_group = values.get("cw_one_group_per_micro_batch") is True
-        problems += geometry_problems(
-            one_group, size["per_device_train_batch_size"], size["num_generations"], steps
-        )
-    return errors + [
-        OptionError(next((k for k in keys if k in options), keys[0]), message) for keys, message in problems
-    ]
-
-
-def _check_vllm(options: Mapping[str, Any]) -> None:
-    """The vLLM engine settings vLLM would refuse once started (cwgrpo.generation.vllm_checks)."""
-    from cwgrpo.generation.vllm_checks import check_vllm_options
-
-    try:
-        check_vllm_options(options, int(options.get("num_processes", 1)))
-    except (ConfigError, ValueError) as err:
-        named = str(err).split("=", 1)[0].split(".")[0]  # each message starts with its option: KEY=VALUE
-        raise OptionError(named if named in options else None, str(err)) from None
-
-
-def _check_one(cls: type, key: str, value: Any) -> None:
-    try:
-        build_config(cls, overrides={key: value})
-    except (ConfigError, ValueError, TypeError) as err:
-        raise OptionError(key, str(err)) from None
-
-
-def _check_together(cls: type, options: Mapping[str, Any]) -> None:
-    """All options at once (rules that span fields, e.g. processes per node, need their partners); when
-    that fails, the error names the first key that fails alone, if one does."""
-    try:
-        build_config(cls, overrides=dict(options))
-    except (ConfigError, ValueError, TypeError) as err:
-        for key, value in options.items():
-            _check_one(cls, key, value)
-        raise OptionError(None, str(err)) from None
+    return judge
 
 
 def check_options(cls: type, options: Mapping[str, Any]) -> None:
@@ -230,7 +92,7 @@ def check_options(cls: type, options: Mapping[str, Any]) -> None:
             guess = nearest(key, known)
             hint = f"did you mean {guess!r}?" if guess else f"known: {sorted(known)}"
             raise OptionError(key, f"unknown option {key!r} for {cls.__name__}; {hint}")
-    _check_together(cls, options)
+    check_together(cls, options)
 
 
 def sourced(errors: Iterable[OptionError], sources: list[tuple[str, Mapping]]) -> Iterator[Error]:
@@ -250,7 +112,7 @@ def _checked(check: Any, options: Mapping, sources: list[tuple[str, Mapping]]) -
 
 def stage_option_errors(config: Mapping[str, Any], size: str) -> Iterator[Error]:
     """A size's evaluate options, and build's and sft's where the size is built here, checked by their
-    commands' configs (its training options: ``train_option_errors``, one list entry per method)."""
+    commands' configs (its training options: ``train_errors``)."""
     from cwgrpo.evaluate.options import EvalConfig
     from cwgrpo.models.sft import SftConfig
     from cwgrpo.models.tiny import TinyConfig
@@ -335,17 +197,3 @@ def paper_mirror_errors(config: Mapping[str, Any], table: Any, figure: Any) -> I
             f"{sorted(m for m in mirrored if m)}), so the checkpoint figure would fail after the runs; list "
             "paper benchmarks that data.benchmarks mirror",
         )
-
-
-def main(argv: list[str] | None = None) -> int:
-    """Write ``grpo_config_fields.json`` from the installed TRL (run after a TRL upgrade)."""
-    from cwgrpo.trainer import CWGRPOConfig
-
-    spec = describe_config(CWGRPOConfig)
-    FIELDS_PATH.write_text(json.dumps(spec, indent=1, sort_keys=True) + "\n", encoding="utf-8")
-    print(f"wrote {FIELDS_PATH} ({len(spec['fields'])} fields)")
-    return 0
-
-
-if __name__ == "__main__":  # pragma: no cover
-    sys.exit(main())

@@ -1,16 +1,23 @@
-"""What this machine offers a CPU training job: a C++ compiler and DeepSpeed, probed before the run.
+"""What this machine offers a training job: its interpreter, asked at parse time, and a CPU job's DeepSpeed.
 
-DeepSpeed is looked for in the interpreter that `cwgrpo train` will run under."""
+A CPU job also needs a C++ compiler; both are probed before the run.
+
+DeepSpeed is looked for, and the dry run's questions about the jobs' options and rewards answered, in the
+interpreter that `cwgrpo train` will run under."""
 
 from __future__ import annotations
 
+import json
+import os
 import shutil
 import subprocess
 import sys
 from collections.abc import Callable, Iterator, Mapping
+from pathlib import Path
 from typing import Any
 
 from cwgrpo.cli import stage_python_var
+from cwgrpo.configs import ConfigError
 from cwgrpo_workflow.dag.options import train_options
 from cwgrpo_workflow.dag.resources import Error
 
@@ -31,6 +38,35 @@ def train_python(env: Mapping[str, str]) -> str:
         if first.startswith("#!") and first[2:].split():
             return first[2:].split()[0]
     return sys.executable
+
+
+def ask_train_python(request: dict[str, Any], env: Mapping[str, str], timeout: float, what: str) -> Any:
+    """The answer of ``python -P -m cwgrpo.train.probe`` in the jobs' interpreter to ``request``, without the
+    working folder on its path and with this checkout's package first, as a job imports (a stage's venv may
+    lack the package); ``ConfigError`` saying why there is none ("could not check ``what`` ...")."""
+    import cwgrpo
+
+    python = train_python(env)
+    root = str(Path(cwgrpo.__file__).resolve().parents[1])
+    paths = [root, *filter(None, env.get("PYTHONPATH", "").split(os.pathsep))]
+    env = {**env, "PYTHONPATH": os.pathsep.join(dict.fromkeys(paths))}
+    try:
+        proc = subprocess.run(
+            [python, "-P", "-m", "cwgrpo.train.probe"],
+            input=json.dumps(request),
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=timeout,
+        )
+    except (OSError, subprocess.TimeoutExpired) as err:
+        reason = str(err)
+    else:
+        try:
+            return json.loads(proc.stdout.strip().splitlines()[-1])
+        except (ValueError, IndexError):
+            reason = " ".join(proc.stderr.strip().splitlines()[-1:])
+    raise ConfigError(f"could not check {what} in the jobs' Python ({python}): {reason}")
 
 
 def has_module(python: str, module: str, env: Mapping[str, str]) -> bool:

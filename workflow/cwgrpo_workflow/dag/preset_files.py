@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import copy
 import dataclasses
-import difflib
 import json
 import re
 from collections.abc import Callable, Iterable, Iterator, Mapping
@@ -22,6 +21,8 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+
+from cwgrpo.configs import nearest
 
 MAX_VALUE_CHARS = 60  # a value quoted in an error line is cut to this
 Check = Callable[[], Iterable[tuple[str, str]]]
@@ -33,16 +34,6 @@ def error_text(lines: list[str]) -> str:
     if len(lines) == 1:
         return f"config error in {lines[0]}"
     return f"{len(lines)} config errors:\n" + "\n".join(f"  {line}" for line in lines)
-
-
-def nearest(key: str, known: Iterable[str]) -> str | None:
-    """The known name closest to ``key`` (difflib), or None if none is close."""
-    known = [str(k) for k in known]
-    lowered = {k.lower(): k for k in known}
-    if key.lower() in lowered:
-        return lowered[key.lower()]
-    match = difflib.get_close_matches(key, known, n=1, cutoff=0.6)
-    return match[0] if match else None
 
 
 def unknown_key_line(

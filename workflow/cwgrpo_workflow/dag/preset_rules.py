@@ -300,23 +300,15 @@ def preset_checks(
     gpu_cap: int | None,
     gpu_models: Mapping[str, Any],
     cpu_count: int | None = None,
+    train_check: Callable[[], Iterable[Error]] | None = None,
 ) -> list[Callable[[], Iterable[Error]]]:
     """Every parse-time check of a validated preset, for ``collect``. ``gpu_cap``: `--resources gpu=N`;
     ``gpu_models``: size -> the gpu_model a profile or the command line gives its training rule;
-    ``cpu_count``: this machine's cores (None: not checked)."""
+    ``cpu_count``: this machine's cores (None: not checked); ``train_check``: the training options' check
+    (``cwgrpo_workflow.dag.command_options.train_errors``; None: not checked)."""
     from cwgrpo_workflow.dag import command_options as co
     from cwgrpo_workflow.dag import resources
 
-    seed = config["seeds"][0]
-    option_checks = []  # per size: each method's training options, merged as its job gets them; the rest
-    for size in config["sizes"]:
-        for method in config["methods"]:
-            option_checks.append(
-                lambda s=size, m=method: co.sourced(
-                    co.train_option_errors(train_options(config, s, m, seed)), train_sources(config, s, m)
-                )
-            )
-        option_checks.append(lambda s=size: co.stage_option_errors(config, s))
     return [
         lambda: deployment_errors(config, uses_conda),
         lambda: size_errors(config),
@@ -328,7 +320,8 @@ def preset_checks(
         lambda: study_errors(config),
         lambda: report_errors(config),
         lambda: resources.gpu_cap_errors(config, gpu_cap),
-        *option_checks,
+        *([train_check] if train_check is not None else []),
+        *(lambda s=size: co.stage_option_errors(config, s) for size in config["sizes"]),
         lambda: co.report_option_errors(config),
         *(lambda s=size: resources.layout_errors(config, s, gpu_models.get(s)) for size in config["sizes"]),
         lambda: metric_errors(config),

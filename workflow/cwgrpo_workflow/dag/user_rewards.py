@@ -2,8 +2,8 @@
 
 The jobs run ``cwgrpo train`` in processes of their own, where the Snakefile's folder is not on the path: a
 module the parse could import may not import there. So the check runs in a new process of the jobs'
-interpreter (``cwgrpo_workflow.dag.machine.train_python``), without the working folder on its path (``python -P``),
-which imports each reward and, where the training data is a local file of the user's, calls it on the
+interpreter (``cwgrpo_workflow.dag.machine.train_python``), without the working folder on its path (``python -P``)
+and with this checkout's package first, which imports each reward (``cwgrpo.train.probe``) and, where the training data is a local file of the user's, calls it on the
 first training rows exactly as the job does before its model loads (``cwgrpo.grading.reward_guard``,
 ``cwgrpo.train.rows``): the same refusal, in one line, before any job starts. Training data the workflow
 builds (a registry or Hub dataset) is not there yet: then the call runs in the training job's first step,
@@ -12,9 +12,6 @@ and the dry run says so. Only the main Snakemake process checks (a cluster job's
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
 from collections.abc import Iterator, Mapping
 from typing import Any
 
@@ -81,47 +78,14 @@ def reward_errors(config: Mapping[str, Any], env: Mapping[str, str], notes: list
 def probe(
     names: list[str], rows: list[dict] | None, budget: float | None, env: Mapping[str, str]
 ) -> list[str]:
-    """The refusals of ``main`` for ``names``, run in the jobs' interpreter."""
-    from cwgrpo.grading.reward_guard import SAMPLE_BUDGET_S
-    from cwgrpo_workflow.dag.machine import train_python
-
-    python = train_python(env)
-    request = json.dumps({"names": names, "rows": rows, "budget": budget})
-    timeout = IMPORT_BUDGET_S + len(names) * (budget or SAMPLE_BUDGET_S)
-    command = [python, "-P", "-m", "cwgrpo_workflow.dag.user_rewards"]
-    try:
-        proc = subprocess.run(
-            command, input=request, capture_output=True, text=True, env=dict(env), timeout=timeout
-        )
-    except (OSError, subprocess.TimeoutExpired) as err:
-        return [f"could not check {', '.join(names)} in the jobs' Python ({python}): {err}"]
-    try:
-        return json.loads(proc.stdout.strip().splitlines()[-1])
-    except (ValueError, IndexError):
-        last = " ".join(proc.stderr.strip().splitlines()[-1:])
-        return [f"could not check {', '.join(names)} in the jobs' Python ({python}): {last}"]
-
-
-def main() -> int:
-    """Read ``{names, rows, budget}`` on stdin; write the refusals as one JSON list, the last line of stdout
-    (whatever a reward prints goes to stderr)."""
+    """The refusals of ``cwgrpo.train.probe.reward_refusals`` for ``names``, run in the jobs' interpreter."""
     from cwgrpo.configs import ConfigError
-    from cwgrpo.grading.reward_guard import check_on_sample
-    from cwgrpo.grading.rewards import get_reward
+    from cwgrpo.grading.reward_guard import SAMPLE_BUDGET_S
+    from cwgrpo_workflow.dag.machine import ask_train_python
 
-    request, out = json.load(sys.stdin), sys.stdout
-    sys.stdout = sys.stderr
-    lines = []
-    for name in request["names"]:
-        try:
-            func = get_reward(name)
-            if request["rows"]:
-                check_on_sample(name, func, request["rows"], request["budget"])
-        except ConfigError as err:
-            lines.append(str(err))
-    out.write("\n" + json.dumps(lines) + "\n")
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())
+    request = {"ask": "rewards", "names": names, "rows": rows, "budget": budget}
+    timeout = IMPORT_BUDGET_S + len(names) * (budget or SAMPLE_BUDGET_S)
+    try:
+        return ask_train_python(request, env, timeout, ", ".join(names))
+    except ConfigError as err:
+        return [str(err)]

@@ -1,0 +1,60 @@
+"""The training job's answers to the workflow's dry run, given in the jobs' own interpreter.
+
+Before any job starts, the dry run asks what ``cwgrpo train`` would refuse: each training options text, built
+through the job's own ``build_train_config`` (TRL's ``GRPOConfig`` and the package's ``CWOptions``; importing
+TRL costs seconds, so all texts go in one request), and each reward of the user's, imported and called on a
+sample of the training rows. It runs ``python -P -m cwgrpo.train.probe`` under the interpreter the jobs use:
+the request is JSON on stdin, ``{"ask": "options", "texts": [...]}`` or ``{"ask": "rewards", "names": [...],
+"rows": [...], "budget": ...}``; the answer is the last line of stdout, JSON.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from typing import Any
+
+
+def judge_options(texts: list[str]) -> list[list[tuple[str | None, str]]]:
+    """Each options text read as ``cwgrpo train --config`` reads it: its (option, message) errors."""
+    from cwgrpo.io import yaml_load
+    from cwgrpo.train.options import train_option_errors
+
+    return [[(e.key, str(e)) for e in train_option_errors(yaml_load(text))] for text in texts]
+
+
+def reward_refusals(names: list[str], rows: list[dict] | None, budget: float | None) -> list[str]:
+    """Why each reward cannot be imported, or fails on ``rows``; one line each."""
+    from cwgrpo.configs import ConfigError
+    from cwgrpo.grading.reward_guard import check_on_sample
+    from cwgrpo.grading.rewards import get_reward
+
+    lines = []
+    for name in names:
+        try:
+            func = get_reward(name)
+            if rows:
+                check_on_sample(name, func, rows, budget)
+        except ConfigError as err:
+            lines.append(str(err))
+    return lines
+
+
+def answer(request: dict[str, Any]) -> Any:
+    if request["ask"] == "options":
+        return judge_options(request["texts"])
+    return reward_refusals(request["names"], request["rows"], request["budget"])
+
+
+def main() -> int:
+    """The request read on stdin, its answer written as one JSON line, the last of stdout (whatever the code it
+    runs prints goes to stderr)."""
+    request, out = json.load(sys.stdin), sys.stdout
+    sys.stdout = sys.stderr
+    found = answer(request)
+    out.write("\n" + json.dumps(found) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
