@@ -172,6 +172,14 @@ def _ci_dict(values: Mapping[int, float], k: float = 1.0) -> dict[str, Any]:
     return _clean(out)
 
 
+def _sides(cfg: ClaimsConfig, name: str, per: Mapping[str, Mapping[int, float]], k: float = 1.0) -> dict:
+    """Details ``treatment_<name>`` and ``reference_<name>``: each method's per-seed values and their CI."""
+    return {
+        f"{side}_{name}": _ci_dict(per[method], k)
+        for side, method in (("treatment", cfg.treatment_method), ("reference", cfg.reference_method))
+    }
+
+
 def _clean(obj: Any) -> Any:
     """NaN -> None, numpy scalars -> Python, recursively (JSON has no NaN)."""
     if isinstance(obj, dict):
@@ -226,32 +234,24 @@ def claim_accuracy(frame: pd.DataFrame, cfg: ClaimsConfig, sizes: Sequence[str])
     benchmarks = cfg.order_benchmarks(frame["benchmark"])
     out = []
     for size in sizes:
-        t = per_seed_accuracy(frame, size, cfg.treatment_method, cfg.step, benchmarks)[AVG].to_dict()
-        r = per_seed_accuracy(frame, size, cfg.reference_method, cfg.step, benchmarks)[AVG].to_dict()
-        eff = _scaled(seed_effect(t, r), 100)
-        out.append(
-            _size_result(
-                cfg,
-                size,
-                eff,
-                "accuracy points",
-                decide(eff),
-                treatment_avg=_ci_dict(t, 100),
-                reference_avg=_ci_dict(r, 100),
-                benchmarks=benchmarks,
-                step=cfg.step,
-            )
-        )
+        avg = {
+            m: per_seed_accuracy(frame, size, m, cfg.step, benchmarks)[AVG].to_dict()
+            for m in (cfg.treatment_method, cfg.reference_method)
+        }
+        eff = _scaled(seed_effect(avg[cfg.treatment_method], avg[cfg.reference_method]), 100)
+        details = _sides(cfg, "avg", avg, 100) | {"benchmarks": benchmarks, "step": cfg.step}
+        out.append(_size_result(cfg, size, eff, "accuracy points", decide(eff), **details))
     return out
 
 
+def _window(series: pd.Series, window: float) -> pd.Series:
+    """The last ``window`` of a run's steps: steps > (1 - window) * last step (all of them at 1)."""
+    return series[series.index > (1 - window) * series.index.max()] if window < 1 else series
+
+
 def entropy_stat(series: pd.Series, window: float, stat: str) -> float:
-    """``stat`` of a run's entropy over its last ``window`` of steps: steps > (1 - window) * last step."""
-    s = series.dropna()
-    if s.empty:
-        return math.nan
-    last = float(s.index.max())
-    tail = s[s.index > (1 - window) * last] if window < 1 else s
+    """``stat`` of a run's entropy over its last ``window`` of (logged) steps."""
+    tail = _window(series.dropna(), window)
     if tail.size < 2:
         return math.nan
     return float(tail.std(ddof=1)) if stat == "std" else float(tail.max() - tail.min())
@@ -274,26 +274,10 @@ def claim_entropy(metrics: pd.DataFrame, cfg: ClaimsConfig, sizes: Sequence[str]
             for seed, run in sel.groupby("seed"):
                 series = run.set_index("step")[key].astype(float)
                 per[method][int(seed)] = entropy_stat(series, cfg.entropy_window, cfg.entropy_stat)
-                tail = (
-                    series[series.index > (1 - cfg.entropy_window) * series.index.max()]
-                    if cfg.entropy_window < 1
-                    else series
-                )
-                level[method][int(seed)] = float(tail.mean())
+                level[method][int(seed)] = float(_window(series, cfg.entropy_window).mean())
         eff = seed_effect(per[cfg.reference_method], per[cfg.treatment_method])
-        out.append(
-            _size_result(
-                cfg,
-                size,
-                eff,
-                "nats / token",
-                decide(eff),
-                treatment_stat=_ci_dict(per[cfg.treatment_method]),
-                reference_stat=_ci_dict(per[cfg.reference_method]),
-                treatment_mean_entropy=_ci_dict(level[cfg.treatment_method]),
-                reference_mean_entropy=_ci_dict(level[cfg.reference_method]),
-            )
-        )
+        details = _sides(cfg, "stat", per) | _sides(cfg, "mean_entropy", level)
+        out.append(_size_result(cfg, size, eff, "nats / token", decide(eff), **details))
     return out
 
 
@@ -322,7 +306,7 @@ def claim_degradation(frame: pd.DataFrame, cfg: ClaimsConfig, sizes: Sequence[st
     for size in sizes:
         late = _late_step(frame, cfg, size, benchmarks)
         if late is None or late <= cfg.step:
-            eff = Effect(math.nan, math.nan, math.nan, 0, False, (), f"no checkpoint after step {cfg.step}")
+            eff = dataclasses.replace(NO_EFFECT, note=f"no checkpoint after step {cfg.step}")
             verdict = decide(eff, untestable=eff.note)
             out.append(_size_result(cfg, size, eff, "accuracy points", verdict, late_step=None))
             continue
@@ -337,18 +321,8 @@ def claim_degradation(frame: pd.DataFrame, cfg: ClaimsConfig, sizes: Sequence[st
         ref_name = cfg.method_name(cfg.reference_method)
         no_drop = f"{ref_name} does not degrade (mean drop {100 * ref_drop:+.2f} points ≤ 0)"
         verdict = decide(eff, untestable="" if ref_drop > 0 else no_drop)
-        out.append(
-            _size_result(
-                cfg,
-                size,
-                eff,
-                "accuracy points",
-                verdict,
-                step=cfg.step,
-                late_step=late,
-                benchmarks=benchmarks,
-                treatment_drop=_ci_dict(drop[cfg.treatment_method], 100),
-                reference_drop=_ci_dict(drop[cfg.reference_method], 100),
-            )
+        details = {"step": cfg.step, "late_step": late, "benchmarks": benchmarks} | _sides(
+            cfg, "drop", drop, 100
         )
+        out.append(_size_result(cfg, size, eff, "accuracy points", verdict, **details))
     return out

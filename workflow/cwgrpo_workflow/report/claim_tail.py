@@ -6,6 +6,7 @@ says nothing about the tail: its size is "not testable", not an error that stops
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Sequence
 from pathlib import Path
@@ -17,8 +18,10 @@ import pandas as pd
 from cwgrpo.io import ResultFileError
 from cwgrpo.stats import Effect, mean_ci
 from cwgrpo_workflow.report.claim_checks import (
+    NO_EFFECT,
     ClaimsConfig,
     _ci_dict,
+    _scaled,
     _size_result,
     decide,
     log,
@@ -74,7 +77,7 @@ def claim_heavy_tail(
         values = shares.get((size, cfg.tail_method))
         if not values and size in all_zero:
             seeds = tuple(sorted(all_zero[size]))
-            eff = Effect(math.nan, math.nan, math.nan, len(seeds), False, seeds, "not measured")
+            eff = dataclasses.replace(NO_EFFECT, n=len(seeds), seeds=seeds)
             reason = ALL_ZERO.format(seeds=", ".join(map(str, seeds)))
             out.append(_tail_result(cfg, size, eff, decide(eff, untestable=reason), None, None))
             continue
@@ -83,19 +86,11 @@ def claim_heavy_tail(
                 f"no covariance samples for size={size} method={cfg.tail_method}: no such run in --runs, "
                 "or its cov_samples.jsonl is empty"
             )
-        m, lo, hi = mean_ci(values.values())
-        k = 100.0
-        eff = Effect(
-            (m - cfg.tail_share_min) * k,
-            (lo - cfg.tail_share_min) * k,
-            (hi - cfg.tail_share_min) * k,
-            len(values),
-            False,
-            tuple(sorted(values)),
-            f"t-interval over seeds of {cfg.tail_method}'s runs",
-        )
+        above = [v - cfg.tail_share_min for v in mean_ci(values.values())]
+        note = f"t-interval over seeds of {cfg.tail_method}'s runs"
+        eff = _scaled(Effect(*above, len(values), False, tuple(sorted(values)), note), 100.0)
         quantiles = ratio.get((size, cfg.tail_method))
-        out.append(_tail_result(cfg, size, eff, decide(eff), _ci_dict(values, k), quantiles))
+        out.append(_tail_result(cfg, size, eff, decide(eff), _ci_dict(values, 100.0), quantiles))
     return out
 
 

@@ -147,42 +147,41 @@ def _curves(ax, frame: pd.DataFrame, column: str, cfg: FigureConfig) -> None:
 
 
 # -- the four kinds ----------------------------------------------------------------------------------
-def plot_entropy(cfg: FigureConfig, runs: Sequence[Path]):
+def _plot_steps(cfg: FigureConfig, runs: Sequence[Path], panels: Sequence[tuple[str, str]], what: str):
+    """Per-step curves of each ``(column, y label)`` in ``panels``, one row per size; one panel puts the
+    sizes side by side instead."""
     from cwgrpo_workflow.report.style import integer_steps, new_figure
 
     m = metrics_frame(runs)
-    _need_column(m, cfg.entropy_key)
-    sizes = cfg.order_sizes(m["size"])
-    footer = _footer(cfg, f"entropy ({cfg.entropy_key})", runs=runs)
-    fig, axes = new_figure(1, len(sizes), 3.2 * len(sizes) + 1.6, 2.6, footer)
-    for ax, size in zip(axes[0], sizes, strict=True):
-        _curves(ax, m[m["size"] == size], cfg.entropy_key, cfg)
-        ax.set(title=cfg.size_name(size), xlabel="optimiser step", ylabel="policy entropy (nats / token)")
-        integer_steps(ax)
-    _legend(fig, axes, _band_title(cfg, m))
-    return fig
-
-
-def plot_training(cfg: FigureConfig, runs: Sequence[Path]):
-    from cwgrpo_workflow.report.style import integer_steps, new_figure
-
-    m = metrics_frame(runs)
-    panels = [
-        ("reward", "mean reward (per completion)"),
-        ("completions/mean_length", "mean completion length (tokens)"),
-    ]
     for column, _ in panels:
         _need_column(m, column)
     sizes = cfg.order_sizes(m["size"])
-    fig, axes = new_figure(len(sizes), 2, 8.0, 2.4, _footer(cfg, "training", runs=runs))
-    for row, size in enumerate(sizes):
-        for col, (column, ylabel) in enumerate(panels):
-            ax = axes[row, col]
+    footer = _footer(cfg, what, runs=runs)
+    if len(panels) == 1:
+        fig, axes = new_figure(1, len(sizes), 3.2 * len(sizes) + 1.6, 2.6, footer)
+        axes = axes.T
+    else:
+        fig, axes = new_figure(len(sizes), len(panels), 8.0, 2.4, footer)
+    for row, size in zip(axes, sizes, strict=True):
+        for ax, (column, ylabel) in zip(row, panels, strict=True):
             _curves(ax, m[m["size"] == size], column, cfg)
             ax.set(title=cfg.size_name(size), xlabel="optimiser step", ylabel=ylabel)
             integer_steps(ax)
     _legend(fig, axes, _band_title(cfg, m))
     return fig
+
+
+def plot_entropy(cfg: FigureConfig, runs: Sequence[Path]):
+    panel = (cfg.entropy_key, "policy entropy (nats / token)")
+    return _plot_steps(cfg, runs, [panel], f"entropy ({cfg.entropy_key})")
+
+
+def plot_training(cfg: FigureConfig, runs: Sequence[Path]):
+    panels = [
+        ("reward", "mean reward (per completion)"),
+        ("completions/mean_length", "mean completion length (tokens)"),
+    ]
+    return _plot_steps(cfg, runs, panels, "training")
 
 
 def _mirror_of(cfg: FigureConfig, present: Sequence[str], key: str) -> str:
@@ -309,26 +308,17 @@ def plot_covariance(cfg: FigureConfig, runs: Sequence[Path]):
         ax_h.set_xscale("symlog", linthresh=lt)
         symlog_ticks(ax_h.xaxis, lt, per_side=2)
         ax_h.set_yscale("log")
-        ax_h.set(
-            title=f"{cfg.size_name(size)} · distribution",
-            xlabel=f"token covariance c (symlog, linear within ±{lt:g})",
-            ylabel="share of sampled tokens per bin",
-        )
         ax_q.set_xscale("logit")
         ax_q.set_yscale("symlog", linthresh=lt)
         symlog_ticks(ax_q.yaxis, lt, per_side=3)
-        ax_q.set(
-            title=f"{cfg.size_name(size)} · quantiles (both tails)",
-            xlabel="quantile level (logit scale)",
-            ylabel="covariance quantile c_q (symlog)",
-        )
         ax_w.set_xscale("symlog", linthresh=lt)
         symlog_ticks(ax_w.xaxis, lt, per_side=2)
-        ax_w.set(
-            title=f"{cfg.size_name(size)} · kernel weight",
-            xlabel="token covariance c (symlog)",
-            ylabel="kernel weight w̃ (dimensionless)",
-        )
+        for ax, part, xlabel, ylabel in (
+            (ax_h, "distribution", f"token covariance c (symlog, linear within ±{lt:g})", "share of sampled tokens per bin"),
+            (ax_q, "quantiles (both tails)", "quantile level (logit scale)", "covariance quantile c_q (symlog)"),
+            (ax_w, "kernel weight", "token covariance c (symlog)", "kernel weight w̃ (dimensionless)"),
+        ):  # fmt: skip
+            ax.set(title=f"{cfg.size_name(size)} · {part}", xlabel=xlabel, ylabel=ylabel)
     _legend(fig, axes, "samples pooled\nover steps and seeds")
     return fig
 
@@ -353,12 +343,9 @@ def make_figure(kind: str, cfg: FigureConfig, runs: Sequence[Path], summaries: S
 def configure_parser(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--kind", required=True, choices=KINDS, help="which figure")
     add_input_arguments(parser, required=False)
-    parser.add_argument(
-        "--out-pdf", required=True, type=Path, help="the figure as PDF, e.g. figures/PRESET/NAME.pdf"
-    )
-    parser.add_argument(
-        "--out-png", required=True, type=Path, help="the figure as PNG, e.g. figures/PRESET/NAME.png"
-    )
+    for ext in ("pdf", "png"):
+        help_ = f"the figure as {ext.upper()}, e.g. figures/PRESET/NAME.{ext}"
+        parser.add_argument(f"--out-{ext}", required=True, type=Path, help=help_)
     add_config_arguments(parser)
     parser.epilog = describe_options(FigureConfig)
 

@@ -69,39 +69,34 @@ def load_reported(path: str | Path | None = None) -> dict[str, Any]:
     return read_json(path or REPORTED_PATH)
 
 
+def _long_frame(
+    rows: Sequence[Mapping[str, Any]], benchmarks: Sequence[str], size: str | None = None
+) -> pd.DataFrame:
+    """One row per (row, benchmark): size (``size``, else the row's), method, step, benchmark, value."""
+    return pd.DataFrame(
+        [
+            {
+                "size": size or r["size"],
+                "method": r["method"],
+                "step": r["step"],
+                "benchmark": b,
+                "value": r[b],
+            }
+            for r in rows
+            for b in benchmarks
+        ]
+    )
+
+
 def reported_table1(reported: Mapping[str, Any]) -> pd.DataFrame:
     """Reported Table 1 as a long frame: size, method, step, benchmark (incl. ``avg``), value (percent)."""
-    rows = []
-    for row in reported["table1"]["rows"]:
-        for b in (*PAPER_BENCHMARKS, AVG):
-            rows.append(
-                {
-                    "size": row["size"],
-                    "method": row["method"],
-                    "step": row["step"],
-                    "benchmark": b,
-                    "value": row[b],
-                }
-            )
-    return pd.DataFrame(rows)
+    return _long_frame(reported["table1"]["rows"], (*PAPER_BENCHMARKS, AVG))
 
 
 def reported_checkpoints(reported: Mapping[str, Any]) -> pd.DataFrame:
     """Reported checkpoint study: size, method, step, benchmark, value (percent)."""
     block = reported["checkpoints"]
-    rows = []
-    for row in block["rows"]:
-        for b in block["benchmarks"]:
-            rows.append(
-                {
-                    "size": block["size"],
-                    "method": row["method"],
-                    "step": row["step"],
-                    "benchmark": b,
-                    "value": row[b],
-                }
-            )
-    return pd.DataFrame(rows)
+    return _long_frame(block["rows"], block["benchmarks"], block["size"])
 
 
 # -- evaluation summaries ---------------------------------------------------------------------------
@@ -157,7 +152,7 @@ def _summary_row(path: Path, s: Mapping[str, Any]) -> dict[str, Any]:
         raise ResultFileError(f"{path}: summary has neither 'pass1' nor 'avg_k'")
     ci = s.get("avg_k_ci95") if use_avg else None
     if not ci or len(ci) != 2 or any(x is None for x in ci):  # evaluate writes None for a NaN bound
-        ci = None
+        ci = (None, None)
     return {
         "size": _tag(tags, "size", path, str),
         "method": _tag(tags, "method", path, str),
@@ -165,19 +160,23 @@ def _summary_row(path: Path, s: Mapping[str, Any]) -> dict[str, Any]:
         "step": _tag(tags, "step", path, int),
         "benchmark": str(s["benchmark"]),
         "accuracy": float(acc),
-        "accuracy_se": float(s["avg_k_se"]) if use_avg and s.get("avg_k_se") is not None else math.nan,
-        "accuracy_ci_lo": float(ci[0]) if ci else math.nan,
-        "accuracy_ci_hi": float(ci[1]) if ci else math.nan,
+        "accuracy_se": _float(s.get("avg_k_se")) if use_avg else math.nan,
+        "accuracy_ci_lo": _float(ci[0]),
+        "accuracy_ci_hi": _float(ci[1]),
         "metric": f"avg@{k}" if use_avg else "pass@1",
         "k": k,
         "n_problems": int(s.get("n_problems") or 0),
         "limit": (s.get("settings") or {}).get("limit"),  # evaluate's `limit`: only the first N problems
-        "pass1": float(s["pass1"]) if s.get("pass1") is not None else math.nan,
-        "avg_k": float(s["avg_k"]) if s.get("avg_k") is not None else math.nan,
+        "pass1": _float(s.get("pass1")),
+        "avg_k": _float(s.get("avg_k")),
         "benchmark_display": _optional_text(s, "benchmark_display", path),
         "benchmark_mirror": _optional_text(s, "benchmark_mirror", path),
         "path": str(path),
     }
+
+
+def _float(value: Any) -> float:
+    return math.nan if value is None else float(value)
 
 
 def _optional_text(s: Mapping[str, Any], key: str, path: Path) -> str | None:
@@ -241,21 +240,21 @@ def first_problems(frame: pd.DataFrame) -> dict[str, int]:
     return out
 
 
+def _matching(frame: pd.DataFrame, tags: Mapping[str, Any]) -> pd.DataFrame:
+    mask = pd.Series(True, index=frame.index)
+    for k, v in tags.items():
+        mask &= frame[k] == v
+    return frame[mask]
+
+
 def require(frame: pd.DataFrame, what: str, **tags: Any) -> pd.DataFrame:
     """Rows of ``frame`` matching ``tags``; an empty selection is an error naming what is missing."""
-    mask = np.ones(len(frame), dtype=bool)
-    for k, v in tags.items():
-        mask &= (frame[k] == v).to_numpy()
-    sel = frame[mask]
+    sel = _matching(frame, tags)
     if sel.empty:
         desc = " ".join(f"{k}={v}" for k, v in tags.items())
         have = ""
         if "step" in tags and "step" in frame:
-            others = {k: v for k, v in tags.items() if k != "step"}
-            om = np.ones(len(frame), dtype=bool)
-            for k, v in others.items():
-                om &= (frame[k] == v).to_numpy()
-            steps = sorted(set(frame.loc[om, "step"]))
+            steps = sorted(set(_matching(frame, {k: v for k, v in tags.items() if k != "step"})["step"]))
             have = f" (steps present for the rest of those tags: {steps})" if steps else ""
         raise ResultFileError(f"no {what} for {desc}{have}")
     return sel
@@ -349,9 +348,8 @@ def metrics_frame(run_dirs: Sequence[str | Path]) -> pd.DataFrame:
         _check_no_gap(path, sorted(set(f["step"])), _logging_interval(run_dir))
         # A resumed run may log a step twice; the last line wins.
         f = f.drop_duplicates("step", keep="last").sort_values("step")
-        f.insert(0, "seed", info["seed"])
-        f.insert(0, "method", info["method"])
-        f.insert(0, "size", info["size"])
+        for tag in ("seed", "method", "size"):
+            f.insert(0, tag, info[tag])
         f["run_dir"] = str(run_dir)
         frames.append(f)
     out = pd.concat(frames, ignore_index=True)

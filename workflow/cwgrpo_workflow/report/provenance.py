@@ -5,17 +5,13 @@ footer line, which names the reporting code beside them."""
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from cwgrpo.io import read_json
+from cwgrpo.models.hub import file_sha256
 from cwgrpo_workflow.report.load import run_info
-
-
-def _file_sha256(path: str | Path) -> str:
-    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
 
 
 def input_identity(
@@ -37,11 +33,12 @@ def input_identity(
         s = read_json(p)
         prov = s.get("provenance") or {}
         note(prov, s.get("config_hash") or prov.get("config_hash"))
-        files.append({"path": str(p), "sha256": _file_sha256(p), "tags": s.get("tags")})
+        files.append({"path": str(p), "sha256": file_sha256(Path(p)), "tags": s.get("tags")})
     for d in run_dirs:
         info = run_info(d)
         note(info["provenance"], info["config_hash"])
-        files.append({"path": str(Path(d) / "run.json"), "sha256": _file_sha256(Path(d) / "run.json")})
+        path = Path(d) / "run.json"
+        files.append({"path": str(path), "sha256": file_sha256(path)})
     return {
         "versions": sorted(versions),
         "commits": sorted(commits),

@@ -55,9 +55,7 @@ FOOTER_COLOR = "0.45"
 
 def method_color(method: str) -> str:
     """The colour of a method label, identical in every figure."""
-    if method in METHOD_COLORS:
-        return METHOD_COLORS[method]
-    return _SPARE_COLORS[zlib.crc32(method.encode()) % len(_SPARE_COLORS)]
+    return METHOD_COLORS.get(method) or _SPARE_COLORS[zlib.crc32(method.encode()) % len(_SPARE_COLORS)]
 
 
 def method_label(method: str) -> str:
