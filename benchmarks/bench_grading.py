@@ -22,13 +22,11 @@ including starting the pool. The goal in the issue is >= 500 answers/s on 2 proc
 
 from __future__ import annotations
 
-import argparse
-import json
-import os
-import platform
 import random
 import time
 from pathlib import Path
+
+from bench_common import command_line, machine, write_report
 
 from cwgrpo.grading.scoring import DEFAULT_TIMEOUT_S, grade_many
 
@@ -141,9 +139,7 @@ def time_rows(pairs, processes: list[int], timeout_s: float) -> list[dict]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
+    parser = command_line(__doc__)
     parser.add_argument("--n", type=int, default=4000, help="answers to grade")
     parser.add_argument("--processes", type=int, nargs="+", default=[2], help="pool sizes to time")
     parser.add_argument("--timeout-s", type=float, default=DEFAULT_TIMEOUT_S, help="per-answer budget")
@@ -165,7 +161,6 @@ def main() -> None:
         print(
             f"goal >= {GOAL_PER_S:.0f} answers/s on 2 processes: {'met' if best >= GOAL_PER_S else 'NOT met'}"
         )
-    args.out.parent.mkdir(parents=True, exist_ok=True)
     report = {
         "benchmark": "grading",
         "goal_answers_per_s_2_processes": GOAL_PER_S,
@@ -173,9 +168,9 @@ def main() -> None:
         "timeout_s": args.timeout_s,
         "seed": args.seed,
         "rows": rows,
-        "machine": {"cpus": os.cpu_count(), "python": platform.python_version(), "load_avg": os.getloadavg()},
+        "machine": machine(),
     }
-    args.out.write_text(json.dumps(report, indent=2) + "\n")
+    write_report(args.out, report)
     print(f"wrote {args.out}")
 
 

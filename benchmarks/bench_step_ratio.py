@@ -22,7 +22,6 @@ which is how it is checked on a machine without a GPU:
 
 from __future__ import annotations
 
-import argparse
 import json
 import statistics
 import tempfile
@@ -30,6 +29,7 @@ import time
 from pathlib import Path
 
 import torch
+from bench_common import command_line, write_report
 
 
 def _trainer(model_dir: Path, out: Path, device: torch.device | None = None, **options):
@@ -180,9 +180,7 @@ def _paper_step(args, tmp: Path) -> dict:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
+    parser = command_line(__doc__)
     parser.add_argument("--reps", type=int, default=40)
     parser.add_argument("--out", type=Path, default=Path("benchmarks/results/step_ratio.json"))
     parser.add_argument("--gpu", action="store_true", help="the paper's loss step (see the module docstring)")
@@ -196,8 +194,7 @@ def main() -> None:
     if args.gpu:
         with tempfile.TemporaryDirectory() as tmp:
             result = _paper_step(args, Path(tmp))
-        args.out.parent.mkdir(parents=True, exist_ok=True)
-        args.out.write_text(json.dumps(result, indent=2) + "\n")
+        write_report(args.out, result)
         print(json.dumps(result, indent=2))
         return
     torch.set_num_threads(1)
@@ -229,8 +226,7 @@ def main() -> None:
         "ratio_cw_grpo_over_grpo": medians["cw_grpo"] / medians["grpo"],
         "ratio_with_diagnostics_over_grpo": medians["cw_grpo+diagnostics"] / medians["grpo"],
     }
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(result, indent=2) + "\n")
+    write_report(args.out, result)
     for name, value in medians.items():
         print(f"{name:<22} {value * 1e3:8.2f} ms")
     print(f"ratio cw_grpo / grpo: {result['ratio_cw_grpo_over_grpo']:.3f}")

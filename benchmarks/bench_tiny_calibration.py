@@ -15,7 +15,6 @@ trust on a shared machine). Docs: docs/tiny-calibration.md.
 
 from __future__ import annotations
 
-import argparse
 import json
 import resource
 import subprocess
@@ -24,16 +23,11 @@ import tempfile
 import time
 from pathlib import Path
 
-
-def _child_cpu() -> float:
-    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return usage.ru_utime + usage.ru_stime
+from bench_common import command_line, cpu_s, write_report
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
+    parser = command_line(__doc__)
     parser.add_argument("--size", default="small")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--set", dest="overrides", action="append", default=[], help="cwgrpo sft option")
@@ -63,11 +57,11 @@ def main() -> None:
         build = ["build-tiny", "--size", args.size, "--out-dir", init, "--marker", root / "init.json"]
         subprocess.run([*cli, *build, "--set", f"seed={args.seed}"], check=True)
         sets = [x for o in [f"seed={args.seed}", *overrides] for x in ("--set", o)]
-        cpu0, t0 = _child_cpu(), time.perf_counter()
+        cpu0, t0 = cpu_s(resource.RUSAGE_CHILDREN), time.perf_counter()
         data = ["--train-data", root / "syn_train.jsonl", "--dev-data", root / "syn_dev.jsonl"]
         outs = ["--out-dir", base, "--marker", root / "base.json"]
         subprocess.run([*cli, "sft", "--model-dir", init, *data, *outs, *sets], check=True)
-        wall, cpu = time.perf_counter() - t0, _child_cpu() - cpu0
+        wall, cpu = time.perf_counter() - t0, cpu_s(resource.RUSAGE_CHILDREN) - cpu0
         marker = read_json(root / "base.json")
         accuracy = {}
         for label, path in (("init", init), ("base", base)):
@@ -87,11 +81,9 @@ def main() -> None:
             "sft_cpu_s": round(cpu, 1),
             "accuracy": accuracy,
         }
-    text = json.dumps(record, indent=2)
-    print(text)
+    print(json.dumps(record, indent=2))
     if args.out:
-        args.out.parent.mkdir(parents=True, exist_ok=True)
-        args.out.write_text(text + "\n")
+        write_report(args.out, record)
 
 
 if __name__ == "__main__":

@@ -19,7 +19,6 @@ length, so they are upper bounds and the ratios lower bounds of the overhead.
 
 from __future__ import annotations
 
-import argparse
 import json
 import re
 import resource
@@ -30,6 +29,8 @@ import time
 from collections import defaultdict
 from pathlib import Path
 
+from bench_common import command_line, cpu_s
+
 from cwgrpo.generation import encode_prompt
 from cwgrpo.io import write_json
 
@@ -38,11 +39,6 @@ LINE = re.compile(r"resource use: cwgrpo (\S+): ([0-9.]+) s CPU")
 EVAL = {"benchmarks": 5, "problems": 50, "k": 2, "batch": 32, "new_tokens": 64}
 TRAIN = {"steps": 16, "completions": 128, "micro_batch": 8, "new_tokens": 64}
 SFT = {"batch": 32, "dev": 100, "dev_tokens": 96, "eval_every": 25}
-
-
-def cpu_s() -> float:
-    r = resource.getrusage(resource.RUSAGE_SELF)
-    return r.ru_utime + r.ru_stime
 
 
 def job_cpu(logs: Path) -> dict[str, list[float]]:
@@ -58,10 +54,9 @@ def subprocess_cpu(code: str, reps: int = 3) -> float:
     """Median CPU seconds of a fresh interpreter running ``code``."""
     samples = []
     for _ in range(reps):
-        before = resource.getrusage(resource.RUSAGE_CHILDREN)
+        before = cpu_s(resource.RUSAGE_CHILDREN)
         subprocess.run([sys.executable, "-c", code], check=True)
-        after = resource.getrusage(resource.RUSAGE_CHILDREN)
-        samples.append(after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime)
+        samples.append(cpu_s(resource.RUSAGE_CHILDREN) - before)
     return statistics.median(samples)
 
 
@@ -129,9 +124,7 @@ FLOOR_OF = {  # job kind -> the floor it is compared with
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
+    parser = command_line(__doc__)
     parser.add_argument("--logs", type=Path, default=Path("logs/tiny"), help="a DAG run's log folder")
     parser.add_argument("--results", type=Path, default=Path("results/tiny"), help="its results folder")
     parser.add_argument("--size", default="small", help="the size whose base model the floors run on")

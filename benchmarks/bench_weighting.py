@@ -36,6 +36,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import torch
+from bench_common import write_report
 
 from cwgrpo.weighting import cw_weights
 
@@ -154,8 +155,7 @@ def main() -> None:
         "load_average_1min": load,
         "results": results,
     }
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(record, indent=2) + "\n")
+    write_report(args.out, record)
 
 
 if __name__ == "__main__":

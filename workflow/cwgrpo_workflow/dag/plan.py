@@ -93,10 +93,8 @@ def parse_dry_run(text: str) -> list[Job]:
             rule, fields = (match.group(1) if match else None), {}
             continue
         key, _, value = line.strip().partition(": ")
-        if rule and key == "wildcards":
-            fields["wildcards"] = dict(item.split("=", 1) for item in _items(value))
-        elif rule and key == "resources":
-            fields["resources"] = dict(item.split("=", 1) for item in _items(value) if "=" in item)
+        if rule and key in ("wildcards", "resources"):
+            fields[key] = dict(item.split("=", 1) for item in _items(value) if "=" in item)
         elif rule and key in ("input", "output"):
             fields[f"{key}s"] = tuple(_items(value))
     return [j for j in jobs if j.rule != "end"]
