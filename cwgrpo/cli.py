@@ -14,6 +14,7 @@ import argparse
 import importlib
 import logging
 import os
+import subprocess
 import sys
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
@@ -209,17 +210,38 @@ def stage_python_var(name: str) -> str:
     return f"CWGRPO_{name.upper().replace('-', '_')}_PYTHON"
 
 
+# Set in the process a stage's interpreter replaced: the variable it came from, so that a wrapper (a pyenv
+# shim, a conda or module script) whose path never equals sys.executable is taken once, not in a loop.
+STAGE_MARK = "CWGRPO_STAGE_PYTHON_TAKEN"
+# What the package needs of a stage's interpreter (pyproject's requires-python).
+MIN_PYTHON = (3, 11)
+
+
 def stage_python(name: str, env: Mapping[str, str]) -> str | None:
     """The interpreter that command ``name`` must run under, from ``CWGRPO_<NAME>_PYTHON``, or None: this
-    one. Without conda, each stage's libraries (DeepSpeed for train, vLLM for evaluate) can live in a venv
-    of their own, as each stage has a conda env under --use-conda."""
+    one (also once this process is that interpreter's, by ``STAGE_MARK``). Without conda, each stage's
+    libraries (DeepSpeed for train, vLLM for evaluate) can live in a venv of their own, as each stage has a
+    conda env under --use-conda. A named program that is not a Python of ``MIN_PYTHON`` or newer is refused."""
     var = stage_python_var(name)
     python = env.get(var)
-    if not python or os.path.abspath(python) == os.path.abspath(sys.executable):
+    if not python or env.get(STAGE_MARK) == var or os.path.abspath(python) == os.path.abspath(sys.executable):
         return None
     if not (os.path.isfile(python) and os.access(python, os.X_OK)):
         raise FileNotFoundError(
             f"{var}={python}: no such interpreter; point it at a venv's bin/python, or unset it"
+        )
+    code = "import sys; print('python', *sys.version_info[:2])"
+    try:
+        said = subprocess.run(
+            [python, "-c", code], capture_output=True, text=True, timeout=120
+        ).stdout.split()
+    except (OSError, subprocess.SubprocessError) as err:
+        said = [str(err)]
+    ok = len(said) == 3 and said[0] == "python" and all(part.isdigit() for part in said[1:])
+    if not ok or tuple(int(part) for part in said[1:]) < MIN_PYTHON:
+        raise FileNotFoundError(
+            f"{var}={python}: not a Python {'.'.join(map(str, MIN_PYTHON))} or newer (asked its version, it "
+            f"answered {' '.join(said)[:80] or 'nothing'!r}); point it at a venv's bin/python, or unset it"
         )
     return python
 
@@ -229,7 +251,11 @@ def _exec_in(python: str, argv: Sequence[str]) -> None:
     stage's venv may lack the package); the same process, so the job's signals and limits still reach it."""
     root = str(Path(__file__).resolve().parents[1])
     paths = [root, *filter(None, os.environ.get("PYTHONPATH", "").split(os.pathsep))]
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(dict.fromkeys(paths))}
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join(dict.fromkeys(paths)),
+        STAGE_MARK: stage_python_var(argv[0]),
+    }
     os.execve(python, [python, "-m", "cwgrpo.cli", *argv], env)
 
 

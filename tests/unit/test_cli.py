@@ -16,34 +16,57 @@ from tests.conftest import TWO_STEP_TRL
 REPO = Path(__file__).resolve().parents[2]
 
 
+def _wrapper(path: Path, record: Path) -> Path:
+    """A wrapper of this interpreter, as a pyenv shim, conda wrapper or module script is: it records each
+    start (its arguments and PYTHONPATH) and runs the real interpreter."""
+    path.write_text(
+        f'#!/bin/sh\nprintf "%s\\n" "start" "$@" "PYTHONPATH=$PYTHONPATH" >> {record}\nexec {sys.executable} "$@"\n'
+    )
+    path.chmod(0o755)
+    return path
+
+
 def test_stage_python_is_the_named_interpreter_unless_it_is_this_one(tmp_path):
     assert cli.stage_python("train", {}) is None
     assert cli.stage_python("train", {"CWGRPO_TRAIN_PYTHON": sys.executable}) is None
     assert cli.stage_python("fetch-model", {"CWGRPO_FETCH_MODEL_PYTHON": sys.executable}) is None
-    other = tmp_path / "python"
-    other.write_text("#!/bin/sh\n")
-    other.chmod(0o755)
+    other = _wrapper(tmp_path / "python", tmp_path / "starts.txt")
     assert cli.stage_python("train", {"CWGRPO_TRAIN_PYTHON": str(other)}) == str(other)
     assert cli.stage_python("evaluate", {"CWGRPO_TRAIN_PYTHON": str(other)}) is None  # another stage's
+    taken = {"CWGRPO_TRAIN_PYTHON": str(other), cli.STAGE_MARK: "CWGRPO_TRAIN_PYTHON"}
+    assert cli.stage_python("train", taken) is None  # this process is that interpreter's already
 
 
 def _run(env: dict[str, str], *argv: str) -> subprocess.CompletedProcess:
     env = {**os.environ, **env, "PYTHONPATH": str(REPO)}
     return subprocess.run(
-        [sys.executable, "-m", "cwgrpo.cli", *argv], env=env, capture_output=True, text=True
+        [sys.executable, "-m", "cwgrpo.cli", *argv], env=env, capture_output=True, text=True, timeout=300
     )
 
 
-def test_a_command_is_replaced_by_its_stage_interpreter_with_this_checkout_first(tmp_path):
-    record = tmp_path / "argv.txt"
-    stand_in = tmp_path / "python"  # an interpreter that records how it was called
-    stand_in.write_text(f'#!/bin/sh\nprintf "%s\\n" "$0" "$@" "PYTHONPATH=$PYTHONPATH" > {record}\n')
-    stand_in.chmod(0o755)
-    done = _run({"CWGRPO_EVALUATE_PYTHON": str(stand_in)}, "evaluate", "--model-dir", "a b")
+def test_a_wrapper_named_as_the_stage_interpreter_replaces_the_command_once(tmp_path):
+    """A wrapper's path never equals the interpreter's sys.executable: the command runs under it once (its
+    version asked first), with this checkout first on the path, and does not replace itself again."""
+    record = tmp_path / "starts.txt"
+    wrapper = _wrapper(tmp_path / "python", record)
+    done = _run({"CWGRPO_EVALUATE_PYTHON": str(wrapper)}, "evaluate", "--help")
     assert done.returncode == 0, done.stderr
-    lines = record.read_text().splitlines()
-    assert lines[:-1] == [str(stand_in), "-m", "cwgrpo.cli", "evaluate", "--model-dir", "a b"]
+    assert "usage: cwgrpo evaluate" in done.stdout
+    starts = record.read_text().split("start\n")[1:]
+    assert len(starts) == 2, starts  # the version question, then the command: no loop
+    lines = starts[1].splitlines()
+    assert lines[:-1] == ["-m", "cwgrpo.cli", "evaluate", "--help"]
     assert lines[-1].startswith(f"PYTHONPATH={REPO}")
+
+
+def test_a_stage_interpreter_that_is_not_a_python_is_refused_in_one_line():
+    done = _run({"CWGRPO_GRADE_PYTHON": "/bin/true"}, "grade", "--help")
+    assert done.returncode == 2
+    assert done.stdout == ""
+    assert done.stderr.strip().splitlines() == [
+        "cwgrpo grade: error: CWGRPO_GRADE_PYTHON=/bin/true: not a Python 3.11 or newer (asked its version, it "
+        "answered 'nothing'); point it at a venv's bin/python, or unset it"
+    ]
 
 
 def test_a_missing_stage_interpreter_is_one_line_naming_the_variable():
