@@ -249,12 +249,6 @@ def package_file(spec: str, version: str | None = None, where: str = "", install
     raise ConfigError(f"{where}: package {module!r} has no file {rel!r}")
 
 
-def package_rows(spec: str, version: str | None, key: str) -> list[Any]:
-    """The rows under ``key`` of a JSON file in an installed package (``package_file``), in file order."""
-    table = json.loads(package_file(spec, version).read_text(encoding="utf-8"))[key]
-    return list(table.values()) if isinstance(table, dict) else list(table)
-
-
 def _float_text(value: Any) -> str:
     """The shortest text that reads back as the stored binary float (float32 123456.7: ``123456.7``, not the
     float64 widening's ``123456.703125``), laid out as Python's ``repr`` (scientific outside 1e-4..1e16),
