@@ -223,6 +223,11 @@ def gguf_damage(path: Path) -> str | None:
     return f"GGUF file truncated: its tensors need {end} bytes, it has {size}" if end > size else None
 
 
+def file_sha256(path: Path) -> str:
+    with open(path, "rb") as fh:
+        return hashlib.file_digest(fh, "sha256").hexdigest()
+
+
 def rebuild_float_model(model: Any) -> Any:
     """A GGUF-loaded model as a plain float model that ``save_pretrained`` accepts: the same config (less
     the GGUF quantisation entry) builds a fresh model, into which every weight is copied (strictly)."""
@@ -300,11 +305,7 @@ def fetch_model(source: ModelSource, out_dir: Path, marker: Path, cfg: FetchConf
         info["params"] = model.num_parameters()
         _save(model, tokenizer, out_dir, source)
         if source.kind == "gguf":
-            with open(source.location, "rb") as fh:
-                info |= {
-                    "file": Path(source.location).name,
-                    "file_sha256": hashlib.file_digest(fh, "sha256").hexdigest(),
-                }
+            info |= {"file": Path(source.location).name, "file_sha256": file_sha256(Path(source.location))}
         if source.package is not None:
             dists = importlib.metadata.packages_distributions().get(source.package, [])
             info["package"] = {d: importlib.metadata.version(d) for d in dists} or {source.package: None}
