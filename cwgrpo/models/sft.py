@@ -132,12 +132,6 @@ def render_prompt(tokenizer: Any, problem: str, prompt_set: str = "tiny") -> str
     )
 
 
-def _is_correct(completion: str, answer: str) -> bool:
-    from cwgrpo.grading.scoring import grade
-
-    return grade(completion, answer)
-
-
 def _encode(tokenizer: Any, records: Sequence[dict], prompt_set: str) -> list[tuple[list[int], list[int]]]:
     """(prompt ids, completion ids) per record; the completion is the worked solution plus EOS."""
     from cwgrpo.data.synthetic import worked_solution
@@ -198,6 +192,8 @@ def greedy_accuracy(
     """Share of ``records`` whose greedy completion's answer equals the gold answer."""
     import torch
 
+    from cwgrpo.grading.scoring import grade
+
     was_training = model.training
     model.eval()
     correct = 0
@@ -216,7 +212,7 @@ def greedy_accuracy(
                     eos_token_id=tokenizer.eos_token_id,
                 )
             texts = tokenizer.batch_decode(out[:, enc["input_ids"].shape[1] :], skip_special_tokens=True)
-            correct += sum(_is_correct(t, r["answer"]) for t, r in zip(texts, chunk, strict=True))
+            correct += sum(grade(t, r["answer"]) for t, r in zip(texts, chunk, strict=True))
     finally:
         tokenizer.padding_side = old_side
         model.train(was_training)
@@ -305,19 +301,17 @@ def run(args: argparse.Namespace) -> int:
     import torch
     from transformers import AutoModelForCausalLM
 
-    from cwgrpo.io import ResultFileError, check_replaceable_dir, read_jsonl, write_json
+    from cwgrpo.data.registry import load_records
+    from cwgrpo.generation import check_model_dir
+    from cwgrpo.io import check_replaceable_dir, write_json
     from cwgrpo.models.tiny import load_tokenizer, save_pretrained_atomic
     from cwgrpo.provenance import provenance
     from cwgrpo.seeding import seed_everything
 
     cfg = config_from_args(SftConfig, args)
     check_replaceable_dir(args.out_dir)  # before minutes of training
-    if not args.model_dir.is_dir():
-        raise FileNotFoundError(f"model folder not found: {args.model_dir}")
-    train, dev = read_jsonl(args.train_data), read_jsonl(args.dev_data)
-    for path, rows in ((args.train_data, train), (args.dev_data, dev)):
-        if not rows:
-            raise ResultFileError(f"{path} has no records")
+    check_model_dir(args.model_dir)
+    train, dev = load_records(args.train_data), load_records(args.dev_data)  # none: an error
     if cfg.train_max_level:
         from cwgrpo.data.synthetic import level
 

@@ -78,18 +78,6 @@ SIZES: dict[str, dict[str, int]] = {
 MAX_POSITIONS = 256  # longest tiny sequence: level-5 prompt (21 tokens) + worked solution (54)
 
 
-def _byte_to_unicode() -> dict[int, str]:
-    """GPT-2's reversible byte -> printable-character map (what ``pre_tokenizers.ByteLevel`` uses)."""
-    keep = [*range(ord("!"), ord("~") + 1), *range(ord("¡"), ord("¬") + 1), *range(ord("®"), ord("ÿ") + 1)]
-    out = {b: chr(b) for b in keep}
-    n = 0
-    for b in range(256):
-        if b not in out:
-            out[b] = chr(256 + n)
-            n += 1
-    return out
-
-
 def build_tokenizer(add_bos: bool = False) -> Any:
     """The tiny tokenizer as a ``PreTrainedTokenizerFast`` (left padding, chat template, no auto BOS).
 
@@ -97,8 +85,9 @@ def build_tokenizer(add_bos: bool = False) -> Any:
     DeepSeek-R1-Distill's does, whose chat template emits one too (tests of the released doubled BOS)."""
     from tokenizers import AddedToken, Tokenizer, decoders, models, pre_tokenizers, processors
     from transformers import PreTrainedTokenizerFast
+    from transformers.convert_slow_tokenizer import bytes_to_unicode  # pre_tokenizers.ByteLevel's map
 
-    byte_chars = _byte_to_unicode()
+    byte_chars = bytes_to_unicode()
     vocab = {tok: i for i, tok in enumerate([*SPECIAL_TOKENS, *(byte_chars[b] for b in range(256))])}
     backend = Tokenizer(models.BPE(vocab=vocab, merges=[], fuse_unk=False))
     backend.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)
@@ -153,16 +142,7 @@ def build_model(size: str, vocab_size: int, seed: int) -> Any:
     )
     with torch.random.fork_rng(devices=[]):  # leave the caller's global RNG untouched
         torch.manual_seed(seed)
-        model = Qwen2ForCausalLM(config)
-    model.generation_config.pad_token_id = config.pad_token_id
-    model.generation_config.bos_token_id = config.bos_token_id
-    model.generation_config.eos_token_id = config.eos_token_id
-    return model
-
-
-def count_params(model: Any) -> int:
-    """Number of distinct parameters (tied embeddings counted once)."""
-    return sum(p.numel() for p in model.parameters())
+        return Qwen2ForCausalLM(config)  # its generation_config takes pad/bos/eos from the config
 
 
 def weights_sha256(model: Any) -> str:
@@ -199,7 +179,7 @@ def save_tiny(out_dir: str | os.PathLike, size: str, seed: int) -> dict[str, Any
     info = {
         "path": str(out_dir),
         "size": size,
-        "params": count_params(model),
+        "params": model.num_parameters(),  # tied embeddings counted once
         "vocab_size": len(tokenizer),
         "weights_sha256": weights_sha256(model),
     }
@@ -232,8 +212,6 @@ def run(args: argparse.Namespace) -> int:
     from cwgrpo.provenance import provenance
 
     cfg = config_from_args(TinyConfig, args)
-    if args.size not in SIZES:
-        raise ValueError(f"unknown tiny model size {args.size!r}; known: {sorted(SIZES)}")
     check_replaceable_dir(args.out_dir)
     info = save_tiny(args.out_dir, args.size, cfg.seed)
     config = dataclasses.asdict(cfg)

@@ -279,7 +279,7 @@ def test_fetch_model_without_config_json_writes_no_marker(tmp_path, fake_hub, ca
     marker = tmp_path / "m.json"
     args = ["fetch-model", "--model-id", "org/empty", "--revision", "v1"]
     assert cli.main([*args, "--out-dir", str(tmp_path / "m"), "--marker", str(marker)]) == 2
-    assert "has no config.json" in capsys.readouterr().err
+    assert "(no config.json)" in capsys.readouterr().err
     assert not marker.exists()
 
 
