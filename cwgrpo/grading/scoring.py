@@ -47,6 +47,7 @@ import sys
 import threading
 from collections.abc import Iterable, Sequence
 from concurrent.futures.process import BrokenProcessPool
+from decimal import Decimal
 
 from cwgrpo.grading.lifetime import pool_options
 from cwgrpo.grading.time_budget import TimeBudget
@@ -206,10 +207,28 @@ def _parse(text: str, config) -> list:
 _gold_timeouts: set[str] = set()  # gold answers whose parse ran out of time once: unscorable from then on
 
 
+# A number in exponent form, as JSON writers, repr and spreadsheets lay out large and small numbers.
+_EXPONENT_NUMBER = re.compile(r"[+-]?(?:\d+\.?\d*|\.\d+)[eE][+-]?\d+")
+
+
+def written_out(gold: str) -> str:
+    """A gold (or a boxed answer) that is a number in exponent form, written out exactly (``1e+16`` -> ``10000000000000000``,
+    ``1e-07`` -> ``0.0000001``); any other gold unchanged. math-verify reads ``1e+16`` as Euler's e plus 16,
+    so the right answer would be graded wrong. Whatever file or reader a gold came from (``json.dumps(1e16)``,
+    a Parquet float, a benchmark's boxed ``4.5e33``), the grader reads it as the number; the records keep the
+    text as written, which the paper's metric gets as the released evaluation did. One too long to write out
+    (``1e100000``) is no gold: the empty text, unscorable."""
+    text = gold.strip()
+    if not _EXPONENT_NUMBER.fullmatch(text):
+        return gold
+    number = Decimal(text)
+    return format(number, "f") if abs(number.adjusted()) <= 4 * MAX_ANSWER_CHARS else ""
+
+
 @functools.lru_cache(maxsize=4096)
 def _parse_gold_cached(gold: str) -> tuple:
     _, latex_boxed, fallback = _mv()
-    text = gold.strip()
+    text = written_out(gold).strip()
     if not text or len(text) > 4 * MAX_ANSWER_CHARS:
         return ()
     parsed = _parse("\\boxed{" + text + "}", latex_boxed)
@@ -247,8 +266,8 @@ def _parse_gold(gold: str, timeout_s: float) -> tuple:
 def _extract(tail: str, boxed: str | None) -> tuple[str | None, list]:
     """(extracted answer string, parsed prediction); ``boxed`` is ``last_boxed(tail)``. Needs a budget."""
     _, latex_boxed, fallback = _mv()
-    if boxed is not None:
-        return boxed, _parse("\\boxed{" + boxed + "}", latex_boxed)
+    if boxed is not None:  # a boxed number in exponent form is read as the number, as a gold is
+        return boxed, _parse("\\boxed{" + written_out(boxed) + "}", latex_boxed)
     parsed = _parse(tail, fallback)
     if not parsed:
         return None, []
@@ -270,9 +289,10 @@ def _grade_here(completion: str, gold: str, timeout_s: float) -> GradeResult:
         return GradeResult(correct=False, extracted=None, unscorable=not _parse_gold(gold, timeout_s))
     tail = _completion_tail(completion)
     extracted = boxed = last_boxed(tail)  # cheap and bounded: known even if parsing runs out of time
-    if boxed is not None and _INTEGER.fullmatch(boxed) and _INTEGER.fullmatch(gold.strip()):
+    number = written_out(gold).strip()
+    if boxed is not None and _INTEGER.fullmatch(boxed) and _INTEGER.fullmatch(number):
         # Fast path, same verdict as math-verify: two plain integers are equal iff their values are.
-        return GradeResult(correct=int(boxed) == int(gold), extracted=boxed, unscorable=False)
+        return GradeResult(correct=int(boxed) == int(number), extracted=boxed, unscorable=False)
     mv, _, _ = _mv()
     gold_parsed = _parse_gold(gold, timeout_s)
     correct = False

@@ -271,3 +271,48 @@ def test_the_number_form_keeps_wrong_and_unscorable_verdicts_and_names_the_forms
     assert answer_in_form(unscorable, "number") == unscorable and unscorable.unscorable
     with pytest.raises(ValueError, match=r"answer_form must be one of \['any', 'number'\], got 'numeric'"):
         answer_in_form(wrong, "numeric")
+
+
+@pytest.mark.parametrize(
+    ("answer", "gold"),
+    [
+        (r"\boxed{10000000000000000}", "1e+16"),  # json.dumps(1e16), a Parquet float64 1e16
+        (r"\boxed{10000000000000000}", "1e16"),
+        (r"\boxed{0.0000001}", "1e-07"),
+        (r"\boxed{10^{-7}}", "1e-07"),
+        (r"\boxed{4.5 \times 10^{33}}", "4.5e33"),  # a Minerva gold, boxed in its solution
+        (r"\boxed{1e+16}", "10000000000000000"),  # a boxed answer in that form is the number too
+    ],
+)
+def test_a_number_in_exponent_form_is_read_as_the_number_not_eulers_e(answer, gold):
+    """Bug: the gold 1e+16 was parsed as E + 16 (1e-07 as -7 + E), so the right answer was graded wrong."""
+    assert grade(answer, gold) is True
+    assert grade(r"\boxed{16}", gold) is False
+
+
+def test_every_reader_gives_a_gold_the_grader_reads_as_its_number(tmp_path):
+    """The class: JSON (json.dumps' 1e+16), CSV text and Parquet float64 keep the gold as written, and the
+    grader reads each as the number."""
+    import json
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from cwgrpo import cli
+
+    (tmp_path / "own.jsonl").write_text(json.dumps({"problem": "p", "answer": 1e16}) + "\n")
+    (tmp_path / "own.csv").write_text("problem,answer\np,1e+16\n")
+    pq.write_table(
+        pa.table({"problem": ["p"], "answer": pa.array([1e16], pa.float64())}), tmp_path / "own.parquet"
+    )
+    for name in ("own.jsonl", "own.csv", "own.parquet"):
+        out = tmp_path / f"{name}.out.jsonl"
+        argv = ["prepare-data", "--dataset", "mine", "--set", f"path={tmp_path / name}", "--out", str(out)]
+        assert cli.main(argv) == 0
+        (record,) = [json.loads(line) for line in out.read_text().splitlines()]
+        assert record["answer"] == "1e+16", name  # the text as written, which the paper's metric gets
+        assert grade(r"\boxed{10000000000000000}", record["answer"]) is True, name
+
+
+def test_a_gold_too_long_to_write_out_is_unscorable():
+    assert grade_detailed(r"\boxed{1}", "1e100000").unscorable
