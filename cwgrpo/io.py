@@ -72,14 +72,32 @@ def atomic_path(path: str | os.PathLike, suffix: str = "") -> Iterator[Path]:
             tmp_path.unlink()
 
 
-OWNED_MARK = ".cwgrpo-owned"  # inside a folder this package wrote as a whole, and so may replace
-_MARK_TEXT = "written by cwgrpo, which may replace this folder\n"
+OWNED_MARK = ".cwgrpo-owned"  # inside a folder this package wrote as a whole: the files it wrote there
+
+
+def folder_files(folder: Path) -> dict[str, int]:
+    """Every file and link under ``folder`` but its mark, by path relative to it: its size (a link: -1)."""
+    found = {}
+    for root, dirs, files in os.walk(folder):
+        for name in files + [d for d in dirs if os.path.islink(os.path.join(root, d))]:
+            path = Path(root, name)
+            rel = str(path.relative_to(folder))
+            if rel != OWNED_MARK:
+                found[rel] = -1 if path.is_symlink() else path.stat().st_size
+    return found
+
+
+def _mark(folder: Path, files: dict[str, int] | None) -> None:
+    """Mark ``folder`` as this package's: the files it wrote there, or None while it writes in place."""
+    text = json.dumps({"written_by": "cwgrpo", "files": files}, sort_keys=True, indent=0)
+    (folder / OWNED_MARK).write_text(text + "\n", encoding="utf-8")
 
 
 def check_replaceable_dir(path: str | os.PathLike) -> None:
     """Refuse (``ValueError`` naming it) a folder this package may not replace: a file, a link, the folder
-    one is in (or above it), or an existing folder with content but without ``OWNED_MARK``. A folder a user
-    named is never emptied; one that a command wrote itself may be written afresh."""
+    one is in (or above it), an existing folder with content but without ``OWNED_MARK``, or one whose files
+    are not those its mark lists (a copy with files of the user's added, or any changed). A folder a user
+    named is never emptied; one that a command wrote itself, as it wrote it, may be written afresh."""
     p = Path(path)
     what = f"output folder {p}"
     if p.is_symlink():
@@ -91,11 +109,28 @@ def check_replaceable_dir(path: str | os.PathLike) -> None:
     if Path.cwd().resolve().is_relative_to(p.resolve()):
         raise ValueError(f"{what} holds the current folder: name a new folder")
     mark = p / OWNED_MARK
-    if mark.is_file() and not mark.is_symlink():
+    if not (mark.is_file() and not mark.is_symlink()):
+        if any(p.iterdir()):
+            raise ValueError(
+                f"{what} exists and holds files cwgrpo did not write there: name a new folder, or move it aside"
+            )
         return
-    if any(p.iterdir()):
+    try:
+        written = json.loads(mark.read_text(encoding="utf-8"))["files"]
+    except (ValueError, KeyError, TypeError, UnicodeDecodeError):
         raise ValueError(
-            f"{what} exists and holds files cwgrpo did not write there: name a new folder, or move it aside"
+            f"{what} has a mark that lists no files (an older cwgrpo's, or edited), so yours cannot be told from "
+            "its own: name a new folder, or move it aside"
+        ) from None
+    if written is None:  # a command writing into it in place (a download that resumes)
+        return
+    found = folder_files(p)
+    differ = sorted(k for k in set(found) | set(written) if found.get(k) != written.get(k))
+    if differ:
+        shown = ", ".join(differ[:3]) + (f" and {len(differ) - 3} more" if len(differ) > 3 else "")
+        raise ValueError(
+            f"{what} holds files cwgrpo did not write there, or changed ({shown}): name a new folder, or move "
+            "it aside"
         )
 
 
@@ -115,7 +150,7 @@ def owned_dir(path: str | os.PathLike) -> Iterator[Path]:
     try:
         yield tmp
         os.chmod(tmp, 0o777 & ~_umask())  # mkdtemp makes 0700; results are ordinary folders
-        (tmp / OWNED_MARK).write_text(_MARK_TEXT, encoding="utf-8")
+        _mark(tmp, folder_files(tmp))
         check_replaceable_dir(target)
         if target.exists():
             old = Path(tempfile.mkdtemp(prefix=f".{target.name}.old.", dir=target.parent))
@@ -133,13 +168,18 @@ def owned_dir(path: str | os.PathLike) -> Iterator[Path]:
 
 
 def claim_dir(path: str | os.PathLike) -> Path:
-    """Create ``path`` (or take an empty one, or one this package wrote) and mark it as this package's,
-    for a command that writes into its output folder in place (a download that resumes)."""
+    """Create ``path`` (or take an empty one, or one this package wrote) and mark it as this package's, for
+    a command that writes into its output folder in place (a download that resumes); ``seal_dir`` once done."""
     target = Path(path)
     check_replaceable_dir(target)
     target.mkdir(parents=True, exist_ok=True)
-    (target / OWNED_MARK).write_text(_MARK_TEXT, encoding="utf-8")
+    _mark(target, None)
     return target
+
+
+def seal_dir(path: str | os.PathLike) -> None:
+    """Record in a claimed folder's mark the files now there: from then on only those may be replaced."""
+    _mark(Path(path), folder_files(Path(path)))
 
 
 def write_text(path: str | os.PathLike, text: str) -> None:

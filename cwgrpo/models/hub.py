@@ -175,7 +175,7 @@ def _fetch_hub(source: ModelSource, out_dir: Path, cfg: FetchConfig) -> dict[str
         )
     from huggingface_hub import HfApi, snapshot_download
 
-    from cwgrpo.io import claim_dir
+    from cwgrpo.io import claim_dir, seal_dir
 
     try:
         commit = HfApi().model_info(source.location, revision=source.revision, timeout=cfg.hub_timeout_s).sha
@@ -188,6 +188,7 @@ def _fetch_hub(source: ModelSource, out_dir: Path, cfg: FetchConfig) -> dict[str
             ignore_patterns=cfg.ignore_patterns,
             max_workers=cfg.max_workers,
         )
+        seal_dir(out_dir)
     except Exception as err:  # httpx, huggingface_hub and OS errors alike: say what and why, in one line
         reason = str(err).splitlines()[0] if str(err) else type(err).__name__
         raise ConfigError(f"cannot fetch Hub model {where}: {type(err).__name__}: {reason}") from err

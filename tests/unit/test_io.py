@@ -73,3 +73,17 @@ def test_an_unwritable_folder_is_named_by_the_output_asked_for_not_a_temporary()
         write_text("/sys/out.json", "x")
     with pytest.raises(OSError, match=r"^\[Errno \d+\] cannot write /sys/model: "), owned_dir("/sys/model"):
         pass
+
+
+def test_a_claimed_folder_takes_a_resumed_download_until_it_is_sealed(tmp_path):
+    """A download writes in place (claimed: any files); once done, its mark lists them, as owned_dir's does."""
+    from cwgrpo.io import check_replaceable_dir, claim_dir, seal_dir
+
+    target = claim_dir(tmp_path / "model")
+    (target / "half.bin").write_bytes(b"12")
+    check_replaceable_dir(target)  # a cut download resumes into it
+    seal_dir(target)
+    check_replaceable_dir(target)
+    (target / "mine.txt").write_text("mine\n")
+    with pytest.raises(ValueError, match=r"did not write there, or changed \(mine\.txt\)"):
+        check_replaceable_dir(target)

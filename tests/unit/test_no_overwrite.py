@@ -179,10 +179,42 @@ def test_build_tiny_replaces_its_own_folder_and_takes_an_empty_one(tmp_path, cap
     for out in (tmp_path / "new", tmp_path / "empty"):
         argv = ["build-tiny", "--size", "small", "--out-dir", str(out), "--marker", str(tmp_path / "m.json")]
         assert cli.main(argv) == 0
-        (out / "config.json").write_text("{}")  # written over by the rerun below
+        (out / "weights.tmp").write_text("x")  # the folder as written, then as a previous rerun left it
+        (out / "weights.tmp").unlink()
+        before = (out / "config.json").stat().st_ino
         assert cli.main(argv) == 0, capsys.readouterr().err
-        assert (out / "config.json").read_text() != "{}"
+        assert (out / "config.json").stat().st_ino != before  # written afresh
     assert sorted(p.name for p in tmp_path.iterdir()) == ["empty", "m.json", "new"]  # no temporary left
+
+
+@pytest.mark.parametrize("change", ["copy with files added", "file changed", "older mark"])
+def test_a_folder_cwgrpo_wrote_is_replaced_only_as_it_wrote_it(tmp_path, capsys, change):
+    """Bug: `cp -r` of a folder cwgrpo wrote kept its mark, so build-tiny replaced the copy with a random
+    model, deleting the user's adapter and notes. The mark lists the files and sizes cwgrpo wrote; a folder
+    holding anything else is refused, and keeps it."""
+    built = tmp_path / "built"
+    argv = ["build-tiny", "--size", "small", "--out-dir", str(built), "--marker", str(tmp_path / "m.json")]
+    assert cli.main(argv) == 0
+    out = tmp_path / "my-model"
+    shutil.copytree(built, out)
+    if change == "copy with files added":
+        (out / "my-lora").mkdir()
+        (out / "my-lora" / "adapter.bin").write_bytes(b"\x00" * 64)
+        (out / "NOTES.txt").write_text(PRECIOUS)
+        words = ("holds files cwgrpo did not write there, or changed (NOTES.txt, my-lora/adapter.bin)",)
+    elif change == "file changed":
+        (out / "config.json").write_text("{}")
+        words = ("holds files cwgrpo did not write there, or changed (config.json)",)
+    else:
+        (out / ".cwgrpo-owned").write_text("written by cwgrpo, which may replace this folder\n")
+        words = ("has a mark that lists no files",)
+    kept = {p: p.read_bytes() for p in out.rglob("*") if p.is_file()}
+    argv[argv.index(str(built))] = str(out)
+    capsys.readouterr()  # the first build's output
+    _one_line_refusal(argv, capsys, f"output folder {out}", *words)
+    assert {p: p.read_bytes() for p in out.rglob("*") if p.is_file()} == kept
+    argv[argv.index(str(out))] = str(built)
+    assert cli.main(argv) == 0  # the folder as cwgrpo wrote it is still replaced
 
 
 def test_sft_refuses_an_out_dir_that_holds_its_model(tmp_path, tiny_model_dir, capsys):
