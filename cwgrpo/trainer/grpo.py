@@ -49,6 +49,7 @@ import contextlib
 import dataclasses
 import logging
 import math
+import os
 import textwrap
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -237,6 +238,59 @@ class CWGRPOTrainer(GRPOTrainer):
                 eprint    = {arXiv:2605.11538},
             }"""),
     }
+
+    # The model card names the method a run trained and the paper that introduced it (a baseline is not CW-GRPO).
+    _METHOD_NAMES: ClassVar[dict[str, str]] = {
+        "grpo": "GRPO",
+        "cw_grpo": "CW-GRPO",
+        "clip_cov": "Clip-Cov",
+        "kl_cov": "KL-Cov",
+    }
+    _COVARIANCE_PAPER: ClassVar[dict[str, str]] = {
+        "title": "The Entropy Mechanism of Reinforcement Learning for Reasoning Language Models",
+        "id": "2505.22617",
+        # docstyle-ignore
+        "citation": textwrap.dedent("""\
+            @article{cui2025entropy,
+                title   = {{The Entropy Mechanism of Reinforcement Learning for Reasoning Language Models}},
+                author  = {Ganqu Cui and others},
+                journal = {arXiv preprint arXiv:2505.22617},
+                year    = 2025,
+            }"""),
+    }
+
+    def create_model_card(
+        self, model_name: str | None = None, dataset_name: str | None = None, tags: Any = None
+    ) -> None:
+        """TRL's model card, naming the method this run trained and its paper, the base model by its Hub id or
+        its folder (TRL names a folder ``None``), and this run's folder as the model's name and as what
+        ``pipeline`` loads."""
+        from trl.trainer import base_trainer
+
+        method = self.args.cw_method
+        self._name = self._METHOD_NAMES.get(method, method)
+        self._paper = {
+            "cw_grpo": CWGRPOTrainer._paper,
+            "grpo": GRPOTrainer._paper,
+            "clip_cov": self._COVARIANCE_PAPER,
+            "kl_cov": self._COVARIANCE_PAPER,
+        }.get(method, {})
+        self._tag_names = ["trl", "grpo", method.replace("_", "-")]
+        base = get_config_model_id(self.model.config)
+        original = base_trainer.generate_model_card
+
+        def filled(**fields: Any) -> Any:
+            fields["base_model"] = fields.get("base_model") or base
+            fields["hub_model_id"] = fields.get("hub_model_id") or self.args.output_dir
+            return original(**fields)
+
+        base_trainer.generate_model_card = filled
+        try:
+            super().create_model_card(
+                model_name or os.path.basename(self.args.output_dir), dataset_name, tags
+            )
+        finally:
+            base_trainer.generate_model_card = original
 
     def __init__(
         self, model: Any, reward_funcs: Any = None, args: Any = None, *rest: Any, **kwargs: Any

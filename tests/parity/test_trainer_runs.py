@@ -162,6 +162,24 @@ def test_without_args_builds_the_default_config_as_grpo_trainer_does(tiny_model_
     assert trainer.args.cw_samples_path == f"{tiny_model_dir.name}-CW-GRPO/cov_samples.jsonl"
 
 
+@pytest.mark.parametrize(
+    ("method", "trained_with", "paper"),
+    [("grpo", "GRPO", "DeepSeekMath"), ("clip_cov", "Clip-Cov", "The Entropy Mechanism")],
+)
+def test_a_baselines_model_card_names_its_method_its_base_model_and_its_folder(
+    tiny_model_dir, tmp_path, method, trained_with, paper
+):
+    """Bug: the GRPO baseline's card said "trained with CW-GRPO", "fine-tuned version of [None]" and
+    ``pipeline(model="None")``."""
+    trainer, _ = _tiny_trainer(tiny_model_dir, tmp_path, 4, cw_method=method)
+    trainer.create_model_card()
+    card = (tmp_path / "README.md").read_text(encoding="utf-8")
+    assert f"This model was trained with {trained_with}, a method introduced in [{paper}" in card
+    assert "CW-GRPO" not in card and "cw-grpo" not in card and "None" not in card
+    assert f"fine-tuned version of [{tiny_model_dir}]" in card
+    assert f'pipeline("text-generation", model="{tmp_path}"' in card
+
+
 def test_a_run_writes_its_model_card_and_completions_and_no_samples_when_off(tiny_model_dir, tmp_path):
     """A checkpoint writes TRL's model card, which names CW-GRPO and cites the paper; ``log_completions``
     saves each step's completions where the sample browser reads them; ``cw_sample_every=-1`` writes no
