@@ -246,14 +246,20 @@ def stage_python(name: str, env: Mapping[str, str]) -> str | None:
     return python
 
 
+def checkout_first(env: Mapping[str, str]) -> str:
+    """``PYTHONPATH`` with this checkout's package first, for another interpreter (a stage's venv may lack
+    the package)."""
+    root = str(Path(__file__).resolve().parents[1])
+    paths = [root, *filter(None, env.get("PYTHONPATH", "").split(os.pathsep))]
+    return os.pathsep.join(dict.fromkeys(paths))
+
+
 def _exec_in(python: str, argv: Sequence[str]) -> None:
     """Replace this process by ``python -m cwgrpo.cli ARGV``, this checkout's package first on its path (a
     stage's venv may lack the package); the same process, so the job's signals and limits still reach it."""
-    root = str(Path(__file__).resolve().parents[1])
-    paths = [root, *filter(None, os.environ.get("PYTHONPATH", "").split(os.pathsep))]
     env = {
         **os.environ,
-        "PYTHONPATH": os.pathsep.join(dict.fromkeys(paths)),
+        "PYTHONPATH": checkout_first(os.environ),
         STAGE_MARK: stage_python_var(argv[0]),
     }
     os.execve(python, [python, "-m", "cwgrpo.cli", *argv], env)

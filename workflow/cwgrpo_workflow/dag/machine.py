@@ -8,15 +8,13 @@ interpreter that `cwgrpo train` will run under."""
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import subprocess
 import sys
 from collections.abc import Callable, Iterator, Mapping
-from pathlib import Path
 from typing import Any
 
-from cwgrpo.cli import stage_python_var
+from cwgrpo.cli import checkout_first, stage_python_var
 from cwgrpo.configs import ConfigError
 from cwgrpo_workflow.dag.options import train_options
 from cwgrpo_workflow.dag.resources import Error
@@ -44,12 +42,8 @@ def ask_train_python(request: dict[str, Any], env: Mapping[str, str], timeout: f
     """The answer of ``python -P -m cwgrpo.train.probe`` in the jobs' interpreter to ``request``, without the
     working folder on its path and with this checkout's package first, as a job imports (a stage's venv may
     lack the package); ``ConfigError`` saying why there is none ("could not check ``what`` ...")."""
-    import cwgrpo
-
     python = train_python(env)
-    root = str(Path(cwgrpo.__file__).resolve().parents[1])
-    paths = [root, *filter(None, env.get("PYTHONPATH", "").split(os.pathsep))]
-    env = {**env, "PYTHONPATH": os.pathsep.join(dict.fromkeys(paths))}
+    env = {**env, "PYTHONPATH": checkout_first(env)}
     try:
         proc = subprocess.run(
             [python, "-P", "-m", "cwgrpo.train.probe"],
