@@ -7,7 +7,7 @@ then comes from ``--gold-kind``, or else from ``--summary-in``: the kind of the 
 names or mirrors; ``id`` and ``sample`` are copied through). Output, one line per
 input line, in order (``docs/architecture.md``, "Verdicts")::
 
-    {"id": ..., "sample": ..., "metric": "paper", "correct": bool, "pred": [str], "gold": [str], "reason": str|null}
+    {"id": ..., "sample": ..., "metric": "paper", "correct": bool, "pred": [str], "gold": [str], "reason": str|null, "timed_out": bool}
 
 With ``--summary-in SUMMARY`` the input is an evaluation's samples file and its summary: ``--out`` then
 gets the samples with this metric's verdict added (``correct_<metric>``, ``<metric>_pred``,
@@ -118,17 +118,20 @@ def grade_strict(items: list[Any], processes: int, timeout_s: float) -> list[dic
         [(items[i]["completion"], items[i]["gold"]) for i in good], processes=processes, timeout_s=timeout_s
     )
     verdicts: list[dict[str, Any]] = [
-        {"correct": False, "pred": [], "gold": [], "reason": p} for p in problems
+        {"correct": False, "pred": [], "gold": [], "reason": p, "timed_out": False} for p in problems
     ]
     for i, g in zip(good, grades, strict=True):
-        reason = "gold not parseable by math-verify" if g.unscorable else None
-        if g.extracted is None:
-            reason = "no answer extracted" + (f"; {reason}" if reason else "")
+        reasons = [
+            f"timeout: grading ran past its budget of {timeout_s:g} s of CPU time" if g.timed_out else None,
+            "no answer extracted" if g.extracted is None else None,
+            "gold not parseable by math-verify" if g.unscorable else None,
+        ]
         verdicts[i] = {
             "correct": g.correct,
             "pred": [] if g.extracted is None else [g.extracted],
             "gold": [],
-            "reason": reason,
+            "reason": "; ".join(r for r in reasons if r) or None,
+            "timed_out": g.timed_out,
         }
     return verdicts
 
@@ -156,7 +159,9 @@ def grade_items(
     else:
         python = paper_metric.find_lighteval_python(lighteval_python)
         sent = [i for i, it in enumerate(items) if not isinstance(it, BadLine)]  # the rest cannot be sent
-        verdicts = [{"correct": False, "pred": [], "gold": [], "reason": str(it)} for it in items]
+        verdicts = [
+            {"correct": False, "pred": [], "gold": [], "reason": str(it), "timed_out": False} for it in items
+        ]
         scored = paper_metric.score_paper(
             [items[i] for i in sent],
             python,
@@ -186,6 +191,7 @@ def merge_verdicts(
         out = {"correct_strict": row["correct"], **row}
         out |= {f"correct_{metric}": verdict["correct"], f"{metric}_pred": verdict["pred"]}
         out[f"{metric}_reason"] = verdict["reason"]
+        out[f"timed_out_{metric}"] = verdict["timed_out"]
         if f"correct_{primary}" not in out:
             raise ConfigError(f"primary metric {primary!r} was not scored for these samples")
         out["correct"] = out[f"correct_{primary}"]
@@ -233,7 +239,7 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--processes", type=int, default=2, help="worker processes (default 2)")
     parser.add_argument(
-        "--timeout-s", type=float, help="wall-clock budget per answer (strict: 3 s, paper: 20 s by default)"
+        "--timeout-s", type=float, help="CPU-time budget per answer (strict: 3 s, paper: 20 s by default)"
     )
     parser.add_argument(
         "--summary-in",
@@ -316,7 +322,11 @@ def run(args: argparse.Namespace) -> int:
             ]
         scored += items
     verdicts = grade_items(scored, args.metric, args.processes, args.timeout_s, args.lighteval_python)
-    print(f"{args.metric}: {sum(v['correct'] for v in verdicts)}/{len(verdicts)} correct")
+    late = sum(v["timed_out"] for v in verdicts)
+    print(
+        f"{args.metric}: {sum(v['correct'] for v in verdicts)}/{len(verdicts)} correct"
+        + (f" ({late} ran out of grading time and count as wrong)" if late else "")
+    )
     start, writes = 0, []  # everything is computed before anything is written
     for (_, out, _, summary_in, summary_out), items in zip(groups, per_file, strict=True):
         mine = verdicts[start : start + len(items)]

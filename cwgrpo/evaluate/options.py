@@ -83,7 +83,7 @@ class EvalConfig:
     )
     grading_processes: int = field(default=2, metadata={"help": "worker processes for grading"})
     grading_timeout_s: float = field(
-        default=DEFAULT_TIMEOUT_S, metadata={"help": "wall-clock budget for grading one answer, seconds"}
+        default=DEFAULT_TIMEOUT_S, metadata={"help": "CPU-time budget for grading one answer, seconds"}
     )
     answer_form: str = field(
         default="any",

@@ -21,12 +21,13 @@ the first). The files of each model are byte-identical to those of one ``cwgrpo 
             --summary eval/step16/syn_math500.summary.json
 
 Outputs (``docs/architecture.md``): one JSONL line per (problem, sample) ``{id, sample, completion,
-extracted, gold, correct, correct_strict, unscorable, truncated, tokens}`` (``correct`` is the strict
+extracted, gold, correct, correct_strict, unscorable, timed_out_strict, truncated, tokens}`` (``correct`` is the strict
 metric's verdict, only for a plain-number answer under ``answer_form=number``; ``cwgrpo grade
 --summary-in`` adds the paper metric's and may make it the primary one), then the summary JSON
 (``pass1`` = accuracy of sample 0, ``avg_k`` = mean over problems of the share of correct samples, its
 standard error and a bootstrap 95 % interval over problems). Samples whose gold answer is unscorable
-count as incorrect and are counted in ``n_unscorable``. Everything is checked before the model is
+count as incorrect and are counted in ``n_unscorable``, answers that ran out of the grading budget (CPU time)
+in ``n_timed_out``. Everything is checked before the model is
 loaded, both files are written atomically (samples first, summary last), and the same inputs and seed
 give byte-identical files with the transformers backend (no timings are stored).
 """

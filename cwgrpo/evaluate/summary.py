@@ -59,6 +59,7 @@ def sample_rows(records: list[dict], completions: list[list], grades: list[Grade
                     "correct": g.correct,
                     "correct_strict": g.correct,
                     "unscorable": g.unscorable,
+                    "timed_out_strict": g.timed_out,
                     "truncated": completion.truncated,
                     "tokens": completion.n_tokens,
                 }
@@ -90,14 +91,26 @@ def summarise(rows: list[dict], k: int, seed: int, metric: str = "strict") -> di
         "k": k,
         "primary_metric": metric,
         **acc,
-        "by_metric": {m: accuracy_fields(rows, k, seed, f"correct_{m}") for m in scored},
+        "by_metric": {
+            m: {**accuracy_fields(rows, k, seed, f"correct_{m}"), "n_timed_out": timed_out(rows, m)}
+            for m in scored
+        },
         "n_samples": len(rows),
         "n_truncated": sum(bool(r["truncated"]) for r in rows),
         "n_unscorable": sum(bool(r["unscorable"]) for r in rows),
+        "n_timed_out": timed_out(rows, metric),
     }
+
+
+def timed_out(rows: list[dict], metric: str) -> int:
+    """How many answers ran out of ``metric``'s grading budget (graded wrong for it)."""
+    return sum(bool(r.get(f"timed_out_{metric}")) for r in rows)
 
 
 def summary_line(name: str, summary: dict[str, Any]) -> str:
     """The log's one line of a benchmark's result, every number to three decimals."""
     lo, hi = ("none" if x is None else f"{x:.3f}" for x in summary["avg_k_ci95"])
-    return f"{name}: pass1 {summary['pass1']:.3f}, avg@{summary['k']} {summary['avg_k']:.3f} [{lo}, {hi}]"
+    line = f"{name}: pass1 {summary['pass1']:.3f}, avg@{summary['k']} {summary['avg_k']:.3f} [{lo}, {hi}]"
+    if summary.get("n_timed_out"):
+        line += f"; {summary['n_timed_out']} answers ran out of grading time and count as wrong"
+    return line

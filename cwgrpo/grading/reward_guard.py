@@ -56,7 +56,7 @@ def call_within(seconds: float | None, what: str, func: Callable[..., Any], /, *
     and exits with status 1 (``faulthandler``'s own thread needs no GIL), rather than hang for ever."""
     if seconds is None or threading.current_thread() is not threading.main_thread():
         return func(**kwargs)
-    budget = TimeBudget(seconds)
+    budget = TimeBudget(seconds, "wall")
     faulthandler.dump_traceback_later(2 * seconds + HARD_STOP_S, exit=True)
     try:
         with budget:

@@ -25,12 +25,13 @@ model that restates the problem ("The answer is 75-51.") is graded correct for a
 form counts a verdict only where the extracted answer is a plain number (``cwgrpo evaluate``'s
 ``answer_form``, the ``number_accuracy`` reward).
 
-Time budget: math-verify's own timeouts use ``signal.alarm`` with whole seconds per call, so one
-answer could take several budgets. Here they are switched off and one budget (``cwgrpo.grading.time_budget``;
-``timeout_s``, default ``DEFAULT_TIMEOUT_S``) covers the whole grading of one answer (gold parse,
-extraction, parse, verify); when it fires the answer is graded incorrect. Signals only reach a
-process's main thread, so ``grade_detailed`` called from another thread hands the work to a helper
-process, and ``grade_many`` grades in a pool of processes (each worker grades in its main thread).
+Time budget: math-verify's own timeouts use ``signal.alarm`` with whole seconds of wall-clock time, so a
+busy machine would grade a right answer wrong. Here they are switched off and a budget of CPU time
+(``cwgrpo.grading.time_budget``; ``timeout_s``, default ``DEFAULT_TIMEOUT_S``) bounds the gold's parse and
+the answer's (extraction, parse, verify): the verdict is the same on an idle and a busy machine. An answer
+that runs out is graded incorrect with ``timed_out`` set, an outcome that summaries count and Table 1 flags.
+Signals only reach a process's main thread, so ``grade_detailed`` called from another thread hands the work
+to a helper process, and ``grade_many`` grades in a pool of processes (each worker grades in its main thread).
 """
 
 from __future__ import annotations
@@ -52,12 +53,10 @@ from decimal import Decimal
 from cwgrpo.grading.lifetime import pool_options
 from cwgrpo.grading.time_budget import TimeBudget
 
-logger = logging.getLogger(__name__)
-
 MAX_TAIL_CHARS = 8000  # characters of the completion (after the last </think>) that are searched
 MAX_ANSWER_CHARS = 400  # a boxed answer longer than this is not an answer
 MAX_BOXED_CANDIDATES = 16  # how many \boxed occurrences (from the end) are tried before giving up
-DEFAULT_TIMEOUT_S = 3.0  # wall-clock budget for grading one answer (normal answers take milliseconds)
+DEFAULT_TIMEOUT_S = 3.0  # CPU seconds for grading one answer (normal answers take milliseconds)
 _BOXED_COMMANDS = ("\\boxed", "\\fbox")
 _INTEGER = re.compile(r"[+-]?\d{1,40}")
 
@@ -70,11 +69,13 @@ class GradeResult:
         correct: the extracted answer is equivalent to the gold answer (False when unscorable).
         extracted: the answer string taken from the completion, or None if none was found.
         unscorable: the gold answer could not be parsed, so the sample cannot be graded.
+        timed_out: grading the answer (or parsing the gold) ran out of its CPU-time budget.
     """
 
     correct: bool
     extracted: str | None
     unscorable: bool
+    timed_out: bool = False
 
 
 ANSWER_FORMS = ("any", "number")  # what an extracted answer must look like to count (answer_in_form)
@@ -204,7 +205,8 @@ def _parse(text: str, config) -> list:
     return mv.parse(text, extraction_config=config, parsing_timeout=None)
 
 
-_gold_timeouts: set[str] = set()  # gold answers whose parse ran out of time once: unscorable from then on
+# gold -> the largest budget its parse ran out of: unscorable under any budget up to that one
+_gold_timeouts: dict[str, float] = {}
 
 
 # A number in exponent form, as JSON writers, repr and spreadsheets lay out large and small numbers.
@@ -250,17 +252,21 @@ def _same_text(found: str, text: str) -> bool:
 
 
 def _parse_gold(gold: str, timeout_s: float) -> tuple:
-    """Parsed gold (cached); a gold answer that times out is unscorable (and not cached)."""
+    """Parsed gold (cached); a gold answer that times out is unscorable (and in ``_gold_timeouts``)."""
     _mv()  # import and warm-up are not the answer's time
-    if gold in _gold_timeouts:
+    if timeout_s <= _gold_timeouts.get(gold, 0.0):
         return ()
     parsed: tuple = ()
-    with TimeBudget(timeout_s) as budget:
+    with TimeBudget(timeout_s, "cpu") as budget:
         parsed = _parse_gold_cached(gold)
     if budget.expired:
-        _gold_timeouts.add(gold)
+        _gold_timeouts[gold] = max(timeout_s, _gold_timeouts.get(gold, 0.0))
         return ()
     return parsed
+
+
+def _gold_timed_out(gold: str, timeout_s: float) -> bool:
+    return timeout_s <= _gold_timeouts.get(gold, 0.0)
 
 
 def _extract(tail: str, boxed: str | None) -> tuple[str | None, list]:
@@ -286,7 +292,10 @@ def _on_main_thread() -> bool:
 
 def _grade_here(completion: str, gold: str, timeout_s: float) -> GradeResult:
     if _unfinished_reasoning(completion):
-        return GradeResult(correct=False, extracted=None, unscorable=not _parse_gold(gold, timeout_s))
+        gold_parsed = _parse_gold(gold, timeout_s)
+        return GradeResult(
+            False, None, unscorable=not gold_parsed, timed_out=_gold_timed_out(gold, timeout_s)
+        )
     tail = _completion_tail(completion)
     extracted = boxed = last_boxed(tail)  # cheap and bounded: known even if parsing runs out of time
     number = written_out(gold).strip()
@@ -296,14 +305,14 @@ def _grade_here(completion: str, gold: str, timeout_s: float) -> GradeResult:
     mv, _, _ = _mv()
     gold_parsed = _parse_gold(gold, timeout_s)
     correct = False
-    with TimeBudget(timeout_s) as budget:
+    with TimeBudget(timeout_s, "cpu") as budget:
         extracted, pred = _extract(tail, boxed)
         if gold_parsed and pred:
             correct = bool(mv.verify(list(gold_parsed), pred, timeout_seconds=None))
     if budget.expired:
-        logger.debug("grading budget of %.1f s ran out (completion of %d chars)", timeout_s, len(completion))
         correct = False
-    return GradeResult(correct=correct, extracted=extracted, unscorable=not gold_parsed)
+    timed_out = budget.expired or _gold_timed_out(gold, timeout_s)
+    return GradeResult(correct, extracted, unscorable=not gold_parsed, timed_out=timed_out)
 
 
 def _check_args(completion: object, gold: object, timeout_s: object) -> None:

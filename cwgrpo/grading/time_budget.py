@@ -1,7 +1,13 @@
-"""The one wall-clock budget for grading one answer and for one call of a reward.
+"""The one time budget for grading one answer (CPU time) and for one call of a reward (wall-clock time).
 
 Used by ``cwgrpo.grading.scoring`` and ``cwgrpo.grading.reward_guard``. Main thread only (signals reach a
 process's main thread).
+
+Two clocks. A grade must not depend on how busy the machine is, so grading counts the main thread's own
+CPU time (``clock="cpu"``): an answer that takes 0.3 s of CPU takes 0.3 s on an idle machine and under any
+load, though its wall time grows with the load. A user's reward may wait on I/O (a server, a file), which
+costs no CPU, so its budget counts wall-clock time (``clock="wall"``); running out stops the run with an
+error rather than changing a verdict.
 
 Two timers, because each misses a case. A process has one ``signal.alarm``/``setitimer`` timer, and
 libraries use it for their own timeouts: math-verify 0.9's ``parse``/``verify`` arm ``signal.alarm`` and,
@@ -9,8 +15,10 @@ when they return, switch it off (``alarm(0)``), so a budget kept there alone sto
 had called them. So a watchdog thread also keeps the deadlines and, when one passes, sends ``SIGNAL`` (a
 real-time signal nobody else arms, its handler installed once and never removed) to the main thread. The
 thread needs the GIL, which C code that checks for signals but never releases the GIL denies it (Python's
-big-integer power); the process timer (``ITIMER_REAL``, SIGALRM, armed for the earliest deadline while a
-budget is active) reaches that code. Both signals run one handler, which raises ``OutOfTime`` for a budget
+big-integer power); a process timer armed for the earliest deadline while a budget of its clock is active
+reaches that code (``ITIMER_REAL``/SIGALRM for wall-clock budgets, ``ITIMER_PROF``/SIGPROF for CPU budgets:
+the process's CPU time is at least its main thread's, so it never fires late). The watchdog waits at most
+the time a budget has left: one thread's CPU time never runs faster than the wall clock. Both signals run one handler, which raises ``OutOfTime`` for a budget
 past its deadline and does nothing otherwise; both interrupt a blocking call (``time.sleep``, a read).
 
 Why raise again: one raise is not enough. ``OutOfTime`` is a ``BaseException`` so ``except Exception`` does
@@ -44,21 +52,39 @@ class OutOfTime(BaseException):
     """Raised in the block of a budget that ran out; a BaseException so ``except Exception`` cannot eat it."""
 
     def __init__(self, budget: TimeBudget) -> None:
-        super().__init__(f"out of time: the block ran past its budget of {budget.seconds:g} s")
+        what = "of CPU time" if budget.clock == "cpu" else "of wall-clock time"
+        super().__init__(f"out of time: the block ran past its budget of {budget.seconds:g} s {what}")
         self.budget = budget
 
 
-class TimeBudget:
-    """``with TimeBudget(seconds) as budget:`` raises ``OutOfTime`` in the block once ``seconds`` have
-    passed (and again every ``REFIRE_S`` until it ends); the budget's own ``OutOfTime`` does not leave the
-    block. Afterwards ``budget.expired`` says whether it ran out."""
+CLOCKS = ("cpu", "wall")
 
-    def __init__(self, seconds: float) -> None:
+
+def main_thread_cpu_time() -> float:
+    """Seconds of CPU the process's main thread has used, read from any thread (the process's CPU time
+    where a thread's own clock cannot be read)."""
+    try:
+        return time.clock_gettime(time.pthread_getcpuclockid(threading.main_thread().ident))
+    except (AttributeError, OSError):
+        return time.process_time()
+
+
+class TimeBudget:
+    """``with TimeBudget(seconds, clock) as budget:`` raises ``OutOfTime`` in the block once ``seconds``
+    have passed on ``clock`` (``"cpu"``: the main thread's CPU time; ``"wall"``: wall-clock time), and again
+    every ``REFIRE_S`` until it ends; the budget's own ``OutOfTime`` does not leave the block. Afterwards
+    ``budget.expired`` says whether it ran out."""
+
+    def __init__(self, seconds: float, clock: str) -> None:
         if isinstance(seconds, bool) or not isinstance(seconds, (int, float)) or not seconds > 0:
             raise ValueError(f"a time budget must be a number of seconds > 0, got {seconds!r}")
         if not math.isfinite(seconds):
             raise ValueError(f"a time budget must be finite, got {seconds!r}")
+        if clock not in CLOCKS:
+            raise ValueError(f"a time budget's clock is one of {list(CLOCKS)}, got {clock!r}")
         self.seconds = float(seconds)
+        self.clock = clock
+        self.now = main_thread_cpu_time if clock == "cpu" else time.monotonic
         self.deadline = math.inf
         self.expired = False
         self.active = False
@@ -82,7 +108,8 @@ class TimeBudget:
         return isinstance(exc, OutOfTime) and exc.budget is self
 
 
-_NONE = object()  # no SIGALRM handler saved
+# Per clock, the process timer that backs the watchdog and its signal.
+_TIMERS = {"wall": (signal.ITIMER_REAL, signal.SIGALRM), "cpu": (signal.ITIMER_PROF, signal.SIGPROF)}
 
 
 class _Watchdog:
@@ -94,7 +121,7 @@ class _Watchdog:
         self.thread: threading.Thread | None = None
         self.installed = False
         self.changing = False  # the main thread is editing ``budgets``: the handler waits for the refire
-        self.previous_alarm: object = _NONE  # SIGALRM's handler before the outermost budget
+        self.previous: dict[int, object] = {}  # a timer's signal -> its handler before our budgets
 
     def add(self, budget: TimeBudget) -> None:
         if not self.installed:
@@ -110,11 +137,11 @@ class _Watchdog:
         self.changing = True
         try:
             with self.cond:
-                budget.deadline = time.monotonic() + budget.seconds
+                budget.deadline = budget.now() + budget.seconds
                 budget.active = True
                 self.budgets.append(budget)
                 self.cond.notify()
-                self.arm_timer()
+                self.arm_timers()
         finally:
             self.changing = False
 
@@ -125,32 +152,32 @@ class _Watchdog:
                 if budget in self.budgets:
                     self.budgets.remove(budget)
                 self.cond.notify()
-                self.arm_timer()
+                self.arm_timers()
         finally:
             self.changing = False
 
-    def arm_timer(self) -> None:
-        """The process's own timer for the earliest deadline, SIGALRM to ``on_signal`` while budgets are
-        active (the previous handler back after the last): it interrupts C code that checks for signals
-        but never lets the watchdog thread run (Python's big-integer power), unless a library cleared it."""
-        if not self.budgets:
-            signal.setitimer(signal.ITIMER_REAL, 0)  # first: no alarm comes after the handler goes
-            if self.previous_alarm is not _NONE:
-                signal.signal(signal.SIGALRM, self.previous_alarm or signal.SIG_DFL)
-                self.previous_alarm = _NONE
-            return
-        if self.previous_alarm is _NONE:
-            self.previous_alarm = signal.signal(signal.SIGALRM, self.on_signal)
-        due = min(b.deadline for b in self.budgets) - time.monotonic()
-        signal.setitimer(signal.ITIMER_REAL, max(due, 0.001), REFIRE_S)
+    def arm_timers(self) -> None:
+        """Per clock, the process's timer for the earliest deadline, its signal to ``on_signal`` while
+        budgets of that clock are active (the previous handler back after the last): it interrupts C code
+        that checks for signals but never lets the watchdog thread run (Python's big-integer power)."""
+        for clock, (timer, signum) in _TIMERS.items():
+            budgets = [b for b in self.budgets if b.clock == clock]
+            if not budgets:
+                if signum in self.previous:
+                    signal.setitimer(timer, 0)  # first: no signal comes after the handler goes
+                    signal.signal(signum, self.previous.pop(signum) or signal.SIG_DFL)
+                continue
+            if signum not in self.previous:
+                self.previous[signum] = signal.signal(signum, self.on_signal)
+            due = min(b.deadline - b.now() for b in budgets)
+            signal.setitimer(timer, max(due, 0.001), REFIRE_S)
 
     def on_signal(self, signum: int, frame: object) -> None:
         """In the main thread: raise for the outermost active budget that is past its deadline."""
         if self.changing:
             return
-        now = time.monotonic()
         for budget in list(self.budgets):
-            if budget.active and now >= budget.deadline:
+            if budget.active and budget.now() >= budget.deadline:
                 budget.expired = True
                 raise OutOfTime(budget)
 
@@ -161,7 +188,7 @@ class _Watchdog:
                 if not self.budgets:
                     self.cond.wait()
                     continue
-                wait = min(b.deadline for b in self.budgets) - time.monotonic()
+                wait = min(b.deadline - b.now() for b in self.budgets)
                 if wait > 0:
                     self.cond.wait(wait)
                     continue
@@ -175,7 +202,7 @@ class _Watchdog:
         self.cond = threading.Condition(threading.Lock())
         self.thread = None
         self.changing = False
-        self.previous_alarm = _NONE
+        self.previous = {}
 
 
 _watchdog = _Watchdog()

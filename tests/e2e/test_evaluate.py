@@ -21,12 +21,13 @@ SAMPLE_KEYS = {
     "correct",
     "correct_strict",
     "unscorable",
+    "timed_out_strict",
     "truncated",
     "tokens",
 }
 SUMMARY_KEYS = {
     "benchmark", "benchmark_display", "benchmark_mirror", "tags", "n_problems", "k", "pass1", "avg_k",
-    "avg_k_se", "avg_k_ci95", "n_samples", "n_truncated", "n_unscorable", "settings", "provenance",
+    "avg_k_se", "avg_k_ci95", "n_samples", "n_truncated", "n_unscorable", "n_timed_out", "settings", "provenance",
     "primary_metric", "by_metric",
 }  # fmt: skip
 

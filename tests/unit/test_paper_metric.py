@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
 import sys
+import textwrap
 import time
 from pathlib import Path
 
@@ -172,27 +174,65 @@ def test_missing_lighteval_environment_names_how_to_build_it(tmp_path, monkeypat
 
 
 def test_a_hanging_answer_gets_a_timeout_verdict_and_the_rest_are_scored(tmp_path, monkeypatch):
+    """The budget counts the worker's CPU time: an answer that spins runs out, one that waits (as a worker
+    starved of CPU on a busy machine does) gets its verdict, a worker stuck without using CPU is given up."""
     fake = tmp_path / "worker.py"
     fake.write_text(
         "import json, sys, time\n"
         "print(json.dumps({'ready': True}), flush=True)\n"
         "for line in sys.stdin:\n"
         "    item = json.loads(line)\n"
-        "    if item['completion'] == 'hang':\n"
-        "        time.sleep(60)\n"
+        "    if item['completion'] == 'spin':\n"
+        "        while True: pass\n"
+        "    if item['completion'] == 'stuck':\n"
+        "        time.sleep(600)\n"
+        "    if item['completion'] == 'waits':\n"
+        "        time.sleep(2)\n"
         "    if item['completion'] == 'die':\n"
         "        sys.exit(3)\n"
-        "    print(json.dumps({'correct': item['completion'] == item['gold'], 'pred': [], 'gold': [],"
-        " 'reason': None}), flush=True)\n"
+        "    print(json.dumps({'correct': item['completion'] in (item['gold'], 'waits'), 'pred': [], 'gold': [],"
+        " 'reason': None, 'timed_out': False}), flush=True)\n"
     )
     monkeypatch.setattr(paper_metric, "WORKER", fake)
-    items = [{"completion": c, "gold": "1", "gold_kind": "expr"} for c in ("1", "hang", "2", "die", "1")]
+    monkeypatch.setattr(paper_metric, "STALL_FACTOR", 6)
+    answers = ("1", "spin", "2", "die", "waits", "stuck", "1")
+    items = [{"completion": c, "gold": "1", "gold_kind": "expr"} for c in answers]
     start = time.monotonic()
     verdicts = paper_metric.score_paper(items, Path(sys.executable), processes=1, timeout_s=1.0)
-    assert time.monotonic() - start < 15
-    assert [v["correct"] for v in verdicts] == [True, False, False, False, True]
-    assert verdicts[1]["reason"].startswith("timeout")
+    assert time.monotonic() - start < 40
+    assert [v["correct"] for v in verdicts] == [True, False, False, False, True, False, True]
+    assert [v["timed_out"] for v in verdicts] == [False, True, False, False, False, True, False]
+    assert verdicts[1]["reason"] == "timeout: no verdict within the budget of 1 s of CPU time"
     assert verdicts[3]["reason"] == "the lighteval worker died (exit status 3) on this answer"
+
+
+def test_lightevals_own_time_limits_count_cpu_time(lighteval_python):
+    """lighteval times its parse and comparison in wall-clock seconds (``signal.alarm``); the worker counts
+    the same seconds in CPU time, so a starved worker keeps its verdicts, and counts each limit that fired."""
+    code = textwrap.dedent(
+        """
+        import sys, time
+        sys.path.insert(0, sys.argv[1])
+        import worker
+        worker.cpu_time_timeouts()
+        from lighteval.utils.timeout import timeout
+        print(timeout(1)(lambda: time.sleep(2) or "waited")())
+        def spin():
+            while True:
+                pass
+        try:
+            timeout(1)(spin)()
+        except TimeoutError:
+            print("ran out", worker._fired[0])
+        """
+    )
+    done = subprocess.run(
+        [str(lighteval_python), "-c", code, str(paper_metric.WORKER.parent)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.stdout.splitlines() == ["waited", "ran out 1"], done.stderr
 
 
 def test_grade_takes_each_files_gold_kind_from_its_summary(tmp_path):
@@ -243,7 +283,10 @@ def test_merge_makes_the_primary_metric_correct_and_keeps_both():
         for i, pair in enumerate([(True, False), (False, False)])
         for j, c in enumerate(pair)
     ]
-    verdicts = [{"correct": c, "pred": [], "gold": [], "reason": None} for c in (True, True, False, True)]
+    verdicts = [
+        {"correct": c, "pred": [], "gold": [], "reason": None, "timed_out": late}
+        for c, late in ((True, False), (True, False), (False, True), (True, False))
+    ]
     merged = merge_verdicts(rows, verdicts, "paper", primary="paper")
     assert [r["correct"] for r in merged] == [True, True, False, True]
     assert [r["correct_strict"] for r in merged] == [True, False, False, False]
@@ -251,6 +294,8 @@ def test_merge_makes_the_primary_metric_correct_and_keeps_both():
     assert summary["primary_metric"] == "paper"
     assert summary["avg_k"] == 0.75 and summary["by_metric"]["strict"]["avg_k"] == 0.25
     assert summary["n_disagree"] == 2
+    assert summary["n_timed_out"] == 1 == summary["by_metric"]["paper"]["n_timed_out"]
+    assert summary["by_metric"]["strict"]["n_timed_out"] == 0
     with pytest.raises(ConfigError, match="not scored"):
         merge_verdicts([{"correct": True}], verdicts[:1], "strict", primary="paper")
 

@@ -2,11 +2,17 @@
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import sys
 import threading
 import time
 
 import pytest
 
+from cwgrpo.evaluate.grade import grade_strict
+from cwgrpo.evaluate.summary import summarise
 from cwgrpo.grading.scoring import (
     GradeResult,
     answer_in_form,
@@ -316,3 +322,79 @@ def test_every_reader_gives_a_gold_the_grader_reads_as_its_number(tmp_path):
 
 def test_a_gold_too_long_to_write_out_is_unscorable():
     assert grade_detailed(r"\boxed{1}", "1e100000").unscorable
+
+
+SLOW_RIGHT_ANSWER = (r"\boxed{x^2+2x+1}", "(x+1)^2")  # tenths of a second of sympy in a fresh process
+
+# A fresh grading process (as each pool worker is), imported and warmed before it is timed: it grades one
+# answer when told to and prints the verdict with the CPU and wall time it took.
+GRADE_ONCE = """
+import json, sys, time
+from cwgrpo.grading.scoring import _mv, grade_detailed
+_mv()
+print("ready", flush=True)
+sys.stdin.readline()
+cpu, wall = time.thread_time(), time.monotonic()
+result = grade_detailed(sys.argv[1], sys.argv[2], timeout_s=float(sys.argv[3]))
+cpu, wall = time.thread_time() - cpu, time.monotonic() - wall
+print(json.dumps({"correct": result.correct, "timed_out": result.timed_out, "cpu": cpu, "wall": wall}))
+"""
+
+
+def _grade_in_fresh_process(budget_s: float, neighbours: int = 0) -> dict:
+    """Grade ``SLOW_RIGHT_ANSWER`` in a fresh process; with ``neighbours``, on one core shared with that many
+    processes that spin."""
+    child = subprocess.Popen(
+        [sys.executable, "-c", GRADE_ONCE, *SLOW_RIGHT_ANSWER, str(budget_s)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    spinners = []
+    try:
+        assert child.stdout.readline().strip() == "ready"
+        core = {min(os.sched_getaffinity(child.pid))}
+        for _ in range(neighbours):
+            spinners.append(subprocess.Popen([sys.executable, "-c", "while True: pass"]))
+            os.sched_setaffinity(spinners[-1].pid, core)
+        if neighbours:
+            os.sched_setaffinity(child.pid, core)
+        out, _ = child.communicate("go\n", timeout=300)
+        return json.loads(out)
+    finally:
+        for proc in [*spinners, child]:
+            proc.kill()
+            proc.wait()
+
+
+@pytest.mark.skipif(not hasattr(os, "sched_setaffinity"), reason="needs CPU affinity (Linux)")
+def test_a_grade_does_not_depend_on_how_busy_the_machine_is():
+    """On one core shared with eight processes that spin, grading takes many times its CPU time in wall time;
+    the budget counts CPU time, so a budget of a few times the answer's CPU cost keeps the verdict."""
+    idle = _grade_in_fresh_process(30.0)
+    assert idle["correct"] and not idle["timed_out"]
+    budget = max(3 * idle["cpu"], 0.1)
+    busy = _grade_in_fresh_process(budget, neighbours=8)
+    assert busy["correct"] and not busy["timed_out"]
+    assert busy["wall"] > budget, f"the neighbours did not slow grading down: {busy}, budget {budget:.2f} s"
+
+
+def test_an_answer_that_runs_out_of_time_is_an_outcome_that_summaries_count():
+    completion, gold = r"\boxed{(x+1)^{8}}", "x^8+8x^7+28x^6+56x^5+70x^4+56x^3+28x^2+8x+1"
+    grade(completion, gold)  # the gold parsed within its budget, so only the answer runs out
+    late = grade_detailed(completion, gold, timeout_s=0.002)
+    assert late == GradeResult(correct=False, extracted="(x+1)^{8}", unscorable=False, timed_out=True)
+    assert grade_detailed(completion, gold).timed_out is False
+    verdicts = grade_strict([{"completion": completion, "gold": gold, "gold_kind": "expr"}], 1, 0.002)
+    assert verdicts[0]["timed_out"]
+    assert verdicts[0]["reason"] == "timeout: grading ran past its budget of 0.002 s of CPU time"
+    rows = [{"correct": False, "truncated": False, "unscorable": False, "timed_out_strict": True}] * 2
+    assert summarise(rows, k=2, seed=0)["n_timed_out"] == 2
+
+
+def test_a_gold_that_ran_out_of_a_small_budget_is_parsed_again_under_a_larger_one():
+    gold = r"\frac{x^2+2x+1}{(x+1)^2} + \sqrt{8}"
+    first = grade_detailed(r"\boxed{1}", gold, timeout_s=1e-4)
+    assert first.unscorable and first.timed_out
+    again = grade_detailed(r"\boxed{1+2\sqrt{2}}", gold)
+    assert again.correct and not again.timed_out

@@ -1,6 +1,6 @@
-"""The one wall-clock budget (``cwgrpo.grading.time_budget``) and the reward budget built on it
+"""The time budget (``cwgrpo.grading.time_budget``) on both its clocks, and the reward budget built on it
 (``cwgrpo.grading.reward_guard``): it survives math-verify's own ``signal.alarm`` timeouts, an ``except Exception``
-in the reward, and nesting."""
+in the reward, and nesting; a CPU budget counts CPU time, not waiting."""
 
 from __future__ import annotations
 
@@ -101,7 +101,7 @@ def test_the_sample_call_has_the_budget_after_math_verify(user_rewards):
 
 
 def test_an_outer_budget_unwinds_through_an_inner_one():
-    outer, inner = TimeBudget(0.3), TimeBudget(30)
+    outer, inner = TimeBudget(0.3, "wall"), TimeBudget(30, "wall")
     start = time.monotonic()
     with outer, inner:
         time.sleep(10)
@@ -110,7 +110,7 @@ def test_an_outer_budget_unwinds_through_an_inner_one():
 
 
 def test_an_inner_budget_that_runs_out_leaves_the_outer_one_armed():
-    outer, inner = TimeBudget(0.8), TimeBudget(0.2)
+    outer, inner = TimeBudget(0.8, "wall"), TimeBudget(0.2, "wall")
     with outer:
         with inner:
             time.sleep(10)
@@ -120,7 +120,7 @@ def test_an_inner_budget_that_runs_out_leaves_the_outer_one_armed():
 
 
 def test_a_budget_that_does_not_run_out_leaves_no_alarm_behind():
-    with TimeBudget(0.2) as budget:
+    with TimeBudget(0.2, "wall") as budget:
         pass
     time.sleep(0.5)  # a late signal would raise OutOfTime here
     assert not budget.expired
@@ -133,4 +133,38 @@ def test_out_of_time_is_not_an_exception():
 @pytest.mark.parametrize("seconds", [0, -1, float("nan"), float("inf"), True, "3"])
 def test_a_bad_budget_is_refused(seconds):
     with pytest.raises(ValueError, match="time budget"):
-        TimeBudget(seconds)
+        TimeBudget(seconds, "cpu")
+
+
+def test_a_budget_names_its_clock():
+    with pytest.raises(ValueError, match=r"clock is one of \['cpu', 'wall'\], got 'process'"):
+        TimeBudget(1, "process")
+
+
+def test_a_cpu_budget_counts_cpu_time_not_waiting():
+    with TimeBudget(0.3, "cpu") as waiting:
+        time.sleep(1.0)
+    assert not waiting.expired
+    start = time.thread_time()
+    with TimeBudget(0.3, "cpu") as busy:
+        while True:
+            pass
+    assert busy.expired
+    assert 0.3 <= time.thread_time() - start < 0.3 + TOLERANCE_S
+
+
+def test_a_wall_budget_unwinds_through_a_cpu_budget_that_waits():
+    outer, inner = TimeBudget(0.3, "wall"), TimeBudget(0.3, "cpu")
+    start = time.monotonic()
+    with outer, inner:
+        time.sleep(10)
+    assert outer.expired and not inner.expired
+    assert time.monotonic() - start < 0.3 + TOLERANCE_S
+
+
+def test_a_cpu_budget_stops_a_loop_inside_a_wall_budget():
+    outer, inner = TimeBudget(30, "wall"), TimeBudget(0.3, "cpu")
+    with outer, inner:
+        while True:
+            pass
+    assert inner.expired and not outer.expired

@@ -9,9 +9,11 @@ lighteval 0.8.1 cannot share an environment with our math-verify 0.9.0, so its m
    a Snakemake job run with ``--use-conda`` and ``envs/lighteval.yaml``;
 4. ``.venv-lighteval/bin/python`` in the repository (``make lighteval`` builds it).
 
-Each answer has a wall-clock budget: the worker gets one line, and if its verdict does not come back
-in time the worker is killed, the answer gets a ``timeout`` verdict, and a fresh worker takes the
-rest. Several workers run side by side (``processes``); verdicts come back in input order.
+Each answer has a budget of the worker's CPU time, so that its verdict does not depend on how busy the
+machine is: the worker gets one line, and if its verdict does not come back in time the worker is killed,
+the answer gets a ``timeout`` verdict (``timed_out``), and a fresh worker takes the rest. A worker that uses
+no CPU and answers nothing is given up after ``STALL_FACTOR`` budgets of wall-clock time. Several workers
+run side by side (``processes``); verdicts come back in input order.
 """
 
 from __future__ import annotations
@@ -32,8 +34,18 @@ WORKER = Path(__file__).with_name("worker.py")
 REPO_ROOT = Path(__file__).resolve().parents[3]
 DEFAULT_VENV = REPO_ROOT / ".venv-lighteval"
 ENV_VAR = "CWGRPO_LIGHTEVAL_PYTHON"
-DEFAULT_TIMEOUT_S = 20.0  # per answer; lighteval's own timeouts are 5 s per attempt, several attempts
-STARTUP_TIMEOUT_S = 300.0  # importing lighteval takes ~10 s on a loaded 2-core machine
+DEFAULT_TIMEOUT_S = 20.0  # CPU seconds per answer; lighteval's own timeouts are 2-5 s per attempt
+STARTUP_TIMEOUT_S = 300.0  # wall-clock; importing lighteval takes ~10 s on a loaded 2-core machine
+STALL_FACTOR = 30  # a worker that neither answers nor runs out of CPU time for this many budgets is stuck
+
+
+def cpu_seconds(pid: int) -> float | None:
+    """User + system CPU seconds of process ``pid`` (``/proc``), None where that cannot be read."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return None
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def _has_lighteval(python: Path) -> bool:
@@ -75,23 +87,30 @@ class _Worker:
         )
         self._buf = b""
         self.eof = False  # the worker closed its output: it died
-        ready = self._read_line(STARTUP_TIMEOUT_S)
+        ready = self._read_line(STARTUP_TIMEOUT_S, cpu=False)
         if ready is None or not json.loads(ready).get("ready"):
             self.close()
             raise RuntimeError(
                 f"the lighteval worker ({python} {WORKER}) did not start; run it by hand to see why"
             )
 
-    def _read_line(self, timeout_s: float) -> bytes | None:
-        """The next output line, or None if none comes within ``timeout_s`` (or the worker died)."""
-        deadline = time.monotonic() + timeout_s
+    def _read_line(self, timeout_s: float, cpu: bool = True) -> bytes | None:
+        """The next output line, or None if none comes within ``timeout_s`` of the worker's CPU time (or
+        of wall-clock time: not ``cpu``, or where a process's CPU time cannot be read), or the worker died."""
+        start = cpu_seconds(self.proc.pid) if cpu else None
+        deadline = time.monotonic() + (timeout_s if start is None else STALL_FACTOR * timeout_s)
         fd = self.proc.stdout.fileno()
         with selectors.DefaultSelector() as sel:
             sel.register(fd, selectors.EVENT_READ)
             while b"\n" not in self._buf:
                 left = deadline - time.monotonic()
-                if left <= 0 or not sel.select(left):
+                if start is not None:  # the worker's CPU time never runs faster than the wall clock
+                    used = cpu_seconds(self.proc.pid)
+                    left = min(left, timeout_s - (used - start) if used is not None else 0.0)
+                if left <= 0:
                     return None
+                if not sel.select(left):
+                    continue
                 chunk = os.read(fd, 1 << 16)
                 if not chunk:
                     self.eof = True
@@ -136,11 +155,17 @@ def _score_chunk(python: Path, items: Sequence[dict[str, Any]], timeout_s: float
                 worker.close()
                 worker = None
                 reason = (
-                    f"timeout: no verdict within the budget of {timeout_s:g} s"
+                    f"timeout: no verdict within the budget of {timeout_s:g} s of CPU time"
                     if died is None
                     else f"the lighteval worker died (exit status {died}) on this answer"
                 )
-                verdict = {"correct": False, "pred": [], "gold": [], "reason": reason}
+                verdict = {
+                    "correct": False,
+                    "pred": [],
+                    "gold": [],
+                    "reason": reason,
+                    "timed_out": died is None,
+                }
             out.append(verdict)
     finally:
         if worker is not None:

@@ -7,7 +7,7 @@ package, whose math-verify 0.9.0 cannot share an environment with lighteval's ``
 Protocol: one JSON object per input line ``{"completion": str, "gold": str, "gold_kind": "expr"|"latex"}``
 on stdin; one JSON object per output line, in order, flushed at once::
 
-    {"correct": bool, "pred": [str, ...], "gold": [str, ...], "reason": str | null}
+    {"correct": bool, "pred": [str, ...], "gold": [str, ...], "reason": str | null, "timed_out": bool}
 
 ``pred``/``gold`` are what lighteval extracted (its ``doc.specific``); ``reason`` says why a sample
 could not be scored as intended (bad line, unknown gold kind, gold not extracted, no prediction).
@@ -19,23 +19,59 @@ The verdict is ``multilingual_extractive_match_metric(...).sample_level_fn`` of 
 OlympiadBench; ``expr``: AIME24, AMC23), predictions ``(ExprExtractionConfig(),
 LatexExtractionConfig(boxed_match_priority=0))``, ``fallback_mode="first_match"``, ``precision=5``,
 ``aggregation_function=max``. Faults of that metric are reproduced on purpose: they produced the
-paper's numbers. The caller enforces a wall-clock budget per answer (lighteval's own timeouts are
-per attempt, with ``signal.alarm``, which this worker leaves alone).
+paper's numbers, with one exception: lighteval times its parses and comparisons with ``signal.alarm``, in
+seconds of wall-clock time, so a busy machine grades a right answer wrong; here the same seconds count this
+process's CPU time (``cpu_time_timeouts``), which gives the idle machine's verdict under any load, and an
+answer whose parse or comparison ran out says so (``timed_out``). The caller bounds each answer in the
+worker's CPU time too.
 """
 
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import logging
+import signal
 import sys
 from typing import Any, TextIO
 
 GOLD_KINDS = ("expr", "latex")
+_fired = [0]  # lighteval timeouts that ran out in this process
+
+
+def cpu_time_timeouts() -> None:
+    """lighteval's ``timeout`` decorator with its seconds counted in CPU time (``ITIMER_PROF``), each
+    timeout that fires counted in ``_fired``; before lighteval's metrics are imported, since they bind it
+    at import. It nests as the released one does (an inner timeout's end disarms the outer one)."""
+    import lighteval.utils.timeout as released
+
+    def timeout(timeout_seconds: int = 10) -> Any:
+        def decorator(func: Any) -> Any:
+            def ran_out(signum: int, frame: Any) -> None:
+                _fired[0] += 1
+                raise TimeoutError("Operation timed out!")
+
+            @functools.wraps(func)
+            def wrapper(*args: Any, **kwargs: Any) -> Any:
+                previous = signal.signal(signal.SIGPROF, ran_out)
+                signal.setitimer(signal.ITIMER_PROF, timeout_seconds)
+                try:
+                    return func(*args, **kwargs)
+                finally:
+                    signal.setitimer(signal.ITIMER_PROF, 0)
+                    signal.signal(signal.SIGPROF, previous)
+
+            return wrapper
+
+        return decorator
+
+    released.timeout = timeout
 
 
 def _metrics() -> dict[str, Any]:
     """The released metric per gold kind (built once: building them is not free)."""
+    cpu_time_timeouts()
     from lighteval.metrics.dynamic_metrics import (
         ExprExtractionConfig,
         LatexExtractionConfig,
@@ -70,7 +106,9 @@ def score(item: Any, metrics: dict[str, Any]) -> dict[str, Any]:
         return _verdict(False, reason=f"unknown gold_kind {kind!r}; known: {', '.join(GOLD_KINDS)}")
     gold, completion = item["gold"], item["completion"]
     doc = Doc(task_name=f"cwgrpo|{kind}", query="", choices=[gold], gold_index=0)
+    fired = _fired[0]
     value = metrics[kind].sample_level_fn(golds=[gold], predictions=[completion], formatted_doc=doc)
+    timed_out = _fired[0] > fired
     specific = doc.specific or {}
     preds = list(specific.get("extracted_predictions", []))
     golds = list(specific.get("extracted_golds", []))
@@ -80,13 +118,25 @@ def score(item: Any, metrics: dict[str, Any]) -> dict[str, Any]:
     # lighteval falls back to the raw gold string when it cannot extract one; say so.
     if golds == [gold] and gold.strip():
         reason = "gold not extracted: compared as the raw string" + (f"; {reason}" if reason else "")
-    return _verdict(bool(value >= 1.0), preds, golds, reason)
+    if timed_out:
+        reason = "timeout: a lighteval time limit ran out" + (f"; {reason}" if reason else "")
+    return _verdict(bool(value >= 1.0), preds, golds, reason, timed_out)
 
 
 def _verdict(
-    correct: bool, pred: list[str] | None = None, gold: list[str] | None = None, reason: str | None = None
+    correct: bool,
+    pred: list[str] | None = None,
+    gold: list[str] | None = None,
+    reason: str | None = None,
+    timed_out: bool = False,
 ) -> dict[str, Any]:
-    return {"correct": correct, "pred": pred or [], "gold": gold or [], "reason": reason}
+    return {
+        "correct": correct,
+        "pred": pred or [],
+        "gold": gold or [],
+        "reason": reason,
+        "timed_out": timed_out,
+    }
 
 
 def serve(lines: TextIO, out: TextIO) -> int:
