@@ -17,6 +17,7 @@
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures.thread  # noqa: F401  (registers its exit joins before ours: see _hard_stop_at_exit)
 import faulthandler
 import functools
 import inspect
@@ -51,9 +52,11 @@ def call_within(seconds: float | None, what: str, func: Callable[..., Any], /, *
     ``RewardTimeout`` naming ``what``, whatever the reward did with the budget's exception. Without
     ``seconds``, or off the main thread (no signal reaches it), the call has no budget.
 
-    A call stuck in C code that holds the GIL cannot be interrupted at all: ``HARD_STOP`` after its budget
-    (``2 x budget + HARD_STOP_S``) the process prints every thread's stack, the reward's line among them,
-    and exits with status 1 (``faulthandler``'s own thread needs no GIL), rather than hang for ever."""
+    A call stuck in C code that holds the GIL cannot be interrupted at all: ``2 x budget + HARD_STOP_S``
+    after it began, the process prints every thread's stack, the reward's line among them, and exits with
+    status 1 (``faulthandler``'s own thread needs no GIL), rather than hang for ever. A call that ran out
+    may leave threads behind (a pool's task that never ends), which the interpreter would wait for at exit:
+    the process then gets ``HARD_STOP_S`` to end once it exits (``_hard_stop_at_exit``)."""
     if seconds is None or threading.current_thread() is not threading.main_thread():
         return func(**kwargs)
     budget = TimeBudget(seconds, "wall")
@@ -67,9 +70,22 @@ def call_within(seconds: float | None, what: str, func: Callable[..., Any], /, *
         raise
     finally:
         faulthandler.cancel_dump_traceback_later()
+        if budget.expired:
+            _hard_stop_at_exit()
     if budget.expired:  # the reward caught every OutOfTime and returned late
         raise _timed_out(what, seconds)
     return out
+
+
+@functools.cache
+def _hard_stop_at_exit() -> None:
+    """At exit, before the interpreter joins the threads a reward left (``concurrent.futures`` joins its
+    pools' threads there too, registered earlier, so run later), the hard stop is armed: the process ends
+    within ``HARD_STOP_S`` whatever the reward started. ``threading._register_atexit`` is the one hook that
+    runs before those joins (``atexit`` runs after them)."""
+    register = getattr(threading, "_register_atexit", None)
+    if register is not None:
+        register(lambda: faulthandler.dump_traceback_later(HARD_STOP_S, exit=True))
 
 
 async def _await_within(seconds: float | None, what: str, func: Callable[..., Any], /, **kwargs: Any) -> Any:

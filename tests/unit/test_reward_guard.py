@@ -87,3 +87,44 @@ def test_a_reward_stuck_in_c_code_stops_the_process_naming_its_line(tmp_path):
     assert "Timeout (" in done.stderr and "c_rewards.py" in done.stderr and "in sums" in done.stderr, (
         done.stderr
     )
+
+
+def test_a_reward_that_ran_out_cannot_keep_the_process_alive_at_exit(tmp_path):
+    """A reward whose pool task never ends raises ``RewardTimeout`` at its budget; the interpreter would then
+    wait for that thread at exit for ever. The process ends within ``HARD_STOP_S`` of its exit instead."""
+    (tmp_path / "pool_rewards.py").write_text(
+        textwrap.dedent(
+            """
+            import threading
+            from concurrent.futures import ThreadPoolExecutor
+
+            POOL = ThreadPoolExecutor(1)
+
+            def waits_on_a_pool(completions, **kwargs):
+                return POOL.submit(threading.Event().wait).result()
+            """
+        )
+    )
+    script = textwrap.dedent(
+        """
+        from cwgrpo.grading import reward_guard
+        from pool_rewards import waits_on_a_pool
+
+        reward_guard.HARD_STOP_S = 2.0
+        try:
+            reward_guard.with_budget("p", waits_on_a_pool, 0.5)(completions=["x"])
+        except reward_guard.RewardTimeout as err:
+            print(err, flush=True)
+        """
+    )
+    start = time.monotonic()
+    try:
+        done = subprocess.run(
+            [sys.executable, "-c", script], cwd=tmp_path, capture_output=True, text=True, timeout=60
+        )
+    except subprocess.TimeoutExpired:
+        pytest.fail("a thread left by a reward that ran out kept the process alive")
+    assert time.monotonic() - start < 30
+    assert done.stdout == "one call of reward 'p' took more than 0.5 s (reward_timeout_s)\n"
+    assert done.returncode == 1 and "Timeout (" in done.stderr and "pool_rewards.py" not in done.stdout
+
