@@ -127,4 +127,3 @@ def test_a_reward_that_ran_out_cannot_keep_the_process_alive_at_exit(tmp_path):
     assert time.monotonic() - start < 30
     assert done.stdout == "one call of reward 'p' took more than 0.5 s (reward_timeout_s)\n"
     assert done.returncode == 1 and "Timeout (" in done.stderr and "pool_rewards.py" not in done.stdout
-
