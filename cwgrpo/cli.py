@@ -267,7 +267,9 @@ def _exec_in(python: str, argv: Sequence[str]) -> None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     from cwgrpo.launch.workers import tie_worker
+    from cwgrpo.seeding import portable_cpu_numerics
 
+    portable_cpu_numerics()  # before anything loads torch
     tie_worker(os.environ)  # a training process of `cwgrpo.launch.workers`: dies with its agent
     argv = list(sys.argv[1:] if argv is None else argv)
     name = f" {argv[0]}" if argv and argv[0] in COMMANDS else ""

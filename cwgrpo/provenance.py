@@ -51,10 +51,13 @@ def library_versions() -> dict[str, str | None]:
 
 
 def hardware() -> dict[str, Any]:
+    from cwgrpo.seeding import cpu_numerics
+
     info: dict[str, Any] = {
         "machine": platform.machine(),
         "cpus": os.cpu_count(),
         "python": platform.python_version(),
+        **cpu_numerics(),
     }
     torch = sys.modules.get("torch")  # only if the command loaded it: provenance never pays for the import
     if torch is None:

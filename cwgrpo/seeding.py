@@ -1,4 +1,5 @@
-"""One place that seeds every random source of a command (``train``, ``sft``, ``evaluate``).
+"""One place that seeds every random source of a command (``train``, ``sft``, ``evaluate``) and pins the
+CPU's numerics (``portable_cpu_numerics``).
 
 ``seed_everything`` seeds Python's, NumPy's and torch's generators (CPU and CUDA) in this process and,
 through ``PYTHONHASHSEED``, the string hashing of the Python processes started after it. Python reads
@@ -12,7 +13,52 @@ engine processes. Plain forks (``fork``) keep their parent's hashes whatever the
 from __future__ import annotations
 
 import os
+import platform
 import random
+from pathlib import Path
+
+# What the CPU's numerics are pinned to (``portable_cpu_numerics``), unless the user set the variable.
+PORTABLE_CPU_NUMERICS = {"ATEN_CPU_CAPABILITY": "avx2", "MKL_CBWR": "COMPATIBLE"}
+
+
+def cpuinfo(field: str) -> str | None:
+    """The first CPU's ``field`` in Linux's ``/proc/cpuinfo`` (None elsewhere)."""
+    try:
+        lines = Path("/proc/cpuinfo").read_text(encoding="utf-8", errors="replace").splitlines()
+    except OSError:
+        return None
+    return next(
+        (line.split(":", 1)[1].strip() for line in lines if line.split(":")[0].strip() == field), None
+    )
+
+
+def portable_cpu_numerics() -> None:
+    """Give a CPU job the same numbers on any x86-64 CPU with AVX2, before torch loads.
+
+    Two choices made per CPU change the bytes of a training step (each forced lower on an AVX-512 Xeon
+    changes them; oneDNN's ISA does not, docs/usage.md "Determinism"): ATen's kernels (AVX-512 ones add in
+    another order than AVX2 ones) and MKL's code branch (MKL picks per CPU model and vendor). So ATen runs
+    its AVX2 kernels, the widest that AMD's and Intel's CPUs of the last decade share, and MKL its
+    ``COMPATIBLE`` branch, the one Intel documents as giving the same results on Intel and other CPUs.
+    A variable the user set is kept; a CPU without AVX2 (or not x86) keeps its own kernels, which the
+    provenance records. GPU computations are not affected."""
+    os.environ.setdefault("MKL_CBWR", PORTABLE_CPU_NUMERICS["MKL_CBWR"])
+    has_avx2 = "avx2" in (cpuinfo("flags") or "").split()  # ATen would run AVX2 code on a CPU without it
+    if "ATEN_CPU_CAPABILITY" not in os.environ and has_avx2:
+        os.environ["ATEN_CPU_CAPABILITY"] = PORTABLE_CPU_NUMERICS["ATEN_CPU_CAPABILITY"]
+
+
+def cpu_numerics() -> dict[str, str | None]:
+    """What this process's CPU numbers depend on: the CPU model, ATen's kernels (once torch is loaded),
+    MKL's branch."""
+    import sys
+
+    torch = sys.modules.get("torch")
+    return {
+        "cpu_model": cpuinfo("model name") or platform.processor() or None,
+        "aten_cpu_capability": torch.backends.cpu.get_cpu_capability() if torch is not None else None,
+        "mkl_cbwr": os.environ.get("MKL_CBWR"),
+    }
 
 
 def seed_everything(seed: int, deterministic: bool = False) -> None:

@@ -14,6 +14,7 @@ import pytest
 import cwgrpo.provenance
 from cwgrpo import __version__
 from cwgrpo.provenance import LIBRARIES, git_state, library_versions, provenance
+from cwgrpo.seeding import PORTABLE_CPU_NUMERICS, cpuinfo
 
 
 def test_the_block_is_deterministic_and_carries_the_extra_fields():
@@ -48,3 +49,24 @@ def test_provenance_never_imports_torch():
     code = "import sys, cwgrpo.provenance as p; h = p.provenance()['hardware']; print(h['gpus'], 'torch' in sys.modules)"
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert done.stdout.split() == ["None", "False"]
+
+
+PROBE_NUMERICS = (
+    "import os, sys; from cwgrpo.cli import main; main(['--version']); import torch; "
+    "from cwgrpo.provenance import hardware; h = hardware(); "
+    "print(h['aten_cpu_capability'], h['mkl_cbwr'], bool(h['cpu_model']))"
+)
+
+
+@pytest.mark.skipif("avx2" not in (cpuinfo("flags") or "").split(), reason="needs an x86 CPU with AVX2")
+def test_a_command_pins_the_cpus_numerics_before_torch_loads_and_the_provenance_names_them(monkeypatch):
+    """A training step's bytes depend on ATen's kernels and MKL's branch (docs/usage.md, "Determinism"):
+    every command runs AVX2 kernels and MKL's COMPATIBLE branch, unless the user chose, and says so."""
+    for name in PORTABLE_CPU_NUMERICS:
+        monkeypatch.delenv(name, raising=False)
+    done = subprocess.run([sys.executable, "-c", PROBE_NUMERICS], capture_output=True, text=True, check=True)
+    assert done.stdout.split()[-3:] == ["AVX2", "COMPATIBLE", "True"]
+    monkeypatch.setenv("ATEN_CPU_CAPABILITY", "default")
+    monkeypatch.setenv("MKL_CBWR", "AUTO")
+    done = subprocess.run([sys.executable, "-c", PROBE_NUMERICS], capture_output=True, text=True, check=True)
+    assert done.stdout.split()[-3:] == ["DEFAULT", "AUTO", "True"]
