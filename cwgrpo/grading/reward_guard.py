@@ -125,10 +125,15 @@ def is_async(func: Callable[..., Any]) -> bool:
     return not inspect.isroutine(target) and inspect.iscoroutinefunction(type(target).__call__)
 
 
+SAMPLE_GENERATIONS = 2  # completions per prompt in the sample call, as TRL lays out a group
+
+
 def sample_call(rows: Mapping[str, Any] | Sequence[Mapping[str, Any]]) -> dict[str, Any]:
-    """The keyword arguments of one TRL reward call on ``rows`` (one row, or several), each row's gold answer
-    as its completion."""
+    """The keyword arguments of one TRL reward call on ``rows`` (one row, or several), each row repeated
+    ``SAMPLE_GENERATIONS`` times in a row as TRL repeats a prompt for its group, the row's gold answer as
+    each completion: a reward that returns one value per prompt instead of per completion shows."""
     rows = [rows] if isinstance(rows, Mapping) else list(rows)
+    rows = [row for row in rows for _ in range(SAMPLE_GENERATIONS)]
     prompts, completions = [], []
     for row in rows:
         text = f"The answer is \\boxed{{{row.get('answer', '')}}}."
@@ -156,7 +161,10 @@ def check_on_sample(
     keywords it was called with)."""
     kwargs = sample_call(rows)
     n = len(kwargs["completions"])
-    where = f"reward {name!r}, called as TRL calls it on the first {n} training row(s) before training"
+    where = (
+        f"reward {name!r}, called as TRL calls it on the first {n // SAMPLE_GENERATIONS} training row(s) "
+        f"({SAMPLE_GENERATIONS} completions each) before training"
+    )
     seconds = budget or SAMPLE_BUDGET_S
     try:
         if is_async(func):
@@ -165,6 +173,8 @@ def check_on_sample(
             out = call_within(seconds, where, func, **kwargs)
     except RewardTimeout as err:
         raise ConfigError(f"{err}: a reward must return within its budget; set reward_timeout_s") from err
+    except SystemExit as err:  # sys.exit in a reward would end the check without a word
+        raise ConfigError(f"{where}, called sys.exit({err.code!r}): a reward must return its values") from err
     except Exception as err:  # a user's function may raise anything; it is named, not hidden
         raise ConfigError(
             f"{where}, raised {type(err).__name__}: {err}; it was called with the keywords "
@@ -185,6 +195,8 @@ def check_on_sample(
             raise ConfigError(
                 f"{where}, returned {value!r} ({type(value).__name__}): a reward is a float or None"
             )
+        if value is not None and math.isinf(value):  # TRL would subtract inf from inf: NaN advantages
+            raise ConfigError(f"{where}, returned {value!r}: a reward is finite (None or NaN: no reward)")
 
 
 def prepared_rewards(

@@ -79,11 +79,12 @@ class GradeResult:
 
 
 ANSWER_FORMS = ("any", "number")  # what an extracted answer must look like to count (answer_in_form)
-_PLAIN_NUMBER = re.compile(r"^\s*[-+]?\d+(?:\.\d*)?\s*\.?\s*$")
+_PLAIN_NUMBER = re.compile(r"^\s*[-+]?(?:(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d*)?|\.\d+)\s*\.?\s*$")
 
 
 def plain_number(extracted: str | None) -> bool:
-    """The extracted answer is one number (``22``, ``22.``, ``-3``, ``4.5``), not an expression (``75-51``)."""
+    """The extracted answer is one number (``22``, ``22.``, ``-3``, ``4.5``, ``.5``, ``1,000``), not an
+    expression (``75-51``)."""
     return extracted is not None and _PLAIN_NUMBER.match(extracted) is not None
 
 

@@ -127,3 +127,30 @@ def test_a_reward_that_ran_out_cannot_keep_the_process_alive_at_exit(tmp_path):
     assert time.monotonic() - start < 30
     assert done.stdout == "one call of reward 'p' took more than 0.5 s (reward_timeout_s)\n"
     assert done.returncode == 1 and "Timeout (" in done.stderr and "pool_rewards.py" not in done.stdout
+
+
+def per_prompt(prompts, completions, **kwargs):
+    return [1.0 for _ in dict.fromkeys(prompts)]
+
+
+def infinite(completions, **kwargs):
+    return [float("inf") for _ in completions]
+
+
+def exits(completions, **kwargs):
+    raise SystemExit(3)
+
+
+@pytest.mark.parametrize(
+    ("func", "message"),
+    [
+        (per_prompt, r"returned 1 values for 2 completions: return one per completion"),
+        (infinite, r"returned inf: a reward is finite \(None or NaN: no reward\)"),
+        (exits, r"called sys.exit\(3\): a reward must return its values"),
+    ],
+)
+def test_the_sample_check_refuses_what_trl_would_choke_on_naming_it(func, message):
+    """One value per prompt (TRL gives a reward every completion of a group), an infinite reward (TRL takes
+    inf - inf) and a reward that exits are refused before training, in one line naming the reward."""
+    with pytest.raises(reward_guard.ConfigError, match=f"reward '{func.__name__}'.*{message}"):
+        reward_guard.check_on_sample(func.__name__, func, ROW, 5.0)

@@ -48,6 +48,8 @@ def test_number_accuracy_reward_scores_an_echoed_expression_zero():
     number_accuracy = get_reward("number_accuracy")
     assert number_accuracy(completions, answer=answers) == [0.0, 1.0, 1.0, 1.0, 0.0]
     assert number_accuracy(["24", "-3", "4.5"], answer=["\\frac{", "-3", "4.5"]) == [None, 1.0, 1.0]
+    written_as_people_do = ["\\boxed{.5}", "\\boxed{1,000}", "\\boxed{-1,234.5}"]
+    assert number_accuracy(written_as_people_do, answer=["0.5", "1000", "-1234.5"]) == [1.0, 1.0, 1.0]
     with pytest.raises(ValueError, match="number_accuracy reward needs the dataset column 'answer'"):
         number_accuracy(["24"], solution=["24"])
 
@@ -232,7 +234,7 @@ def _train(tmp_path: Path, model_dir: Path, reward: str, **job) -> int:
     [
         ("raising", "raised KeyError: 'no such column'"),
         ("returns_none", "returned NoneType, not a list"),
-        ("too_many", "returned 3 values for 2 completions"),
+        ("too_many", "returned 5 values for 4 completions"),
         ("text", "returned '1.0' \\(str\\)"),
     ],
 )
@@ -271,8 +273,8 @@ def test_the_train_command_refuses_a_reward_before_it_launches_anything_with_the
     assert cli.main([*args, "--config", str(tmp_path / "options.yaml")]) == 2
     err = capfd.readouterr().err
     assert (
-        f"reward '{user_rewards}:wants_gold', called as TRL calls it on the first 1 training row(s) before "
-        "training, raised TypeError: wants_gold() missing 1 required positional argument: 'gold_answer'; it was "
+        f"reward '{user_rewards}:wants_gold', called as TRL calls it on the first 1 training row(s) "
+        "(2 completions each) before training, raised TypeError: wants_gold() missing 1 required positional argument: 'gold_answer'; it was "
         "called with the keywords prompts, completions, completion_ids, answer, trainer_state," in err
     ), err
     assert not (tmp_path / "run").exists()

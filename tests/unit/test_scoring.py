@@ -246,8 +246,9 @@ def test_pathological_completion_is_graded_in_bounded_time(completion, gold, exp
 
 @pytest.mark.parametrize(
     ("extracted", "plain"),
-    [("24", True), ("22.", True), ("-3", True), ("4.5", True), (" +7 ", True), ("75-51", False),
-     ("75-51.", False), ("\\frac{48}{2}", False), ("2^3", False), ("", False), (None, False)],
+    [("24", True), ("22.", True), ("-3", True), ("4.5", True), (" +7 ", True), (".5", True), ("1,000", True),
+     ("-1,234.5", True), ("75-51", False), ("75-51.", False), ("\\frac{48}{2}", False), ("2^3", False),
+     ("1,00", False), ("1,2", False), ("", False), (None, False)],
 )  # fmt: skip
 def test_plain_number_is_one_number_without_an_operator(extracted, plain):
     assert plain_number(extracted) is plain

@@ -145,7 +145,10 @@ def test_a_reward_called_with_keywords_it_lacks_is_refused_naming_the_keywords(t
     )
     assert proc.returncode != 0
     line = next(line for line in out.splitlines() if "train.reward_funcs: " in line)
-    assert "reward 'byo_rewards:wants_gold', called as TRL calls it on the first 4 training row(s)" in line
+    assert (
+        "reward 'byo_rewards:wants_gold', called as TRL calls it on the first 4 training row(s) (2 completions each)"
+        in line
+    )
     assert "raised TypeError: wants_gold() missing 1 required positional argument: 'gold_answer'" in line
     assert (
         "called with the keywords prompts, completions, completion_ids, answer, ans, question, source,"
