@@ -314,6 +314,13 @@ def run(args: argparse.Namespace) -> int:
     per_file, scored = [], []
     for inp, _, kind, summary_in, _ in groups:
         items = read_items(inp, kind)
+        kindless = [it for it in items if isinstance(it, dict) and "gold_kind" not in it]
+        if kindless:  # every such line would be graded wrong, for a reason only the output file gives
+            raise ConfigError(
+                f"{inp}: {len(kindless)} of its {len(items)} lines have no gold_kind: give --gold-kind expr or "
+                "latex (expr for AIME24 and AMC23, latex for MATH-500, Minerva and OlympiadBench), or the "
+                "evaluation's --summary-in"
+            )
         per_file.append(items)
         if summary_in is not None and args.metric == "paper":  # an evaluation's golds are our answers
             items = [

@@ -160,6 +160,24 @@ def test_grade_cli_strict_and_bad_lines(tmp_path):
     assert main(["grade", "--metric", "strict", "--in", str(tmp_path / "nope.jsonl"), "--out", str(out)]) == 2
 
 
+def test_grade_refuses_lines_without_a_gold_kind_up_front(tmp_path, capsys):
+    """An evaluation's samples carry no gold kind: without --gold-kind or --summary-in every line would be
+    graded wrong (``strict: 0/1 correct``, rc 0) for a reason only the output file gave."""
+    src = tmp_path / "samples.jsonl"
+    src.write_text(json.dumps({"id": "a", "completion": "\\boxed{2}", "gold": "2"}) + "\n")
+    out = tmp_path / "out.jsonl"
+    assert main(["grade", "--metric", "strict", "--in", str(src), "--out", str(out)]) == 2
+    assert (
+        "samples.jsonl: 1 of its 1 lines have no gold_kind: give --gold-kind expr or latex"
+        in capsys.readouterr().err
+    )
+    assert not out.exists()
+    assert (
+        main(["grade", "--metric", "strict", "--in", str(src), "--out", str(out), "--gold-kind", "expr"]) == 0
+    )
+    assert json.loads(out.read_text())["correct"] is True
+
+
 # --------------------------------------------------------------------------------------------------
 # finding the environment, the time budget (with a stand-in worker), the pins
 
