@@ -73,19 +73,10 @@ def _long_frame(
     rows: Sequence[Mapping[str, Any]], benchmarks: Sequence[str], size: str | None = None
 ) -> pd.DataFrame:
     """One row per (row, benchmark): size (``size``, else the row's), method, step, benchmark, value."""
-    return pd.DataFrame(
-        [
-            {
-                "size": size or r["size"],
-                "method": r["method"],
-                "step": r["step"],
-                "benchmark": b,
-                "value": r[b],
-            }
-            for r in rows
-            for b in benchmarks
-        ]
-    )
+    wide = pd.DataFrame(list(rows))
+    if size:
+        wide["size"] = size
+    return wide.melt(["size", "method", "step"], list(benchmarks), "benchmark")
 
 
 def reported_table1(reported: Mapping[str, Any]) -> pd.DataFrame:
@@ -241,10 +232,7 @@ def first_problems(frame: pd.DataFrame) -> dict[str, int]:
 
 
 def _matching(frame: pd.DataFrame, tags: Mapping[str, Any]) -> pd.DataFrame:
-    mask = pd.Series(True, index=frame.index)
-    for k, v in tags.items():
-        mask &= frame[k] == v
-    return frame[mask]
+    return frame[(frame[list(tags)] == pd.Series(tags)).all(axis=1)]
 
 
 def require(frame: pd.DataFrame, what: str, **tags: Any) -> pd.DataFrame:

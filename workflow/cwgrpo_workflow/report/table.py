@@ -1,26 +1,10 @@
 """``cwgrpo table``: Table 1 (PDF, CSV, TeX, Markdown) and the paper's numbers beside ours.
 
-Rows per size: the base model (method ``base`` at step 0), then GRPO, Clip-Cov, CW-GRPO (the
-``methods`` option) and any other method label present at the configured step. Columns: the benchmarks,
-``Avg`` (the mean of the benchmark accuracies, per seed, then over seeds) and ``Δ Avg`` (the method's
-Avg minus GRPO's, paired by seed). The metric is the summaries' avg@k (pass@1 when k = 1), graded by
-the summaries' primary metric (``primary_metric``: strict, or paper for preset kind paper). A cell is
-the mean over seeds; with two or more seeds it shows ``± the 95 % t-interval half-width`` over seeds,
-with one seed and k > 1 the summary's own interval over problems. Bold: best in its column within a
-size, judged on the displayed (rounded) values, so ties are all bold.
-
-Outputs, each its own flag (the command writes no other file)::
-
-    --out-csv                 long format, one row per (size, method, benchmark|avg), fractions exactly
-                              as the summaries store them, plus CI, best flag and Δ
-    --out-tex, --out-md       the typeset table (booktabs) and its Markdown twin
-    --out-reported-csv/-md    the paper's numbers and ours side by side, in percent
-    --out-sensitivity-csv/-md each cell under the strict and the paper metric, their difference and the
-                              share of samples that disagree
-    --out-provenance          the run identity of this table and of every input file (JSON)
-    --out-pdf                 the table drawn with matplotlib on one page, with a provenance footer
-
-Example (``R=results/tiny``)::
+Rows per size: the base model (method ``base`` at step 0), then the ``methods`` option and any other method
+label present at the configured step. A cell is the mean over seeds of the summaries' avg@k (pass@1 when
+k = 1) under their primary metric; the table's notes (:func:`table_render.table_grid`) say how intervals,
+``Avg``, ``Δ Avg`` and bold are computed. Each output is its own flag (:data:`TABLE_OUTPUTS`); example
+(``R=results/tiny``)::
 
     cwgrpo table --summaries $R/eval/*/*/*/step*/*.summary.json --out-pdf figures/tiny/table1.pdf \\
         --out-csv $R/table1.csv --out-tex $R/table1.tex --out-md $R/table1.md \\
@@ -45,6 +29,7 @@ import pandas as pd
 from cwgrpo.configs import ConfigError, add_config_arguments, config_hash, describe_options
 from cwgrpo.io import ResultFileError, atomic_path, write_csv, write_json, write_text
 from cwgrpo.stats import Effect, mean_ci, mean_normal_ci, normal_ci, seed_effect
+from cwgrpo_workflow.report.claim_checks import report_record, silent_runs
 from cwgrpo_workflow.report.load import (
     add_input_arguments,
     command_options,
@@ -209,8 +194,6 @@ PICTURE_OUTPUTS = {
 def mark_silent_rows(grid: Any, cfg: TableConfig, runs: list[Path]) -> Any:
     """Rows of a method whose runs had no learning signal (``claim_checks.silent_runs``) get a dagger
     and a note saying which run and why: they measure a policy that training did not move."""
-    from cwgrpo_workflow.report.claim_checks import silent_runs
-
     silent = silent_runs(runs)
     if not silent:
         return grid
@@ -240,16 +223,12 @@ def write_table(
         raise ValueError(f"write_table: no path given for output(s) {missing}")
     if len(set(PICTURE_OUTPUTS) & set(out)) == 1:
         raise ConfigError("--out-avg-pdf and --out-avg-png go together: give both or neither")
-    from cwgrpo.provenance import provenance
-
     frame = load_summaries(summaries, cfg)
     cells, per_seed = build_table1(frame, cfg)
     reported = load_reported(reported_path)
     grid = mark_silent_rows(table_grid(cells, cfg, reported), cfg, list(runs or []))
     cmp = reported_vs_ours(cells, per_seed, cfg, reported)
-    identity = input_identity(summary_paths=summaries)
-    chash = config_hash(cfg)
-    footer = footer_text(identity, chash, preset=cfg.preset)
+    footer = footer_text(input_identity(summaries), config_hash(cfg), preset=cfg.preset)
     write_csv(out["csv"], cells)
     write_text(out["tex"], grid_latex(grid))
     write_text(out["md"], grid_markdown(grid))
@@ -258,16 +237,7 @@ def write_table(
     sens = sensitivity_frame(summaries, cfg)
     write_csv(out["sensitivity_csv"], sens)
     write_text(out["sensitivity_md"], sensitivity_markdown(sens, cfg))
-    write_json(
-        out["provenance"],
-        {
-            "command": "table",
-            "config": dataclasses.asdict(cfg),
-            "config_hash": chash,
-            "provenance": provenance(config_hash=chash),
-            "inputs": identity,
-        },
-    )
+    write_json(out["provenance"], report_record({"command": "table"}, cfg, summaries, []))
     grid_pdf(grid, out["pdf"], footer)
     if "copy_pdf" in out:
         with atomic_path(out["copy_pdf"], suffix=".pdf") as tmp:
