@@ -108,7 +108,7 @@ def inputs(tmp_path_factory):
 @pytest.fixture(scope="module")
 def report(inputs):
     summaries, runs = inputs
-    shares = tail_shares(runs, ["cw_grpo", "cw_knob_x"], 0.01)
+    shares = tail_shares(runs, ["cw_grpo", "cw_knob_x"], 0.01)[0]
     return analyse(CFG, summaries_frame(summaries), metrics_frame(runs), shares, CLAIMS_JSON)
 
 

@@ -1,19 +1,9 @@
 """``cwgrpo figure``: the entropy, checkpoint, covariance and training-curve figures (PDF + PNG).
 
-Kinds and their inputs:
-
-- ``entropy`` (``--runs``): policy entropy per optimiser step, one panel per size, one line per method
-  (mean over seeds) with a band over seeds (``band``: min–max, or the 95 % t-interval).
-- ``checkpoints`` (``--summaries``): accuracy at every evaluated step for two benchmarks (MATH-500 and
-  OlympiadBench, or the tiny splits that mirror them), per method; the base model as a dotted line;
-  the paper's checkpoint study overlaid (dashed, open markers) with ``show_reported``.
-- ``covariance`` (``--runs``): from ``cov_samples.jsonl``, pooled over steps and seeds: the
-  distribution of token covariances (histogram on a symmetric-log axis, log counts), its quantiles on
-  a logit axis (both tails), and the kernel weight against the covariance (a scatter of samples).
-- ``training`` (``--runs``): mean reward and mean completion length per optimiser step.
-
-Every figure uses :mod:`cwgrpo_workflow.report.style` (one colour per method, legend on the right) and carries
-a provenance footer. Example::
+``entropy`` and ``training`` (``--runs``): per-step curves, mean over seeds with a band; ``checkpoints``
+(``--summaries``): accuracy at every evaluated step of two benchmarks, the paper's overlaid with
+``show_reported``; ``covariance`` (``--runs``): the sampled token covariances pooled over steps and seeds
+(histogram, quantiles, kernel weight). Example::
 
     cwgrpo figure --kind entropy --runs results/tiny/runs/*/*/seed* \\
         --out-pdf figures/tiny/entropy.pdf --out-png figures/tiny/entropy.png

@@ -1,18 +1,8 @@
 """Load result files into tidy pandas frames, grouped by the ``tags`` they carry (never by their paths).
 
-Three sources, with the formats of ``docs/architecture.md``:
-
-- evaluation summaries (``*.summary.json``) -> :func:`summaries_frame`, one row per file
-  (:func:`load_summaries` also hands the display names and mirrors they carry to the report options);
-- run folders (``run.json`` + ``metrics.jsonl``) -> :func:`metrics_frame`, one row per logged step;
-- ``cov_samples.jsonl`` -> :func:`cov_samples`, the sampled token covariances and kernel weights.
-
-It also loads the paper's reported numbers (:func:`load_reported`); who produced the inputs is
-:mod:`cwgrpo_workflow.report.provenance`'s. Options and names live in
-:mod:`cwgrpo_workflow.report.options`, statistics in :mod:`cwgrpo.stats`.
-
-Accuracies in frames are fractions in [0, 1], exactly as the summaries store them; the tables and
-figures convert to percent only for display and for comparison with the paper.
+Evaluation summaries (:func:`summaries_frame`, one row per file), run folders (:func:`metrics_frame`, one
+row per logged step), ``cov_samples.jsonl`` (:func:`cov_samples`) and the paper's reported numbers, in the
+formats of ``docs/architecture.md``. Accuracies stay fractions in [0, 1], as the summaries store them.
 """
 
 from __future__ import annotations

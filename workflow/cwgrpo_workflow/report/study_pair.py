@@ -25,8 +25,7 @@ from cwgrpo.io import read_json, write_text
 from cwgrpo.stats import seed_effect
 from cwgrpo_workflow.report.options import markdown_table
 from cwgrpo_workflow.report.readme_tables import update
-from cwgrpo_workflow.report.study import secondary
-from cwgrpo_workflow.report.study_design import MEASURES, shown_verdict
+from cwgrpo_workflow.report.study import MEASURES, secondary, shown_verdict
 from cwgrpo_workflow.report.study_render import ci_text, num_text
 from cwgrpo_workflow.report.style import apply_style, method_color, new_figure, save_figure
 
@@ -163,7 +162,7 @@ def exploratory_table(reports: Mapping[str, Mapping[str, Any]]) -> str:
 
 def tail_ratio(claims: Mapping[str, Any]) -> dict[str, Any] | None:
     """GRPO's covariance tail ratio (q99.99 − q0.01)/(q60 − q40) over seeds, from claim 4 of ``claims.json``
-    (``cwgrpo_workflow.report.claim_tail``); None where the report has none."""
+    (``cwgrpo_workflow.report.claim_checks``); None where the report has none."""
     for claim in claims.get("claims", []):
         if claim.get("id") == 4:
             for size in claim.get("per_size", []):

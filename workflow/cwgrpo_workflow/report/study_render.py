@@ -1,9 +1,6 @@
 """The study's report as markdown and its two figures: the released-versus-described ablation and power.
 
-All of it renders only what :func:`cwgrpo_workflow.report.study.analyse` computed (no statistics here): the ablation
-as one row per variant and one panel per registered measure (effect and its 95 % t-interval against
-CW-GRPO as released), the power figure as the minimum detectable effect over the number of seeds,
-from the spread of the study's own paired differences, beside the registration's calibration values.
+It renders only what :func:`cwgrpo_workflow.report.study.analyse` computed (no statistics here).
 """
 
 from __future__ import annotations
@@ -17,7 +14,7 @@ import numpy as np
 
 from cwgrpo.stats import paired_mde
 from cwgrpo_workflow.report.options import ENTROPY_MEANS, interval, markdown_table, number
-from cwgrpo_workflow.report.study_design import MEASURES, PRIMARY, StudyConfig, shown_verdict
+from cwgrpo_workflow.report.study import MEASURES, PRIMARY, StudyConfig, shown_verdict
 from cwgrpo_workflow.report.style import apply_style, method_color, new_figure, save_figure
 
 ABLATION_PANELS = (  # titles short enough for four panels side by side
