@@ -25,10 +25,10 @@ from cwgrpo_workflow.report.study import (
     entropy_start,
     mde_from_interval,
     paper_shape,
+    study_markdown,
     tail_shares,
     unstable,
 )
-from cwgrpo_workflow.report.study_render import study_markdown
 from tests.hand import t_interval_3
 
 BENCHES = ("b1", "b2")

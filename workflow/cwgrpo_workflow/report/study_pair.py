@@ -25,8 +25,7 @@ from cwgrpo.io import read_json, write_text
 from cwgrpo.stats import seed_effect
 from cwgrpo_workflow.report.options import markdown_table
 from cwgrpo_workflow.report.readme_tables import update
-from cwgrpo_workflow.report.study import MEASURES, secondary, shown_verdict
-from cwgrpo_workflow.report.study_render import ci_text, num_text
+from cwgrpo_workflow.report.study import MEASURES, ci_text, num_text, secondary, shown_verdict
 from cwgrpo_workflow.report.style import apply_style, method_color, new_figure, save_figure
 
 
