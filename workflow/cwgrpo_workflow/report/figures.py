@@ -318,8 +318,6 @@ PLOTTERS = {"entropy": plot_entropy, "training": plot_training, "covariance": pl
 
 def make_figure(kind: str, cfg: FigureConfig, runs: Sequence[Path], summaries: Sequence[Path]):
     """Build one figure; ``checkpoints`` needs summaries, the other kinds need run folders."""
-    if kind not in KINDS:
-        raise ConfigError(f"--kind: expected one of {list(KINDS)}, got {kind!r}")
     if kind == "checkpoints":
         if not summaries:
             raise ResultFileError("--kind checkpoints needs evaluation summaries (--summaries)")

@@ -777,9 +777,6 @@ def write_table(
     runs: list[Path] | None = None,
 ) -> dict[str, Path]:
     """Compute and write every output of ``cwgrpo table`` to ``out`` (keys: :data:`TABLE_OUTPUTS`)."""
-    missing = sorted(set(TABLE_OUTPUTS) - set(out))
-    if missing:
-        raise ValueError(f"write_table: no path given for output(s) {missing}")
     if len(set(PICTURE_OUTPUTS) & set(out)) == 1:
         raise ConfigError("--out-avg-pdf and --out-avg-png go together: give both or neither")
     frame = load_summaries(summaries, cfg)
@@ -814,12 +811,7 @@ OUTPUTS = tuple(f"out_{name}" for name in {**TABLE_OUTPUTS, **PICTURE_OUTPUTS, *
 
 def run(args: argparse.Namespace) -> int:
     cfg = command_options(TableConfig, args, OUTPUTS)
-    outputs = {name: getattr(args, f"out_{name}") for name in TABLE_OUTPUTS}
-    outputs |= {
-        name: getattr(args, f"out_{name}")
-        for name in (*PICTURE_OUTPUTS, *COPY_OUTPUTS)
-        if getattr(args, f"out_{name}")
-    }
+    outputs = {name[4:]: path for name in OUTPUTS if (path := getattr(args, name))}
     out = write_table(cfg, list(args.summaries), outputs, args.reported, list(args.runs))
     log.info("wrote %s", ", ".join(str(p) for p in out.values()))
     return 0
