@@ -20,7 +20,7 @@ from cwgrpo.configs import ConfigError, config_hash
 from cwgrpo.io import ResultFileError, read_json
 from cwgrpo.stats import Effect, mean_ci, seed_effect
 from cwgrpo.trainer.learning_signal import describe, no_signal
-from cwgrpo_workflow.report.load import cov_samples, per_seed_accuracy, run_info
+from cwgrpo_workflow.report.load import cov_samples, need_columns, per_seed_accuracy, run_info
 from cwgrpo_workflow.report.options import AVG, ReportConfig
 from cwgrpo_workflow.report.provenance import input_identity
 
@@ -259,8 +259,7 @@ def entropy_stat(series: pd.Series, window: float, stat: str) -> float:
 def claim_entropy(metrics: pd.DataFrame, cfg: ClaimsConfig, sizes: Sequence[str]) -> list[dict[str, Any]]:
     """Claim 2: stat(R) - stat(T) of per-step entropy (``cfg.entropy_key``) over the window, paired by seed."""
     key = cfg.entropy_key
-    if key not in metrics.columns or metrics[key].isna().all():
-        raise ResultFileError(f"no {key!r} in metrics.jsonl of the runs {sorted(set(metrics['run_dir']))}")
+    need_columns(metrics, key)
     out = []
     for size in sizes:
         per: dict[str, dict[int, float]] = {}

@@ -31,6 +31,7 @@ from cwgrpo_workflow.report.load import (
     load_reported,
     load_summaries,
     metrics_frame,
+    need_columns,
     reported_checkpoints,
     run_info,
 )
@@ -96,12 +97,6 @@ def seed_band(sub: pd.DataFrame, column: str, cfg: FigureConfig) -> pd.DataFrame
     return out[out["n"] > 0]
 
 
-def _need_column(frame: pd.DataFrame, column: str) -> None:
-    if column not in frame.columns or frame[column].isna().all():
-        runs = sorted(set(frame["run_dir"]))
-        raise ResultFileError(f"no {column!r} in metrics.jsonl of the runs {runs}")
-
-
 def _band_title(cfg: FigureConfig, frame: pd.DataFrame) -> str:
     """The legend's note on the band, or nothing when every line is one seed (there is no band)."""
     several = frame.groupby(["size", "method"])["seed"].nunique().max() > 1
@@ -143,8 +138,7 @@ def _plot_steps(cfg: FigureConfig, runs: Sequence[Path], panels: Sequence[tuple[
     from cwgrpo_workflow.report.style import integer_steps, new_figure
 
     m = metrics_frame(runs)
-    for column, _ in panels:
-        _need_column(m, column)
+    need_columns(m, *(column for column, _ in panels))
     sizes = cfg.order_sizes(m["size"])
     footer = _footer(cfg, what, runs=runs)
     if len(panels) == 1:

@@ -339,6 +339,14 @@ def metrics_frame(run_dirs: Sequence[str | Path]) -> pd.DataFrame:
     return out
 
 
+def need_columns(metrics: pd.DataFrame, *columns: str) -> None:
+    """Each of ``columns`` was logged (metrics.jsonl) by at least one of the runs in ``metrics``."""
+    for column in columns:
+        if column not in metrics.columns or metrics[column].isna().all():
+            runs = sorted(set(metrics["run_dir"]))
+            raise ResultFileError(f"no {column!r} in metrics.jsonl of the runs {runs}")
+
+
 def cov_samples(run_dir: str | Path) -> list[dict[str, Any]]:
     """Lines of ``cov_samples.jsonl``: ``{step, cov: array, weight: array}`` (arrays as float64).
 
