@@ -301,6 +301,7 @@ def reported_vs_ours(
     paper_step = int(reported["table1"]["step"])
     benchmarks = [b for b in dict.fromkeys(cells["benchmark"]) if b != AVG]
     ref = cfg.reference_method
+    by_cell = cells.set_index(["size", "method", "benchmark"])
     rows: list[dict[str, Any]] = []
     for size in dict.fromkeys(cells["size"]):
         psize = cfg.size_mirror(size)
@@ -316,9 +317,7 @@ def reported_vs_ours(
                 if method not in paper_methods:
                     continue
                 for b, pb in cols:
-                    r = cells[
-                        (cells["size"] == size) & (cells["method"] == method) & (cells["benchmark"] == b)
-                    ].iloc[0]
+                    r = by_cell.loc[(size, method, b)]
                     rows.append(
                         _cmp_row(
                             base,
