@@ -568,14 +568,10 @@ def sensitivity_frame(summaries: Sequence[str | Path], cfg: ReportConfig) -> pd.
         .reset_index()
     )
     out["paper_minus_strict"] = out["paper"] - out["strict"]
-    sizes = cfg.order_sizes(out["size"].unique())
-    methods = cfg.order_methods(out["method"].unique())
-    benchmarks = cfg.order_benchmarks(out["benchmark"].unique())
-    out["_key"] = [
-        (sizes.index(a), methods.index(b) if b in methods else len(methods), benchmarks.index(c))
-        for a, b, c in zip(out["size"], out["method"], out["benchmark"], strict=True)
-    ]
-    return out.sort_values("_key").drop(columns="_key")[COLUMNS].reset_index(drop=True)
+    orders = {"size": cfg.order_sizes, "method": cfg.order_methods, "benchmark": cfg.order_benchmarks}
+    rank = {c: {v: i for i, v in enumerate(order(out[c].unique()))} for c, order in orders.items()}
+    out = out.sort_values(list(orders), key=lambda column: column.map(rank[column.name]))
+    return out[COLUMNS].reset_index(drop=True)
 
 
 def sensitivity_markdown(frame: pd.DataFrame, cfg: ReportConfig) -> str:
