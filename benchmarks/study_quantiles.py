@@ -21,7 +21,7 @@ import sys
 from pathlib import Path
 
 from cwgrpo.io import read_json, write_text
-from cwgrpo_workflow.report.claim_tail import quantile_ratio
+from cwgrpo_workflow.report.claim_checks import quantile_ratio
 from cwgrpo_workflow.report.cov_quantiles import quantile_markdown, quantile_rows
 from cwgrpo_workflow.report.load import metrics_frame
 from cwgrpo_workflow.report.study_pair import STUDIES, ratio_text, tail_ratio

@@ -184,8 +184,8 @@ def test_a_run_writes_its_model_card_and_completions_and_no_samples_when_off(tin
     """A checkpoint writes TRL's model card, which names CW-GRPO and cites the paper; ``log_completions``
     saves each step's completions where the sample browser reads them; ``cw_sample_every=-1`` writes no
     ``cov_samples.jsonl``."""
+    from cwgrpo_workflow.report.samples import load_train_steps
     from cwgrpo_workflow.report.samples_load import SamplesConfig
-    from cwgrpo_workflow.report.samples_page import load_train_steps
 
     trainer, _ = _tiny_trainer(
         tiny_model_dir,

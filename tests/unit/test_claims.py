@@ -22,9 +22,10 @@ from cwgrpo_workflow.report.claim_checks import (
     NOT_TESTABLE,
     ClaimsConfig,
     decide,
+    gaussian_top_share,
     silent_runs,
+    top_share,
 )
-from cwgrpo_workflow.report.claim_tail import gaussian_top_share, top_share
 from cwgrpo_workflow.report.claims import claims_markdown, evaluate_claims
 from tests.hand import t_interval_3
 from tests.summaries import write_summary

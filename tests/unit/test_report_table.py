@@ -485,7 +485,7 @@ def test_table_cli_missing_file_exits_2_naming_it(tmp_path, capsys):
 
 
 def test_metric_sensitivity_table_from_summaries_with_both_metrics(tmp_path):
-    from cwgrpo_workflow.report.table_sensitivity import sensitivity_frame, sensitivity_markdown
+    from cwgrpo_workflow.report.table import sensitivity_frame, sensitivity_markdown
 
     paths = []
     for seed, (strict, paper, disagree) in enumerate([(0.50, 0.56, 8), (0.60, 0.62, 4)]):
@@ -511,7 +511,7 @@ def test_metric_sensitivity_table_from_summaries_with_both_metrics(tmp_path):
 
 
 def test_metric_sensitivity_of_strict_only_summaries_says_paper_was_not_scored(tmp_path):
-    from cwgrpo_workflow.report.table_sensitivity import sensitivity_frame, sensitivity_markdown
+    from cwgrpo_workflow.report.table import sensitivity_frame, sensitivity_markdown
 
     frame = sensitivity_frame(make_results(tmp_path), cfg(step=100))
     assert len(frame) == 8  # 4 methods x 2 benchmarks
@@ -554,8 +554,7 @@ def test_notes_and_columns_come_from_the_results_never_a_presets_name(tmp_path):
     is not the paper's (from the names the results carry), and no text names a preset."""
     import re
 
-    from cwgrpo_workflow.report.table_paper import reported_markdown, reported_vs_ours
-    from cwgrpo_workflow.report.table_render import table_grid
+    from cwgrpo_workflow.report.table import reported_markdown, reported_vs_ours, table_grid
 
     paths = make_results(tmp_path)
     for path in paths:
@@ -582,7 +581,7 @@ def test_notes_and_columns_come_from_the_results_never_a_presets_name(tmp_path):
 def test_avg_effects_are_ours_and_the_papers_method_minus_grpo(tmp_path):
     """The figure's data: each method's Avg minus GRPO's in points, ours paired by seed with its interval
     (base: one seed, so a point marked as such), the paper's from its Table 1 rows of the mirrored size."""
-    from cwgrpo_workflow.report.table_paper import avg_effects
+    from cwgrpo_workflow.report.table import avg_effects
 
     config = cfg()
     summaries = make_results(tmp_path)
@@ -609,7 +608,7 @@ def test_table1_as_a_figure_draws_effects_beside_the_papers(tmp_path):
     """The picture's dots are the table's Δ Avg cells (with their intervals; an open dot for one seed), the
     paper's effect of the mirrored size an open diamond on the same method's row; ``cwgrpo table`` writes
     it as PDF and PNG."""
-    from cwgrpo_workflow.report.table_paper import avg_effects, avg_figure
+    from cwgrpo_workflow.report.table import avg_effects, avg_figure
 
     config = cfg()
     frame = load_summaries(make_results(tmp_path / "r"), config)

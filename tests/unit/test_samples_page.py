@@ -16,8 +16,8 @@ from pathlib import Path
 import pytest
 
 from cwgrpo import cli
+from cwgrpo_workflow.report.samples import clip, render_page
 from cwgrpo_workflow.report.samples_load import SamplesConfig, load_cells
-from cwgrpo_workflow.report.samples_page import clip, render_page
 
 
 def row(

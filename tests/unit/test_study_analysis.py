@@ -25,10 +25,10 @@ from cwgrpo_workflow.report.study import (
     entropy_start,
     mde_from_interval,
     paper_shape,
+    study_markdown,
     tail_shares,
     unstable,
 )
-from cwgrpo_workflow.report.study_render import study_markdown
 from tests.hand import t_interval_3
 
 BENCHES = ("b1", "b2")
@@ -108,7 +108,7 @@ def inputs(tmp_path_factory):
 @pytest.fixture(scope="module")
 def report(inputs):
     summaries, runs = inputs
-    shares = tail_shares(runs, ["cw_grpo", "cw_knob_x"], 0.01)
+    shares = tail_shares(runs, ["cw_grpo", "cw_knob_x"], 0.01)[0]
     return analyse(CFG, summaries_frame(summaries), metrics_frame(runs), shares, CLAIMS_JSON)
 
 

@@ -1,4 +1,4 @@
-"""cwgrpo_workflow.report.study_design: the registered verdict rule, its gating, and the options' checks."""
+"""cwgrpo_workflow.report.study: the registered verdict rule, its gating, and the options' checks."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import pytest
 
 from cwgrpo.configs import ConfigError
 from cwgrpo.stats import Effect
-from cwgrpo_workflow.report.study_design import (
+from cwgrpo_workflow.report.study import (
     GATED,
     MEASURES,
     PRECONDITION_FAILED,

@@ -1,30 +1,9 @@
 """``cwgrpo claims``: test the paper's four claims on our results, per size, over seeds.
 
-Each claim becomes one measured *effect* per size, signed so that a positive value supports the claim,
-with a 95 % t-interval over seeds (paired by seed where both methods have the same seeds; with fewer
-than two seeds the interval is unavailable). One rule (``claim_checks.decide``) turns an effect into a
-verdict:
-
-- ``holds`` if the whole 95 % interval lies above zero;
-- ``does not hold`` if the whole 95 % interval lies below zero (at least two seeds);
-- ``inconclusive`` otherwise (the interval reaches zero, or one seed gives none);
-- ``not testable`` if a precondition cannot be met (claim 3: GRPO does not degrade; no learning signal).
-
-A claim holds overall if it holds for every size, does not hold if it fails for any size, and is
-inconclusive otherwise. The four measures (T = ``treatment_method``, CW-GRPO; R = ``reference_method``,
-GRPO; s = ``step``):
-
-1. accuracy: Avg(T, s) - Avg(R, s), Avg = mean of the benchmark accuracies, in points;
-2. entropy stability: stat(R) - stat(T), stat = ``entropy_stat`` (std or range) of the per-step entropy
-   over the last ``entropy_window`` of each run's steps, in nats;
-3. late degradation: drop(R) - drop(T), drop = Avg(s) - Avg(late), late = the last step evaluated for
-   both methods, in points; precondition: R's mean drop is positive (GRPO does degrade), else "not testable";
-4. heavy tail: share of the total |c| carried by the top ``tail_top_fraction`` of sampled tokens of
-   ``tail_method``'s runs (mean over logged steps), minus ``tail_share_min``, in percentage points.
-
-Beside them, the paper's covariance quantile table for every size and method (``cov_quantiles``).
-
-Example::
+Each claim becomes one measured effect per size, signed so that a positive value supports the claim, with a
+95 % t-interval over seeds, and a verdict under one rule (``claim_checks.VERDICT_RULE``); what each claim
+measures is written into the report (:func:`claim_texts`). Beside them, the paper's covariance quantile
+table for every size and method (``cov_quantiles``). Example::
 
     cwgrpo claims --summaries results/tiny/eval/*/*/*/step*/*.summary.json \\
         --runs results/tiny/runs/*/*/seed* --out-json results/tiny/claims.json \\
@@ -47,11 +26,12 @@ from cwgrpo_workflow.report.claim_checks import (
     claim_accuracy,
     claim_degradation,
     claim_entropy,
+    claim_heavy_tail,
+    gaussian_top_share,
     mark_untestable,
     overall,
     report_record,
 )
-from cwgrpo_workflow.report.claim_tail import claim_heavy_tail, gaussian_top_share
 from cwgrpo_workflow.report.cov_quantiles import quantile_markdown, quantile_rows
 from cwgrpo_workflow.report.load import (
     add_input_arguments,

@@ -1,13 +1,8 @@
 """The paper's covariance quantile table, from the sampled token covariances (``cov_samples.jsonl``).
 
-The paper tabulates the token covariance c at the 0.01 %, 1 %, 20 %, 40 % and 100 % levels, on a
-positive and a negative side (spec experiments.md, claim 4: about ±12 at the 0.01 % tails versus ±0.3 at
-the 40 % level; the spec gives no other cell). Read here as tail quantiles of all sampled tokens: at level
-x the negative side is the x-quantile of c and the positive side its (1 − x)-quantile, so 0.01 % is the
-extreme tail and 40 % is next to the median; at 100 % each side reaches the far end of the sample (the
-positive side the minimum, the negative side the maximum). This is the reading of the package's logged
-quantiles and of the tail ratio (q99.99 − q0.01) / (q60 − q40) (``cwgrpo_workflow.report.claim_tail``).
-Tokens are pooled over the sampled steps and the seeds of each (size, method).
+The paper tabulates c at the 0.01 %, 1 %, 20 %, 40 % and 100 % levels on a positive and a negative side;
+read here as tail quantiles of all sampled tokens, pooled over the sampled steps and seeds of each (size,
+method): at level x the negative side is the x-quantile of c and the positive side its (1 − x)-quantile.
 """
 
 from __future__ import annotations

@@ -1,19 +1,9 @@
 """``cwgrpo figure``: the entropy, checkpoint, covariance and training-curve figures (PDF + PNG).
 
-Kinds and their inputs:
-
-- ``entropy`` (``--runs``): policy entropy per optimiser step, one panel per size, one line per method
-  (mean over seeds) with a band over seeds (``band``: min–max, or the 95 % t-interval).
-- ``checkpoints`` (``--summaries``): accuracy at every evaluated step for two benchmarks (MATH-500 and
-  OlympiadBench, or the tiny splits that mirror them), per method; the base model as a dotted line;
-  the paper's checkpoint study overlaid (dashed, open markers) with ``show_reported``.
-- ``covariance`` (``--runs``): from ``cov_samples.jsonl``, pooled over steps and seeds: the
-  distribution of token covariances (histogram on a symmetric-log axis, log counts), its quantiles on
-  a logit axis (both tails), and the kernel weight against the covariance (a scatter of samples).
-- ``training`` (``--runs``): mean reward and mean completion length per optimiser step.
-
-Every figure uses :mod:`cwgrpo_workflow.report.style` (one colour per method, legend on the right) and carries
-a provenance footer. Example::
+``entropy`` and ``training`` (``--runs``): per-step curves, mean over seeds with a band; ``checkpoints``
+(``--summaries``): accuracy at every evaluated step of two benchmarks, the paper's overlaid with
+``show_reported``; ``covariance`` (``--runs``): the sampled token covariances pooled over steps and seeds
+(histogram, quantiles, kernel weight). Example::
 
     cwgrpo figure --kind entropy --runs results/tiny/runs/*/*/seed* \\
         --out-pdf figures/tiny/entropy.pdf --out-png figures/tiny/entropy.png
@@ -41,6 +31,7 @@ from cwgrpo_workflow.report.load import (
     load_reported,
     load_summaries,
     metrics_frame,
+    need_columns,
     reported_checkpoints,
     run_info,
 )
@@ -106,12 +97,6 @@ def seed_band(sub: pd.DataFrame, column: str, cfg: FigureConfig) -> pd.DataFrame
     return out[out["n"] > 0]
 
 
-def _need_column(frame: pd.DataFrame, column: str) -> None:
-    if column not in frame.columns or frame[column].isna().all():
-        runs = sorted(set(frame["run_dir"]))
-        raise ResultFileError(f"no {column!r} in metrics.jsonl of the runs {runs}")
-
-
 def _band_title(cfg: FigureConfig, frame: pd.DataFrame) -> str:
     """The legend's note on the band, or nothing when every line is one seed (there is no band)."""
     several = frame.groupby(["size", "method"])["seed"].nunique().max() > 1
@@ -153,8 +138,7 @@ def _plot_steps(cfg: FigureConfig, runs: Sequence[Path], panels: Sequence[tuple[
     from cwgrpo_workflow.report.style import integer_steps, new_figure
 
     m = metrics_frame(runs)
-    for column, _ in panels:
-        _need_column(m, column)
+    need_columns(m, *(column for column, _ in panels))
     sizes = cfg.order_sizes(m["size"])
     footer = _footer(cfg, what, runs=runs)
     if len(panels) == 1:
@@ -328,8 +312,6 @@ PLOTTERS = {"entropy": plot_entropy, "training": plot_training, "covariance": pl
 
 def make_figure(kind: str, cfg: FigureConfig, runs: Sequence[Path], summaries: Sequence[Path]):
     """Build one figure; ``checkpoints`` needs summaries, the other kinds need run folders."""
-    if kind not in KINDS:
-        raise ConfigError(f"--kind: expected one of {list(KINDS)}, got {kind!r}")
     if kind == "checkpoints":
         if not summaries:
             raise ResultFileError("--kind checkpoints needs evaluation summaries (--summaries)")

@@ -1,18 +1,8 @@
 """Load result files into tidy pandas frames, grouped by the ``tags`` they carry (never by their paths).
 
-Three sources, with the formats of ``docs/architecture.md``:
-
-- evaluation summaries (``*.summary.json``) -> :func:`summaries_frame`, one row per file
-  (:func:`load_summaries` also hands the display names and mirrors they carry to the report options);
-- run folders (``run.json`` + ``metrics.jsonl``) -> :func:`metrics_frame`, one row per logged step;
-- ``cov_samples.jsonl`` -> :func:`cov_samples`, the sampled token covariances and kernel weights.
-
-It also loads the paper's reported numbers (:func:`load_reported`); who produced the inputs is
-:mod:`cwgrpo_workflow.report.provenance`'s. Options and names live in
-:mod:`cwgrpo_workflow.report.options`, statistics in :mod:`cwgrpo.stats`.
-
-Accuracies in frames are fractions in [0, 1], exactly as the summaries store them; the tables and
-figures convert to percent only for display and for comparison with the paper.
+Evaluation summaries (:func:`summaries_frame`, one row per file), run folders (:func:`metrics_frame`, one
+row per logged step), ``cov_samples.jsonl`` (:func:`cov_samples`) and the paper's reported numbers, in the
+formats of ``docs/architecture.md``. Accuracies stay fractions in [0, 1], as the summaries store them.
 """
 
 from __future__ import annotations
@@ -73,19 +63,10 @@ def _long_frame(
     rows: Sequence[Mapping[str, Any]], benchmarks: Sequence[str], size: str | None = None
 ) -> pd.DataFrame:
     """One row per (row, benchmark): size (``size``, else the row's), method, step, benchmark, value."""
-    return pd.DataFrame(
-        [
-            {
-                "size": size or r["size"],
-                "method": r["method"],
-                "step": r["step"],
-                "benchmark": b,
-                "value": r[b],
-            }
-            for r in rows
-            for b in benchmarks
-        ]
-    )
+    wide = pd.DataFrame(list(rows))
+    if size:
+        wide["size"] = size
+    return wide.melt(["size", "method", "step"], list(benchmarks), "benchmark")
 
 
 def reported_table1(reported: Mapping[str, Any]) -> pd.DataFrame:
@@ -241,10 +222,7 @@ def first_problems(frame: pd.DataFrame) -> dict[str, int]:
 
 
 def _matching(frame: pd.DataFrame, tags: Mapping[str, Any]) -> pd.DataFrame:
-    mask = pd.Series(True, index=frame.index)
-    for k, v in tags.items():
-        mask &= frame[k] == v
-    return frame[mask]
+    return frame[(frame[list(tags)] == pd.Series(tags)).all(axis=1)]
 
 
 def require(frame: pd.DataFrame, what: str, **tags: Any) -> pd.DataFrame:
@@ -359,6 +337,14 @@ def metrics_frame(run_dirs: Sequence[str | Path]) -> pd.DataFrame:
             f"several run folders share tags size/method/seed: {sorted(set(dup['run_dir']))}"
         )
     return out
+
+
+def need_columns(metrics: pd.DataFrame, *columns: str) -> None:
+    """Each of ``columns`` was logged (metrics.jsonl) by at least one of the runs in ``metrics``."""
+    for column in columns:
+        if column not in metrics.columns or metrics[column].isna().all():
+            runs = sorted(set(metrics["run_dir"]))
+            raise ResultFileError(f"no {column!r} in metrics.jsonl of the runs {runs}")
 
 
 def cov_samples(run_dir: str | Path) -> list[dict[str, Any]]:

@@ -189,14 +189,11 @@ class ReportConfig:
         bad = {k: v for k, v in self.method_colors.items() if not _HEX_COLOUR.fullmatch(v)}
         if bad:
             raise ConfigError(f"method_colors: {bad} are not colours of the form '#RRGGBB'")
-        bad = {k: v for k, v in self.benchmark_mirrors.items() if v not in PAPER_BENCHMARKS}
-        if bad:
-            raise ConfigError(
-                f"benchmark_mirrors: {bad} not among the paper's benchmarks {list(PAPER_BENCHMARKS)}"
-            )
-        bad = {k: v for k, v in self.size_mirrors.items() if v not in PAPER_SIZES}
-        if bad:
-            raise ConfigError(f"size_mirrors: {bad} not among the paper's sizes {list(PAPER_SIZES)}")
+        for name, paper in (("benchmark_mirrors", PAPER_BENCHMARKS), ("size_mirrors", PAPER_SIZES)):
+            bad = {k: v for k, v in getattr(self, name).items() if v not in paper}
+            if bad:
+                what = name.removesuffix("_mirrors")
+                raise ConfigError(f"{name}: {bad} not among the paper's {what}s {list(paper)}")
 
     def adopt_benchmark_names(self, display: Mapping[str, str], mirrors: Mapping[str, str]) -> None:
         """Take the display names and mirrors the data carries (its manifests, via the summaries) for the

@@ -114,18 +114,22 @@ def file_arguments(args: argparse.Namespace) -> tuple[list[Path], list[Path]]:
     return [args.results / name for name in REPORTS], []
 
 
-def run(args: argparse.Namespace) -> int:
-    text = args.readme.read_text(
-        encoding="utf-8"
-    )  # a missing or foreign file: one line, the README untouched
-    new = update(text, render_blocks(args.results), args.readme)
-    if args.write:
-        write_text(args.readme, new)
-        return 0
-    if new != text:
-        print(f"{args.readme}: its tiny tables differ from {args.results}; run with --write", file=sys.stderr)
+def rewrite(page: Path, blocks: dict[str, str], write: bool, differs: str) -> int:
+    """``page`` with its generated blocks replaced: written with ``write``, else 1 (``differs`` on stderr)
+    where the page is not what ``blocks`` give. A missing or foreign file: one line, the page untouched."""
+    text = page.read_text(encoding="utf-8")
+    new = update(text, blocks, page)
+    if write:
+        write_text(page, new)
+    elif new != text:
+        print(differs, file=sys.stderr)
         return 1
     return 0
+
+
+def run(args: argparse.Namespace) -> int:
+    differs = f"{args.readme}: its tiny tables differ from {args.results}; run with --write"
+    return rewrite(args.readme, render_blocks(args.results), args.write, differs)
 
 
 def main(argv: list[str] | None = None) -> int:

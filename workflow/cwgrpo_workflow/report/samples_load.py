@@ -2,7 +2,7 @@
 
 A cell is one evaluation file (a benchmark at one checkpoint of one run), read through its summary; a line
 or file that cannot be used becomes an :class:`Issue` (where, why) instead of stopping the page.
-:mod:`cwgrpo_workflow.report.samples` is the command, :mod:`cwgrpo_workflow.report.samples_page` the HTML.
+:mod:`cwgrpo_workflow.report.samples` is the command, :mod:`cwgrpo_workflow.report.samples` the HTML.
 """
 
 from __future__ import annotations

@@ -8,8 +8,8 @@ registered it (the third), is Avg at the last checkpoint of its arm minus CW-GRP
 rule. Every effect is a per-seed paired difference with a t-interval over seeds; claims 2 and 3 are
 tested only where the regime's precondition holds (GRPO unstable in most seeds). The ablation (each
 released-versus-described knob as its own method label) reports the same measures against CW-GRPO as
-released, as intervals without verdicts. Measures are pure functions of small frames; the command does
-the reading and writing.
+released, as intervals without verdicts. Measures are pure functions of small frames; the report and its
+two figures (the ablation, the power) render only what :func:`analyse` computed.
 """
 
 from __future__ import annotations
@@ -17,36 +17,138 @@ from __future__ import annotations
 import argparse
 import math
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
-from cwgrpo.configs import add_config_arguments, describe_options
+from cwgrpo.configs import ConfigError, add_config_arguments, describe_options
 from cwgrpo.io import ResultFileError, read_json, write_json, write_text
 from cwgrpo.stats import Effect, paired_mde, paired_sd, seed_effect
-from cwgrpo_workflow.report.claim_tail import top_share
+from cwgrpo_workflow.report.claim_checks import report_record, tail_shares
 from cwgrpo_workflow.report.load import (
     add_input_arguments,
     command_options,
-    cov_samples,
     load_summaries,
     metrics_frame,
     per_seed_accuracy,
-    run_info,
 )
-from cwgrpo_workflow.report.options import AVG
-from cwgrpo_workflow.report.study_design import (
-    CLAIM_TEXT,
-    GATED,
-    MEASURES,
-    PRECONDITION_FAILED,
-    PRIMARY,
-    SECONDARY,
-    StudyConfig,
-    registered_verdict,
-)
+from cwgrpo_workflow.report.options import AVG, ENTROPY_MEANS, ReportConfig, interval, markdown_table, number
+
+
+@dataclass
+class StudyConfig(ReportConfig):
+    """Options of ``cwgrpo study``; the defaults are the registration's."""
+
+    treatment_method: str = field(
+        default="cw_grpo", metadata={"help": "the treatment T (CW-GRPO as released)"}
+    )
+    mechanism_method: str | None = field(
+        default=None,
+        metadata={
+            "help": "the arm of claim M (the third study's): Avg(it) - Avg(treatment) at the last checkpoint, "
+            "tested with claim 1's rule; None: no claim M"
+        },
+    )
+    variants: list[str] = field(
+        default_factory=list,
+        metadata={"help": "ablation method labels, each compared with treatment_method (exploratory)"},
+    )
+    entropy_swing: float = field(
+        default=0.5,
+        metadata={"help": "precondition: entropy range over the run at least this fraction of its start"},
+    )
+    drop_points: float = field(
+        default=10.0,
+        metadata={
+            "help": "precondition: Avg at the last checkpoint at least this many points below the best"
+        },
+    )
+    shape_points: float = field(
+        default=5.0,
+        metadata={
+            "help": "the paper's shape of GRPO, reported per seed: its best checkpoint at least this many points "
+            "above the base model and its last at least this many below its best (the second study's "
+            "learning-rate criterion)"
+        },
+    )
+    tail_top_fraction: float = field(
+        default=0.01, metadata={"help": "ablation's claim-4 measure: share of sum |c| of the top fraction"}
+    )
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.treatment_method == self.reference_method:
+            raise ConfigError("treatment_method and reference_method must differ")
+        if self.mechanism_method in (self.treatment_method, self.reference_method):
+            raise ConfigError(
+                f"mechanism_method {self.mechanism_method!r} must be a third method: claim M compares it "
+                f"with the treatment {self.treatment_method!r}, beside the reference {self.reference_method!r}"
+            )
+        if not self.entropy_swing > 0 or not self.drop_points > 0 or not self.shape_points > 0:
+            raise ConfigError(
+                "entropy_swing, drop_points and shape_points must be > 0, got "
+                f"{self.entropy_swing}, {self.drop_points}, {self.shape_points}"
+            )
+
+
+# measure -> (unit, sign: +1 when "treatment minus reference" supports the claim, -1 when R - T does)
+MEASURES: dict[str, tuple[str, int]] = {
+    "avg_last": ("points", +1),
+    "avg_first": ("points", +1),
+    "avg_mean": ("points", +1),
+    "entropy_range": ("nats", -1),
+    "entropy_sd": ("nats", -1),
+    "entropy_mean": ("nats", +1),
+    "best_minus_last": ("points", -1),
+    "best_minus_last_incl_base": ("points", -1),
+    "drop_first_to_last": ("points", -1),
+}
+PRIMARY = {1: "avg_last", 2: "entropy_range", 3: "best_minus_last"}
+SECONDARY = {
+    1: ["avg_first", "avg_mean"],
+    2: ["entropy_sd"],
+    3: ["best_minus_last_incl_base", "drop_first_to_last"],
+}
+# The claims tested only where GRPO is unstable (the precondition); both registrations report them as
+# "precondition failed", with their numbers, when it is not.
+GATED = (2, 3)
+PRECONDITION_FAILED = "precondition failed"
+CLAIM_TEXT: dict[int | str, str] = {
+    1: "CW-GRPO is more accurate: Avg(T) - Avg(R) at the last checkpoint",
+    2: "CW-GRPO keeps entropy in a band: entropy range over the run, R - T",
+    3: "CW-GRPO holds its accuracy: best-minus-last over the checkpoints, R - T",
+    4: "a few tokens carry most of the covariance (as `cwgrpo claims`)",
+    "M": "the gradient through the weight costs accuracy: Avg(M) - Avg(T) at the last checkpoint",
+}
+
+
+def shown_verdict(claim: Mapping[str, Any], precondition: bool) -> str:
+    """A claim's verdict as reported: "precondition failed" for a gated claim of a study whose precondition
+    failed (a report written before ``analyse`` said so has "does not hold" there), else its own."""
+    return PRECONDITION_FAILED if claim["id"] in GATED and not precondition else claim["verdict"]
+
+
+def registered_verdict(effect: Effect, precondition: bool, precondition_failed: str) -> tuple[str, str]:
+    """The verdict rule as registered (preregistration.md section 3), kept so the study reads as it was
+    registered: 'does not hold' for a mean <= 0 or a failed precondition, whatever the interval.
+    ``cwgrpo claims`` has its own rule (``claim_checks.decide``)."""
+    if not math.isfinite(effect.mean):
+        return "inconclusive", "no measurement"
+    if effect.mean <= 0:
+        below = effect.has_ci and effect.hi < 0
+        return "does not hold", "the effect is not positive" + (
+            " (the whole 95 % CI is below 0)" if below else ""
+        )
+    if not precondition:
+        return "does not hold", precondition_failed
+    if not effect.has_ci:
+        return "inconclusive", "the effect is positive but its CI is unavailable (fewer than 2 seeds)"
+    if effect.lo > 0:
+        return "holds", "the whole 95 % CI is above 0"
+    return "inconclusive", "the effect is positive but the 95 % CI includes 0"
 
 
 # -- per-run measures (pure) -------------------------------------------------------------------------
@@ -163,7 +265,7 @@ def analyse(
     cfg: StudyConfig,
     frame: pd.DataFrame,
     metrics: pd.DataFrame,
-    tail_shares: Mapping[str, Mapping[int, float]],
+    top_shares: Mapping[tuple[str, str], Mapping[int, float]],
     claims_report: Mapping[str, Any],
 ) -> dict[str, Any]:
     """The registered analysis of one size; returns the JSON report (without provenance)."""
@@ -248,8 +350,8 @@ def analyse(
                 for c in PRIMARY
             },
             "top_share_pct": seed_effect(
-                {s: 100 * x for s, x in tail_shares.get(v, {}).items()},
-                {s: 100 * x for s, x in tail_shares.get(cfg.treatment_method, {}).items()},
+                {s: 100 * x for s, x in top_shares.get((size, v), {}).items()},
+                {s: 100 * x for s, x in top_shares.get((size, cfg.treatment_method), {}).items()},
             ).as_dict(),
         }
         for v in cfg.variants
@@ -300,18 +402,203 @@ def _claim4(claims_report: Mapping[str, Any], size: str) -> dict[str, Any]:
     raise ResultFileError(f"claims report has no claim 4 for size {size!r}")
 
 
-def tail_shares(runs: Sequence[Path], methods: Sequence[str], fraction: float) -> dict[str, dict[int, float]]:
-    """method -> seed -> mean over sampled steps of the top-``fraction`` share of sum |c| (claim 4's measure)."""
-    out: dict[str, dict[int, float]] = {}
-    for run_dir in runs:
-        info = run_info(run_dir)
-        if info["method"] not in methods:
+ABLATION_PANELS = (  # titles short enough for four panels side by side
+    ("avg_last", "Avg, last checkpoint\nV − T (points)"),
+    ("entropy_range", "entropy range, run\nT − V (nats)"),
+    ("best_minus_last", "best − last\nT − V (points)"),
+    ("top_share_pct", "top-1 % share of Σ|c|\nV − T (points)"),
+)
+
+
+def ablation_figure(report: Mapping[str, Any], cfg: Any, pdf: Path, png: Path) -> None:
+    """Effect ± 95 % CI of each ablation variant against the treatment, one panel per measure.
+
+    Signs as in the study's tables: a positive value means the variant did *better* than CW-GRPO as
+    released on that measure's claim (more accurate, a narrower entropy band, less degradation), except
+    the top-share panel, which is the variant's share minus the treatment's.
+    """
+    from cwgrpo_workflow.report.style import apply_style, new_figure, save_figure
+
+    apply_style()
+    variants = list(report["ablation"])
+    footer = f"{len(variants)} variants vs {cfg.treatment_method}; paired by seed, t-intervals"
+    fig, axes = new_figure(
+        1, len(ABLATION_PANELS), 7.2, 0.45 + 0.3 * max(1, len(variants)), footer, sharey=True
+    )
+    y = np.arange(len(variants))[::-1]
+    for ax, (key, title) in zip(axes[0], ABLATION_PANELS, strict=True):
+        for yi, v in zip(y, variants, strict=True):
+            e = report["ablation"][v][key]
+            mean = e.get("mean")
+            if mean is None or not math.isfinite(mean):
+                continue
+            ci = e.get("ci95") or [mean, mean]
+            ax.errorbar(
+                mean,
+                yi,
+                xerr=[[mean - ci[0]], [ci[1] - mean]],
+                fmt="o",
+                color=cfg.method_colour(v),
+                capsize=2,
+            )
+        ax.axvline(0.0, color="0.3", linewidth=0.8)
+        ax.set_title(title)
+    axes[0][0].set_yticks(y, [cfg.method_name(v) for v in variants])
+    save_figure(fig, pdf, png)
+
+
+def power_figure(
+    report: Mapping[str, Any], registered: Mapping[str, Any] | None, pdf: Path, png: Path, max_seeds: int = 30
+) -> None:
+    """Minimum detectable effect (80 % power, paired two-sided 5 % t-test) over the number of seeds."""
+    from cwgrpo_workflow.report.style import apply_style, method_color, new_figure, save_figure
+
+    apply_style()
+    fig, axes = new_figure(1, 1, 4.2, 2.8, "MDE = (t.975 + t.8) · sd(paired difference) / √n")
+    ax = axes[0][0]
+    n = np.arange(3, max_seeds + 1)
+    observed_n = None
+    for c in report["claims"]:
+        if c["id"] not in (1, 3) or c.get("mde_80") is None:
             continue
-        shares = [top_share(r["cov"], fraction) for r in cov_samples(run_dir)]
-        shares = [v for v in shares if math.isfinite(v)]
-        if shares:
-            out.setdefault(info["method"], {})[info["seed"]] = float(np.mean(shares))
-    return out
+        e = c["effect"]
+        sd = c.get("sd_paired_difference")
+        if sd is None:
+            continue
+        label = f"claim {c['id']} ({c['measure']}), this study's spread"
+        colour = method_color("cw_grpo" if c["id"] == 1 else "grpo")
+        ax.plot(n, [paired_mde(sd, k) for k in n], label=label, color=colour)
+        ax.plot([e["n"]], [c["mde_80"]], "o", color=colour)
+        observed_n = e["n"]
+    if registered:
+        pts = _registered_points(registered.get("mde_points", {}))
+        if pts:
+            ax.plot(
+                [p[0] for p in pts],
+                [p[1] for p in pts],
+                "s",
+                color="0.4",
+                label="registration (calibration, k=1)",
+            )
+    ax.axhline(2.0, color="0.3", linestyle="--", linewidth=0.8, label="2 points (the issue's target)")
+    if observed_n:
+        ax.axvline(observed_n, color="0.6", linestyle=":", linewidth=0.8)
+    ax.set_xlabel("seeds per method")
+    ax.set_ylabel("minimum detectable effect (Avg points)")
+    ax.legend(loc="upper right")
+    save_figure(fig, pdf, png)
+
+
+def _registered_points(points: Mapping[str, float]) -> Sequence[tuple[int, float]]:
+    """``{"n7_P200_k1": 4.83, ...}`` -> [(7, 4.83), ...] for the registered k = 1 design."""
+    out = []
+    for key, value in points.items():
+        parts = dict((p[0], p[1:]) for p in key.split("_"))
+        if parts.get("k") == "1" and parts.get("n", "").isdigit():
+            out.append((int(parts["n"]), float(value)))
+    return sorted(out)
+
+
+# -- rendering ---------------------------------------------------------------------------------------
+def num_text(x: float | None, d: int = 2, sign: bool = True) -> str:
+    """A study report's number: ``d`` decimals, signed by default, ``n/a`` when missing."""
+    return number(x, d, sign, missing="n/a", minus="-")
+
+
+def ci_text(e: Mapping[str, Any], d: int = 2) -> str:
+    """An effect's 95 % interval as ``[lo, hi]``, or ``n/a`` without one."""
+    return interval(e.get("ci95"), d, True, missing="n/a", minus="-") or "n/a"
+
+
+def _digits(unit: str | None) -> int:
+    return 3 if unit == "nats" else 1
+
+
+def study_markdown(report: Mapping[str, Any], cfg: StudyConfig) -> str:
+    """The claims table, the regime check and the ablation, as markdown."""
+    reg, reference = report["regime"], cfg.method_name(cfg.reference_method)
+    lines = [
+        f"# Pre-registered study: {cfg.size_name(report['size'])}",
+        "",
+        f"T = `{cfg.treatment_method}`, R = `{cfg.reference_method}`; effects are means over seeds of the per-seed "
+        "paired difference, signed so that a positive value supports the claim, with a two-sided 95 % "
+        "t-interval; *MDE* is the effect a paired t-test over these seeds would detect with 80 % power, from the "
+        "observed spread of the differences.",
+        "",
+        f"## Precondition: is {reference} unstable?",
+        "",
+        f"{reference} unstable in **{reg['unstable_seeds']} of {len(reg['per_seed'])}** seeds (registered: entropy range ≥ "
+        f"{cfg.entropy_swing:.0%} of its start and best − last ≥ {cfg.drop_points:g} points, the base model counted "
+        f"as step 0); precondition **{'holds' if reg['precondition'] else 'fails'}**. Over the checkpoints only "
+        f"(the criterion as first registered): {reg['unstable_seeds_checkpoints_only']} of {len(reg['per_seed'])}. "
+        f"The paper's shape (best checkpoint ≥ base + {cfg.shape_points:g} points, then last ≤ best − "
+        f"{cfg.shape_points:g}): {reg['paper_shape_seeds']} of {len(reg['per_seed'])}.",
+        "",
+    ]
+    yes = {True: "yes", False: "no"}
+    lines += markdown_table(
+        ["seed", "entropy start", "range", "best − last (ckpts)", "best − last (incl. base)", "best − base",
+         "unstable", "ckpts only", "paper's shape"],
+        [
+            [s, num_text(r["entropy_start"], 3, False), num_text(r["entropy_range"], 3, False),
+             num_text(r["best_minus_last"], 1, False), num_text(r["best_minus_last_incl_base"], 1, False),
+             num_text(r["gain_over_base"], 1), yes[r["unstable"]], yes[r["unstable_checkpoints_only"]],
+             yes[r["paper_shape"]]]
+            for s, r in reg["per_seed"].items()
+        ],
+    )  # fmt: skip
+    rows = []
+    for c in report["claims"]:
+        e, d = c["effect"] or {}, _digits(c.get("unit"))
+        mde_text = num_text(c.get("mde_80"), d, False) if "mde_80" in c else ""
+        rows.append(
+            [c["id"], c["claim"], f"{num_text(e.get('mean'), d)} {c.get('unit') or ''}", ci_text(e, d),
+             e.get("n", ""), mde_text, shown_verdict(c, reg["precondition"]), c["reason"]]
+        )  # fmt: skip
+    header = ["#", "claim", "effect", "95 % CI", "n", "MDE", "verdict", "reason"]
+    lines += ["", "## Claims", "", *markdown_table(header, rows)]
+    rows = []
+    for c in report["claims"]:
+        for m, e in c.get("secondary", {}).items():
+            d = _digits(MEASURES[m][0])
+            mde = num_text(e["mde_80"], d, False) if "mde_80" in e else ""
+            rows.append(
+                [c["id"], f"`{m}`", f"{num_text(e.get('mean'), d)} {MEASURES[m][0]}", ci_text(e, d), mde]
+            )
+    lines += ["", "Secondary measures (same sign convention):", ""]
+    lines += markdown_table(["claim", "measure", "effect", "95 % CI", "MDE"], rows)
+    levels = ", ".join(f"`{m}` {v:.3f}" for m, v in report["entropy_level"].items())
+    lines += [
+        "",
+        f"Mean entropy over the run (nats, mean over seeds; a band at a collapsed level is no band): {levels}. "
+        f"Entropy here (claim 2, the regime) is `{cfg.entropy_key}`: {ENTROPY_MEANS[cfg.entropy_key]}.",
+    ]
+    if report["ablation"]:
+        rows = []
+        for v, row in report["ablation"].items():
+            cells = [
+                f"{num_text(row[k].get('mean'), _digits(MEASURES[k][0]))} {ci_text(row[k], _digits(MEASURES[k][0]))}"
+                for k in PRIMARY.values()
+            ]
+            tail = row["top_share_pct"]
+            rows.append([f"`{v}`", *cells, f"{num_text(tail.get('mean'), 1)} {ci_text(tail, 1)}"])
+        header = ["variant", "Avg at last ckpt (points)", "entropy range, T − V (nats)",
+                  "best − last, T − V (points)", "top-1 % share (points)"]  # fmt: skip
+        lines += [
+            "",
+            f"## Ablation: each variant minus `{cfg.treatment_method}` (exploratory, no verdicts)",
+            "",
+            *markdown_table(header, rows),
+        ]
+    steps = report["steps"]
+    rows = [
+        [f"`{m}`", f"{report['base_avg']:.1f}",
+         *(f"{np.mean([c[str(s)] for c in per_seed.values() if str(s) in c]):.1f}" for s in steps)]
+        for m, per_seed in report["curves"].items()
+    ]  # fmt: skip
+    lines += ["", "## Avg per checkpoint (points, mean over seeds)", ""]
+    lines += markdown_table(["method", "base", *steps], rows)
+    return "\n".join(lines) + "\n"
 
 
 # -- command -----------------------------------------------------------------------------------------
@@ -335,16 +622,13 @@ OUTPUTS = ("out_json", "out_md", "out_ablation", "out_ablation_png", "out_power"
 
 
 def run(args: argparse.Namespace) -> int:
-    from cwgrpo_workflow.report.claim_checks import report_record
-    from cwgrpo_workflow.report.study_render import ablation_figure, power_figure, study_markdown
-
     cfg = command_options(StudyConfig, args, OUTPUTS)
     methods = [cfg.treatment_method, *cfg.variants]
     report = analyse(
         cfg,
         load_summaries(args.summaries, cfg),
         metrics_frame(args.runs),
-        tail_shares(args.runs, methods, cfg.tail_top_fraction),
+        tail_shares(args.runs, methods, cfg.tail_top_fraction)[0],
         read_json(args.claims),
     )
     write_json(args.out_json, report_record(report, cfg, args.summaries, args.runs))

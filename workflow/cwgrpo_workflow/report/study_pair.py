@@ -21,13 +21,11 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from cwgrpo.io import read_json, write_text
+from cwgrpo.io import read_json
 from cwgrpo.stats import seed_effect
 from cwgrpo_workflow.report.options import markdown_table
-from cwgrpo_workflow.report.readme_tables import update
-from cwgrpo_workflow.report.study import secondary
-from cwgrpo_workflow.report.study_design import MEASURES, shown_verdict
-from cwgrpo_workflow.report.study_render import ci_text, num_text
+from cwgrpo_workflow.report.readme_tables import rewrite
+from cwgrpo_workflow.report.study import MEASURES, ci_text, num_text, secondary, shown_verdict
 from cwgrpo_workflow.report.style import apply_style, method_color, new_figure, save_figure
 
 
@@ -163,7 +161,7 @@ def exploratory_table(reports: Mapping[str, Mapping[str, Any]]) -> str:
 
 def tail_ratio(claims: Mapping[str, Any]) -> dict[str, Any] | None:
     """GRPO's covariance tail ratio (q99.99 − q0.01)/(q60 − q40) over seeds, from claim 4 of ``claims.json``
-    (``cwgrpo_workflow.report.claim_tail``); None where the report has none."""
+    (``cwgrpo_workflow.report.claim_checks``); None where the report has none."""
     for claim in claims.get("claims", []):
         if claim.get("id") == 4:
             for size in claim.get("per_size", []):
@@ -257,16 +255,11 @@ def run(args: argparse.Namespace) -> int:
         lab: {**read_json(s.path), "tail_ratio": tail_ratio(read_json(s.path.with_name("claims.json")))}
         for lab, s in STUDIES.items()
     }
-    page = args.page.read_text()
-    new = update(page, {"study-pair": page_block(reports)}, args.page)
-    if not args.write:
-        if new != page:
-            print(f"{args.page} is not what the study files give: run with --write", file=sys.stderr)
-            return 1
-        return 0
-    write_text(args.page, new)
-    curves_figure(reports, METHODS, args.figure.with_suffix(".pdf"), args.figure)
-    return 0
+    differs = f"{args.page} is not what the study files give: run with --write"
+    rc = rewrite(args.page, {"study-pair": page_block(reports)}, args.write, differs)
+    if args.write:
+        curves_figure(reports, METHODS, args.figure.with_suffix(".pdf"), args.figure)
+    return rc
 
 
 def main(argv: list[str] | None = None) -> int:

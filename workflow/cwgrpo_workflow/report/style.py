@@ -1,11 +1,7 @@
 """One plotting style for every figure: seaborn theme, a fixed colour per method label, a provenance footer.
 
-A method keeps its colour in every figure (GRPO is always blue, CW-GRPO always vermillion), from the
-colour-blind-safe Okabe–Ito palette; a label not listed here gets a colour derived from a hash of its
-name, so it too is the same in every figure and every run. Figures are saved as PDF and PNG with no
-timestamps in the files, so identical inputs give identical PDFs. The covariance figure's symmetric-log axes
-(:func:`linthresh`, :func:`symlog_edges`, :func:`symlog_ticks`) keep its bins and ticks inside the data,
-which spans many decades on both sides of zero.
+A method keeps its Okabe–Ito colour in every figure; an unlisted label gets one from a hash of its name.
+Figures are saved without timestamps, so identical inputs give identical PDFs.
 """
 
 from __future__ import annotations
