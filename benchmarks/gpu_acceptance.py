@@ -8,7 +8,7 @@ GPU training environment (envs/train.yaml: CUDA torch, vLLM 0.31, TRL 1.16)::
 What it runs (about 10 minutes on one large GPU; estimate, never run on a GPU here):
 
 - the model: a randomly initialised model of DeepSeek-R1-Distill-Qwen-1.5B's architecture
-  (``bench_step_ratio.ARCHS``; no download) over the tiny tokenizer, bf16, flash-attention 2 if
+  (``ARCHS``; no download) over the tiny tokenizer, bf16, flash-attention 2 if
   ``flash_attn`` is installed; sampling is restricted to the tokenizer's ids and ignores EOS, so every
   completion must run to the end of its context (512 prompt + 4096 completion tokens by default);
 - colocated path (``paper-1gpu``: TRL's in-process vLLM engine, ``vllm_gpu_memory_utilization`` 0.3): one
@@ -46,13 +46,25 @@ from pathlib import Path
 from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
-sys.path[:0] = [str(REPO), str(REPO / "benchmarks")]
+sys.path.insert(0, str(REPO))
 
 import yaml  # noqa: E402
 
 from cwgrpo.generation.context_budget import completion_budget  # noqa: E402
 
 GROUP = 12  # the paper's G: one prompt's completions per generation batch
+# The paper's 1.5B architecture (DeepSeek-R1-Distill-Qwen-1.5B's config) and a small stand-in for CPU.
+ARCHS = {
+    "qwen2-1.5b": dict(
+        hidden_size=1536, num_hidden_layers=28, num_attention_heads=12, num_key_value_heads=2,
+        intermediate_size=8960, vocab_size=151936, max_position_embeddings=131072, rope_theta=10000.0,
+        tie_word_embeddings=False,
+    ),
+    "tiny": dict(
+        hidden_size=64, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
+        intermediate_size=128, vocab_size=512, max_position_embeddings=4096, tie_word_embeddings=False,
+    ),
+}  # fmt: skip
 
 
 def preset_train(name: str) -> dict[str, Any]:
@@ -66,9 +78,8 @@ def sampling_kwargs(vocab: int) -> dict[str, Any]:
 
 
 def build_model(arch: str, out: Path, cuda: bool) -> Path:
-    """The tiny tokenizer, then a randomly initialised model of ``arch`` over it (as bench_step_ratio)."""
+    """The tiny tokenizer, then a randomly initialised model of ``arch`` over it."""
     import torch
-    from bench_step_ratio import ARCHS
     from transformers import Qwen2Config, Qwen2ForCausalLM
 
     from cwgrpo.models.tiny import save_tiny
@@ -282,8 +293,6 @@ def synced(model_dir: Path, args: argparse.Namespace) -> dict[str, Any]:
 
 def argument_problems(args: argparse.Namespace) -> list[str]:
     """What is wrong with the arguments, each as its message: checked before any model is built."""
-    from bench_step_ratio import ARCHS
-
     from cwgrpo.weighting import METHODS
 
     problems = []
@@ -305,7 +314,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("--arch", default="qwen2-1.5b", help="bench_step_ratio.ARCHS: qwen2-1.5b or tiny")
+    parser.add_argument("--arch", default="qwen2-1.5b", help="ARCHS: qwen2-1.5b or tiny")
     parser.add_argument("--prompt-tokens", type=int, default=512)
     parser.add_argument("--completion-tokens", type=int, default=4096)
     parser.add_argument(
