@@ -46,9 +46,10 @@ from pathlib import Path
 from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
+sys.path[:0] = [str(REPO), str(REPO / "benchmarks")]
 
 import yaml  # noqa: E402
+from bench_common import command_line  # noqa: E402
 
 from cwgrpo.generation.context_budget import completion_budget  # noqa: E402
 
@@ -163,25 +164,11 @@ def colocated_step(method: str, model_dir: Path, args: argparse.Namespace, out: 
 
 def colocated(model_dir: Path, args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
     results = {}
+    sizes = [f"--prompt-tokens={args.prompt_tokens}", f"--completion-tokens={args.completion_tokens}"]
     for method in args.methods:
         part = tmp / f"colocated-{method}.json"
-        command = [
-            sys.executable,
-            __file__,
-            "--one",
-            method,
-            "--model-dir",
-            str(model_dir),
-            "--out",
-            str(part),
-        ]
-        command += [
-            "--prompt-tokens",
-            str(args.prompt_tokens),
-            "--completion-tokens",
-            str(args.completion_tokens),
-        ]
-        done = subprocess.run(command, check=False)
+        command = [sys.executable, __file__, "--one", method, f"--model-dir={model_dir}", f"--out={part}"]
+        done = subprocess.run([*command, *sizes], check=False)
         results[method] = json.loads(part.read_text()) if done.returncode == 0 else {"exit": done.returncode}
     if all("step_s" in results.get(m, {}) for m in ("grpo", "cw_grpo")):
         results["ratio_cw_grpo_over_grpo"] = results["cw_grpo"]["step_s"] / results["grpo"]["step_s"]
@@ -311,9 +298,7 @@ def argument_problems(args: argparse.Namespace) -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
+    parser = command_line(__doc__)
     parser.add_argument("--arch", default="qwen2-1.5b", help="ARCHS: qwen2-1.5b or tiny")
     parser.add_argument("--prompt-tokens", type=int, default=512)
     parser.add_argument("--completion-tokens", type=int, default=4096)

@@ -23,7 +23,7 @@ import statistics
 import sys
 from pathlib import Path
 
-from scipy import stats
+from cwgrpo.stats import paired_mde
 
 N_BENCH = 5
 
@@ -43,8 +43,7 @@ def s2_eval(per_problem: dict[str, list[float]], problems: int, k: int) -> float
 
 def mde(n: int, s2: float) -> float:
     """Minimum detectable paired difference (two-sided 5 %, power 80 %) over ``n`` seeds."""
-    t = stats.t.ppf(0.975, n - 1) + stats.t.ppf(0.8, n - 1)
-    return t * math.sqrt(2 * s2 / n)
+    return paired_mde(math.sqrt(2 * s2), n)
 
 
 def main(argv: list[str]) -> int:
