@@ -20,8 +20,8 @@ from pathlib import Path
 
 import yaml
 
-sys.path.insert(0, str(Path(__file__).parent))
-from pilot import run  # one torch thread, output appended to the log, a failure names it
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "study_calibration"))
+from calibrate import evaluate_command, run
 
 from cwgrpo.evaluate.options import EvalConfig
 from cwgrpo_workflow.report.study import secondary
@@ -46,12 +46,8 @@ def evaluate(model: Path, out: Path, data: Path, benchmarks: list[str], options:
     if not all(s.exists() for s in summaries):
         if not model.is_dir():
             raise SystemExit(f"{model} does not exist: run the study's DAG first")
-        args = [f"--set={k}={json.dumps(v)}" for k, v in options.items()]
-        for b, summary in zip(benchmarks, summaries, strict=True):
-            args += ["--benchmark-file", str(data / f"{b}.jsonl"), "--out", str(out / f"{b}.jsonl")]
-            args += ["--summary", str(summary)]
         out.mkdir(parents=True, exist_ok=True)
-        run(["cwgrpo", "evaluate", "--model-dir", str(model), *args], out / "eval.log")
+        run(evaluate_command(model, out, data, benchmarks, options), out / "eval.log")
     return 100 * statistics.fmean(json.loads(s.read_text())["pass1"] for s in summaries)
 
 
