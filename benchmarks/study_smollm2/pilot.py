@@ -26,7 +26,7 @@ from pathlib import Path
 import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "study_calibration"))
-from calibrate import evaluate_command, parse_or_print_table, run
+from calibrate import evaluate_command, logged_steps, parse_or_print_table, run
 
 from cwgrpo.data.registry import load_records
 from cwgrpo.data.synthetic import level
@@ -133,8 +133,7 @@ def one_run(args: argparse.Namespace, lr: float, seed: int) -> dict:
              "--run-dir", str(rd / "run"), "--config", str(rd / "train.yaml")],
             rd / "train.log",
         )  # fmt: skip
-    metrics = [json.loads(x) for x in (rd / "run" / "metrics.jsonl").read_text().splitlines()]
-    rows = [m for m in metrics if "entropy" in m]
+    rows = logged_steps(rd)
     evals = {s: evaluate(rd / "run" / f"checkpoint-{s}", rd / f"eval{s}", args.data) for s in steps()}
     result = {
         "lr": lr,
