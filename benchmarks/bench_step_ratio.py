@@ -61,13 +61,6 @@ def _batch(vocab: int, b: int = 128, p: int = 8, t: int = 24) -> dict:
     }
 
 
-def _time(trainer, batch) -> float:
-    start = time.perf_counter()
-    trainer.model.zero_grad(set_to_none=True)
-    trainer.compute_loss(trainer.model, dict(batch)).backward()
-    return time.perf_counter() - start
-
-
 def main() -> None:
     parser = command_line(__doc__)
     parser.add_argument("--reps", type=int, default=40)
@@ -91,9 +84,11 @@ def main() -> None:
         times: dict[str, list[float]] = {name: [] for name in variants}
         for rep in range(args.reps + 3):
             for name, trainer in variants.items():
-                elapsed = _time(trainer, batch)
+                start = time.perf_counter()
+                trainer.model.zero_grad(set_to_none=True)
+                trainer.compute_loss(trainer.model, dict(batch)).backward()
                 if rep >= 3:  # warm-up repetitions are dropped
-                    times[name].append(elapsed)
+                    times[name].append(time.perf_counter() - start)
     medians = {name: statistics.median(values) for name, values in times.items()}
     result = {
         "what": "loss + backward of one 128 x 24 micro-batch, tiny 'small' model, 1 thread, interleaved",

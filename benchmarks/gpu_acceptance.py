@@ -108,12 +108,6 @@ def check_lengths(prompt_lengths: list[int], lengths: list[int], context: int, c
     }
 
 
-def peak_gib() -> float | None:
-    import torch
-
-    return torch.cuda.max_memory_allocated() / 2**30 if torch.cuda.is_available() else None
-
-
 # -- colocated path: one training step per method, each in its own process ---------------------------------
 def colocated_step(method: str, model_dir: Path, args: argparse.Namespace, out: Path) -> dict[str, Any]:
     """One full training step of ``method`` with the paper-1gpu preset's options (this process)."""
@@ -156,7 +150,7 @@ def colocated_step(method: str, model_dir: Path, args: argparse.Namespace, out: 
     lengths = [int(logged["completions/min_length"]), int(logged["completions/max_length"])]
     return {
         "step_s": time.perf_counter() - start,
-        "peak_memory_gib": peak_gib(),
+        "peak_memory_gib": torch.cuda.max_memory_allocated() / 2**30,
         "attention": attention,
         **check_lengths([prompt_len] * 2, lengths, context, args.completion_tokens),
     }

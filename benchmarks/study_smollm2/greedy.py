@@ -34,12 +34,6 @@ CONTRASTS = {  # name: (treatment, reference), signed so that a positive value s
 }
 
 
-def eval_options(preset: dict) -> dict:
-    """The preset's evaluation options that ``cwgrpo evaluate`` takes, at temperature 0."""
-    names = {f.name for f in dataclasses.fields(EvalConfig)}
-    return {k: v for k, v in preset["evaluate"].items() if k in names} | {"temperature": 0.0}
-
-
 def evaluate(model: Path, out: Path, data: Path, benchmarks: list[str], options: dict) -> float:
     """Greedy Avg (points) of ``model``: the mean of its benchmarks' accuracy; reused when done."""
     summaries = [out / f"{b}.summary.json" for b in benchmarks]
@@ -60,7 +54,9 @@ def main(argv: list[str]) -> int:
     res = Path("results") / preset["name"]
     (size,) = preset["sizes"]
     (step,) = preset["study"]["checkpoints"]
-    benchmarks, options = list(preset["data"]["benchmarks"]), eval_options(preset)
+    benchmarks = list(preset["data"]["benchmarks"])
+    names = {f.name for f in dataclasses.fields(EvalConfig)}  # the options `cwgrpo evaluate` takes
+    options = {k: v for k, v in preset["evaluate"].items() if k in names} | {"temperature": 0.0}
     work = res / "greedy"
     base = evaluate(res / "models" / size / "base", work / "base", res / "data", benchmarks, options)
     avg = {

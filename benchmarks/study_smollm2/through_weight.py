@@ -26,12 +26,6 @@ step the policy is the reference model, so the KL term (beta 0.04, k3) has zero 
 ``--train-data``: ``cwgrpo prepare-data --dataset syn_train``. ``--reward number`` is the third study's
 reward (the package's ``number_accuracy``: an echoed expression scores 0), so few groups have mixed rewards, hence 64;
 ``--reward package`` the package's accuracy + format rewards, which pay an echoed expression too.)
-
-Measured (seed 0, 32 new tokens): with the study's reward 8 of 64 groups have mixed rewards (level 1:
-7 of 33, accuracy 3.8 %; level 2: 1 of 31, 0.4 %); summed over them the through-weight term is 89 % of
-the released gradient's norm (per group median 71 %), cosine(released, detached) 0.48 (median 0.78), and
-the term is nearly orthogonal to the detached gradient (cosine -0.09). With the package's reward: 10 of
-16 groups mixed, 50 % (median 57 %), cosine 0.90 (median 0.87).
 """
 
 from __future__ import annotations
