@@ -29,6 +29,8 @@ from pathlib import Path
 
 import yaml
 
+from cwgrpo_workflow.dag.options import train_options
+
 BENCHMARKS = ("syn_aime24", "syn_math500", "syn_amc23", "syn_minerva", "syn_olympiad")
 
 # The criterion, fixed before the first calibration run (preregistration, "Criterion").
@@ -42,8 +44,7 @@ BASE_IS_STEP_0 = True
 
 def study_train_options(preset: Path, size: str, method: str = "grpo") -> dict:
     """The preset's `train` options for ``method`` on ``size``, as the workflow merges them."""
-    cfg = yaml.safe_load(preset.read_text())
-    return {**cfg["train"], **cfg["sizes"][size].get("train", {}), **cfg["methods"][method]}
+    return train_options(yaml.safe_load(preset.read_text()), size, method)
 
 
 def run(cmd: list[str], log: Path) -> float:
