@@ -16,11 +16,8 @@ of the whole process (imports, model load or engine start, generation) and the t
 Models: the ``small`` tiny model (random weights: every completion runs to max_new_tokens) and
 SmolLM2-135M-Instruct (the real preset's GGUF file, rebuilt as a float model).
 
-The batched vs one-at-a-time rows:
-
-Model: the ``small`` tiny model (``cwgrpo.models.tiny``, random weights, built into a temporary folder), so a
-completion rarely ends early and every sequence runs to ``--max-new-tokens``: both rows do the same
-work. Prompts: the first problems of ``syn_math500`` in the ``tiny`` prompt set, ``k`` samples each,
+The batched vs one-at-a-time rows, on the ``small`` tiny model (every sequence runs to
+``--max-new-tokens``, so both rows do the same work): the first problems of ``syn_math500`` in the ``tiny`` prompt set, ``k`` samples each,
 temperature 1.0. One-at-a-time (``batch_size=1``) runs on ``--one-at-a-time-sequences`` sequences (it is
 slow); the batched rows on ``--sequences``; throughput is per sequence, so the rows compare. The goal in
 the issue is a speed-up of at least 5x.

@@ -8,11 +8,9 @@ Run from the repository root::
 Inputs: float32 logps in (-8, 0), right padding with lengths uniform in [1, T] (so about half the
 tokens are padding), an int64 0/1 mask as TRL builds it, and normalised advantages; everything seeded.
 Each row times one call (median and min wall time, and median process CPU time, of ``--runs`` calls
-after ``--warmup`` calls) with ``torch.set_num_threads(1)``. Rows: ``released`` and ``described`` forward only, ``released`` forward
-with ``logps.requires_grad`` (what training records for autograd) and forward + backward. There is no
-time goal: ``cw_weights`` has one code path (out of place, with or without autograd; the in-place
-no-autograd variant that saved CPU page faults was removed, since the function runs on GPUs in real use
-and on the autograd path in the ``released`` variant), and this script reports what that path costs.
+after ``--warmup`` calls) with ``torch.set_num_threads(1)``. Rows: ``released`` and ``described`` forward
+only, ``released`` forward with ``logps.requires_grad`` (what training records for autograd) and forward +
+backward. There is no time goal.
 
 Allocator: every (B, T) float32 temporary is 2.4 MB, above glibc's mmap threshold, so with the default
 ``malloc`` settings many temporaries are fresh ``mmap``s whose page faults can cost more than the
@@ -61,11 +59,8 @@ def make_batch(b: int, t: int, seed: int) -> tuple[torch.Tensor, torch.Tensor, t
 
 
 def time_ms(fn: Callable[[], object], runs: int, warmup: int) -> dict[str, float]:
-    """Wall time (median, min, max) and process CPU time (median) of ``fn()`` in milliseconds.
-
-    The CPU time (user + system, this process only) is what the call costs one core; unlike the wall
-    time it does not grow when other processes compete for the cores.
-    """
+    """Wall time (median, min, max) and process CPU time (median: unlike wall time, it does not grow when
+    other processes compete for the cores) of ``fn()`` in milliseconds."""
     for _ in range(warmup):
         fn()
     wall, cpu = [], []
@@ -98,7 +93,6 @@ def cases(logps: torch.Tensor, adv: torch.Tensor, mask: torch.Tensor) -> dict[st
 
 
 def measure(args: argparse.Namespace) -> dict[str, dict[str, float]]:
-    """Time every case in this process."""
     torch.set_num_threads(1)
     logps, adv, mask = make_batch(args.batch, args.length, args.seed)
     return {name: time_ms(fn, args.runs, args.warmup) for name, fn in cases(logps, adv, mask).items()}

@@ -8,7 +8,7 @@ GPU training environment (envs/train.yaml: CUDA torch, vLLM 0.31, TRL 1.16)::
 What it runs (about 10 minutes on one large GPU; estimate, never run on a GPU here):
 
 - the model: a randomly initialised model of DeepSeek-R1-Distill-Qwen-1.5B's architecture
-  (``bench_step_ratio.ARCHS``; no download) over the tiny tokenizer, bf16, flash-attention 2 if
+  (``ARCHS``; no download) over the tiny tokenizer, bf16, flash-attention 2 if
   ``flash_attn`` is installed; sampling is restricted to the tokenizer's ids and ignores EOS, so every
   completion must run to the end of its context (512 prompt + 4096 completion tokens by default);
 - colocated path (``paper-1gpu``: TRL's in-process vLLM engine, ``vllm_gpu_memory_utilization`` 0.3): one
@@ -49,10 +49,23 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(REPO), str(REPO / "benchmarks")]
 
 import yaml  # noqa: E402
+from bench_common import command_line  # noqa: E402
 
 from cwgrpo.generation.context_budget import completion_budget  # noqa: E402
 
 GROUP = 12  # the paper's G: one prompt's completions per generation batch
+# The paper's 1.5B architecture (DeepSeek-R1-Distill-Qwen-1.5B's config) and a small stand-in for CPU.
+ARCHS = {
+    "qwen2-1.5b": dict(
+        hidden_size=1536, num_hidden_layers=28, num_attention_heads=12, num_key_value_heads=2,
+        intermediate_size=8960, vocab_size=151936, max_position_embeddings=131072, rope_theta=10000.0,
+        tie_word_embeddings=False,
+    ),
+    "tiny": dict(
+        hidden_size=64, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
+        intermediate_size=128, vocab_size=512, max_position_embeddings=4096, tie_word_embeddings=False,
+    ),
+}  # fmt: skip
 
 
 def preset_train(name: str) -> dict[str, Any]:
@@ -66,9 +79,8 @@ def sampling_kwargs(vocab: int) -> dict[str, Any]:
 
 
 def build_model(arch: str, out: Path, cuda: bool) -> Path:
-    """The tiny tokenizer, then a randomly initialised model of ``arch`` over it (as bench_step_ratio)."""
+    """The tiny tokenizer, then a randomly initialised model of ``arch`` over it."""
     import torch
-    from bench_step_ratio import ARCHS
     from transformers import Qwen2Config, Qwen2ForCausalLM
 
     from cwgrpo.models.tiny import save_tiny
@@ -94,12 +106,6 @@ def check_lengths(prompt_lengths: list[int], lengths: list[int], context: int, c
         "budgets": sorted(set(budgets)),
         "all_reach_budget": lengths == budgets,
     }
-
-
-def peak_gib() -> float | None:
-    import torch
-
-    return torch.cuda.max_memory_allocated() / 2**30 if torch.cuda.is_available() else None
 
 
 # -- colocated path: one training step per method, each in its own process ---------------------------------
@@ -144,7 +150,7 @@ def colocated_step(method: str, model_dir: Path, args: argparse.Namespace, out: 
     lengths = [int(logged["completions/min_length"]), int(logged["completions/max_length"])]
     return {
         "step_s": time.perf_counter() - start,
-        "peak_memory_gib": peak_gib(),
+        "peak_memory_gib": torch.cuda.max_memory_allocated() / 2**30,
         "attention": attention,
         **check_lengths([prompt_len] * 2, lengths, context, args.completion_tokens),
     }
@@ -152,25 +158,11 @@ def colocated_step(method: str, model_dir: Path, args: argparse.Namespace, out: 
 
 def colocated(model_dir: Path, args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
     results = {}
+    sizes = [f"--prompt-tokens={args.prompt_tokens}", f"--completion-tokens={args.completion_tokens}"]
     for method in args.methods:
         part = tmp / f"colocated-{method}.json"
-        command = [
-            sys.executable,
-            __file__,
-            "--one",
-            method,
-            "--model-dir",
-            str(model_dir),
-            "--out",
-            str(part),
-        ]
-        command += [
-            "--prompt-tokens",
-            str(args.prompt_tokens),
-            "--completion-tokens",
-            str(args.completion_tokens),
-        ]
-        done = subprocess.run(command, check=False)
+        command = [sys.executable, __file__, "--one", method, f"--model-dir={model_dir}", f"--out={part}"]
+        done = subprocess.run([*command, *sizes], check=False)
         results[method] = json.loads(part.read_text()) if done.returncode == 0 else {"exit": done.returncode}
     if all("step_s" in results.get(m, {}) for m in ("grpo", "cw_grpo")):
         results["ratio_cw_grpo_over_grpo"] = results["cw_grpo"]["step_s"] / results["grpo"]["step_s"]
@@ -282,8 +274,6 @@ def synced(model_dir: Path, args: argparse.Namespace) -> dict[str, Any]:
 
 def argument_problems(args: argparse.Namespace) -> list[str]:
     """What is wrong with the arguments, each as its message: checked before any model is built."""
-    from bench_step_ratio import ARCHS
-
     from cwgrpo.weighting import METHODS
 
     problems = []
@@ -302,10 +292,8 @@ def argument_problems(args: argparse.Namespace) -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
-    parser.add_argument("--arch", default="qwen2-1.5b", help="bench_step_ratio.ARCHS: qwen2-1.5b or tiny")
+    parser = command_line(__doc__)
+    parser.add_argument("--arch", default="qwen2-1.5b", help="ARCHS: qwen2-1.5b or tiny")
     parser.add_argument("--prompt-tokens", type=int, default=512)
     parser.add_argument("--completion-tokens", type=int, default=4096)
     parser.add_argument(

@@ -15,10 +15,7 @@ import json
 import re
 import sys
 
-
-def _read(path: str) -> list[dict]:
-    with open(path, encoding="utf-8") as f:
-        return [json.loads(line) for line in f if line.strip()]
+from cwgrpo.io import read_jsonl
 
 
 def gold_class(gold: str) -> str:
@@ -43,7 +40,7 @@ def _block(pairs: list[tuple[bool, bool]]) -> dict:
 
 
 def main(items_path: str, paper_path: str, strict_path: str, ref_path: str, out_path: str) -> None:
-    items, paper, strict, ref = (_read(p) for p in (items_path, paper_path, strict_path, ref_path))
+    items, paper, strict, ref = (read_jsonl(p) for p in (items_path, paper_path, strict_path, ref_path))
     assert len(items) == len(paper) == len(strict) == len(ref), "files do not line up"
     groups: dict[str, list[tuple[bool, bool]]] = collections.defaultdict(list)
     mismatches, disagreements = [], []

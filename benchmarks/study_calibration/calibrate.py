@@ -29,6 +29,8 @@ from pathlib import Path
 
 import yaml
 
+from cwgrpo_workflow.dag.options import train_options
+
 BENCHMARKS = ("syn_aime24", "syn_math500", "syn_amc23", "syn_minerva", "syn_olympiad")
 
 # The criterion, fixed before the first calibration run (preregistration, "Criterion").
@@ -42,33 +44,35 @@ BASE_IS_STEP_0 = True
 
 def study_train_options(preset: Path, size: str, method: str = "grpo") -> dict:
     """The preset's `train` options for ``method`` on ``size``, as the workflow merges them."""
-    cfg = yaml.safe_load(preset.read_text())
-    return {**cfg["train"], **cfg["sizes"][size].get("train", {}), **cfg["methods"][method]}
+    return train_options(yaml.safe_load(preset.read_text()), size, method)
 
 
 def run(cmd: list[str], log: Path) -> float:
-    """Run ``cmd`` with one thread, output to ``log``; its wall seconds. Raises on failure."""
-    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    """Run ``cmd`` with one torch thread, output appended to ``log``; its wall seconds. Raises on failure."""
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
     start = time.time()
-    with log.open("w") as fh:
+    with log.open("a") as fh:
         done = subprocess.run(cmd, stdout=fh, stderr=subprocess.STDOUT, env=env, check=False)
     if done.returncode:
         raise RuntimeError(f"{' '.join(cmd)} failed (rc {done.returncode}); see {log}")
     return time.time() - start
 
 
-def evaluate(model: Path, out: Path, data: Path, limit: int, k: int) -> dict[str, list[float]]:
-    """Per-problem mean correctness of ``model`` on every benchmark (first ``limit`` problems, k samples)."""
-    args: list[str] = []
-    for b in BENCHMARKS:
+def evaluate_command(model: Path, out: Path, data: Path, benchmarks, options: dict) -> list[str]:
+    """``cwgrpo evaluate`` of ``model`` on each benchmark's file under ``data``, its outputs under ``out``."""
+    args = ["cwgrpo", "evaluate", "--model-dir", str(model)]
+    for b in benchmarks:
         args += ["--benchmark-file", str(data / f"{b}.jsonl"), "--out", str(out / f"{b}.jsonl")]
         args += ["--summary", str(out / f"{b}.summary.json")]
+    return args + [f"--set={key}={json.dumps(value)}" for key, value in options.items()]
+
+
+def evaluate(model: Path, out: Path, data: Path, limit: int, k: int) -> dict[str, list[float]]:
+    """Per-problem mean correctness of ``model`` on every benchmark (first ``limit`` problems, k samples)."""
     sets = {"backend": "transformers", "prompt_set": "tiny", "k": k, "temperature": 0.6, "top_p": 0.95}
     sets |= {"max_new_tokens": 64, "limit": limit}
-    for key, value in sets.items():
-        args += ["--set", f"{key}={json.dumps(value)}"]
     out.mkdir(parents=True, exist_ok=True)
-    run(["cwgrpo", "evaluate", "--model-dir", str(model), *args], out / "eval.log")
+    run(evaluate_command(model, out, data, BENCHMARKS, sets), out / "eval.log")
     return {b: per_problem(out / f"{b}.jsonl") for b in BENCHMARKS}
 
 

@@ -18,7 +18,6 @@ with the given seeds and GRPO alone, so the DAG builds the base model and data a
 from __future__ import annotations
 
 import argparse
-import hashlib
 import json
 import statistics
 import sys
@@ -27,6 +26,8 @@ from pathlib import Path
 import yaml
 from calibrate import BENCHMARKS
 from calibrate_regime import one_run
+
+from cwgrpo.models.hub import file_sha256
 
 PRESET = Path("config/study-regime.yaml")
 STEPS = (8, 16, 24, 32, 40, 48)
@@ -40,10 +41,6 @@ def grpo_only(preset: Path, seeds: list[int]) -> dict:
     cfg["methods"] = {"grpo": cfg["methods"]["grpo"]}
     cfg["report"]["methods"] = ["base", "grpo"]
     return cfg
-
-
-def sha(path: Path) -> str:
-    return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
 def samples(folder: Path) -> dict[str, list[tuple]]:
@@ -71,8 +68,8 @@ def compare(dag_run: Path, dag_eval: Path, cal: Path) -> list[str]:
     a, b = metrics(dag_run), metrics(cal / "run")
     lines = [f"per-step metrics ({len(a)} and {len(b)} steps, every key): {'same' if a == b else 'DIFFER'}"]
     for s in STEPS:
-        w = sha(dag_run / f"checkpoint-{s}" / "model.safetensors")
-        same_w = w == sha(cal / "run" / f"checkpoint-{s}" / "model.safetensors")
+        w = file_sha256(dag_run / f"checkpoint-{s}" / "model.safetensors")
+        same_w = w == file_sha256(cal / "run" / f"checkpoint-{s}" / "model.safetensors")
         x, y = samples(dag_eval / f"step{s}"), samples(cal / f"eval{s}")
         lines.append(
             f"step {s}: weights {'same' if same_w else 'DIFFER'} ({w[:12]}), completions "

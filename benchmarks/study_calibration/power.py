@@ -21,9 +21,10 @@ import json
 import math
 import statistics
 import sys
+from itertools import combinations
 from pathlib import Path
 
-from scipy import stats
+from cwgrpo.stats import paired_mde
 
 N_BENCH = 5
 
@@ -43,8 +44,7 @@ def s2_eval(per_problem: dict[str, list[float]], problems: int, k: int) -> float
 
 def mde(n: int, s2: float) -> float:
     """Minimum detectable paired difference (two-sided 5 %, power 80 %) over ``n`` seeds."""
-    t = stats.t.ppf(0.975, n - 1) + stats.t.ppf(0.8, n - 1)
-    return t * math.sqrt(2 * s2 / n)
+    return paired_mde(math.sqrt(2 * s2), n)
 
 
 def main(argv: list[str]) -> int:
@@ -62,17 +62,9 @@ def main(argv: list[str]) -> int:
     p_cal, k_cal = cal["settings"]["limit"], cal["settings"]["k"]
     steps = sorted(set(runs[0]["avg_points"]) & set(runs[1]["avg_points"]), key=int)
     # every pair of seeds at every checkpoint: var(diff) / 2 estimates s2_seed + s2_eval(cal)
-    halves, evals = [], []
-    for i in range(len(runs)):
-        for j in range(i + 1, len(runs)):
-            for s in steps:
-                d = runs[i]["avg_points"][s] - runs[j]["avg_points"][s]
-                halves.append(d * d / 2)
-    for r in runs:
-        for s in steps:
-            evals.append(s2_eval(r["per_problem"][s], p_cal, k_cal))
-    total = statistics.fmean(halves)
-    e_cal = statistics.fmean(evals)
+    diffs = [a["avg_points"][s] - b["avg_points"][s] for a, b in combinations(runs, 2) for s in steps]
+    total = statistics.fmean(d * d / 2 for d in diffs)
+    e_cal = statistics.fmean(s2_eval(r["per_problem"][s], p_cal, k_cal) for r in runs for s in steps)
     seed = max(total - e_cal, 0.0)
     drops = [r["criterion"]["best_incl_base_minus_last_points"] for r in runs]
     ranges = [r["criterion"]["entropy_swing_share"] * r["criterion"]["entropy_start"] for r in runs]
@@ -86,14 +78,14 @@ def main(argv: list[str]) -> int:
         "sd_seed": round(math.sqrt(seed), 3),
         "grpo_best_incl_base_minus_last_points": drops,
         "grpo_entropy_range_nats": [round(x, 4) for x in ranges],
-        "mde_points": {},
     }
     per_problem = runs[0]["per_problem"][steps[-1]]
-    for n in args.seeds:
-        for prob in args.problems:
-            for k in args.k:
-                s2 = seed + s2_eval(per_problem, prob, k)
-                out["mde_points"][f"n{n}_P{prob}_k{k}"] = round(mde(n, s2), 2)
+    out["mde_points"] = {
+        f"n{n}_P{prob}_k{k}": round(mde(n, seed + s2_eval(per_problem, prob, k)), 2)
+        for n in args.seeds
+        for prob in args.problems
+        for k in args.k
+    }
     need = [n for n in range(2, 200) if mde(n, seed + s2_eval(per_problem, 200, 2)) <= 2.0]
     out["seeds_for_2_points_P200_k2"] = need[0] if need else None
     json.dump(out, sys.stdout, indent=1)

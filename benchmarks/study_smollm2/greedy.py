@@ -20,8 +20,8 @@ from pathlib import Path
 
 import yaml
 
-sys.path.insert(0, str(Path(__file__).parent))
-from pilot import run  # one torch thread, output appended to the log, a failure names it
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "study_calibration"))
+from calibrate import evaluate_command, run
 
 from cwgrpo.evaluate.options import EvalConfig
 from cwgrpo_workflow.report.study import secondary
@@ -34,24 +34,14 @@ CONTRASTS = {  # name: (treatment, reference), signed so that a positive value s
 }
 
 
-def eval_options(preset: dict) -> dict:
-    """The preset's evaluation options that ``cwgrpo evaluate`` takes, at temperature 0."""
-    names = {f.name for f in dataclasses.fields(EvalConfig)}
-    return {k: v for k, v in preset["evaluate"].items() if k in names} | {"temperature": 0.0}
-
-
 def evaluate(model: Path, out: Path, data: Path, benchmarks: list[str], options: dict) -> float:
     """Greedy Avg (points) of ``model``: the mean of its benchmarks' accuracy; reused when done."""
     summaries = [out / f"{b}.summary.json" for b in benchmarks]
     if not all(s.exists() for s in summaries):
         if not model.is_dir():
             raise SystemExit(f"{model} does not exist: run the study's DAG first")
-        args = [f"--set={k}={json.dumps(v)}" for k, v in options.items()]
-        for b, summary in zip(benchmarks, summaries, strict=True):
-            args += ["--benchmark-file", str(data / f"{b}.jsonl"), "--out", str(out / f"{b}.jsonl")]
-            args += ["--summary", str(summary)]
         out.mkdir(parents=True, exist_ok=True)
-        run(["cwgrpo", "evaluate", "--model-dir", str(model), *args], out / "eval.log")
+        run(evaluate_command(model, out, data, benchmarks, options), out / "eval.log")
     return 100 * statistics.fmean(json.loads(s.read_text())["pass1"] for s in summaries)
 
 
@@ -64,7 +54,9 @@ def main(argv: list[str]) -> int:
     res = Path("results") / preset["name"]
     (size,) = preset["sizes"]
     (step,) = preset["study"]["checkpoints"]
-    benchmarks, options = list(preset["data"]["benchmarks"]), eval_options(preset)
+    benchmarks = list(preset["data"]["benchmarks"])
+    names = {f.name for f in dataclasses.fields(EvalConfig)}  # the options `cwgrpo evaluate` takes
+    options = {k: v for k, v in preset["evaluate"].items() if k in names} | {"temperature": 0.0}
     work = res / "greedy"
     base = evaluate(res / "models" / size / "base", work / "base", res / "data", benchmarks, options)
     avg = {

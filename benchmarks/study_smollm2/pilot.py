@@ -17,15 +17,16 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import os
 import re
 import statistics
-import subprocess
 import sys
 import time
 from pathlib import Path
 
 import yaml
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "study_calibration"))
+from calibrate import evaluate_command, logged_steps, parse_or_print_table, run
 
 from cwgrpo.data.registry import load_records
 from cwgrpo.data.synthetic import level
@@ -74,15 +75,6 @@ GAIN_SDS = 2.0  # last checkpoint >= base + GAIN_SDS * sigma_d
 FALL_SDS = 1.0  # every checkpoint >= base - FALL_SDS * sigma_d
 
 
-def run(cmd: list[str], log: Path) -> None:
-    """Run ``cmd`` with one torch thread, output appended to ``log``."""
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
-    with log.open("a") as fh:
-        done = subprocess.run(cmd, stdout=fh, stderr=subprocess.STDOUT, env=env, check=False)
-    if done.returncode:
-        raise RuntimeError(f"{' '.join(cmd)} failed (rc {done.returncode}); see {log}")
-
-
 def logged_cpu(log: Path) -> float:
     """CPU seconds of every call that finished, from the package's ``resource use: ... s CPU`` lines (a
     killed call's CPU is not logged, so a resumed piece's cost is a lower bound)."""
@@ -97,16 +89,10 @@ def evaluate(model: Path, out: Path, data: Path) -> dict:
         folder = out / mode
         done = folder / "accuracy.json"
         if not done.exists():
-            args: list[str] = []
-            for b in BENCHMARKS:
-                args += ["--benchmark-file", str(data / f"{b}.jsonl"), "--out", str(folder / f"{b}.jsonl")]
-                args += ["--summary", str(folder / f"{b}.summary.json")]
             options = {"backend": "transformers", "prompt_set": "tiny", "system_prompt": SYSTEM, "k": 1}
             options |= {"max_new_tokens": MAX_TOKENS, "limit": LIMIT, "batch_size": 32, "cpu_threads": 1}
-            for key, value in (options | sets).items():
-                args += ["--set", f"{key}={json.dumps(value)}"]
             folder.mkdir(parents=True, exist_ok=True)
-            run(["cwgrpo", "evaluate", "--model-dir", str(model), *args], folder / "eval.log")
+            run(evaluate_command(model, folder, data, BENCHMARKS, options | sets), folder / "eval.log")
             acc = {b: per_problem(folder / f"{b}.jsonl") for b in BENCHMARKS}
             done.write_text(json.dumps({"cpu_s": logged_cpu(folder / "eval.log"), "per_problem": acc}))
         result[mode] = json.loads(done.read_text())
@@ -147,8 +133,7 @@ def one_run(args: argparse.Namespace, lr: float, seed: int) -> dict:
              "--run-dir", str(rd / "run"), "--config", str(rd / "train.yaml")],
             rd / "train.log",
         )  # fmt: skip
-    metrics = [json.loads(x) for x in (rd / "run" / "metrics.jsonl").read_text().splitlines()]
-    rows = [m for m in metrics if "entropy" in m]
+    rows = logged_steps(rd)
     evals = {s: evaluate(rd / "run" / f"checkpoint-{s}", rd / f"eval{s}", args.data) for s in steps()}
     result = {
         "lr": lr,
@@ -220,10 +205,8 @@ def main(argv: list[str]) -> int:
     p.add_argument("--data", type=Path, default=Path("results/smollm2/data"))
     p.add_argument("--work", type=Path, default=Path("results/smollm2/pilot"))
     p.add_argument("--out", type=Path, required=True)
-    p.add_argument("--table", action="store_true", help="print --out's table (markdown) and exit")
-    args = p.parse_args(argv)
-    if args.table:
-        print(markdown_table(json.loads(args.out.read_text())))
+    args = parse_or_print_table(p, argv, markdown_table)
+    if args is None:
         return 0
     for path in (args.base, *(args.data / f"{b}.jsonl" for b in (*BENCHMARKS, "syn_train"))):
         if not path.exists():

@@ -14,20 +14,13 @@ pilot's per-problem rows at the chosen rate's two seeds, pooled over the checkpo
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import json
 import math
 import statistics
 import sys
 from pathlib import Path
 
-_SPEC = importlib.util.spec_from_file_location(
-    "power", Path(__file__).parents[1] / "study_calibration/power.py"
-)
-assert _SPEC and _SPEC.loader
-_POWER = importlib.util.module_from_spec(_SPEC)
-_SPEC.loader.exec_module(_POWER)
-mde = _POWER.mde
+from cwgrpo.stats import paired_mde
 
 
 def avg_points(per_problem: dict[str, dict[str, float]]) -> float:
@@ -68,7 +61,7 @@ def power(pilot: dict, mode: str = "sampled", seeds: tuple[int, ...] = (5, 6, 7,
         "var_eval_cal": round(e_pilot, 3),
         "var_seed": round(s2_seed, 3),
         "sd_seed": round(math.sqrt(s2_seed), 3),
-        "mde_points": {f"n{n}_P{problems}_k1": round(mde(n, s2), 2) for n in seeds},
+        "mde_points": {f"n{n}_P{problems}_k1": round(paired_mde(math.sqrt(2 * s2), n), 2) for n in seeds},
     }
 
 

@@ -26,12 +26,6 @@ step the policy is the reference model, so the KL term (beta 0.04, k3) has zero 
 ``--train-data``: ``cwgrpo prepare-data --dataset syn_train``. ``--reward number`` is the third study's
 reward (the package's ``number_accuracy``: an echoed expression scores 0), so few groups have mixed rewards, hence 64;
 ``--reward package`` the package's accuracy + format rewards, which pay an echoed expression too.)
-
-Measured (seed 0, 32 new tokens): with the study's reward 8 of 64 groups have mixed rewards (level 1:
-7 of 33, accuracy 3.8 %; level 2: 1 of 31, 0.4 %); summed over them the through-weight term is 89 % of
-the released gradient's norm (per group median 71 %), cosine(released, detached) 0.48 (median 0.78), and
-the term is nearly orthogonal to the detached gradient (cosine -0.09). With the package's reward: 10 of
-16 groups mixed, 50 % (median 57 %), cosine 0.90 (median 0.87).
 """
 
 from __future__ import annotations
@@ -52,18 +46,13 @@ from cwgrpo.data.registry import load_records
 from cwgrpo.data.synthetic import level
 from cwgrpo.grading.rewards import accuracy_reward, format_reward, number_accuracy_reward
 from cwgrpo.train.rows import training_rows
+from cwgrpo.trainer.probe_kl import completion_mask
 from cwgrpo.weighting import cw_weights
 
 LEVELS = (1, 2)  # where the base model has a signal (issue 35: ~16 % at T 0.7)
 G = 8
 TEMPERATURE = 0.7  # rollouts, as the real preset
 TRL_STD_EPS = 1e-4  # TRL's advantage (r - mean) / (std + 1e-4), std unbiased
-
-
-def real_preset_prompt(preset: Path) -> tuple[str, str]:
-    """The real preset's training prompt set and system prompt."""
-    train = yaml.safe_load(preset.read_text())["train"]
-    return train["prompt_set"], train["system_prompt"]
 
 
 def sample_group(model, tok, messages: list[dict], max_new: int) -> tuple[torch.Tensor, int]:
@@ -81,13 +70,6 @@ def sample_group(model, tok, messages: list[dict], max_new: int) -> tuple[torch.
         pad_token_id=tok.pad_token_id if tok.pad_token_id is not None else tok.eos_token_id,
     )
     return out, prompt.shape[1]
-
-
-def completion_mask(completions: torch.Tensor, eos: int) -> torch.Tensor:
-    """1 up to and including the first EOS (TRL's completion mask)."""
-    is_eos = completions == eos
-    first = torch.where(is_eos.any(1), is_eos.int().argmax(1), completions.shape[1] - 1)
-    return (torch.arange(completions.shape[1])[None, :] <= first[:, None]).float()
 
 
 def flat_grad(loss: torch.Tensor, params: list[torch.Tensor]) -> torch.Tensor:
@@ -153,7 +135,8 @@ def main(argv: list[str]) -> int:
     p.add_argument("--out", type=Path, required=True)
     args = p.parse_args(argv)
     torch.manual_seed(args.seed)
-    prompt_set, system = real_preset_prompt(args.preset)
+    train = yaml.safe_load(args.preset.read_text())["train"]  # the real preset's prompt
+    prompt_set, system = train["prompt_set"], train["system_prompt"]
     records = [r for r in load_records(args.train_data) if level(r["problem"]) in LEVELS]
     records = random.Random(args.seed).sample(records, args.groups)
     tok = AutoTokenizer.from_pretrained(args.model)
@@ -166,7 +149,7 @@ def main(argv: list[str]) -> int:
         with torch.no_grad():
             ids, plen = sample_group(model, tok, messages, args.max_new_tokens)
         gen_cpu = time.process_time() - start
-        mask = completion_mask(ids[:, plen:], tok.eos_token_id)
+        mask = completion_mask(ids[:, plen:], [tok.eos_token_id], None).float()
         texts = tok.batch_decode(ids[:, plen:], skip_special_tokens=True)
         reward = number_accuracy_reward if args.reward == "number" else accuracy_reward
         acc = [float(x or 0.0) for x in reward(texts, answer=[rec["answer"]] * G)]
