@@ -1,5 +1,6 @@
-"""One place that seeds every random source of a command (``train``, ``sft``, ``evaluate``) and pins the
-CPU's numerics (``portable_cpu_numerics``).
+"""One place for what makes a command's numbers repeatable: its seeds and the CPU's numerics.
+
+``portable_cpu_numerics`` pins the CPU's kernels before torch loads (its docstring says which and why).
 
 ``seed_everything`` seeds Python's, NumPy's and torch's generators (CPU and CUDA) in this process and,
 through ``PYTHONHASHSEED``, the string hashing of the Python processes started after it. Python reads
