@@ -549,6 +549,30 @@ def test_table_marks_a_method_whose_run_had_no_learning_signal(tmp_path):
     assert f"{name('cw_grpo')} $\\dagger$" in out["tex"].read_text().replace("\\_", "_")
 
 
+def test_rows_with_answers_that_ran_out_of_grading_time_are_marked_with_their_counts(tmp_path):
+    """An answer whose grading ran out of its CPU-time budget is graded wrong: Table 1 marks the rows that
+    hold such answers (at the table's step; the base at its own) and says how many, in every format."""
+    paths = make_results(tmp_path / "r")
+    for path in paths:
+        summary = json.loads(path.read_text())
+        tags = summary["tags"]
+        late = {("cw_grpo", 1, 100): 2, ("cw_grpo", 2, 100): 1, ("base", 0, 0): 4}
+        summary["n_timed_out"] = late.get((tags["method"], tags["seed"], tags["step"]), 0)
+        summary["n_timed_out"] *= summary["benchmark"] == "syn_math500"
+        path.write_text(json.dumps(summary))
+    out = write_table(cfg(), paths, outputs(tmp_path / "t.pdf", tmp_path / "o"))
+    md = out["md"].read_text()
+    name = cfg().method_name
+    assert f"| {name('cw_grpo')} ‡ |" in md and f"| {name('grpo')} |" in md
+    assert (
+        f"‡ Answers whose grading ran out of its budget of CPU time, counted wrong: Tiny-S (≈1.5B) "
+        f"{name('base')}: 4; Tiny-S (≈1.5B) {name('cw_grpo')}: 3 (evaluate's grading_timeout_s sets the budget)."
+    ) in md
+    assert f"{name('cw_grpo')} $\\ddagger$" in out["tex"].read_text().replace("\\_", "_")
+    untouched = write_table(cfg(), make_results(tmp_path / "r2"), outputs(tmp_path / "u.pdf", tmp_path / "u"))
+    assert "‡" not in untouched["md"].read_text()
+
+
 def test_notes_and_columns_come_from_the_results_never_a_presets_name(tmp_path):
     """A benchmark cut to its first N problems says so in its column; the note names what in the results
     is not the paper's (from the names the results carry), and no text names a preset."""

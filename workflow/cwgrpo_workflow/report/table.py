@@ -153,7 +153,7 @@ def grid_markdown(grid: Grid) -> str:
 _TEX_SUBS = {
     "\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "$": r"\$", "#": r"\#", "_": r"\_", "{": r"\{",
     "}": r"\}", "~": r"\textasciitilde{}", "^": r"\textasciicircum{}", "≈": r"$\approx$", "±": r"$\pm$",
-    "Δ": r"$\Delta$", "−": r"$-$", "–": "--", "—": "---", "†": r"$\dagger$",
+    "Δ": r"$\Delta$", "−": r"$-$", "–": "--", "—": "---", "†": r"$\dagger$", "‡": r"$\ddagger$",
 }  # fmt: skip
 
 
@@ -745,23 +745,47 @@ PICTURE_OUTPUTS = {
 }
 
 
+def _mark_rows(grid: Any, marked: set[tuple[str, str]], sign: str, note: str) -> Any:
+    """``grid`` with ``sign`` after the label of each (size, method) row in ``marked``, and ``note``."""
+    sections = [
+        (
+            size,
+            [[(f"{r[0][0]} {sign}", r[0][1]) if (size, r[0][0]) in marked else r[0], *r[1:]] for r in rows],
+        )
+        for size, rows in grid.sections
+    ]
+    return dataclasses.replace(grid, sections=sections, notes=[*grid.notes, note])
+
+
 def mark_silent_rows(grid: Any, cfg: TableConfig, runs: list[Path]) -> Any:
     """Rows of a method whose runs had no learning signal (``claim_checks.silent_runs``) get a dagger
     and a note saying which run and why: they measure a policy that training did not move."""
     silent = silent_runs(runs)
     if not silent:
         return grid
-    marked = {(cfg.size_name(size), cfg.method_name(method)) for size, method in silent}
-    sections = [
-        (size, [[(f"{r[0][0]} †", r[0][1]) if (size, r[0][0]) in marked else r[0], *r[1:]] for r in rows])
-        for size, rows in grid.sections
-    ]
     why = "; ".join(
         f"{cfg.size_name(size)} {cfg.method_name(method)} ({', '.join(texts)})"
         for (size, method), texts in sorted(silent.items())
     )
-    note = f"† No learning signal in training: {why}."
-    return dataclasses.replace(grid, sections=sections, notes=[*grid.notes, note])
+    marked = {(cfg.size_name(size), cfg.method_name(method)) for size, method in silent}
+    return _mark_rows(grid, marked, "†", f"† No learning signal in training: {why}.")
+
+
+def mark_timed_out_rows(grid: Any, cfg: TableConfig, frame: pd.DataFrame, cells: pd.DataFrame) -> Any:
+    """Rows holding answers whose grading ran out of its CPU-time budget (graded wrong) get a double
+    dagger and a note with the counts: cells a larger budget could change."""
+    shown = cells[["size", "method", "step"]].drop_duplicates()
+    rows = frame.merge(shown, on=["size", "method", "step"])
+    late = rows.groupby(["size", "method"], sort=False)["n_timed_out"].sum()
+    late = late[late > 0]
+    if late.empty:
+        return grid
+    counts = "; ".join(f"{cfg.size_name(s)} {cfg.method_name(m)}: {int(n)}" for (s, m), n in late.items())
+    note = (
+        f"‡ Answers whose grading ran out of its budget of CPU time, counted wrong: {counts} (evaluate's "
+        "grading_timeout_s sets the budget)."
+    )
+    return _mark_rows(grid, {(cfg.size_name(s), cfg.method_name(m)) for s, m in late.index}, "‡", note)
 
 
 def write_table(
@@ -778,6 +802,7 @@ def write_table(
     cells, per_seed = build_table1(frame, cfg)
     reported = load_reported(reported_path)
     grid = mark_silent_rows(table_grid(cells, cfg, reported), cfg, list(runs or []))
+    grid = mark_timed_out_rows(grid, cfg, frame, cells)
     cmp = reported_vs_ours(cells, per_seed, cfg, reported)
     footer = footer_text(input_identity(summaries), config_hash(cfg), preset=cfg.preset)
     write_csv(out["csv"], cells)
