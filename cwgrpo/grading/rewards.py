@@ -15,7 +15,8 @@ TRL turns it into NaN and leaves it out of the means.
   LaTeX extraction only (boxed first, no unanchored fallback, the released normalisation), and an
   unparseable gold gives None. It differs from ``accuracy`` where ours reads the gold ``answer`` column,
   only the text after ``</think>``, or an unanchored expression (``tests/unit/test_rewards.py`` has the
-  cases). Deviation: math-verify 0.9.0 here, 0.5.2 in the released run.
+  cases). Deviations: math-verify 0.9.0 here, 0.5.2 in the released run; its 5-second limits count CPU
+  time here, wall-clock time there (the same reward on an idle and a busy machine).
 - ``format``: 1.0 if the completion contains exactly one ``"\\n</think>\\n"``, else 0.0.
 """
 
@@ -23,11 +24,13 @@ from __future__ import annotations
 
 import functools
 import logging
+import threading
 from collections.abc import Callable, Sequence
 from typing import Any
 
 from cwgrpo.configs import ConfigError
-from cwgrpo.grading.scoring import answer_in_form, grade_detailed
+from cwgrpo.grading.scoring import answer_in_form, grade_detailed, math_verify_once
+from cwgrpo.grading.time_budget import TimeBudget
 
 RewardFunc = Callable[..., list[float | None]]
 
@@ -77,8 +80,9 @@ def _graded(
 @functools.cache
 def _released_configs() -> tuple[Any, Any]:
     """math-verify and the released reward's prediction extraction (imported once, on first use)."""
-    import math_verify
     from latex2sympy2_extended import NormalizationConfig
+
+    math_verify, _, _ = math_verify_once()
 
     # latex2sympy2_extended 1.x logs a deprecation line for `equations=True` at every parse; the released
     # configuration sets it, so that one line would flood training logs.
@@ -102,21 +106,44 @@ def _released_configs() -> tuple[Any, Any]:
     return math_verify, prediction
 
 
+RELEASED_LIMIT_S = 5.0  # math-verify's own limit per parse and comparison in the released run
+
+
+def _within_released_limit(timed_out: Any, func: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Any:
+    """``func(*args, **kwargs)`` within the released limit's seconds of CPU time, or ``timed_out`` (what
+    math-verify returns when its limit fires): math-verify counts wall-clock seconds, so a busy machine
+    would change the reward. Off the main thread (no signal reaches it) there is no limit."""
+    if threading.current_thread() is not threading.main_thread():
+        return func(*args, **kwargs)
+    out = timed_out
+    with TimeBudget(RELEASED_LIMIT_S, "cpu") as budget:
+        out = func(*args, **kwargs)
+    return timed_out if budget.expired else out
+
+
 def released_accuracy(completion: str, solution: str) -> float | None:
     """The released accuracy reward of one completion: 1.0/0.0, or None when the gold cannot be parsed.
 
     Step by step as released: gold ``parse(solution, extraction_mode="first_match")`` with math-verify's
     default extraction (LaTeX, then expressions); if nothing parses, None. Prediction ``parse`` of the whole
     completion with the LaTeX-only configuration above, first match; ``verify(gold, prediction)``, where an
-    exception inside ``verify`` gives None. math-verify's own timeouts (5 s each) bound the work.
+    exception inside ``verify`` gives None. math-verify's limit of 5 s bounds each parse and the comparison,
+    counted in CPU time (one limit for the whole comparison: math-verify has one per pair compared).
     """
     mv, prediction = _released_configs()
-    gold = mv.parse(solution, extraction_mode="first_match")
+    gold = _within_released_limit([], mv.parse, solution, extraction_mode="first_match", parsing_timeout=None)
     if not gold:
         return None
-    answer = mv.parse(completion, extraction_config=prediction, extraction_mode="first_match")
+    answer = _within_released_limit(
+        [],
+        mv.parse,
+        completion,
+        extraction_config=prediction,
+        extraction_mode="first_match",
+        parsing_timeout=None,
+    )
     try:
-        return float(mv.verify(gold, answer))
+        return float(_within_released_limit(False, mv.verify, gold, answer, timeout_seconds=None))
     except Exception:  # the released reward catches everything verify raises and skips the sample
         return None
 

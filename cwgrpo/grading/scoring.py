@@ -185,7 +185,7 @@ class _DropTimeoutDisabledWarning(logging.Filter):
 
 
 @functools.cache
-def _mv():
+def math_verify_once():
     """Import math-verify once, with its own signal timeouts' warning filtered out."""
     import math_verify
     from math_verify import ExprExtractionConfig, LatexExtractionConfig
@@ -202,7 +202,7 @@ def _mv():
 
 
 def _parse(text: str, config) -> list:
-    mv, _, _ = _mv()
+    mv, _, _ = math_verify_once()
     return mv.parse(text, extraction_config=config, parsing_timeout=None)
 
 
@@ -230,7 +230,7 @@ def written_out(gold: str) -> str:
 
 @functools.lru_cache(maxsize=4096)
 def _parse_gold_cached(gold: str) -> tuple:
-    _, latex_boxed, fallback = _mv()
+    _, latex_boxed, fallback = math_verify_once()
     text = written_out(gold).strip()
     if not text or len(text) > 4 * MAX_ANSWER_CHARS:
         return ()
@@ -254,7 +254,7 @@ def _same_text(found: str, text: str) -> bool:
 
 def _parse_gold(gold: str, timeout_s: float) -> tuple:
     """Parsed gold (cached); a gold answer that times out is unscorable (and in ``_gold_timeouts``)."""
-    _mv()  # import and warm-up are not the answer's time
+    math_verify_once()  # import and warm-up are not the answer's time
     if timeout_s <= _gold_timeouts.get(gold, 0.0):
         return ()
     parsed: tuple = ()
@@ -272,7 +272,7 @@ def _gold_timed_out(gold: str, timeout_s: float) -> bool:
 
 def _extract(tail: str, boxed: str | None) -> tuple[str | None, list]:
     """(extracted answer string, parsed prediction); ``boxed`` is ``last_boxed(tail)``. Needs a budget."""
-    _, latex_boxed, fallback = _mv()
+    _, latex_boxed, fallback = math_verify_once()
     if boxed is not None:  # a boxed number in exponent form is read as the number, as a gold is
         return boxed, _parse("\\boxed{" + written_out(boxed) + "}", latex_boxed)
     parsed = _parse(tail, fallback)
@@ -303,7 +303,7 @@ def _grade_here(completion: str, gold: str, timeout_s: float) -> GradeResult:
     if boxed is not None and _INTEGER.fullmatch(boxed) and _INTEGER.fullmatch(number):
         # Fast path, same verdict as math-verify: two plain integers are equal iff their values are.
         return GradeResult(correct=int(boxed) == int(number), extracted=boxed, unscorable=False)
-    mv, _, _ = _mv()
+    mv, _, _ = math_verify_once()
     gold_parsed = _parse_gold(gold, timeout_s)
     correct = False
     with TimeBudget(timeout_s, "cpu") as budget:

@@ -13,6 +13,7 @@ import pytest
 
 from cwgrpo.evaluate.grade import grade_strict
 from cwgrpo.evaluate.summary import summarise
+from cwgrpo.grading.rewards import RELEASED_LIMIT_S
 from cwgrpo.grading.scoring import (
     GradeResult,
     answer_in_form,
@@ -328,25 +329,31 @@ def test_a_gold_too_long_to_write_out_is_unscorable():
 SLOW_RIGHT_ANSWER = (r"\boxed{x^2+2x+1}", "(x+1)^2")  # tenths of a second of sympy in a fresh process
 
 # A fresh grading process (as each pool worker is), imported and warmed before it is timed: it grades one
-# answer when told to and prints the verdict with the CPU and wall time it took.
+# answer with one grader when told to and prints the verdict with the CPU and wall time it took.
 GRADE_ONCE = """
 import json, sys, time
-from cwgrpo.grading.scoring import _mv, grade_detailed
-_mv()
+from cwgrpo.grading import rewards, scoring
+completion, gold, budget, grader = sys.argv[1], sys.argv[2], float(sys.argv[3]), sys.argv[4]
+scoring.math_verify_once()
+rewards._released_configs()
 print("ready", flush=True)
 sys.stdin.readline()
 cpu, wall = time.thread_time(), time.monotonic()
-result = grade_detailed(sys.argv[1], sys.argv[2], timeout_s=float(sys.argv[3]))
+if grader == "released":
+    correct, timed_out = rewards.released_accuracy(completion, "$" + gold + "$") == 1.0, None
+else:
+    result = scoring.grade_detailed(completion, gold, timeout_s=budget)
+    correct, timed_out = result.correct, result.timed_out
 cpu, wall = time.thread_time() - cpu, time.monotonic() - wall
-print(json.dumps({"correct": result.correct, "timed_out": result.timed_out, "cpu": cpu, "wall": wall}))
+print(json.dumps({"correct": correct, "timed_out": timed_out, "cpu": cpu, "wall": wall}))
 """
 
 
-def _grade_in_fresh_process(budget_s: float, neighbours: int = 0) -> dict:
-    """Grade ``SLOW_RIGHT_ANSWER`` in a fresh process; with ``neighbours``, on one core shared with that many
-    processes that spin."""
+def _grade_in_fresh_process(grader: str, budget_s: float, neighbours: int = 0) -> dict:
+    """Grade ``SLOW_RIGHT_ANSWER`` with ``grader`` in a fresh process; with ``neighbours``, on one core
+    shared with that many processes that spin."""
     child = subprocess.Popen(
-        [sys.executable, "-c", GRADE_ONCE, *SLOW_RIGHT_ANSWER, str(budget_s)],
+        [sys.executable, "-c", GRADE_ONCE, *SLOW_RIGHT_ANSWER, str(budget_s), grader],
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         text=True,
@@ -369,13 +376,17 @@ def _grade_in_fresh_process(budget_s: float, neighbours: int = 0) -> dict:
 
 
 @pytest.mark.skipif(not hasattr(os, "sched_setaffinity"), reason="needs CPU affinity (Linux)")
-def test_a_grade_does_not_depend_on_how_busy_the_machine_is():
-    """On one core shared with eight processes that spin, grading takes many times its CPU time in wall time;
-    the budget counts CPU time, so a budget of a few times the answer's CPU cost keeps the verdict."""
-    idle = _grade_in_fresh_process(30.0)
+@pytest.mark.parametrize("grader", ["strict", "released"])
+def test_a_grade_does_not_depend_on_how_busy_the_machine_is(grader):
+    """On one core shared with processes that spin, grading takes many times its CPU time in wall time; the
+    budget counts CPU time, so a budget of a few times the answer's CPU cost keeps the verdict: for the
+    grader of evaluation and rewards (a budget of 3x the idle cost), and for the released reward (its own
+    5 s limits, which math-verify counts in wall-clock seconds)."""
+    idle = _grade_in_fresh_process(grader, 30.0)
     assert idle["correct"] and not idle["timed_out"]
-    budget = max(3 * idle["cpu"], 0.1)
-    busy = _grade_in_fresh_process(budget, neighbours=8)
+    budget = max(3 * idle["cpu"], 0.1) if grader == "strict" else RELEASED_LIMIT_S
+    neighbours = min(64, int(3 * budget / max(idle["cpu"], 0.01)))
+    busy = _grade_in_fresh_process(grader, budget, neighbours=neighbours)
     assert busy["correct"] and not busy["timed_out"]
     assert busy["wall"] > budget, f"the neighbours did not slow grading down: {busy}, budget {budget:.2f} s"
 
