@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pytest
 
@@ -37,6 +39,25 @@ def test_claims_report_pools_each_method_over_steps_and_seeds(tmp_path):
     assert grpo["negative"] == pytest.approx([-147.505, -1.48, -1.0, -1.0, 1.0])
     assert grpo["positive"] == pytest.approx([1.0, 1.0, 1.0, 1.0, -149.0])
     text = claims_markdown(report, ClaimsConfig(kind="tiny"))
-    assert "| Size | Method | Side | Tokens | 0.01 % | 1 % | 20 % | 40 % | 100 % |" in text
-    assert "| paper | — | − | — | −12.00 | — | — | −0.30 | — |" in text
-    assert "| small (≈1.5B) | GRPO | − | 300 | −147.50 | −1.48 | −1.00 | −1.00 | +1.00 |" in text
+    assert (
+        "| Size | Method | Side | Tokens | Zero samples left out | 0.01 % | 1 % | 20 % | 40 % | 100 % |"
+        in text
+    )
+    assert "| paper | — | − | — | — | −12.00 | — | — | −0.30 | — |" in text
+    assert "| small (≈1.5B) | GRPO | − | 300 | 0 | −147.50 | −1.48 | −1.00 | −1.00 | +1.00 |" in text
+
+
+def test_samples_whose_covariance_is_zero_everywhere_are_left_out_and_counted(tmp_path):
+    """A step without reward spread logs a sample of zeros: pooled, its zeros would fill the middle levels.
+    Two such samples beside test_claims' inputs leave every cell as before and are counted."""
+    summaries, runs = make_inputs(tmp_path)
+    grpo_run = next(r for r in runs if "/grpo/" in str(r))
+    with open(grpo_run / "cov_samples.jsonl", "a") as f:
+        for step in (6, 7):
+            f.write(json.dumps({"step": step, "cov": [0.0] * 100, "weight": [1.0] * 100}) + "\n")
+    rows = {
+        r["method"]: r for r in evaluate_claims(ClaimsConfig(kind="tiny"), summaries, runs)["cov_quantiles"]
+    }
+    grpo = rows["grpo"]
+    assert (grpo["n"], grpo["zero_samples_dropped"], rows["cw_grpo"]["zero_samples_dropped"]) == (300, 2, 0)
+    assert grpo["negative"] == pytest.approx([-147.505, -1.48, -1.0, -1.0, 1.0])

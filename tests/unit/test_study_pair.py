@@ -177,3 +177,30 @@ def test_the_study_page_is_what_the_two_study_files_give(monkeypatch):
     repo = Path(__file__).resolve().parents[2]
     monkeypatch.chdir(repo)  # the page's study files are named from the repository root
     assert study_pair.main([]) == 0, "run: python -m cwgrpo_workflow.report.study_pair --write"
+
+
+@pytest.mark.parametrize(
+    ("lo", "hi", "verdict", "shown"),
+    [
+        (
+            -20.1,
+            4.8,
+            "does not hold",
+            "does not hold (registered rule: mean ≤ 0); contains 0 and the paper's +2.7",
+        ),
+        (-8.3, -0.9, "does not hold", "**does not hold**; excludes 0 and the paper's +2.7"),
+        (0.3, 12.9, "holds", "**holds**; excludes 0; contains the paper's +2.7"),
+        (-1.0, 3.0, "inconclusive", "inconclusive; contains 0 and the paper's +2.7"),
+    ],
+)
+def test_a_verdict_says_what_its_interval_excludes_and_only_a_decisive_one_is_bold(lo, hi, verdict, shown):
+    """A registered 'does not hold' whose interval reaches 0 is the rule's word, not a refutation: it is
+    printed plain, with what the interval contains; claim 1 is set beside the paper's own +2.7 (Table 1,
+    1.5B: CW-GRPO 55.3, GRPO 52.6)."""
+    claim = {"id": 1, "effect": {"lo": lo, "hi": hi}}
+    assert study_pair.verdict_text(claim, verdict) == shown
+    assert (
+        study_pair.verdict_text({"id": 4, "effect": {"lo": 0.3, "hi": 1.0}}, "holds")
+        == "**holds**; excludes 0"
+    )
+    assert study_pair.verdict_text({"id": 2, "effect": {"mean": 0.1, "ci95": None}}, "holds") == "**holds**"

@@ -136,7 +136,8 @@ def claims_markdown(report: Mapping[str, Any], cfg: ClaimsConfig) -> str:
     lines = [
         "# The paper's four claims, measured",
         "",
-        f"Preset `{cfg.kind}`; treatment {cfg.method_name(cfg.treatment_method)}, reference "
+        (f"Preset `{cfg.preset}` (kind `{cfg.kind}`)" if cfg.preset else f"Kind `{cfg.kind}`")
+        + f"; treatment {cfg.method_name(cfg.treatment_method)}, reference "
         f"{cfg.method_name(cfg.reference_method)}; step {cfg.step}. Effects are means over seeds with 95 % "
         "t-intervals over seeds (paired by seed where the seeds match).",
         "",

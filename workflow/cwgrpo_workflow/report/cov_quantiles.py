@@ -3,6 +3,8 @@
 The paper tabulates c at the 0.01 %, 1 %, 20 %, 40 % and 100 % levels on a positive and a negative side;
 read here as tail quantiles of all sampled tokens, pooled over the sampled steps and seeds of each (size,
 method): at level x the negative side is the x-quantile of c and the positive side its (1 − x)-quantile.
+A sample whose covariance is 0 everywhere (a step where no group had reward spread) is left out and
+counted: its zeros would fill the middle levels (every 40 % cell 0.00) and say nothing of the spread.
 """
 
 from __future__ import annotations
@@ -39,10 +41,14 @@ def quantile_rows(runs: Sequence[Path], sizes: Sequence[str]) -> list[dict[str, 
     """One table per (size, method) of the runs, sizes in ``sizes``' order, methods in first-seen order."""
     pooled: dict[tuple[str, str], list[np.ndarray]] = {}
     seeds: dict[tuple[str, str], set[int]] = {}
+    dropped: dict[tuple[str, str], int] = {}
     for run_dir in runs:
         info = run_info(run_dir)
         key = (info["size"], info["method"])
-        pooled.setdefault(key, []).extend(r["cov"] for r in cov_samples(run_dir))
+        samples = [np.asarray(r["cov"], dtype=float) for r in cov_samples(run_dir)]
+        kept = [c for c in samples if np.any(c[np.isfinite(c)] != 0)]
+        pooled.setdefault(key, []).extend(kept)
+        dropped[key] = dropped.get(key, 0) + len(samples) - len(kept)
         seeds.setdefault(key, set()).add(info["seed"])
     rank = {s: i for i, s in enumerate(sizes)}
     keys = sorted(pooled, key=lambda k: rank.get(k[0], len(rank)))
@@ -51,6 +57,7 @@ def quantile_rows(runs: Sequence[Path], sizes: Sequence[str]) -> list[dict[str, 
             "size": size,
             "method": method,
             "seeds": sorted(seeds[(size, method)]),
+            "zero_samples_dropped": dropped[(size, method)],
             **side_quantiles(np.concatenate(pooled[(size, method)]) if pooled[(size, method)] else []),
         }
         for size, method in keys
@@ -67,20 +74,29 @@ def quantile_markdown(rows: Sequence[Mapping[str, Any]], size_name: Any, method_
 
     paper = [PAPER.get(x) for x in LEVELS]
     body = [
-        ["paper", "—", "+", "—", *cells(paper)],
-        ["paper", "—", "−", "—", *cells([-v if v is not None else None for v in paper])],
+        ["paper", "—", "+", "—", "—", *cells(paper)],
+        ["paper", "—", "−", "—", "—", *cells([-v if v is not None else None for v in paper])],
     ]
     for r in rows:
         head = [size_name(r["size"]), method_name(r["method"])]
-        body += [[*head, "+", r["n"], *cells(r["positive"])], [*head, "−", r["n"], *cells(r["negative"])]]
+        dropped = r.get("zero_samples_dropped", 0)
+        body += [
+            [*head, "+", r["n"], dropped, *cells(r["positive"])],
+            [*head, "−", r["n"], dropped, *cells(r["negative"])],
+        ]
     return [
         "## The covariance quantiles",
         "",
         "The token covariance c at each level, pooled over the sampled steps and seeds "
         "(`cov_samples.jsonl`): on the negative side the x-quantile of c, on the positive side its "
         "(1 − x)-quantile, so 0.01 % is the extreme tail and 100 % the far end of the sample "
-        "(`workflow/cwgrpo_workflow/report/cov_quantiles.py`). The paper's cells the spec gives: ±12 at 0.01 %, ±0.3 at 40 %.",
+        "(`workflow/cwgrpo_workflow/report/cov_quantiles.py`). The paper's cells the spec gives: ±12 at 0.01 %, ±0.3 at 40 %. "
+        "Samples whose covariance is 0 everywhere (steps without reward spread) are left out; the table counts them.",
         "",
-        *markdown_table(["Size", "Method", "Side", "Tokens", *LEVEL_NAMES], body, "lllr" + "r" * len(LEVELS)),
+        *markdown_table(
+            ["Size", "Method", "Side", "Tokens", "Zero samples left out", *LEVEL_NAMES],
+            body,
+            "lllrr" + "r" * len(LEVELS),
+        ),
         "",
     ]

@@ -23,6 +23,7 @@ from typing import Any, NamedTuple
 
 from cwgrpo.io import read_json
 from cwgrpo.stats import seed_effect
+from cwgrpo_workflow.report.load import load_reported
 from cwgrpo_workflow.report.options import markdown_table
 from cwgrpo_workflow.report.readme_tables import rewrite
 from cwgrpo_workflow.report.study import MEASURES, ci_text, num_text, secondary, shown_verdict
@@ -113,10 +114,40 @@ def claims_table(reports: Mapping[str, Mapping[str, Any]]) -> str:
             cells.append(
                 f"{num_text(mean, digits)} {ci_text(c['effect'], digits)}"
                 + (f", MDE {mde:.{digits}f}" if isinstance(mde, float) else "")
-                + f" → **{shown_verdict(c, reports[lab]['regime']['precondition'])}**"
+                + f" → {verdict_text(c, shown_verdict(c, reports[lab]['regime']['precondition']))}"
             )
         rows.append([cid, first.get("measure", first.get("claim", "")), *cells])
     return "\n".join(markdown_table(header, rows)) + "\n"
+
+
+def paper_effect(claim_id: int | str) -> float | None:
+    """The paper's own effect for a claim where it reports one: claim 1, CW-GRPO's Avg minus GRPO's at the
+    1.5B size in Table 1 (the size the studies stand in for)."""
+    if claim_id != 1:
+        return None
+    rows = {r["method"]: r["avg"] for r in load_reported(None)["table1"]["rows"] if r["size"] == "1.5b"}
+    return round(rows["cw_grpo"] - rows["grpo"], 1)
+
+
+def verdict_text(claim: Mapping[str, Any], verdict: str) -> str:
+    """The registered verdict and what its interval excludes: 0, and the paper's effect where it has one.
+    A verdict whose interval contains 0 is the registered rule's word, not a refutation, and is not bold."""
+    lo, hi = claim["effect"].get("lo"), claim["effect"].get("hi")
+    if not (isinstance(lo, float) and isinstance(hi, float)):
+        return f"**{verdict}**"
+    paper = paper_effect(claim["id"])
+    points = [("0", 0.0), *([(f"the paper's {paper:+.1f}", paper)] if paper is not None else [])]
+    excluded = [name for name, x in points if not lo <= x <= hi]
+    contained = [name for name, x in points if lo <= x <= hi]
+    if lo >= 0.0 or hi < 0.0:
+        words = f"**{verdict}**"
+    else:
+        words = f"{verdict} (registered rule: mean ≤ 0)" if verdict == "does not hold" else verdict
+    parts = [
+        f"excludes {' and '.join(excluded)}" if excluded else "",
+        f"contains {' and '.join(contained)}" if contained else "",
+    ]
+    return f"{words}; " + "; ".join(p for p in parts if p)
 
 
 def exploratory_effect(
@@ -172,13 +203,19 @@ def tail_ratio(claims: Mapping[str, Any]) -> dict[str, Any] | None:
 
 
 def ratio_text(ratio: Mapping[str, Any] | None) -> str:
-    """A tail ratio as ``mean [lo, hi]`` in whole numbers, or ``n/a``."""
-    return f"{ratio['mean']:.0f} [{ratio['ci95'][0]:.0f}, {ratio['ci95'][1]:.0f}]" if ratio else "n/a"
+    """A tail ratio as ``mean [lo, hi], median m`` in whole numbers (one seed's extreme ratio pulls the mean),
+    or ``n/a``."""
+    if not ratio:
+        return "n/a"
+    median = statistics.median(ratio["per_seed"].values()) if ratio.get("per_seed") else None
+    return f"{ratio['mean']:.0f} [{ratio['ci95'][0]:.0f}, {ratio['ci95'][1]:.0f}]" + (
+        f", median {median:.0f}" if median is not None else ""
+    )
 
 
 def regime_rows(reports: Mapping[str, Mapping[str, Any]]) -> str:
     """Each study's model, regime, covariance tail and precondition in one line each."""
-    header = ["study", "model", "regime", "base Avg", "tail ratio [95 % CI]", "GRPO unstable (seeds)",
+    header = ["study", "model", "regime", "base Avg", "tail ratio [95 % CI], median", "GRPO unstable (seeds)",
               "precondition of claims 2, 3"]  # fmt: skip
     rows = []
     for lab, rep in reports.items():
@@ -203,6 +240,10 @@ def page_block(reports: Mapping[str, Mapping[str, Any]]) -> str:
         + "\nTail ratio: GRPO's (q99.99 − q0.01)/(q60 − q40) of the token covariance, mean over seeds (claim 4 of "
         "each study's `claims.json`); the paper's quantiles give about 40, a Gaussian 14.7.\n\n"
         + claims_table(reports)
+        + "\nVerdicts are each registration's rule: 'does not hold' for a mean ≤ 0 whatever the interval, in "
+        "bold only where the interval excludes 0. Each study's `claims.md` applies `cwgrpo claims`' rule to "
+        "the same numbers, which calls an interval that reaches 0 'inconclusive': the two pages differ there "
+        "by rule, not by data.\n"
         + f"\nClaim 2's entropy statistic, as each study registered it: {entropy} (a study.json without "
         "`entropy_key` was analysed on TRL's token mean, `entropy`).\n"
         + "\nThe regime's effect on claim 1 (the second study's CW-GRPO − GRPO at the last checkpoint minus "
