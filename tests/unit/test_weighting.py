@@ -283,6 +283,40 @@ def test_cw_weights_released_gradcheck():
     assert torch.autograd.gradcheck(lambda lp, a: cw_weights(lp, a, mask, variant="released"), (logps, adv))
 
 
+def _released_formula(logps: torch.Tensor, adv: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """The released weight as the spec's table writes it (method.md §2), in plain torch and left in the
+    graph: per-completion mean log-prob, plain mean advantage, population std + 1e-8, Z = B*T."""
+    m = mask.to(logps.dtype)
+    row_mean = (logps * m).sum(1, keepdim=True) / m.sum(1, keepdim=True)
+    cov = (logps - row_mean) * (adv[:, None] - adv.mean())
+    valid = cov[mask.bool()]
+    sigma = (valid - valid.mean()).pow(2).mean().sqrt() + 1e-8
+    w = torch.exp(-cov.pow(2) / (2 * sigma**2)) * m
+    return w * mask.numel() / w.sum()
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_cw_weights_released_gradient_is_the_released_formulas(seed):
+    """Not only the values: the gradient the released weight sends back through the log-probs (its
+    centring, bandwidth and normaliser all depend on them) is the released formula's, in the GRPO surrogate
+    with the weighted advantage."""
+    logps, adv, mask = random_batch(b=4, t=6, seed=seed, dtype=torch.float64)
+    grads = []
+    for weights in (
+        lambda lp: cw_weights(lp, adv, mask, variant="released"),
+        lambda lp: _released_formula(lp, adv, mask),
+    ):
+        lp = logps.clone().requires_grad_(True)
+        surrogate = (weights(lp) * adv[:, None] * lp * mask).sum() / mask.sum()
+        (grad,) = torch.autograd.grad(surrogate, lp)
+        grads.append(grad)
+    torch.testing.assert_close(grads[0], grads[1], rtol=1e-10, atol=1e-12)
+    lp = logps.clone().requires_grad_(True)
+    detached = cw_weights(lp, adv, mask, variant="released").detach()
+    (without,) = torch.autograd.grad((detached * adv[:, None] * lp * mask).sum() / mask.sum(), lp)
+    assert not torch.allclose(without, grads[0])  # the term through the weight is in what was compared
+
+
 # ---------------------------------------------------------------------------------------- variants
 
 
