@@ -573,6 +573,36 @@ def test_rows_with_answers_that_ran_out_of_grading_time_are_marked_with_their_co
     assert "‡" not in untouched["md"].read_text()
 
 
+def test_rows_whose_every_sample_was_cut_at_max_new_tokens_are_named(tmp_path):
+    """A row whose every evaluation sample hit max_new_tokens finished no answer: Table 1 says so."""
+    paths = make_results(tmp_path / "r")
+    for path in paths:
+        summary = json.loads(path.read_text())
+        if summary["tags"]["method"] == "clip_cov":
+            summary["n_truncated"] = summary["n_samples"]
+        elif summary["tags"]["method"] == "grpo":
+            summary["n_truncated"] = summary["n_samples"] - 1  # one finished answer: not named
+        path.write_text(json.dumps(summary))
+    md = write_table(cfg(), paths, outputs(tmp_path / "t.pdf", tmp_path / "o"))["md"].read_text()
+    name = cfg().method_name
+    assert (
+        f"Every evaluation sample of Tiny-S (≈1.5B) {name('clip_cov')} was cut at max_new_tokens: no answer "
+        "finished (raise evaluate's max_new_tokens)."
+    ) in md
+    assert md.count("was cut at max_new_tokens") == 1
+
+
+def test_the_table_as_a_figure_marks_a_method_without_learning_signal_as_the_table_does(tmp_path):
+    from cwgrpo_workflow.report.table import avg_figure
+
+    config = cfg()
+    cells, _ = build_table1(load_summaries(make_results(tmp_path / "r"), config), config)
+    fig = avg_figure(cells, config, load_reported(), "footer", {("small", "cw_grpo")})
+    labels = [t.get_text() for t in fig.axes[0].get_yticklabels()]
+    assert labels == ["Base", "Clip-Cov", "CW-GRPO †"]
+    assert "† no learning signal\nin training" in [t.get_text() for t in fig.legends[0].get_texts()]
+
+
 def test_notes_and_columns_come_from_the_results_never_a_presets_name(tmp_path):
     """A benchmark cut to its first N problems says so in its column; the note names what in the results
     is not the paper's (from the names the results carry), and no text names a preset."""

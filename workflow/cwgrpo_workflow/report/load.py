@@ -83,7 +83,7 @@ def reported_checkpoints(reported: Mapping[str, Any]) -> pd.DataFrame:
 # -- evaluation summaries ---------------------------------------------------------------------------
 SUMMARY_COLUMNS = [
     "size", "method", "seed", "step", "benchmark", "accuracy", "accuracy_se", "accuracy_ci_lo",
-    "accuracy_ci_hi", "metric", "k", "n_problems", "n_timed_out", "limit", "pass1", "avg_k", "benchmark_display",
+    "accuracy_ci_hi", "metric", "k", "n_problems", "n_samples", "n_truncated", "n_timed_out", "limit", "pass1", "avg_k", "benchmark_display",
     "benchmark_mirror", "path",
 ]  # fmt: skip
 
@@ -147,6 +147,8 @@ def _summary_row(path: Path, s: Mapping[str, Any]) -> dict[str, Any]:
         "metric": f"avg@{k}" if use_avg else "pass@1",
         "k": k,
         "n_problems": int(s.get("n_problems") or 0),
+        "n_samples": int(s.get("n_samples") or 0),
+        "n_truncated": int(s.get("n_truncated") or 0),
         "n_timed_out": int(s.get("n_timed_out") or 0),
         "limit": (s.get("settings") or {}).get("limit"),  # evaluate's `limit`: only the first N problems
         "pass1": _float(s.get("pass1")),

@@ -129,7 +129,7 @@ def table_grid(cells: pd.DataFrame, cfg: TableConfig, reported: Mapping[str, Any
         "Cells: mean over seeds ± half-width of the 95 % t-interval over seeds (one seed with k > 1: the "
         "summary's interval over problems; no ± when no interval is available).",
         f"Avg: mean of the benchmark accuracies. Δ Avg: Avg minus {ref_name}'s, paired by seed. "
-        "Bold: best in its column within a size.",
+        "Bold: best in its column within a size (every tied best is bold).",
     ]
     stand_in = cfg.stand_in_note(benchmarks, dict.fromkeys(cells["size"]))
     if stand_in:
@@ -472,9 +472,16 @@ def avg_effects(cells: pd.DataFrame, cfg: TableConfig, reported: dict[str, Any])
     return pd.DataFrame.from_records(rows)
 
 
-def avg_figure(cells: pd.DataFrame, cfg: TableConfig, reported: dict[str, Any], footer: str):
+def avg_figure(
+    cells: pd.DataFrame,
+    cfg: TableConfig,
+    reported: dict[str, Any],
+    footer: str,
+    silent: set[tuple[str, str]] = frozenset(),
+):
     """Each method's Δ Avg beside the paper's, one panel per size (``cells`` as :func:`build_table1` returns
-    them). Only effects share an axis: a stand-in preset's accuracies are of other models and benchmarks."""
+    them). Only effects share an axis: a stand-in preset's accuracies are of other models and benchmarks.
+    A method whose runs had no learning signal (``silent``: (size, method)) is marked † as in Table 1."""
     from matplotlib.lines import Line2D
 
     from cwgrpo_workflow.report.style import apply_style, new_figure
@@ -497,7 +504,13 @@ def avg_figure(cells: pd.DataFrame, cfg: TableConfig, reported: dict[str, Any], 
             if np.isfinite(r["paper"]):
                 ax.plot(r["paper"], y, marker="D", mfc="white", color=colour, ls="none", alpha=0.8)
         ax.axvline(0, color="0.6", lw=0.8, zorder=0)
-        ax.set_yticks(ys, list(sub["method_display"]))
+        ax.set_yticks(
+            ys,
+            [
+                f"{r['method_display']} †" if (size, r["method"]) in silent else r["method_display"]
+                for _, r in sub.iterrows()
+            ],
+        )
         psize = sub["paper_size"].iloc[0]
         title = cfg.size_name(size)
         if psize is not None and psize != size:
@@ -514,6 +527,8 @@ def avg_figure(cells: pd.DataFrame, cfg: TableConfig, reported: dict[str, Any], 
         ),
         Line2D([], [], color="0.2", marker="D", mfc="white", ls="none", label=f"paper{other},\nstep {step}"),
     ]
+    if silent:
+        handles.append(Line2D([], [], ls="none", label="† no learning signal\nin training"))
     fig.legend(handles=handles, loc="outside right upper")
     return fig
 
@@ -757,10 +772,9 @@ def _mark_rows(grid: Any, marked: set[tuple[str, str]], sign: str, note: str) ->
     return dataclasses.replace(grid, sections=sections, notes=[*grid.notes, note])
 
 
-def mark_silent_rows(grid: Any, cfg: TableConfig, runs: list[Path]) -> Any:
+def mark_silent_rows(grid: Any, cfg: TableConfig, silent: Mapping[tuple[str, str], list[str]]) -> Any:
     """Rows of a method whose runs had no learning signal (``claim_checks.silent_runs``) get a dagger
     and a note saying which run and why: they measure a policy that training did not move."""
-    silent = silent_runs(runs)
     if not silent:
         return grid
     why = "; ".join(
@@ -769,6 +783,19 @@ def mark_silent_rows(grid: Any, cfg: TableConfig, runs: list[Path]) -> Any:
     )
     marked = {(cfg.size_name(size), cfg.method_name(method)) for size, method in silent}
     return _mark_rows(grid, marked, "†", f"† No learning signal in training: {why}.")
+
+
+def note_all_truncated(grid: Any, cfg: TableConfig, frame: pd.DataFrame, cells: pd.DataFrame) -> Any:
+    """A note naming the rows whose every evaluation sample was cut at max_new_tokens: no answer finished,
+    so their accuracy says nothing of the method (raise evaluate's max_new_tokens)."""
+    rows = frame.merge(cells[["size", "method", "step"]].drop_duplicates(), on=["size", "method", "step"])
+    sums = rows.groupby(["size", "method"], sort=False)[["n_truncated", "n_samples"]].sum()
+    cut = sums[(sums["n_samples"] > 0) & (sums["n_truncated"] == sums["n_samples"])]
+    if cut.empty:
+        return grid
+    names = "; ".join(f"{cfg.size_name(s)} {cfg.method_name(m)}" for s, m in cut.index)
+    note = f"Every evaluation sample of {names} was cut at max_new_tokens: no answer finished (raise evaluate's max_new_tokens)."
+    return dataclasses.replace(grid, notes=[*grid.notes, note])
 
 
 def mark_timed_out_rows(grid: Any, cfg: TableConfig, frame: pd.DataFrame, cells: pd.DataFrame) -> Any:
@@ -801,8 +828,10 @@ def write_table(
     frame = load_summaries(summaries, cfg)
     cells, per_seed = build_table1(frame, cfg)
     reported = load_reported(reported_path)
-    grid = mark_silent_rows(table_grid(cells, cfg, reported), cfg, list(runs or []))
+    silent = silent_runs(list(runs or []))
+    grid = mark_silent_rows(table_grid(cells, cfg, reported), cfg, silent)
     grid = mark_timed_out_rows(grid, cfg, frame, cells)
+    grid = note_all_truncated(grid, cfg, frame, cells)
     cmp = reported_vs_ours(cells, per_seed, cfg, reported)
     footer = footer_text(input_identity(summaries), config_hash(cfg), preset=cfg.preset)
     write_csv(out["csv"], cells)
@@ -821,7 +850,7 @@ def write_table(
     if "avg_png" in out:
         from cwgrpo_workflow.report.style import save_figure
 
-        save_figure(avg_figure(cells, cfg, reported, footer), out["avg_pdf"], out["avg_png"])
+        save_figure(avg_figure(cells, cfg, reported, footer, set(silent)), out["avg_pdf"], out["avg_png"])
     return dict(out)
 
 
