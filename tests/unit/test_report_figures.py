@@ -331,3 +331,27 @@ def test_a_foreign_covariance_sample_line_is_named_not_a_traceback(tmp_path, lin
     )
     with pytest.raises(ResultFileError, match=rf"{re.escape(str(tmp_path / 'cov_samples.jsonl'))}:2: 'step'"):
         cov_samples(tmp_path)
+
+
+def test_the_reward_axis_says_what_the_reward_is_made_of_and_its_range_per_size(tmp_path):
+    """Accuracy + format reaches 2 where accuracy alone reaches 1: each size's axis names its runs' rewards
+    (weights and range where every reward is 0/1); a user's reward has no range to give."""
+    plan = {
+        "1.5b": (["accuracy", "format"], [1.0, 1.0]),
+        "7b": (["accuracy"], [1.0]),
+        "own": (["m:r"], [0.5]),
+    }
+    runs = []
+    for size, (funcs, weights) in plan.items():
+        run = write_run(tmp_path, size, "grpo", 0)
+        info = json.loads((run / "run.json").read_text())
+        info["config"] = {"job": {"reward_funcs": funcs}, "trl": {"reward_weights": weights}}
+        (run / "run.json").write_text(json.dumps(info))
+        runs.append(run)
+    fig = make_figure("training", FigureConfig(), runs, [])
+    reward_axes = [ax.get_ylabel() for ax in fig.axes if ax.get_ylabel().startswith("mean reward")]
+    assert reward_axes == [
+        "mean reward: accuracy + format (0 to 2)",
+        "mean reward: accuracy (0 to 1)",
+        "mean reward: 0.5×m:r",
+    ]

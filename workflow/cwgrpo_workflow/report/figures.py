@@ -14,7 +14,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import logging
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -22,7 +22,7 @@ import numpy as np
 import pandas as pd
 
 from cwgrpo.configs import ConfigError, add_config_arguments, config_hash, describe_options
-from cwgrpo.io import ResultFileError
+from cwgrpo.io import ResultFileError, read_json
 from cwgrpo.stats import t_band
 from cwgrpo_workflow.report.load import (
     add_input_arguments,
@@ -132,9 +132,15 @@ def _curves(ax, frame: pd.DataFrame, column: str, cfg: FigureConfig) -> None:
 
 
 # -- the four kinds ----------------------------------------------------------------------------------
-def _plot_steps(cfg: FigureConfig, runs: Sequence[Path], panels: Sequence[tuple[str, str]], what: str):
+def _plot_steps(
+    cfg: FigureConfig,
+    runs: Sequence[Path],
+    panels: Sequence[tuple[str, str]],
+    what: str,
+    label_of_size: Mapping[str, str] | None = None,
+):
     """Per-step curves of each ``(column, y label)`` in ``panels``, one row per size; one panel puts the
-    sizes side by side instead."""
+    sizes side by side instead. ``label_of_size`` replaces the first panel's label per size."""
     from cwgrpo_workflow.report.style import integer_steps, new_figure
 
     m = metrics_frame(runs)
@@ -147,8 +153,10 @@ def _plot_steps(cfg: FigureConfig, runs: Sequence[Path], panels: Sequence[tuple[
     else:
         fig, axes = new_figure(len(sizes), len(panels), 8.0, 2.4, footer)
     for row, size in zip(axes, sizes, strict=True):
-        for ax, (column, ylabel) in zip(row, panels, strict=True):
+        for i, (ax, (column, ylabel)) in enumerate(zip(row, panels, strict=True)):
             _curves(ax, m[m["size"] == size], column, cfg)
+            if i == 0 and label_of_size and size in label_of_size:
+                ylabel = label_of_size[size]
             ax.set(title=cfg.size_name(size), xlabel="optimiser step", ylabel=ylabel)
             integer_steps(ax)
     _legend(fig, axes, _band_title(cfg, m))
@@ -160,12 +168,36 @@ def plot_entropy(cfg: FigureConfig, runs: Sequence[Path]):
     return _plot_steps(cfg, runs, [panel], f"entropy ({cfg.entropy_key})")
 
 
+BOUNDED_REWARDS = ("accuracy", "accuracy_released", "format", "number_accuracy")  # each 0 or 1
+
+
+def reward_labels(runs: Sequence[Path]) -> dict[str, str]:
+    """Per size, what its reward axis holds: the weighted sum of the runs' reward functions, with its range
+    where every one is a 0/1 reward (accuracy + format reaches 2 where accuracy alone reaches 1)."""
+    makeup: dict[str, set[tuple[tuple[str, float], ...]]] = {}
+    for run in runs:
+        info = read_json(Path(run) / "run.json")
+        config = info.get("config") or {}
+        funcs = list((config.get("job") or {}).get("reward_funcs") or [])
+        weights = list((config.get("trl") or {}).get("reward_weights") or [1.0] * len(funcs))
+        makeup.setdefault(run_info(run)["size"], set()).add(tuple(zip(funcs, weights, strict=False)))
+    labels = {}
+    for size, found in makeup.items():
+        if len(found) != 1 or not next(iter(found)):
+            continue
+        parts = next(iter(found))
+        names = " + ".join(name if w == 1 else f"{w:g}×{name}" for name, w in parts)
+        top = sum(w for _, w in parts) if all(n in BOUNDED_REWARDS and w >= 0 for n, w in parts) else None
+        labels[size] = f"mean reward: {names}" + (f" (0 to {top:g})" if top is not None else "")
+    return labels
+
+
 def plot_training(cfg: FigureConfig, runs: Sequence[Path]):
     panels = [
         ("reward", "mean reward (per completion)"),
         ("completions/mean_length", "mean completion length (tokens)"),
     ]
-    return _plot_steps(cfg, runs, panels, "training")
+    return _plot_steps(cfg, runs, panels, "training", reward_labels(runs))
 
 
 def _mirror_of(cfg: FigureConfig, present: Sequence[str], key: str) -> str:
