@@ -356,6 +356,20 @@ def test_training_completions_follow_the_evaluation_samples(tmp_path):
     assert len(parse(page.split('<section id="training">', 1)[0]).articles) == 1  # the evaluation sample
 
 
+def test_a_plain_trl_output_dir_shows_its_completions_named_by_its_folder(tmp_path):
+    """A drop-in user's TRL output_dir has no run.json: its completions are shown, named by the folder."""
+    summary = write_cell(tmp_path / "eval", [row(0, strict=True, paper=True)])
+    run_dir = tmp_path / "my-trl-run"
+    write_train_completions(run_dir, [5])
+    (run_dir / "run.json").unlink()
+    out = tmp_path / "p.html"
+    argv = ["samples", "--summaries", str(summary), "--runs", str(run_dir), "--out-html", str(out)]
+    assert cli.main(argv) == 0
+    training = out.read_text().split('<section id="training">', 1)[1]
+    assert "my-trl-run · — · seed — · step 5" in training
+    assert len(parse(training).articles) == 6
+
+
 def test_runs_without_training_completions_say_how_to_get_them(tmp_path):
     summary = write_cell(tmp_path / "eval", [row(0, strict=True, paper=True)])
     run_dir = tmp_path / "run"

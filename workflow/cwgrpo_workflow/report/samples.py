@@ -198,8 +198,8 @@ def read_step(path: Path, tags: dict[str, str], step: int, per_step: int) -> Tra
 
 
 def load_train_steps(run_dirs: list[Path], cfg: SamplesConfig) -> tuple[list[TrainStep], list[Issue]]:
-    """The first and last logged step of each run that saved completions; a file that cannot be read is
-    an issue, not a failed page."""
+    """The first and last logged step of each run that saved completions (a cwgrpo run, or any TRL
+    ``output_dir``, named by its folder); a file that cannot be read is an issue, not a failed page."""
     from cwgrpo.io import ResultFileError
     from cwgrpo_workflow.report.load import run_info
 
@@ -208,12 +208,15 @@ def load_train_steps(run_dirs: list[Path], cfg: SamplesConfig) -> tuple[list[Tra
         steps = logged_steps(Path(run_dir))
         if not steps:
             continue
-        try:
-            info = run_info(run_dir)
-        except ResultFileError as err:
-            issues.append(Issue(str(Path(run_dir) / "run.json"), str(err)))
-            continue
-        tags = {k: str(info[k]) for k in ("size", "method", "seed")}
+        if not (Path(run_dir) / "run.json").exists():  # a plain TRL output_dir: named by its folder
+            tags = {"size": "—", "method": Path(run_dir).name, "seed": "—"}
+        else:
+            try:
+                info = run_info(run_dir)
+            except ResultFileError as err:
+                issues.append(Issue(str(Path(run_dir) / "run.json"), str(err)))
+                continue
+            tags = {k: str(info[k]) for k in ("size", "method", "seed")}
         for step in dict.fromkeys([min(steps), max(steps)]):
             try:
                 shown.append(read_step(steps[step], tags, step, cfg.per_cell))
