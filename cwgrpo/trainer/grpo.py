@@ -37,7 +37,8 @@ behaviour:
   loss TRL's ids (one BOS), as released.
 
 Diagnostics (spec method.md §4) are appended to TRL's metrics under ``cw/`` every micro-batch; for
-methods that do not reweight, the ``cw/weight_*`` keys describe the weights CW-GRPO would have assigned.
+methods that do not reweight, the ``cw/weight_*`` keys describe the weights CW-GRPO would have assigned,
+and so do the kept shares of each group's outcomes (``cwgrpo.weighting.kept_share``).
 At a few steps a random sample of (covariance, weight) pairs is written to ``cov_samples.jsonl``. With
 ``cw_probe_prompts`` > 0, the KL between consecutive policies on a fixed probe set is appended under
 ``probe/`` after every optimiser step (:mod:`cwgrpo.trainer.probe_kl`).
@@ -66,6 +67,7 @@ from cwgrpo.trainer import learning_signal
 from cwgrpo.trainer.options import CWOptions, samples_path
 from cwgrpo.trainer.probe_kl import ProbeKL
 from cwgrpo.trainer.trl_loss import TRL_LOSS_TYPES, aggregate_like_trl
+from cwgrpo.weighting.kept_share import group_kept_shares, kept_share_metrics
 
 logger = logging.getLogger(__name__)
 
@@ -431,11 +433,15 @@ class CWGRPOTrainer(GRPOTrainer):
         """Append diagnostics to TRL's metrics (one host sync per micro-batch) and maybe save a sample."""
         metrics, cov, weights = weighting.method_diagnostics(batch, self._cw_options, out)
         mask = batch.mask
+        groups = group_kept_shares(batch.advantages, weights, mask, self.args.num_generations)
+        if groups is not None:
+            metrics.update(kept_share_metrics(groups, self.args.num_generations))
         names = list(metrics)
         values = torch.stack([metrics[n].detach().float().reshape(()) for n in names]).cpu().tolist()
         mode = "train" if self.model.training else "eval"
         for name, value in zip(names, values, strict=True):
-            self._metrics[mode][name].append(value)
+            if not math.isnan(value):  # a kept share of an outcome this micro-batch does not hold
+                self._metrics[mode][name].append(value)
         if mode == "train" and self._cw_should_sample(cov, mask):
             self._cw_write_sample(cov, weights, mask)
 

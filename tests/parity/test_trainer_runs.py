@@ -32,6 +32,10 @@ DIAGNOSTICS = [
     "cw/weight_max",
     "cw/weight_frac_below_0.5",
     "cw/weight_frac_above_2",
+    "cw/group_successes",
+    "cw/group_kept_positive",
+    "cw/group_kept_negative",
+    "cw/group_push_sum",
 ]
 METHODS = [
     ({"cw_method": "grpo"}, []),

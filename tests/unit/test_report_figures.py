@@ -355,3 +355,29 @@ def test_the_reward_axis_says_what_the_reward_is_made_of_and_its_range_per_size(
         "mean reward: accuracy (0 to 1)",
         "mean reward: 0.5×m:r",
     ]
+
+
+def test_the_kept_share_figure_draws_each_outcomes_share_against_the_success_count(tmp_path):
+    """From the runs' cw/kept_{positive,negative}_k{k} metrics: mean over a run's steps (a step without a
+    group of that count has no value), then over seeds; one panel per size and outcome."""
+    runs = []
+    for seed, shift in ((0, 0.0), (1, 0.2)):
+        run = write_run(tmp_path, "small", "cw_grpo", seed, steps=2)
+        lines = [json.loads(x) for x in (run / "metrics.jsonl").read_text().splitlines()]
+        lines[0] |= {"cw/kept_positive_k1": 0.4 + shift, "cw/kept_negative_k1": 1.1}
+        lines[1] |= {
+            "cw/kept_positive_k1": 0.6 + shift,
+            "cw/kept_positive_k3": 1.0,
+            "cw/kept_negative_k3": 0.5,
+        }
+        (run / "metrics.jsonl").write_text("".join(json.dumps(x) + "\n" for x in lines))
+        runs.append(run)
+    fig = make_figure("kept_share", FigureConfig(), runs, [])
+    successes, failures = fig.axes[0], fig.axes[1]
+    assert successes.get_title().endswith("successes") and failures.get_title().endswith("failures")
+    (line,) = [ln for ln in successes.lines if ln.get_marker() == "o"]
+    assert list(line.get_xdata()) == [1, 3] and list(line.get_ydata()) == pytest.approx([0.6, 1.0])
+    (line,) = [ln for ln in failures.lines if ln.get_marker() == "o"]
+    assert list(line.get_ydata()) == pytest.approx([1.1, 0.5])
+    with pytest.raises(ResultFileError, match="no cw/kept_positive_k"):
+        make_figure("kept_share", FigureConfig(), [write_run(tmp_path / "plain", "small", "grpo", 0)], [])

@@ -152,3 +152,8 @@ def test_the_readme_command_builds_the_tiny_table(tmp_path):
     provenance = json.loads((folder / "results/tiny/table1.provenance.json").read_text())
     assert provenance["config"]["preset"] == "tiny"
     assert f"Table 1 of preset tiny: {SHOWN}" in said
+    # docs/usage.md's kept-share command, as typed there, on this run
+    (command,) = [ln for ln in (REPO / "docs/usage.md").read_text().splitlines() if "--kind kept_share" in ln]
+    done = subprocess.run(command, shell=True, cwd=folder, env=user_env(), capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert (folder / "kept.pdf").stat().st_size > 0 and (folder / "kept.png").stat().st_size > 0

@@ -10,7 +10,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     ),
     "figure": (
         "cwgrpo_workflow.report.figures",
-        "entropy, checkpoint, covariance and training-curve figures",
+        "entropy, checkpoint, covariance, training-curve and kept-share figures",
     ),
     "claims": (
         "cwgrpo_workflow.report.claims",

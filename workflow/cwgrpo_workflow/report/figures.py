@@ -1,9 +1,10 @@
-"""``cwgrpo figure``: the entropy, checkpoint, covariance and training-curve figures (PDF + PNG).
+"""``cwgrpo figure``: the entropy, checkpoint, covariance, training-curve and kept-share figures (PDF + PNG).
 
 ``entropy`` and ``training`` (``--runs``): per-step curves, mean over seeds with a band; ``checkpoints``
 (``--summaries``): accuracy at every evaluated step of two benchmarks, the paper's overlaid with
 ``show_reported``; ``covariance`` (``--runs``): the sampled token covariances pooled over steps and seeds
-(histogram, quantiles, kernel weight). Example::
+(histogram, quantiles, kernel weight); ``kept_share`` (``--runs``): the share of each outcome's push the
+kernel keeps, against the group's success count. Example::
 
     cwgrpo figure --kind entropy --runs results/tiny/runs/*/*/seed* \\
         --out-pdf figures/tiny/entropy.pdf --out-png figures/tiny/entropy.png
@@ -39,7 +40,7 @@ from cwgrpo_workflow.report.options import PAPER_BENCHMARKS, ReportConfig
 from cwgrpo_workflow.report.provenance import footer_text, input_identity
 
 log = logging.getLogger(__name__)
-KINDS = ("entropy", "checkpoints", "covariance", "training")
+KINDS = ("entropy", "checkpoints", "covariance", "training", "kept_share")
 BANDS = ("minmax", "ci95")
 BAND_TEXT = {"minmax": "band: min–max\nover seeds", "ci95": "band: 95 % t-interval\nover seeds"}
 # The paper's covariance quantiles (1.5B): about ±12 at the 0.01 % tails and ±0.3 at the 40 % quantile.
@@ -339,7 +340,55 @@ def plot_covariance(cfg: FigureConfig, runs: Sequence[Path]):
     return fig
 
 
-PLOTTERS = {"entropy": plot_entropy, "training": plot_training, "covariance": plot_covariance}
+def plot_kept_share(cfg: FigureConfig, runs: Sequence[Path]):
+    """The share of each outcome's push the CW kernel keeps against the group's success count (the
+    ``cw/kept_{positive,negative}_k{k}`` of each run's metrics, mean over its steps, then over seeds), one
+    panel per size and outcome: below 1 the kernel cuts that outcome, above 1 it hands it weight. Which side
+    a run sits on is what tells whether the kernel cuts its rare successes (cwgrpo.weighting.kept_share)."""
+    from cwgrpo_workflow.report.style import new_figure
+
+    m = metrics_frame(runs)
+    columns = [c for c in m.columns if c.startswith(("cw/kept_positive_k", "cw/kept_negative_k"))]
+    if not columns:
+        raise ResultFileError(
+            "no cw/kept_positive_k* metrics in these runs' metrics.jsonl (cw_diagnostics off?)"
+        )
+    long = m.melt(id_vars=["size", "method", "seed"], value_vars=columns, var_name="key").dropna(
+        subset=["value"]
+    )
+    long["outcome"] = np.where(long["key"].str.contains("positive"), "successes", "failures")
+    long["k"] = long["key"].str.rsplit("_k", n=1).str[1].astype(int)
+    per_seed = long.groupby(["size", "method", "seed", "outcome", "k"], as_index=False)["value"].mean()
+    means = per_seed.groupby(["size", "method", "outcome", "k"], as_index=False)["value"].mean()
+    sizes = cfg.order_sizes(means["size"])
+    fig, axes = new_figure(len(sizes), 2, 7.0, 2.4 * len(sizes), _footer(cfg, "kept share", runs=runs))
+    for row, size in zip(axes, sizes, strict=True):
+        for ax, outcome in zip(row, ("successes", "failures"), strict=True):
+            sub = means[(means["size"] == size) & (means["outcome"] == outcome)]
+            for method, line in sub.groupby("method", sort=False):
+                ax.plot(
+                    line["k"],
+                    line["value"],
+                    marker="o",
+                    color=cfg.method_colour(method),
+                    label=cfg.method_name(method),
+                )
+            ax.axhline(1.0, color="0.6", lw=0.8, zorder=0)
+            ax.set(
+                title=f"{cfg.size_name(size)} · {outcome}",
+                xlabel="successes in the group",
+                ylabel="share of the push kept",
+            )
+    _legend(fig, axes)
+    return fig
+
+
+PLOTTERS = {
+    "entropy": plot_entropy,
+    "training": plot_training,
+    "covariance": plot_covariance,
+    "kept_share": plot_kept_share,
+}
 
 
 def make_figure(kind: str, cfg: FigureConfig, runs: Sequence[Path], summaries: Sequence[Path]):
