@@ -49,6 +49,23 @@ def portable_cpu_numerics() -> None:
         os.environ["ATEN_CPU_CAPABILITY"] = PORTABLE_CPU_NUMERICS["ATEN_CPU_CAPABILITY"]
 
 
+def numerics_note() -> str | None:
+    """Why this machine's CPU numbers may differ from docs/tiny-results (made with the portable pair), or
+    None where its commands run the same kernels and MKL branch."""
+    reasons = []
+    if "avx2" not in (cpuinfo("flags") or "").split():
+        reasons.append(f"this CPU ({cpuinfo('model name') or platform.machine()}) has no AVX2")
+    for name, value in PORTABLE_CPU_NUMERICS.items():
+        if os.environ.get(name, value).lower() != value.lower():
+            reasons.append(f"{name}={os.environ[name]} is set")
+    if not reasons:
+        return None
+    return (
+        f"{' and '.join(reasons)}: docs/tiny-results was made with ATen's AVX2 kernels and MKL's COMPATIBLE "
+        "branch, so this machine's numbers may differ from it (docs/usage.md, Determinism)"
+    )
+
+
 def cpu_numerics() -> dict[str, str | None]:
     """What this process's CPU numbers depend on: the CPU model, ATen's kernels (once torch is loaded),
     MKL's branch."""

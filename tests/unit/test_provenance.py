@@ -70,3 +70,20 @@ def test_a_command_pins_the_cpus_numerics_before_torch_loads_and_the_provenance_
     monkeypatch.setenv("MKL_CBWR", "AUTO")
     done = subprocess.run([sys.executable, "-c", PROBE_NUMERICS], capture_output=True, text=True, check=True)
     assert done.stdout.split()[-3:] == ["DEFAULT", "AUTO", "True"]
+
+
+def test_a_machine_whose_numerics_differ_from_the_tiny_results_is_told_why(monkeypatch):
+    from cwgrpo import seeding
+
+    flags = {"flags": "fpu sse2 avx avx2", "model name": "Some CPU"}
+    monkeypatch.setattr(seeding, "cpuinfo", lambda field: flags.get(field))
+    for name in PORTABLE_CPU_NUMERICS:
+        monkeypatch.delenv(name, raising=False)
+    assert seeding.numerics_note() is None
+    monkeypatch.setenv("MKL_CBWR", "compatible")  # MKL reads it in any case
+    assert seeding.numerics_note() is None
+    monkeypatch.setenv("ATEN_CPU_CAPABILITY", "avx512")
+    assert seeding.numerics_note().startswith("ATEN_CPU_CAPABILITY=avx512 is set: docs/tiny-results was made")
+    monkeypatch.delenv("ATEN_CPU_CAPABILITY")
+    flags["flags"] = "fpu sse2 avx"
+    assert seeding.numerics_note().startswith("this CPU (Some CPU) has no AVX2: docs/tiny-results")
