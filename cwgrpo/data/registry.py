@@ -1,26 +1,10 @@
 """Dataset registry: every dataset by name, and its rows as normalised problem records.
 
-Every training set and benchmark, real (Hugging Face) or synthetic (tiny preset), becomes a list of
-records ``{id, problem, answer, source}`` (``docs/architecture.md``, "Records"): ``answer`` is the gold
-final answer as a string, never a worked solution. ``normalise`` is a pure function from a dataset's raw
-rows to records, so the tests feed it hand-written fixtures shaped like each real dataset; every cell
-becomes text through one function, ``cell_text``, whatever read it. Only ``load_rows`` reads (with
-``cwgrpo.data.rows``) or touches the network (``datasets.load_dataset``, imported lazily).
-
-Column choices, from the dataset cards and from the Open-RS evaluation code that produced the paper's
-numbers (``src/open_r1/evaluate.py`` of the Open-RS repository):
-
-| name | columns read | note |
-|---|---|---|
-| ``open_rs`` | ``problem``, ``answer``, ``solution`` | ``solution`` (a worked solution) is kept as the record's optional ``solution``: the released accuracy reward reads its gold from it |
-| ``aime24`` | ``problem``, ``answer`` | also has id/solution/url/year |
-| ``math500`` | ``problem``, ``answer`` | also has solution/subject/level/unique_id |
-| ``amc23`` | ``problem``, ``answer`` | the answer is stored as a number (``27.0``); written as ``27`` |
-| ``minerva`` | ``problem``, last ``\\boxed{}`` of ``solution`` | the set has no answer column |
-| ``olympiadbench`` | ``question``, ``answer`` | Open-RS reads ``question``; ``$...$`` around answers is stripped |
-| ``champ`` | ``_text``, ``_answer`` | CHAMP (Mao et al. 2024, MIT licence), 270 competition problems, read offline from the ``champ-dataset`` 1.0.0 package (``champ_dataset/dataset_files/v0.json``, key ``problems``, in file order); many gold answers are text ("No"), which the grader counts as unscorable |
-
-Record ids are ``{name}-{row index:04d}`` in the pinned revision's order, for every dataset alike.
+Every dataset becomes records ``{id, problem, answer, source}`` (``docs/architecture.md``, "Records"),
+``answer`` the gold final answer as text. ``normalise`` is pure, so tests feed it fixtures shaped like
+each real dataset; every cell becomes text through ``cell_text``. Only ``load_rows`` reads or touches the
+network. Columns follow the dataset cards and Open-RS's ``src/open_r1/evaluate.py`` (each ``DatasetSpec``
+says which). Record ids are ``{name}-{row index:04d}`` in the pinned revision's order.
 """
 
 from __future__ import annotations
@@ -221,12 +205,7 @@ def _text(spec: DatasetSpec, i: int, column: str, value: Any, convert: Any = cel
 
 
 def normalise(spec: DatasetSpec, rows: Iterable[Mapping[str, Any]]) -> list[dict[str, str]]:
-    """Raw rows -> records ``{id, problem, answer, source[, solution][, columns]}`` (no row-count check).
-
-    Raises:
-        ValueError: a column is missing (names the dataset, the column and the columns found), a problem
-            or answer has no text (``cell_text``), or a boxed answer cannot be found (names the row).
-    """
+    """Raw rows -> records ``{id, problem, answer, source[, solution][, columns]}`` (no row-count check)."""
     if spec.synthetic:
         return [validate_record(dict(r), spec.name, i) for i, r in enumerate(rows)]
     records = []
@@ -282,12 +261,7 @@ def validate_record(record: Any, where: str, index: int) -> dict[str, str]:
 
 
 def load_records(path: str | Path) -> list[dict[str, str]]:
-    """Read and validate a records JSONL file (every later step reads data through this).
-
-    Raises:
-        ResultFileError: missing/malformed file, a record without id/problem/answer/source, zero
-            records, or a duplicate id (named).
-    """
+    """Read and validate a records JSONL file (every later step reads data through this)."""
     records = read_jsonl(path)
     if not records:
         raise ResultFileError(f"{path}: no records")

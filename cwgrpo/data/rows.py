@@ -265,10 +265,6 @@ def _float_text(value: Any) -> str:
 def cell_text(value: Any) -> str:
     """One scalar cell as text, the same for every reader: text stripped, integers exact, a binary float by
     ``_float_text`` of its stored width, a ``Decimal`` exact, UTF-8 bytes decoded.
-
-    Raises:
-        ValueError: a phrase for the row's message: the cell is empty, NaN or infinite, a list or mapping,
-            bytes that are not UTF-8, or text that is not valid Unicode.
     """
     import numbers
     from decimal import Decimal

@@ -1,36 +1,16 @@
 """Synthetic integer-arithmetic task for the tiny preset: a training split and five graded benchmarks.
 
-A problem is a chain of two-digit numbers joined by ``+`` and ``-`` (``43+25``, ``43+25-31``), read left
-to right. Every step is *carry-free*: digit by digit, an addition never carries and a subtraction never
-borrows, so every intermediate value and the answer are two-digit numbers (10..99) and every line of a
-worked solution has the same shape (``ab+cd=ef``). The difficulty *level* is the number of operations:
-level 1 is one addition or subtraction, level 5 is five. A model that gets one step right with
-probability p gets a level-k problem right with probability about p**k, so the five benchmark splits
-give a graded ladder like the paper's benchmarks:
+A problem is a chain of two-digit numbers joined by ``+`` and ``-`` (``43+25-31``), read left to right,
+every step *carry-free* (no carry, no borrow), so every value is two-digit and every line of a worked
+solution has the shape ``ab+cd=ef``: a ~1M-parameter model learns that within the tiny preset's time
+budget, and not chains with carries (docs/tiny-calibration.md). The *level* is the number of operations;
+``syn_math500``, ``syn_amc23``, ``syn_olympiad``, ``syn_minerva`` and ``syn_aime24`` are levels 1 to 5, a
+graded ladder like the paper's benchmarks. ``syn_train`` mixes the levels (1 and 2 twice as often),
+``syn_dev`` (level 1) selects the warm-up's base model without any benchmark, ``syn_train_l1`` is level 1
+alone (docs/study/preregistration-smollm2.md).
 
-| split | level | mirrors | paper base accuracy (1.5B) |
-|---|---|---|---|
-| ``syn_math500`` | 1 | MATH-500 | 83 % |
-| ``syn_amc23`` | 2 | AMC23 | 63 % |
-| ``syn_olympiad`` | 3 | OlympiadBench | 43 % |
-| ``syn_minerva`` | 4 | Minerva | 27 % |
-| ``syn_aime24`` | 5 | AIME24 | 29 % |
-
-(The paper's Minerva and AIME24 base accuracies are within noise of each other; here AIME24 is the
-hardest.) ``syn_train`` mixes all five levels, levels 1 and 2 twice as often as 3, 4 and 5 (the
-warm-up learns the first steps sooner, and RL gets more prompts with mixed rewards); ``syn_dev``
-(level 1) is a small split for early stopping of the supervised warm-up, so that no benchmark is used
-to select the base model. ``syn_train_l1`` draws level 1 alone from the training pool: SmolLM2-135M has a
-reward signal at level 1 only (docs/study/preregistration-smollm2.md).
-
-Why carry-free: measured on 2 CPU cores (docs/tiny-calibration.md), a ~1M-parameter model trained on
-chains with carries (two-digit or one-digit operands) was still near 0 % greedy accuracy after 800
-warm-up steps, while on carry-free chains it reached 20-50 % on level 1 in about 600 steps: the tiny
-preset's time budget only fits the latter.
-
-Disjointness is by construction: every problem string is hashed into one of three pools (benchmark,
-dev, train) and a split only draws problems from its own pool, so no held-out problem can occur in
-``syn_train`` whatever the seeds and row counts.
+Disjointness is by construction: each problem string hashes into one pool (benchmark, dev, train) and a
+split draws only from its own, whatever the seeds and row counts.
 """
 
 from __future__ import annotations
@@ -165,11 +145,7 @@ def worked_solution(problem: str) -> str:
 
 
 def generate_split(name: str) -> list[dict]:
-    """Problem records ``{id, problem, answer, source}`` of a split; deterministic for its spec.
-
-    Raises:
-        ValueError: unknown split name (the message lists the valid ones).
-    """
+    """Problem records ``{id, problem, answer, source}`` of a split; deterministic for its spec."""
     if name not in SPLITS:
         raise ValueError(f"unknown synthetic split {name!r}; known: {sorted(SPLITS)}")
     spec = SPLITS[name]

@@ -1,28 +1,12 @@
 """``cwgrpo grade``: one verdict per answer, under the metric asked for.
 
-    cwgrpo grade --metric paper --in answers.jsonl --out verdicts.jsonl [--gold-kind latex]
-
-Input: JSONL ``{completion, gold, gold_kind}`` (an evaluation's samples file works too: ``gold_kind``
-then comes from ``--gold-kind``, or else from ``--summary-in``: the kind of the benchmark the summary
-names or mirrors; ``id`` and ``sample`` are copied through). Output, one line per
-input line, in order (``docs/architecture.md``, "Verdicts")::
-
-    {"id": ..., "sample": ..., "metric": "paper", "correct": bool, "pred": [str], "gold": [str], "reason": str|null}
-
-With ``--summary-in SUMMARY`` the input is an evaluation's samples file and its summary: ``--out`` then
-gets the samples with this metric's verdict added (``correct_<metric>``, ``<metric>_pred``,
-``<metric>_reason``; ``correct`` becomes the ``--primary`` metric's) and ``--summary-out`` the summary
-recomputed from the primary metric, with every scored metric under ``by_metric`` and the number of
-samples where strict and paper disagree (``n_disagree``); an evaluation with ``answer_form: number`` is
-refused (the merged verdicts would credit any answer form). This is what the ``grade_paper`` rule runs;
-``--in/--out/--gold-kind/--summary-in/--summary-out`` repeat to grade several files with one lighteval
-start (a preset that evaluates one job per checkpoint grades one job per checkpoint too).
-There the golds are our records' final answers, given to lighteval as ``paper_gold`` says.
-
-Metrics: ``strict`` is ``cwgrpo.grading.scoring`` (math-verify, in this process); ``paper`` is lighteval
-0.8.1 with the released configuration, run in its own environment (``cwgrpo.grading.paper_metric``). A bad
-line (not a JSON object, text that is not valid Unicode, no string ``completion``/``gold``, an unknown
-``gold_kind``) gets a verdict with a reason, as does an answer that runs out of its time budget; neither stops the run.
+Input: JSONL ``{completion, gold, gold_kind}`` (or an evaluation's samples file, ``gold_kind`` then from
+``--gold-kind`` or ``--summary-in``); output: one verdict line per input line, in order
+(``docs/architecture.md``, "Verdicts"). With ``--summary-in`` the samples get this metric's verdict added
+and ``--summary-out`` the summary recomputed from the ``--primary`` metric; the file options repeat to
+grade several files with one lighteval start. ``strict`` is ``cwgrpo.grading.scoring``; ``paper`` is
+lighteval 0.8.1 in its own environment. A bad line, or an answer out of its time budget, gets a verdict
+with a reason and never stops the run.
 """
 
 from __future__ import annotations

@@ -1,34 +1,13 @@
 """``cwgrpo evaluate``: sample k answers per benchmark problem, grade them, write samples and a summary.
 
-    cwgrpo evaluate --model-dir results/tiny/models/small/base \\
-        --benchmark-file results/tiny/data/syn_math500.jsonl \\
-        --out results/tiny/eval/small/base/seed0/step0/syn_math500.jsonl \\
-        --summary results/tiny/eval/small/base/seed0/step0/syn_math500.summary.json \\
-        --tag size=small --tag method=base --tag seed=0 --tag step=0 \\
-        --set prompt_set=tiny --set k=4 --set max_new_tokens=64
+Several models in one process: each ``--model-dir`` starts a new model, and the ``--tag``,
+``--benchmark-file``, ``--out`` and ``--summary`` after it are that model's (those before the first
+``--model-dir`` belong to the first); each model's files are byte-identical to those of one call per model.
 
-Several models in one process (one Python start and one set of imports for all the checkpoints of a
-run): each ``--model-dir`` starts a new model, and the ``--tag``, ``--benchmark-file``, ``--out`` and
-``--summary`` given after it are that model's (those given before the first ``--model-dir`` belong to
-the first). The files of each model are byte-identical to those of one ``cwgrpo evaluate`` per model::
-
-    cwgrpo evaluate --set prompt_set=tiny --set k=2 \
-        --model-dir runs/small/grpo/seed0/checkpoint-8 --tag step=8 \
-            --benchmark-file data/syn_math500.jsonl --out eval/step8/syn_math500.jsonl \
-            --summary eval/step8/syn_math500.summary.json \
-        --model-dir runs/small/grpo/seed0/checkpoint-16 --tag step=16 \
-            --benchmark-file data/syn_math500.jsonl --out eval/step16/syn_math500.jsonl \
-            --summary eval/step16/syn_math500.summary.json
-
-Outputs (``docs/architecture.md``): one JSONL line per (problem, sample) ``{id, sample, completion,
-extracted, gold, correct, correct_strict, unscorable, truncated, tokens}`` (``correct`` is the strict
-metric's verdict, only for a plain-number answer under ``answer_form=number``; ``cwgrpo grade
---summary-in`` adds the paper metric's and may make it the primary one), then the summary JSON
-(``pass1`` = accuracy of sample 0, ``avg_k`` = mean over problems of the share of correct samples, its
-standard error and a bootstrap 95 % interval over problems). Samples whose gold answer is unscorable
-count as incorrect and are counted in ``n_unscorable``. Everything is checked before the model is
-loaded, both files are written atomically (samples first, summary last), and the same inputs and seed
-give byte-identical files with the transformers backend (no timings are stored).
+Outputs (``docs/architecture.md``): one JSONL line per (problem, sample), then the summary JSON (``pass1``,
+``avg_k`` with its standard error and bootstrap 95 % interval over problems; an unscorable gold answer
+counts as incorrect and in ``n_unscorable``). Everything is checked before the model is loaded, and both
+files are written atomically, samples first.
 """
 
 from __future__ import annotations

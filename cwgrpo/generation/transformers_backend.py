@@ -56,20 +56,7 @@ class _SeededSampler:
 
 
 class TransformersBackend:
-    """``AutoModelForCausalLM`` + ``AutoTokenizer`` from a local folder.
-
-    Args:
-        model_dir: folder written by ``save_pretrained`` (model and tokenizer).
-        batch_size: sequences (prompt x sample rows) per ``generate`` call.
-        device: torch device; default CUDA if available, else CPU.
-        dtype: torch dtype name; default bfloat16 on CUDA, float32 on CPU.
-        progress: show a tqdm bar over sequences.
-        cpu_threads: if set, ``torch.set_num_threads(cpu_threads)`` (process-wide). On a busy machine
-            one thread can be many times faster for tiny models than oversubscribed cores.
-        seed: unused (the seed comes with each call's ``SamplingSettings``); accepted so that every
-            backend takes the same keyword arguments.
-        add_special_tokens: prompts also get the tokenizer's own special tokens (``encode_prompt``).
-    """
+    """``AutoModelForCausalLM`` + ``AutoTokenizer`` from a local folder."""
 
     name = "transformers"
 

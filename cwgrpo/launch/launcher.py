@@ -1,34 +1,15 @@
 """Multi-GPU launch for ``cwgrpo train`` (paper preset): accelerate + DeepSpeed ZeRO-2, and a vLLM server.
 
-The authors' recipe trains on 3 GPUs and generates with vLLM on a fourth. ``relaunch`` reproduces that
-from a single ``cwgrpo train`` call, so the workflow rule stays one command. It is given plain values (the
-arguments each training process runs, the job, the model folder, TRL's options), never the command line:
+The authors' recipe trains on 3 GPUs and generates with vLLM on a fourth; ``relaunch`` does that from one
+``cwgrpo train`` call: claim the job's GPUs and ports (``cwgrpo.launch.devices``), start ``trl vllm-serve``
+on ``vllm_server_gpu`` if set, run ``accelerate launch`` on the other GPUs through ``cwgrpo.launch.workers``
+(with ``CWGRPO_LAUNCHED=1`` so the children train, and the server's ports in the environment, not in the
+options, so a resumed run keeps its config hash), then stop the server whatever happened.
 
-0. claim the job's GPUs and ports (``cwgrpo.launch.devices``): on a shared box, jobs never share either;
-1. if ``vllm_server_gpu`` is set, start ``trl vllm-serve --port P`` pinned to that GPU and wait until it
-   answers;
-2. run ``accelerate launch --config_file <bundled zero2.yaml> --num_processes N --main_process_port Q
-   -m cwgrpo.cli train ...`` on the other GPUs, through ``cwgrpo.launch.workers`` (``python -m cwgrpo.launch.workers``
-   takes accelerate's arguments), with ``CWGRPO_LAUNCHED=1`` so the children train instead of
-   relaunching, and the server's port and the weight-sync group's port in the environment
-   (``cwgrpo.launch.vllm_server``: not options, so a resumed run, which gets other ports, keeps its config hash);
-3. stop the server, whatever happened.
-
-How the job ends: torch's elastic agent (inside ``accelerate launch``) starts each training process in a
-session of its own, out of reach of a signal to the job's process group. ``cwgrpo.launch.workers`` ties the agent
-to this process and each worker to the agent (each dies with its parent), and every one of them holds the
-lease's lock descriptors, so a SIGKILL of the job's process group, a SIGTERM, or a Slurm cancel ends every
-training process, and the GPUs and ports are free again only once the last of them is gone. The vLLM
-server is tied to this process the same way.
-
-DeepSpeed's CPU accelerator compiles one C++ op at its first start; ``make deepspeed`` compiles it once
-into the environment's ``torch_extensions/``, which the training processes are pointed at
-(``TORCH_EXTENSIONS_DIR``) unless it is set.
-
-A job over several nodes (``num_nodes > 1`` or ``vllm_server_node``) goes to ``cwgrpo.launch.multinode`` instead.
-
-Tests: the command construction and the claims (``tests/unit/test_launcher.py``, ``tests/unit/test_devices.py``),
-and, in the DeepSpeed environment, real 2-process CPU trainings killed mid-run (``tests/deepspeed``).
+torch's elastic agent starts each training process in a session of its own; ``cwgrpo.launch.workers`` ties
+each to its parent and every one holds the lease's lock descriptors, so killing or cancelling the job ends
+every training process, and its GPUs and ports are free only once the last is gone.
+A job over several nodes goes to ``cwgrpo.launch.multinode`` instead.
 """
 
 from __future__ import annotations

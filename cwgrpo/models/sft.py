@@ -1,29 +1,11 @@
 """Supervised warm-up of a tiny model into the tiny preset's "base" model (``cwgrpo sft``).
 
-The paper starts RL from a distilled model that already answers in the think-then-``\\boxed{}`` format.
-The tiny preset's stand-in is a short supervised run on worked solutions of the synthetic task::
-
-    prompt      <|bos|><|user|>43+25<|end|><|assistant|>
-    completion  <think>\\n43+25=68\\n</think>\\n\\boxed{68}<|end|>
-
-(the prompt is the tokenizer's chat template applied to the ``tiny`` prompt set's messages, i.e. one
-user message with the bare problem, as ``cwgrpo train`` renders it; the loss covers the completion tokens
-only, including the closing ``<|end|>`` = EOS). Dev answers are graded by ``cwgrpo.grading.scoring.grade``.
-
-The accuracy of such a run jumps sharply at a seed-dependent step, so a fixed step count does not land
-reliably at a moderate accuracy. Instead the run stops as soon as greedy accuracy on a dev split reaches
-``target_dev_accuracy`` (checked every ``eval_every`` steps), with ``max_steps`` as a cap; the step
-reached and the dev accuracy go into the marker. Data order comes from a seeded ``torch.Generator``, so
-a run is deterministic for a seed and a thread count.
-
-Usage::
-
-    cwgrpo sft --model-dir models/small/init --train-data data/syn_train.jsonl \\
-        --dev-data data/syn_dev.jsonl --out-dir models/small/base --marker models/small/base.json \\
-        --set target_dev_accuracy=0.4
-
-Measured steps, times and accuracies, and the recommended tiny and smoke settings:
-docs/tiny-calibration.md.
+The paper starts RL from a distilled model that already answers in the think-then-``\\boxed{}`` format;
+the tiny preset's stand-in is a short supervised run on worked solutions of the synthetic task (prompt:
+the ``tiny`` prompt set rendered as ``cwgrpo train`` renders it; the loss covers the completion tokens,
+EOS included). Accuracy jumps at a seed-dependent step, so the run stops once greedy dev accuracy reaches
+``target_dev_accuracy`` (checked every ``eval_every`` steps, ``max_steps`` the cap). Data order comes
+from a seeded ``torch.Generator``. Measured settings: docs/tiny-calibration.md.
 """
 
 from __future__ import annotations
@@ -222,11 +204,7 @@ def greedy_accuracy(
 def train_sft(
     model: Any, tokenizer: Any, train_records: Sequence[dict], dev_records: Sequence[dict], cfg: SftConfig
 ) -> dict[str, Any]:
-    """Train ``model`` in place until dev accuracy reaches the target or ``max_steps``.
-
-    Returns:
-        ``{steps, dev_accuracy, reached_target, evals: [{step, dev_accuracy, train_loss}]}``.
-    """
+    """Train ``model`` in place until dev accuracy reaches the target or ``max_steps``."""
     import torch
     from tqdm.auto import tqdm
 

@@ -1,25 +1,11 @@
 """Offline tiny tokenizer and Qwen2-shaped causal LMs for the tiny preset (``cwgrpo build-tiny``).
 
-Everything here is built from code, without the Hugging Face Hub.
-
-**Tokenizer.** One token per byte (a byte-level BPE with an empty merge list, so printable ASCII is one
-token per character, spaces and newlines included), plus special tokens for the chat format and three
-ordinary added tokens that shorten the answer format (``<think>``, ``</think>``, ``\\boxed{``). The chat
-template emits the BOS token itself; plain ``tokenizer(text)`` adds nothing, so a rendered prompt never
-gets a second BOS::
-
-    <|bos|><|user|>43+25<|end|><|assistant|><think>\\n43+25=68\\n</think>\\n\\boxed{68}<|end|>
-
-``<|end|>`` closes every message and is the EOS token, so generation stops at the end of the answer.
-
-Why byte-level BPE rather than a character ``WordLevel`` model: ``AutoTokenizer.from_pretrained`` on a
-folder whose ``config.json`` says ``model_type: qwen2`` ignores ``tokenizer_class`` in
-``tokenizer_config.json`` (transformers 5 lists qwen2 in ``MODELS_WITH_INCORRECT_HUB_TOKENIZER_CLASS``)
-and rebuilds the tokenizer as a ``Qwen2Tokenizer``: a byte-level BPE over the saved vocabulary. A
-``WordLevel`` vocabulary then silently loses every space and newline (they are not in it as ``Ġ``/``Ċ``).
-With a byte-level vocabulary the rebuilt ``Qwen2Tokenizer`` and the ``PreTrainedTokenizerFast`` we save
-encode and decode identically, so every loader gets the same tokens (tested in
-``tests/unit/test_tiny.py``).
+**Tokenizer.** One token per byte (a byte-level BPE with an empty merge list), plus the chat format's
+special tokens and three added tokens that shorten the answers (``<think>``, ``</think>``, ``\\boxed{``).
+The chat template emits the BOS itself; ``<|end|>`` closes every message and is the EOS. Byte-level rather
+than ``WordLevel`` because transformers rebuilds a ``model_type: qwen2`` folder's tokenizer as a
+``Qwen2Tokenizer`` (a byte-level BPE over the saved vocabulary), which would drop a ``WordLevel``
+vocabulary's spaces and newlines; so every loader gets the same tokens.
 
 **Models.** ``Qwen2ForCausalLM`` from a ``Qwen2Config`` (tied embeddings, head size 32), initialised from
 a seed; see ``SIZES``.
@@ -121,11 +107,7 @@ def load_tokenizer(path: str | os.PathLike) -> Any:
 
 
 def build_model(size: str, vocab_size: int, seed: int) -> Any:
-    """A freshly initialised ``Qwen2ForCausalLM`` of a named size; same seed -> same weights.
-
-    Raises:
-        ValueError: unknown size (the message lists the valid ones).
-    """
+    """A freshly initialised ``Qwen2ForCausalLM`` of a named size; same seed -> same weights."""
     if size not in SIZES:
         raise ValueError(f"unknown tiny model size {size!r}; known: {sorted(SIZES)}")
     import torch
@@ -168,11 +150,7 @@ def save_pretrained_atomic(out_dir: str | os.PathLike, model: Any, tokenizer: An
 
 
 def save_tiny(out_dir: str | os.PathLike, size: str, seed: int) -> dict[str, Any]:
-    """Build the tokenizer and a ``size`` model from ``seed`` and save both into ``out_dir``.
-
-    Returns:
-        Marker information: ``{path, size, params, vocab_size, weights_sha256}``.
-    """
+    """Build the tokenizer and a ``size`` model from ``seed`` and save both into ``out_dir``."""
     tokenizer = build_tokenizer()
     model = build_model(size, vocab_size=len(tokenizer), seed=seed)
     save_pretrained_atomic(out_dir, model, tokenizer)

@@ -1,29 +1,14 @@
 """How far each optimiser step moves the policy: the KL between consecutive policies on a probe set.
 
-Logged as ``probe/kl_consecutive`` and ``probe/kl_from_start`` (``cw_probe_prompts``).
+Logged as ``probe/kl_consecutive`` and ``probe/kl_from_start`` (``cw_probe_prompts``). The probe set is
+fixed at train begin: the first ``cw_probe_prompts`` training prompts, each with one greedy completion of
+the policy then. After every optimiser step, the mean over valid completion tokens of
+``KL(p_prev || p_new)`` over the full next-token distributions (unscaled logits) joins TRL's metrics.
 
-The probe set is fixed at train begin: the first ``cw_probe_prompts`` prompts of the training dataset,
-tokenised as the trainer tokenises its prompts, each with one completion generated greedily by the policy
-at that moment (at most ``max_completion_length`` tokens). After every optimiser step the policy's full
-next-token distribution (log-softmax of its unscaled logits) is scored at each completion position, and
-the mean over valid completion tokens (up to and including the first EOS) of
-``KL(p_prev || p_new) = sum_v p_prev(v) (log p_prev(v) - log p_new(v))`` is appended to TRL's metrics, so
-it reaches the log line of that step (TRL averages it over ``logging_steps``).
-
-Resume: the probe set and the start's log-probs are written once, at train begin, to ``PROBE_FILE`` in the
-run's undeclared ``live/`` folder; a resumed run reads them back, so its ``probe/`` values are those of the
-uninterrupted run (the metrics stay byte-identical on one CPU machine). Without that file (deleted, or
-unreadable) a resumed run fixes a new probe set and start at its resume point, warns, and logs
-``probe/restarted: 1`` at its first step: ``probe/kl_from_start`` is then measured from the resume point.
-
-Size: ``cw_probe_prompts`` beyond the training set is cut to it, with a warning; a probe whose two stored
-log-prob tensors would exceed ``MAX_PROBE_BYTES`` is refused before anything is generated.
-
-Cost: one greedy generation at train begin, then one no-grad forward pass of the probes per step; the
-start's and the previous step's log-probs are kept on the model's device (2 x probes x completion tokens
-x vocabulary float32 values: 4 MB for 32 x 64 tokens of the tiny models' 266-token vocabulary, 2.5 GB
-for a 152k-token vocabulary, where fewer probes or shorter completions keep it small).
-:func:`mean_token_kl` is the pure maths.
+The probe set and the start's log-probs are written once to ``PROBE_FILE`` in the run's ``live/`` folder, so
+a resumed run logs the uninterrupted run's values; without that file it fixes a new probe set, warns and
+logs ``probe/restarted: 1``. Two probes x completion tokens x vocabulary float32 values stay on the device
+(``MAX_PROBE_BYTES`` caps them).
 """
 
 from __future__ import annotations

@@ -69,18 +69,6 @@ def token_covariance(logps: Tensor, advantages: Tensor, mask: Tensor, *, centrin
     Differs from verl's clip_cov/kl_cov: verl subtracts ``mean(logp.detach())`` from a non-detached
     ``logp``; here gradient flows through whatever the caller passes (detach first for Clip-Cov/KL-Cov,
     which only use ``c`` for selection). Padding gets 0, not ``-inf``.
-
-    Args:
-        logps: ``(B, T)`` float log-probabilities of the sampled tokens.
-        advantages: ``(B,)`` advantages.
-        mask: ``(B, T)`` bool or 0/1 completion mask.
-        centring: ``"batch"`` or ``"sequence"``.
-
-    Returns:
-        ``(B, T)`` covariance in float32 (float64 for float64 ``logps``), 0 on padding.
-
-    Raises:
-        ValueError: on bad shapes, mask values or an unknown ``centring``.
     """
     check_inputs(logps, advantages, mask)
     check_choice(centring, CENTRINGS, "centring")
@@ -111,20 +99,6 @@ def clip_cov_select(
     all ``B*T`` positions (candidates are taken in that random order up to the count), not an unseeded
     ``randperm`` over the candidate list, so no ``.item()``/``nonzero`` host sync; for a given seed the
     picks therefore differ from verl's, the distribution (uniform subset) is the same.
-
-    Args:
-        cov: ``(B, T)`` token covariance (batch-centred, detached).
-        mask: ``(B, T)`` bool or 0/1 completion mask.
-        ratio: fraction r in [0, 1] of valid tokens to clip.
-        lb: exclusive lower bound of the covariance band.
-        ub: exclusive upper bound of the covariance band.
-        generator: seeded ``torch.Generator`` (required: no unseeded draws; None raises ValueError); on
-            ``cov``'s device or on the CPU (the permutation is then drawn on the CPU and copied to
-            ``cov``'s device).
-        exclude: optional ``(B, T)`` bool, tokens already clipped by the PPO rule; never picked.
-
-    Returns:
-        ``(B, T)`` bool, True on the selected tokens.
     """
     check_2d(cov, "cov")
     check_mask(mask, cov.shape, "cov")
@@ -151,14 +125,6 @@ def kl_cov_select(cov: Tensor, mask: Tensor, *, ratio: float) -> Tensor:
     calls ``topk`` with a data-dependent ``k``; here ``topk`` runs on the device with the static upper
     bound ``max(floor(ratio * B*T), 1)`` and the first ``k`` are kept, so nothing syncs. Ties at the
     cut are broken by ``torch.topk`` (implementation-defined, as in verl).
-
-    Args:
-        cov: ``(B, T)`` token covariance (batch-centred, detached).
-        mask: ``(B, T)`` bool or 0/1 completion mask.
-        ratio: fraction k in [0, 1] of valid tokens to penalise.
-
-    Returns:
-        ``(B, T)`` bool, True on the selected tokens (none if no token is valid).
     """
     check_2d(cov, "cov")
     check_mask(mask, cov.shape, "cov")
@@ -180,15 +146,6 @@ def kl_cov_penalty(logps: Tensor, old_logps: Tensor | None, selected: Tensor, *,
 
     Same term as verl's ``ppo_kl_coef * abs_kl``. With ``old_logps`` None (on-policy) the difference is
     exactly 0, and so is the gradient (torch's ``|x|'`` at 0 is ``sign(0) = 0``).
-
-    Args:
-        logps: ``(B, T)`` current log-probabilities (gradient flows).
-        old_logps: ``(B, T)`` sampling-policy log-probabilities, or None for ``logps.detach()``.
-        selected: ``(B, T)`` bool from :func:`kl_cov_select`.
-        coef: the coefficient beta_kl.
-
-    Returns:
-        ``(B, T)`` penalty in float32 (float64 for float64 ``logps``).
     """
     check_2d(logps, "logps")
     if old_logps is not None and (not isinstance(old_logps, Tensor) or old_logps.shape != logps.shape):
@@ -227,14 +184,6 @@ def covariance_diagnostics(cov: Tensor, weights: Tensor, mask: Tensor) -> dict[s
     by one masked sort so nothing syncs), ``cw/weight_mean``, ``cw/weight_std`` (population),
     ``cw/weight_min``, ``cw/weight_max``, ``cw/weight_frac_below_0.5``, ``cw/weight_frac_above_2``.
     Every statistic is over the valid tokens only; with no valid token every value is 0.0.
-
-    Args:
-        cov: ``(B, T)`` token covariance.
-        weights: ``(B, T)`` advantage multipliers (``w~``).
-        mask: ``(B, T)`` bool or 0/1 completion mask.
-
-    Returns:
-        dict of detached float32 0-dim tensors.
     """
     check_2d(cov, "cov")
     check_2d(weights, "weights")

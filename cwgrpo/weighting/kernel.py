@@ -60,11 +60,7 @@ VARIANT_KNOBS = {
 def resolve_knobs(
     variant: str, centring: str | None = None, normaliser: str | None = None, gradient: bool | None = None
 ) -> CWKnobs:
-    """``variant``'s knobs with any given one overridden (None keeps the variant's choice), checked.
-
-    Raises:
-        ValueError: on an unknown variant, centring or normaliser, or a non-bool ``gradient``.
-    """
+    """``variant``'s knobs with any given one overridden (None keeps the variant's choice), checked."""
     check_choice(variant, CW_VARIANTS, "variant")
     if centring is not None:
         check_choice(centring, CENTRINGS, "centring")
@@ -129,11 +125,7 @@ def _overflow_scale(cov: Tensor, tokens: ValidTokens) -> Tensor:
 def cw_weights_and_covariance(
     logps: Tensor, advantages: Tensor, mask: Tensor, *, variant: str, knobs: CWKnobs
 ) -> tuple[Tensor, Tensor]:
-    """:func:`cw_weights` for resolved ``knobs``, and the covariance the weights were computed from.
-
-    Raises:
-        ValueError: on bad shapes or mask values.
-    """
+    """:func:`cw_weights` for resolved ``knobs``, and the covariance the weights were computed from."""
     check_inputs(logps, advantages, mask)
     dtype = compute_dtype(logps)
     if mask.numel() == 0:
@@ -187,20 +179,6 @@ def cw_weights(
     finite where it would underflow to 0/0), and ``exp`` is floored at about ``e * finfo.tiny``, so a
     token more than ~13 sigma (float32) further out than the least extreme one gets a weight of ~1e-38
     instead of exactly 0.
-
-    Args:
-        logps: ``(B, T)`` float log-probabilities of the sampled tokens under the current policy.
-        advantages: ``(B,)`` group-normalised advantages.
-        mask: ``(B, T)`` bool or 0/1 completion mask.
-        variant: ``"released"`` or ``"described"``.
-        centring, normaliser, gradient: override one of the variant's choices (:func:`resolve_knobs`;
-            None keeps it): the study's one-knob ablation between the two variants.
-
-    Returns:
-        ``(B, T)`` weights ``w~`` in float32 (float64 for float64 ``logps``), 0 on padding.
-
-    Raises:
-        ValueError: on bad shapes, mask values or an unknown ``variant`` or knob value.
     """
     knobs = resolve_knobs(variant, centring, normaliser, gradient)
     return cw_weights_and_covariance(logps, advantages, mask, variant=variant, knobs=knobs)[0]

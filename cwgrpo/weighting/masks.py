@@ -82,14 +82,6 @@ def masked_mean(x: Tensor, mask: Tensor, dim: int | None = None) -> Tensor:
 
     ``mean = sum(x * m) / max(sum(m), 1)``. Values of ``x`` at masked-out positions are ignored even if
     they are inf or NaN (selected with ``torch.where``, so they also receive zero gradient).
-
-    Args:
-        x: tensor of any shape, floating point.
-        mask: bool or 0/1 tensor of the same shape.
-        dim: reduce over this dimension; ``None`` reduces over all elements (0-dim result).
-
-    Returns:
-        The masked mean in ``x``'s dtype, 0 where no position is valid.
     """
     m = mask.bool()
     total = torch.where(m, x, torch.zeros((), dtype=x.dtype, device=x.device))

@@ -36,9 +36,6 @@ class MethodOptions:
         cw_knobs: the CW-GRPO weight's choices, ``cw_variant``'s with the overrides applied. None (built by
             hand): resolved here, and the options checked; the trainer passes them resolved from options
             ``CWOptions`` has checked, so they are not checked twice.
-
-    Raises:
-        ValueError: built without ``cw_knobs``, on a ratio outside (0, 1] or an unknown variant or knob value.
     """
 
     cw_variant: str
@@ -73,9 +70,6 @@ class MethodInputs:
         advantages: ``(B,)`` group-normalised advantage of each completion.
         mask: completion mask, bool or 0/1.
         generator: a seeded ``torch.Generator`` for the method's random draws (Clip-Cov's), or None.
-
-    Raises:
-        ValueError: on bad shapes or mask values (checked once, here).
     """
 
     logps: Tensor
@@ -118,9 +112,6 @@ UNCLIPPED: set[str] = set()  # methods under which the trainer turns TRL's PPO r
 def register_method(name: str, *, ppo_clip: bool = True) -> Callable[[MethodFn], MethodFn]:
     """Decorator registering ``fn`` under ``name`` (and returning it unchanged); ``ppo_clip=False``: the
     trainer applies no PPO ratio clip to any token while this method runs (KL-Cov's rule).
-
-    Raises:
-        ValueError: if the name is taken.
     """
 
     def decorator(fn: MethodFn) -> MethodFn:
