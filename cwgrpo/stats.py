@@ -1,15 +1,8 @@
 """Statistics: every interval the package reports is computed here (over problems and over seeds).
 
-Over problems (``cwgrpo evaluate``): the unit of resampling is the *problem*: with k samples per
-problem, samples of one problem are not independent, so intervals over a benchmark resample problems
-(each with its mean over its k samples), never individual samples. Deterministic for a given seed.
-
-Over seeds (the report commands): Student-t intervals of a mean (:func:`mean_ci`), of a per-step mean
-across runs (:func:`t_band`) and of a difference between two methods (:func:`seed_effect`, paired by
-seed where possible, else Welch); and the normal interval of one seed's cell from its standard errors
-(:func:`normal_ci`). The t quantile is scipy's; the intervals are written out rather than taken from
-``scipy.stats.ttest_1samp(...).confidence_interval()`` because scipy's rounds differently in the last
-bit for about a third of inputs (measured), which would change every report file's bytes.
+Over a benchmark the unit of resampling is the *problem* (its k samples are not independent). Over seeds,
+Student-t intervals are written out rather than taken from scipy's ``confidence_interval()``, which rounds
+differently in the last bit for about a third of inputs and would change every report file's bytes.
 """
 
 from __future__ import annotations

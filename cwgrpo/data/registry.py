@@ -31,29 +31,14 @@ RECORD_KEYS = ("id", "problem", "answer", "source")
 
 @dataclasses.dataclass(frozen=True)
 class DatasetSpec:
-    """One registered dataset.
+    """One registered dataset (``name`` is also the stem of ``data/{name}.jsonl``).
 
-    Attributes:
-        name: registry name (also the stem of ``data/{name}.jsonl``).
-        hf_id: Hugging Face dataset id, or None for a synthetic split.
-        split: split to load (for synthetic data, the split's own name).
-        revision: pinned dataset revision (a commit sha, or "main" where none could be pinned).
-        rows: expected number of rows; a mismatch is an error.
-        problem_column: column holding the problem statement.
-        answer_column: column holding the gold answer (or the solution when ``answer_from="boxed"``).
-        answer_from: ``"column"`` (the column is the answer) or ``"boxed"`` (the answer is the last
-            ``\\boxed{...}`` of the column, which holds a worked solution).
-        subset: Hugging Face config name, if the dataset has several.
-        solution_column: column with a worked solution kept as the record's optional ``solution``, or None.
-        display: label for tables and figures (the manifest carries it into evaluation summaries and from
-            there into the report).
-        mirrors: the paper benchmark this one is or stands in for (``math500`` ...), or None; carried
-            like ``display``, it places a column in Table 1 and picks the paper metric's gold kind.
-        package: ``MODULE/path/in/package.json`` of a dataset shipped in an installed Python package (read
-            offline; ``revision`` is then the package version that must be installed), or None.
-        local_path: a local data file of the user's (``OwnDataset``), or None.
-        gold_kind: the paper metric's gold extraction (``expr`` or ``latex``) of the released
-            configuration (``src/open_r1/evaluate.py``), or None; a stand-in takes its mirror's.
+    ``rows`` is the expected row count (a mismatch is an error); ``revision`` a commit sha, or "main" where
+    none could be pinned, or for ``package`` (``MODULE/path.json`` inside an installed package, read
+    offline) the package version. ``answer_from="boxed"``: the answer is the last ``\\boxed{...}`` of
+    ``answer_column``. ``display`` and ``mirrors`` travel through the manifest into evaluation summaries
+    and the report (``mirrors`` places a Table 1 column and picks the paper metric's ``gold_kind``, the
+    released configuration's ``expr`` or ``latex``).
     """
 
     name: str

@@ -1,17 +1,9 @@
 """A dataset's raw rows as stored (a packaged JSON file, a Hub table, a user's file), read as written.
 
-For ``cwgrpo.data.registry.load_rows``; ``registry.normalise`` turns them into records. A user's file is
-``cwgrpo prepare-data --set path=``.
-
 A gold answer keeps the text the user wrote, since a gold wrong at its 17th digit marks right answers
-wrong: a JSON number keeps its exact decimal text (``12345678901234567890`` and ``1e300`` never pass
-through a float), ``true``/``false`` stay JSON's words, and every CSV cell is text (``007``, ``1.50``,
-``None`` and ``NA`` kept; no type inference, no NA strings). A binary float keeps its stored type (a
-float32 stays a numpy float32), so that ``cell_text`` writes the text that reads back as it
-(``123456.7``, not the float64 widening's ``123456.703125``). JSON's ``NaN``/``Infinity`` become floats,
-refused with their row. A problem or answer that is not a scalar (a JSON object or list) is refused,
-naming its row, as is a column the package reads that appears twice. Text files are UTF-8, with or
-without a byte-order mark (Excel's "CSV UTF-8"), or UTF-16 with one.
+wrong: a JSON number keeps its decimal text, every CSV cell is text (no type inference, no NA strings),
+and a binary float keeps its stored type. A non-scalar problem or answer, and a column read twice, are
+refused naming the row. Text files are UTF-8, with or without a byte-order mark, or UTF-16 with one.
 """
 
 from __future__ import annotations

@@ -27,18 +27,8 @@ _POOL_MODULUS = 10  # hash bucket 0 -> benchmark pool, 1 -> dev pool, 2..9 -> tr
 
 @dataclasses.dataclass(frozen=True)
 class SplitSpec:
-    """One synthetic split.
-
-    Attributes:
-        name: registry name (``syn_*``).
-        n: number of rows.
-        seed: seed of the split's own random stream.
-        levels: difficulty levels (number of operations) drawn in turn; a level listed twice is drawn
-            twice as often.
-        mirrors: the paper benchmark this split stands in for (``math500``, ``amc23``, ``olympiadbench``,
-            ``minerva``, ``aime24``), or None for the training and dev splits.
-        display: label for tables and figures.
-        pool: which disjoint hash pool the problems come from (``train``, ``dev`` or ``benchmark``).
+    """One synthetic split: ``levels`` are drawn in turn (a level listed twice is drawn twice as often), from
+    the disjoint hash ``pool`` of its kind; ``mirrors`` is the paper benchmark it stands in for.
     """
 
     name: str

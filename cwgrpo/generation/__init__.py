@@ -1,18 +1,9 @@
 """Generation backends by name: ``transformers`` (CPU or GPU) and ``vllm`` (GPU, imported lazily).
 
-One interface::
-
-    backend = get_backend("transformers", model_dir, batch_size=32)
-    outs = backend.generate(prompts, n=4, settings=SamplingSettings(0.6, 0.95, 512, seed=0))
-    outs[i][j]  # Completion of sample j of prompt i
-
-``prompts`` are chat messages (``[{"role": "user", "content": ...}]``); each backend applies the
-model's chat template (or, for a tokenizer without one, joins the message contents). Temperature 0 is
-greedy decoding, and its ``n`` samples of a prompt are one completion repeated (vLLM refuses ``n > 1``
-without sampling; every backend generates once and repeats, so all accept any ``n``). Sample ``j`` of
-prompt ``i`` draws from its own random stream, seeded by ``sample_seed(settings.seed, i, j)``, so with
-the transformers backend it does not depend on which other rows shared its batch (up to floating-point
-differences between batch shapes).
+``get_backend(name, model_dir, ...).generate(prompts, n, settings)[i][j]`` is sample ``j`` of chat prompt
+``i``. Temperature 0 is greedy: one completion repeated ``n`` times (vLLM refuses ``n > 1`` without
+sampling). Sample ``j`` of prompt ``i`` draws from its own stream (``sample_seed``), so it does not depend
+on which rows shared its batch.
 """
 
 from __future__ import annotations

@@ -1,30 +1,16 @@
 """GPU and port leases for jobs that share one machine (a local GPU box).
 
-Snakemake counts GPUs (``--resources gpu=N``) but never says which ones a job gets, and every vLLM server,
-NCCL weight-sync group and torch.distributed rendezvous defaults to one fixed port. So each job claims its
-devices and ports here before it starts anything: one lock file per device or port in a per-user folder,
-held with ``flock(2)`` for the life of the job. flock is atomic, and the kernel drops the lock when the
-process exits, however it exits, so a killed job never leaves a device claimed. A job takes all it needs or
-nothing (it never holds some while it waits for more), so two jobs cannot deadlock.
+Snakemake counts GPUs but never says which ones a job gets, and vLLM, NCCL and torch.distributed each
+default to one fixed port. So each job claims its devices and ports here before it starts anything: one
+lock file per device or port, held with ``flock(2)``, which the kernel drops however the process exits.
+A job takes all it needs or nothing, so two jobs cannot deadlock. Inside a Slurm allocation device ids
+are the allocation's own, so device locks live in a folder per ``SLURM_JOB_ID``; port locks are per node.
 
-Inside a Slurm allocation, device ids are the allocation's own (renumbered from 0 in every allocation
-where cgroups confine devices), so device locks live in a folder per allocation (``SLURM_JOB_ID``): the
-jobs of one allocation (a Snakemake run inside ``salloc``) share its devices out among themselves, and two
-allocations on one node never block each other on the same number. Port locks are per node: every job on
-it shares its ports.
-
-Environment: ``CWGRPO_LOCK_DIR`` (the lock folder; default ``<tmp>/cwgrpo-locks-<uid>``),
-``CWGRPO_PORT_RANGE`` (``FIRST-LAST``, default 29500-30499), ``CWGRPO_GPU_WAIT_S`` (how long to wait for
-busy devices, a number of seconds >= 0; default: as long as it takes).
-
-Another user on the machine may create the default folder under the shared temp folder first, or plant a
-link in it to a file of yours: a lock folder this user does not own, or that others can write, is refused,
-and a lock file is never opened through a symbolic link. ``CUDA_VISIBLE_DEVICES`` is read as CUDA reads it
-(``-1``, or any negative number, ends the list: ``-1`` means no GPU; ``00`` is ``0``, a UUID is read
-regardless of case, and a unique UUID prefix names its GPU); a device listed twice, or devices
-given partly as indices and partly as UUIDs (which cannot be told apart as the same device or not), are an
-error naming the variable. Where ``nvidia-smi`` maps indices to UUIDs, a device's lock file is named by its
-UUID, so one job given ``0`` and another given that GPU's UUID never share it.
+Environment: ``CWGRPO_LOCK_DIR`` (default ``<tmp>/cwgrpo-locks-<uid>``), ``CWGRPO_PORT_RANGE``
+(``FIRST-LAST``, default 29500-30499), ``CWGRPO_GPU_WAIT_S`` (seconds to wait; default: as long as it takes).
+Another user could plant the default folder or a link in it first: a folder this user does not own, or
+others can write, is refused, and no lock file is opened through a link. ``CUDA_VISIBLE_DEVICES`` is read
+as CUDA reads it; a lock file is named by the device's UUID where ``nvidia-smi`` gives one.
 """
 
 from __future__ import annotations

@@ -1,20 +1,11 @@
 """The training processes' agent: ``accelerate launch`` run so that a kill of the job ends every worker.
 
-``accelerate launch`` runs torch's elastic agent, which starts each training process (worker) in a session
-of its own: a SIGKILL to the job's process group, or the death of the agent, leaves the workers running,
-and the GPU and port leases (``cwgrpo.launch.devices``) are released while they train on. So ``cwgrpo.launch.launcher``
-runs ``python -m cwgrpo.launch.workers <accelerate launch arguments>`` instead, which
-
-- dies with the ``cwgrpo train`` process that started it (``LAUNCHER_PID_ENV``; Linux's
-  ``PR_SET_PDEATHSIG``, SIGKILL), and gives each worker the same tie to the agent (``AGENT_PID_ENV``, read
-  by ``cwgrpo.cli`` at a worker's start): killing any of the three ends the ones below it;
-- hands the lease's lock descriptors (``LEASE_FDS_ENV``) on to the workers: a flock lasts until the last
-  descriptor of its open file is closed, so the devices and ports stay claimed until the last worker is
-  gone, however the job ends.
-
-A tie is set after the process starts; if the parent is already gone by then (its pid is no longer the
-parent's), the process ends at once instead of running unowned. Each worker logs, at its start, how it
-trains with the others (``process_description``).
+torch's elastic agent starts each worker in a session of its own, where a kill of the job's process
+group does not reach it. ``python -m cwgrpo.launch.workers <accelerate launch arguments>`` dies with
+the ``cwgrpo train`` process that started it (``PR_SET_PDEATHSIG``), gives each worker the same tie to
+the agent, and hands the lease's lock descriptors on to the workers, so the devices and ports stay
+claimed until the last worker is gone. A process whose parent is already gone when the tie is set
+ends at once.
 """
 
 from __future__ import annotations

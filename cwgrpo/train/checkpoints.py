@@ -1,16 +1,8 @@
 """A run folder's checkpoints between runs: which one a rerun resumes from, what is pruned.
 
-The declared outputs are written from them too.
-
-- ``complete_checkpoints``: a ``checkpoint-N/`` counts once TRL finished saving it (``COMPLETE_FLAG``
-  inside it); ``resumable_checkpoints`` drops the cut ones, refuses those of another identity and skips a
-  damaged newest one.
-- ``prune_resume_state``: only the newest complete checkpoint keeps the optimiser state a resume reads;
-  older ones keep their weights (``PRUNED_FLAG`` says what went), and ``check_resumable`` refuses them.
-- ``reset_logs`` / ``finalize``: the growing logs live in ``LIVE`` (an undeclared folder: Snakemake deletes
-  the declared outputs of a failed job, which would lose the history before a resume point); a resume
-  cuts them at its step, and the end of a run copies them to their files (``log_files``), writes a step
-  marker per checkpoint and ``run.json`` last.
+A ``checkpoint-N/`` counts once TRL finished saving it (``COMPLETE_FLAG``); only the newest keeps the
+optimiser state a resume reads (``PRUNED_FLAG``). The growing logs live in ``LIVE``, an undeclared folder,
+since Snakemake deletes a failed job's declared outputs and with them the history before a resume point.
 """
 
 from __future__ import annotations

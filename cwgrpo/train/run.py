@@ -1,22 +1,10 @@
 """``cwgrpo train``: one GRPO-family training run, resumable, with one marker per saved checkpoint.
 
-Reads top to bottom: options to a checked config (``cwgrpo.train.options``; a recipe through
-``cwgrpo.train.recipe``) -> (maybe) relaunch under accelerate (``cwgrpo.launch.launcher``, given plain values) -> seed
-(``cwgrpo.seeding``) -> data -> model -> trainer -> resume from the newest complete checkpoint
-(``cwgrpo.train.checkpoints``) -> train -> markers and ``run.json``.
-
-Outputs in ``--run-dir`` (docs/architecture.md): ``checkpoint-N/`` (TRL; never a Snakemake output),
-``steps/stepN.json`` (written only once checkpoint N is complete), ``metrics.jsonl`` (one line per
-optimiser step, no wall-clock fields), ``cov_samples.jsonl``, ``run.json``; the wall-clock fields go to
-``--timings`` (default ``RUN_DIR/timings.jsonl``). A killed run rerun with the same command resumes from
-its newest complete checkpoint.
-
-A run's identity is its options (``config_hash``) and its inputs (``cwgrpo.train.identity``: the base model
-folder's content and marker, the training data's SHA-256); checkpoints of another identity are never
-resumed or reported as this run's: a changed configuration is a new run, so its folder is moved aside
-(``<name>.old-N``, nothing deleted, one log line) and the run trains afresh. One trainer at a time holds the folder's lock (``cwgrpo.train.runguard``),
-a damaged newest checkpoint is skipped for the previous one, and a resume needs the log of every step
-before its resume point.
+Reads top to bottom: options -> (maybe) relaunch under accelerate -> seed -> data -> model -> trainer ->
+resume from the newest complete checkpoint -> train -> markers and ``run.json``; the outputs are listed in
+docs/architecture.md. A run's identity is its options (``config_hash``) and its inputs
+(``cwgrpo.train.identity``): a folder holding another identity's checkpoints is moved aside
+(``<name>.old-N``, nothing deleted) and the run trains afresh.
 """
 
 from __future__ import annotations

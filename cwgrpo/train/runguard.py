@@ -1,15 +1,8 @@
 """Guards of a run folder: one trainer at a time, checkpoints checked before reuse, logs without gaps.
 
-- ``RunLock``: an exclusive lock file (``.cwgrpo.lock``, POSIX ``lockf``, which also works on NFS) held
-  for the whole training process. The kernel drops it when the process dies, so a stale lock never
-  blocks a rerun, while a live orphan (after Snakemake itself was killed) is named: pid, host, start.
-- ``flag_record`` / ``verify_checkpoint``: a checkpoint's completion flag records the size of each of
-  its files; before a resume or an evaluation the sizes are compared and every ``*.safetensors``
-  header is read (its tensors must end exactly at the end of the file), so a truncated or corrupt
-  file is named instead of failing deep inside a loader. Sizes, not checksums: hashing tens of GB of
-  weights and optimiser state at every save and start would cost minutes.
-- ``check_logs_cover``: a resume needs the log of every step before its resume point.
-- ``check_free_space``: a save needs room for one more checkpoint as large as the last one.
+``RunLock`` holds ``lockf`` (NFS too) on ``.cwgrpo.lock`` for the whole training process. A checkpoint's
+completion flag records each file's size (sizes, not checksums: hashing tens of GB at every save would
+take minutes), checked with every ``*.safetensors`` header before a resume or an evaluation.
 """
 
 from __future__ import annotations

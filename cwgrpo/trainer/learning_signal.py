@@ -1,16 +1,9 @@
 """Whether a GRPO run can learn: stretches with no reward spread, no gradient, or every completion clipped.
 
-GRPO's advantage of a completion is its reward minus its group's mean: when every group's rewards are
-equal (TRL logs ``frac_reward_zero_std`` = 1) every advantage is 0 and the policy does not move; a
-``grad_norm`` of 0 says the same of the update itself. Both make a run that trains nothing and is marked
-complete: *no learning signal* (:func:`no_signal`). When every completion hits the completion budget
-(``completions/clipped_ratio`` = 1) no answer is ever finished, but rewards that still differ give a
-gradient and the run learns (from unfinished answers): a notice. TRL averages each metric over the steps
-of one log line, so a logged value of 1 (or a ``grad_norm`` of 0) means it held at every one of them.
-:func:`findings` names such stretches from the logged records (pure), :class:`SignalOptions` holds their
-length, and :func:`monitor` is the callback that warns once per cause while the run trains. ``cwgrpo
-train`` records the findings of the whole log in ``run.json`` (``learning_signal``), where the report and
-the end-of-run block (:func:`runs_without_signal`) read them.
+Equal rewards in every group (``frac_reward_zero_std`` = 1) or a ``grad_norm`` of 0 mean a run that
+trains nothing yet completes: *no learning signal*. Every completion clipped (``completions/clipped_ratio``
+= 1) only earns a notice, since differing rewards still give a gradient. :func:`findings` names such
+stretches in the log, :func:`monitor` warns once per cause while training, and ``run.json`` records them.
 """
 
 from __future__ import annotations

@@ -38,12 +38,8 @@ RELEASED_SIGMA_EPS = 1e-8  # the authors' code adds this to sigma (spec method.m
 
 
 class CWKnobs(NamedTuple):
-    """The choices in which ``released`` and ``described`` differ, one by one (the study's ablation).
-
-    ``centring`` in :data:`~cwgrpo.weighting.covariance.CENTRINGS`, ``normaliser`` in
-    :data:`NORMALISERS`, ``gradient``: whether gradient flows through the weight. (sigma's ``+ 1e-8``
-    follows the variant; the fourth knob, the micro-batch scope, is the trainer's batch geometry, not a
-    weighting choice.)
+    """The choices in which ``released`` and ``described`` differ, one by one (the study's ablation); sigma's
+    ``+ 1e-8`` follows the variant, and the micro-batch scope is the trainer's batch geometry.
     """
 
     centring: str
@@ -153,7 +149,7 @@ def cw_weights(
     normaliser: str | None = None,
     gradient: bool | None = None,
 ) -> Tensor:
-    """Covariance-aware Gaussian-kernel advantage weights ``w~`` (spec method.md §2).
+    """Covariance-aware Gaussian-kernel advantage weights ``w~`` (spec method.md §2; variants: module table).
 
     ::
 
@@ -162,23 +158,7 @@ def cw_weights(
         w[i,t]  = exp(-c[i,t]^2 / (2 sigma^2)) * m[i,t]               (1 * m if sigma = 0)
         w~[i,t] = w[i,t] * Z / sum(w)
 
-    The token's advantage becomes ``w~[i,t] * A[i]``.
-
-    ``variant="described"``: ``centring="batch"`` (both means over all valid tokens of the micro-batch,
-    ``mean_A`` token-weighted), ``Z = N`` so ``w~`` averages exactly 1 over valid tokens, and no
-    gradient (``logps`` is detached first). If sigma = 0 every valid token gets ``w = 1``.
-
-    ``variant="released"``: ``centring="sequence"`` (``mean_logp`` per completion over its valid tokens,
-    ``mean_A`` the plain mean over completions), sigma + 1e-8, ``Z = B*T = mask.numel()`` (padding is
-    counted, so the valid-token mean of ``w~`` is ``B*T/N >= 1``), and gradient flows through
-    ``mean_logp``, ``c``, ``sigma`` and ``sum(w)``.
-
-    Both: sigma is over valid tokens only; padding gets 0; a micro-batch with no valid token gets all
-    zeros; a token whose log-prob or advantage is NaN or +-inf counts as padding (package docstring).
-    The normalisation is done as a min-shifted softmax (identical where the direct formula is finite,
-    finite where it would underflow to 0/0), and ``exp`` is floored at about ``e * finfo.tiny``, so a
-    token more than ~13 sigma (float32) further out than the least extreme one gets a weight of ~1e-38
-    instead of exactly 0.
+    The token's advantage becomes ``w~[i,t] * A[i]``; padding, and a micro-batch with no valid token, get 0.
     """
     knobs = resolve_knobs(variant, centring, normaliser, gradient)
     return cw_weights_and_covariance(logps, advantages, mask, variant=variant, knobs=knobs)[0]

@@ -19,23 +19,9 @@ from cwgrpo.weighting.masks import check_inputs, check_ratio
 
 @dataclass(frozen=True)
 class MethodOptions:
-    """Options every registered method receives. No defaults (but ``cw_knobs``'s None): they live
-    once, in ``cwgrpo.trainer.options.CWOptions``.
-
-    Attributes:
-        cw_variant: ``"released"`` or ``"described"`` (see :func:`~cwgrpo.weighting.kernel.cw_weights`).
-        clip_cov_ratio: Clip-Cov fraction r of valid tokens to clip.
-        clip_cov_lb: Clip-Cov lower covariance bound (exclusive).
-        clip_cov_ub: Clip-Cov upper covariance bound (exclusive).
-        kl_cov_ratio: KL-Cov fraction k of valid tokens to penalise.
-        kl_cov_coef: KL-Cov coefficient beta_kl.
-        epsilon_low: PPO clip range below 1 (tokens with A < 0 and ratio < 1 - epsilon_low are clipped).
-        epsilon_high: PPO clip range above 1 (tokens with A > 0 and ratio > 1 + epsilon_high are clipped).
-        cw_centring, cw_normaliser, cw_weight_gradient: one-knob overrides of ``cw_variant``
-            (:func:`~cwgrpo.weighting.kernel.resolve_knobs`); None keeps the variant's choice.
-        cw_knobs: the CW-GRPO weight's choices, ``cw_variant``'s with the overrides applied. None (built by
-            hand): resolved here, and the options checked; the trainer passes them resolved from options
-            ``CWOptions`` has checked, so they are not checked twice.
+    """Options every registered method receives: ``CWOptions``' fields of the same names (their help and
+    defaults live there), and TRL's PPO clip range as the trainer applies it. ``cw_knobs`` None (built by
+    hand): resolved here, and the options checked; the trainer passes them resolved from checked options.
     """
 
     cw_variant: str
