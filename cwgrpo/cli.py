@@ -105,10 +105,10 @@ def _naming_missing_extras(name: str, call: Callable[..., T], *args: Any) -> T:
 
 
 def refuse_overwriting_inputs(module: Any, parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
-    """No command writes over what it reads: every ``Path`` argument is an input unless the command's module
-    lists its ``dest`` in ``OUTPUTS``; ``file_arguments(args)``, where a module has it, adds the files named
-    elsewhere (a ``--set path=``), and ``NAMED_INPUT_FOLDERS`` lists folder arguments whose files it names
-    (their other files may be written). Checked before the command starts, so nothing is written."""
+    """No command writes over what it reads: every ``Path`` argument is an input unless its ``dest`` is in the
+    module's ``OUTPUTS``; ``file_arguments(args)`` adds files named elsewhere (a ``--set path=``), and
+    ``NAMED_INPUT_FOLDERS`` lists folders of which only the named files are inputs.
+    """
     from cwgrpo.io import check_arguments_not_overwritten, check_outputs_distinct
 
     outputs_dests = getattr(module, "OUTPUTS", ())
@@ -145,9 +145,9 @@ def _one_line_error(prog: str, err: BaseException) -> int:
 def run_checked(
     module: Any, parser: argparse.ArgumentParser, argv: Sequence[str] | None, run: Callable[[Any], Any]
 ) -> int:
-    """The one path of every entry point (``cwgrpo COMMAND`` and each ``python -m cwgrpo....``): parse
-    ``argv``, refuse an output that is an input (``refuse_overwriting_inputs``, with ``module``'s
-    ``OUTPUTS``), then ``run(args)``; an expected failure is one line and status 2."""
+    """The one path of every entry point: parse ``argv``, ``refuse_overwriting_inputs``, then ``run(args)``;
+    an expected failure is one line and status 2.
+    """
     from cwgrpo.configs import ConfigError
     from cwgrpo.io import ResultFileError
 
@@ -218,10 +218,9 @@ MIN_PYTHON = (3, 11)
 
 
 def stage_python(name: str, env: Mapping[str, str]) -> str | None:
-    """The interpreter that command ``name`` must run under, from ``CWGRPO_<NAME>_PYTHON``, or None: this
-    one (also once this process is that interpreter's, by ``STAGE_MARK``). Without conda, each stage's
-    libraries (DeepSpeed for train, vLLM for evaluate) can live in a venv of their own, as each stage has a
-    conda env under --use-conda. A named program that is not a Python of ``MIN_PYTHON`` or newer is refused."""
+    """The interpreter command ``name`` must run under, from ``CWGRPO_<NAME>_PYTHON`` (a stage's venv, as each
+    stage has a conda env under --use-conda), or None: this one. Not a Python of ``MIN_PYTHON``: refused.
+    """
     var = stage_python_var(name)
     python = env.get(var)
     if not python or env.get(STAGE_MARK) == var or os.path.abspath(python) == os.path.abspath(sys.executable):

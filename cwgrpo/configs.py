@@ -52,13 +52,9 @@ def parse_overrides(pairs: Sequence[str]) -> dict[str, Any]:
 
 
 def coerce_value(name: str, value: Any, annotation: Any) -> Any:
-    """Light type check/coercion of one option's YAML value against its field annotation.
-
-    An int is accepted where a float is wanted (and returned as a float), a numeric string where a
-    float is wanted, an integral float where an int is wanted. A bool is never a number here (YAML
-    ``yes``/``true`` for ``k`` is a mistake, not 1), a list-typed option needs a list (a lone string
-    would otherwise be iterated character by character) and a dict-typed one a mapping. Anything else
-    that does not match raises ``ConfigError`` naming the option, the expected type and the value.
+    """Light type check/coercion of one option's YAML value against its field annotation: ints and numeric
+    strings pass as floats, integral floats as ints, a bool is never a number, and a list or mapping option
+    needs one (a lone string would be iterated); else ``ConfigError`` naming the option.
     """
     origin = typing.get_origin(annotation)
     args = typing.get_args(annotation)

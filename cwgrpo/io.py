@@ -94,10 +94,9 @@ def _mark(folder: Path, files: dict[str, int] | None) -> None:
 
 
 def check_replaceable_dir(path: str | os.PathLike) -> None:
-    """Refuse (``ValueError`` naming it) a folder this package may not replace: a file, a link, the folder
-    one is in (or above it), an existing folder with content but without ``OWNED_MARK``, or one whose files
-    are not those its mark lists (a copy with files of the user's added, or any changed). A folder a user
-    named is never emptied; one that a command wrote itself, as it wrote it, may be written afresh."""
+    """Refuse (``ValueError`` naming it) a folder this package may not replace: a file, a link, one that holds
+    the current folder, or one with content other than what its ``OWNED_MARK`` lists.
+    """
     p = Path(path)
     what = f"output folder {p}"
     if p.is_symlink():
@@ -136,9 +135,9 @@ def check_replaceable_dir(path: str | os.PathLike) -> None:
 
 @contextlib.contextmanager
 def owned_dir(path: str | os.PathLike) -> Iterator[Path]:
-    """Yield a temporary folder beside ``path`` to fill; if the block succeeds, mark it as this package's
-    and move it onto ``path`` (a previous folder of this package there is removed only after the move).
-    ``path`` must pass ``check_replaceable_dir``, checked before and again after the block."""
+    """Yield a temporary folder beside ``path`` to fill; if the block succeeds, mark it and move it onto
+    ``path`` (``check_replaceable_dir`` before and after the block).
+    """
     target = Path(path).absolute()
     check_replaceable_dir(target)
     target.parent.mkdir(parents=True, exist_ok=True)
@@ -320,10 +319,9 @@ def check_arguments_not_overwritten(
     more_outputs: Iterable[str | os.PathLike] = (),
     skip: Iterable[str] = (),
 ) -> None:
-    """``check_outputs_not_inputs`` over a command's parsed arguments: each ``Path`` value (or list of them)
-    is an input unless its ``dest`` is one of ``output_dests`` (the command module's ``OUTPUTS``) or of
-    ``skip``. The CLI calls it before a command starts, and a report command's ``run()`` again, for callers
-    without the CLI."""
+    """``check_outputs_not_inputs`` over parsed arguments: each ``Path`` value is an input unless its ``dest`` is
+    in ``output_dests`` or ``skip``.
+    """
     dests = set(output_dests)
     inputs: list[Path] = list(map(Path, more_inputs))
     outputs: list[Path] = list(map(Path, more_outputs))

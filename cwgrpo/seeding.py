@@ -17,12 +17,7 @@ import random
 
 def seed_everything(seed: int, deterministic: bool = False) -> None:
     """Seed python, numpy and torch (CPU and CUDA), and the string hashes of later child interpreters;
-    optionally ask torch for deterministic kernels.
-
-    ``deterministic=True`` also sets ``CUBLAS_WORKSPACE_CONFIG`` (read when cuBLAS starts, so this must
-    run before the first CUDA matrix product, as it does in every command) and cuDNN flags; on GPUs it
-    makes runs repeatable at some cost in speed (vLLM sampling stays non-deterministic across batch
-    shapes).
+    ``deterministic=True`` also asks for deterministic kernels (before the first CUDA matrix product).
     """
     random.seed(seed)
     os.environ["PYTHONHASHSEED"] = str(seed)  # for child interpreters only (module docstring)

@@ -42,11 +42,8 @@ def bootstrap_ci(
     n_resamples: int = DEFAULT_RESAMPLES,
     seed: int = 0,
 ) -> tuple[float, float]:
-    """Percentile bootstrap interval of the mean of ``values`` (one value per problem).
-
-    Resamples the values with replacement ``n_resamples`` times from ``numpy.random.default_rng(seed)``
-    and returns the ``(1 - confidence) / 2`` and ``(1 + confidence) / 2`` quantiles of the resampled
-    means. A single value gives a zero-width interval; an empty sequence gives ``(nan, nan)``.
+    """Percentile bootstrap interval of the mean of ``values`` (one per problem), seeded; one value gives zero
+    width, none ``(nan, nan)``.
     """
     if not 0 < confidence < 1:
         raise ValueError(f"confidence must be in (0, 1), got {confidence}")
@@ -66,11 +63,7 @@ def bootstrap_ci(
 
 
 def mean_ci_over_seeds(values: Sequence[float], confidence: float = 0.95) -> tuple[float, float, float]:
-    """Mean over seeds and its Student-t interval: ``(mean, lo, hi)``.
-
-    ``mean +- t_{(1+confidence)/2, n-1} * std(ddof=1) / sqrt(n)``. With one seed the interval is
-    undefined and ``lo``/``hi`` are NaN; with identical values it has zero width.
-    """
+    """Mean over seeds and its Student-t interval ``(mean, lo, hi)``; with one seed ``lo``/``hi`` are NaN."""
     from scipy import stats as st
 
     x = np.asarray(values, dtype=np.float64)
@@ -84,11 +77,8 @@ def mean_ci_over_seeds(values: Sequence[float], confidence: float = 0.95) -> tup
 
 
 def accuracy_summary(correct: Sequence[Sequence[bool]], seed: int = 0) -> dict[str, float | list[float]]:
-    """Benchmark accuracy from a problems x samples table of booleans (every row the same length k).
-
-    Returns ``pass1`` (share of problems whose sample 0 is correct), ``avg_k`` (mean over problems of
-    the per-problem share of correct samples), ``avg_k_se`` (standard error over problems) and
-    ``avg_k_ci95`` (bootstrap over problems, seeded).
+    """``pass1``, ``avg_k``, its standard error and bootstrap interval over problems, from a problems x samples
+    table of booleans.
     """
     table = np.asarray(correct, dtype=np.float64)
     if table.ndim != 2 or table.shape[0] == 0 or table.shape[1] == 0:
@@ -105,12 +95,7 @@ def accuracy_summary(correct: Sequence[Sequence[bool]], seed: int = 0) -> dict[s
 
 # -- statistics over seeds ---------------------------------------------------------------------------
 def mean_ci(values: Iterable[float], level: float = 0.95) -> tuple[float, float, float]:
-    """Mean and two-sided t-interval over seeds: ``mean ± t_{n-1, (1+level)/2} · sd / sqrt(n)``.
-
-    :func:`mean_ci_over_seeds` after dropping missing values (None, NaN). Returns
-    ``(mean, lo, hi)``; ``lo`` and ``hi`` are NaN with fewer than two values (the CI is unavailable),
-    and everything is NaN with none.
-    """
+    """:func:`mean_ci_over_seeds` without missing values (None, NaN); all NaN with none."""
     x = [float(v) for v in values if v is not None and np.isfinite(v)]
     return mean_ci_over_seeds(x, confidence=level)
 
@@ -143,11 +128,8 @@ class Effect:
 
 
 def seed_effect(treatment: Mapping[int, float], reference: Mapping[int, float]) -> Effect:
-    """``treatment - reference`` over seeds, paired by seed where the seeds allow.
-
-    Paired (t-interval of the per-seed differences) when both have the same seeds, or at least two
-    seeds in common (the others are dropped and the note says so). Otherwise unpaired: difference of
-    the means with a Welch t-interval when both sides have two or more seeds, else no CI.
+    """``treatment - reference`` over seeds: paired when both have the same seeds or two or more in common (the
+    note names those dropped), else a Welch interval with two or more seeds a side, else no interval.
     """
     if not treatment or not reference:
         return Effect(math.nan, math.nan, math.nan, 0, False, (), "no values")
@@ -175,10 +157,7 @@ def seed_effect(treatment: Mapping[int, float], reference: Mapping[int, float]) 
 
 
 def t_band(piv: pd.DataFrame) -> tuple[pd.Series, pd.Series]:
-    """Per row of ``piv`` (steps x seeds): the 95 % t-interval ``(lo, hi)`` of the mean over its seeds.
-
-    NaN where a row has fewer than two values.
-    """
+    """Per row of ``piv`` (steps x seeds): the 95 % t-interval of the mean over its seeds (NaN below two)."""
     import pandas as pd
     from scipy import stats
 

@@ -15,14 +15,8 @@ from cwgrpo.configs import ConfigError
 
 @dataclasses.dataclass(frozen=True)
 class PromptSet:
-    """How problems are turned into chat messages.
-
-    Attributes:
-        name: registry name.
-        train_system: system message for training prompts, or None for none.
-        train_user_template: user message for training; ``{problem}`` is replaced by the problem.
-        eval_system: system message for evaluation prompts, or None.
-        eval_user_template: user message for evaluation; ``{problem}`` is replaced by the problem.
+    """How problems are turned into chat messages: a system message (or None) and a user template in which
+    ``{problem}`` is replaced, for training and for evaluation.
     """
 
     name: str

@@ -279,10 +279,7 @@ def load_rows(spec: DatasetSpec) -> list[dict[str, Any]]:
 
 
 def prepare(spec: DatasetSpec, out: str | Path, rows: Iterable[Mapping[str, Any]] | None = None) -> dict:
-    """Normalise, check and write ``out`` (JSONL) then its manifest beside it; returns the manifest.
-
-    The manifest is written last, so a crash never leaves a manifest describing a partial file.
-    """
+    """Normalise, check and write ``out`` (JSONL), then its manifest beside it, last; returns the manifest."""
     from cwgrpo.provenance import provenance
 
     records = normalise(spec, load_rows(spec) if rows is None else rows)

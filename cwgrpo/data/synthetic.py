@@ -80,10 +80,8 @@ _MOVES = {v: _carry_free_moves(v) for v in range(OPERAND_RANGE[0], OPERAND_RANGE
 
 
 def make_problem(level: int, rng: random.Random) -> str:
-    """Draw one carry-free problem with ``level`` operations (every value stays in 10..99).
-
-    The operation is ``+`` or ``-`` with equal probability where both are possible, then the operand is
-    uniform among those that keep the step carry-free.
+    """Draw one carry-free problem with ``level`` operations: ``+`` or ``-`` evenly where both are possible, then
+    an operand uniform among those that keep the step carry-free.
     """
     if not 1 <= level <= MAX_LEVEL:
         raise ValueError(f"level must be in 1..{MAX_LEVEL}, got {level}")

@@ -29,11 +29,8 @@ PASS_THROUGH = ("id", "sample")
 
 
 def paper_gold(answer: str, gold_kind: str) -> str:
-    """The gold text lighteval gets for one of our records' answers (records hold the final answer).
-
-    A ``latex`` gold is wrapped in ``$...$``: the form of OlympiadBench's answer column (our records strip
-    it) and of the final answer inside a MATH-500/Minerva solution; lighteval's LaTeX extraction finds a
-    bare number only inside math delimiters. An ``expr`` gold (AIME24, AMC23) is the answer as is.
+    """The gold text lighteval gets for one of our records' final answers: a ``latex`` gold wrapped in ``$...$``
+    (lighteval's LaTeX extraction finds a bare number only inside math delimiters), an ``expr`` gold as is.
     """
     return f"${answer}$" if gold_kind == "latex" and answer.strip() else answer
 

@@ -49,11 +49,8 @@ class ModelJobs:
 
 
 def evaluate_models(models: list[ModelJobs], cfg: EvalConfig) -> list[list[dict[str, Any]]]:
-    """Evaluate several models in one process, one after the other (one model in memory at a time).
-
-    Every input of every model is checked before the first model loads, so a bad file fails fast and
-    writes nothing. Each model's files are what it alone would write (byte for byte): the seed is reset
-    before each benchmark, and sampling draws from per-sample generators.
+    """Evaluate several models in one process, one at a time, every input checked before the first loads; each
+    model's files are byte for byte what it alone would write (seed reset per benchmark).
     """
     import gc
 

@@ -15,10 +15,8 @@ from cwgrpo.io import read_json
 
 
 def benchmark_identity(path: Path) -> dict[str, str | None]:
-    """A benchmark file's registry name, display name and the paper benchmark it mirrors, from its manifest
-    (``prepare-data`` writes them from the dataset registry); without a manifest, the file stem and no mirror.
-
-    The summary carries them, so the report names and places each benchmark from the files alone.
+    """A benchmark file's registry name, display name and mirrored paper benchmark, from its manifest (without
+    one: the file stem and no mirror), so the report places each benchmark from the files alone.
     """
     from cwgrpo.data.registry import manifest_path
 

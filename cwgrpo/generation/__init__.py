@@ -22,14 +22,7 @@ Messages = list[dict[str, str]]
 
 @dataclasses.dataclass(frozen=True)
 class SamplingSettings:
-    """Sampling settings shared by all backends.
-
-    Attributes:
-        temperature: softmax temperature; 0 means greedy decoding.
-        top_p: nucleus sampling mass in (0, 1].
-        max_new_tokens: most tokens generated per completion.
-        seed: base seed of the per-sample random streams.
-    """
+    """Sampling settings shared by all backends; temperature 0 is greedy, ``seed`` seeds the per-sample streams."""
 
     temperature: float
     top_p: float
@@ -47,14 +40,8 @@ class SamplingSettings:
 
 @dataclasses.dataclass(frozen=True)
 class Completion:
-    """One generated completion.
-
-    Attributes:
-        text: decoded text, special tokens removed.
-        n_tokens: number of generated tokens (the end-of-sequence token included when there is one).
-        truncated: generation stopped at ``max_new_tokens`` without an end-of-sequence token.
-        token_ids: the generated token ids (the end-of-sequence token included), so that backends can be
-            compared token for token.
+    """One generated completion: special tokens removed from ``text``, the end-of-sequence token counted in
+    ``n_tokens`` and kept in ``token_ids``; ``truncated``: stopped at ``max_new_tokens`` without it.
     """
 
     text: str
@@ -195,14 +182,9 @@ def check_prompts_fit(
     what: str = "prompt",
     add_special_tokens: bool = False,
 ) -> None:
-    """Raise ``ConfigError`` naming the first prompt longer than the model's ``context`` (nothing is
-    checked when the model states no context); log a warning when prompt plus ``completion_budget``
-    exceed it (the paper's 7B settings do: 512 + 4096 tokens on a 4096-token model; generation is then
-    cut by the context, which the samples record as truncated).
-
-    ``prompts`` are the texts as the model sees them (chat template applied; with ``add_special_tokens``
-    tokenised with the tokenizer's special tokens, as ``encode_prompt`` does then). A prompt longer than
-    ``context * MAX_CHARS_PER_TOKEN`` characters is refused without tokenising it.
+    """Raise ``ConfigError`` naming the first prompt (as the model sees it) longer than the model's ``context``,
+    refusing one over ``context * MAX_CHARS_PER_TOKEN`` characters untokenised; warn when prompt plus
+    ``completion_budget`` exceed it (the paper's 7B settings do; generation is then cut and recorded truncated).
     """
     import logging
 

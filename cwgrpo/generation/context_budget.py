@@ -68,11 +68,8 @@ def merge_outputs(
 def fit_to_context(
     generate: Callable[..., dict[str, Any]], max_model_len: int
 ) -> Callable[..., dict[str, Any]]:
-    """``VLLMClient.generate`` with each prompt's ``max_tokens`` cut to the rest of ``max_model_len``.
-
-    The budget asked for is ``generation_kwargs["max_tokens"]`` where given (TRL lets it override the
-    ``max_tokens`` argument; null means the rest of the context), else ``max_tokens``. Prompts must be token
-    ids, as TRL's trainer sends them.
+    """``VLLMClient.generate`` with each prompt's ``max_tokens`` (or ``generation_kwargs["max_tokens"]``, which
+    TRL lets override it) cut to the rest of ``max_model_len``; prompts are token ids, as TRL sends them.
     """
 
     def generate_within_context(

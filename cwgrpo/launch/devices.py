@@ -176,9 +176,9 @@ def gpu_uuids(env: Mapping[str, str]) -> dict[str, str]:
 
 
 def gpu_pool(env: Mapping[str, str]) -> list[str]:
-    """GPU ids this process may use: ``CUDA_VISIBLE_DEVICES`` if set (empty: none), else every GPU that
-    ``nvidia-smi`` lists (none without it). Asking torch would initialise CUDA in this process, after which
-    a changed ``CUDA_VISIBLE_DEVICES`` no longer applies to it."""
+    """GPU ids this process may use: ``CUDA_VISIBLE_DEVICES`` if set, else every GPU ``nvidia-smi`` lists (asking
+    torch would initialise CUDA here, after which a changed ``CUDA_VISIBLE_DEVICES`` no longer applies).
+    """
     if "CUDA_VISIBLE_DEVICES" in env:
         return visible_devices(env["CUDA_VISIBLE_DEVICES"])
     smi = shutil.which("nvidia-smi", path=env.get("PATH"))
@@ -209,9 +209,9 @@ def port_range(env: Mapping[str, str]) -> tuple[int, int]:
 
 
 def open_lock_file(path: Path) -> int:
-    """A descriptor of the lock file ``path`` (created if missing), opened for writing but never through a
-    symbolic link: the holder's details are written into it, and a link planted in its place would have
-    its target truncated. Every lock file of the package is opened here."""
+    """A descriptor of the lock file ``path`` (created if missing), never opened through a symbolic link: the
+    holder's details are written into it, and a planted link would have its target truncated.
+    """
     try:
         fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
     except OSError as err:
@@ -345,9 +345,9 @@ def lease(n_gpus: int, n_ports: int, env: Mapping[str, str] | None = None) -> It
 
 @contextlib.contextmanager
 def one_gpu(env: MutableMapping[str, str] | None = None) -> Iterator[str | None]:
-    """For a job that runs in this process: on a machine with GPUs, hold one device no other job holds and
-    narrow ``CUDA_VISIBLE_DEVICES`` to it (call before anything initialises CUDA); without GPUs, nothing.
-    Yields the device id, or None."""
+    """Hold one free device and narrow ``CUDA_VISIBLE_DEVICES`` to it (before anything initialises CUDA), for
+    a job that runs in this process; yields it, or None without GPUs.
+    """
     env = os.environ if env is None else env
     if not gpu_pool(env):
         yield None

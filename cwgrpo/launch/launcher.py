@@ -69,9 +69,8 @@ def plan(
     trl_options: Mapping[str, Any] | None = None,
 ) -> tuple[list[str] | None, dict, list, dict]:
     """(server command or None, server env, training command, training env) for the given GPUs and ports
-    (``ports_needed(job)`` of them: rendezvous, then server and weight-sync group; none: the defaults);
-    ``trl_options`` are the run's TRL options, whose vLLM engine settings the server gets; the training
-    processes run ``cwgrpo`` with the arguments ``command``."""
+    (rendezvous, then server and weight-sync group; none: the defaults).
+    """
     if ports and len(ports) != ports_needed(job):
         raise ValueError(f"plan() needs {ports_needed(job)} ports for this job, got {list(ports)}")
     need = gpus_needed(job, trl_options)
@@ -135,9 +134,9 @@ def _run(
     train_env: dict,
     lock_fds: tuple = (),
 ) -> int:
-    """Run the server (if any) and the training command; each dies with this process, and both (and the
-    training workers, through ``cwgrpo.launch.workers``) inherit the lock files' descriptors, so the devices and
-    ports stay claimed while any of them lives."""
+    """Run the server (if any) and the training command; each dies with this process and inherits the lock
+    files' descriptors, so the devices and ports stay claimed while any of them lives.
+    """
     me = os.getpid()
     server = None
     try:

@@ -138,10 +138,8 @@ def plan(
 
 
 def allocation_nodes(env: Mapping[str, str]) -> list[str]:
-    """Host names of this Slurm allocation's nodes, in Slurm's order (the first runs the batch step).
-
-    The Snakemake job-step plugin removes ``SLURM_JOB_NODELIST`` (it keeps ``SLURM_JOB_ID``), so the list
-    comes from ``scontrol show job`` when the variable is missing. Outside an allocation: ``ConfigError``.
+    """Host names of this Slurm allocation's nodes, in Slurm's order, from ``SLURM_JOB_NODELIST`` or (which the
+    Snakemake job-step plugin removes) ``scontrol show job``; outside an allocation: ``ConfigError``.
     """
     job_id = env.get("SLURM_JOB_ID")
     if not job_id:

@@ -26,15 +26,9 @@ SERVER_HOST_ENV = "CWGRPO_VLLM_SERVER_HOST"
 
 
 def vllm_server_options(job: LaunchJob, trl_options: Mapping[str, Any] | None = None) -> list[str]:
-    """Engine options of the `trl vllm-serve` process, from the same options that configure TRL's
-    colocated engine, so one preset key means the same in both modes.
-
-    ``vllm_max_model_length`` (TRL's name) becomes ``--max_model_len``: prompt + completion tokens per
-    request (the released run's in-process engine: 4096). vLLM's server refuses a request whose prompt
-    plus ``max_tokens`` exceeds it and turns a null ``max_tokens`` into 16, so the trainer's client sends
-    each prompt length its own ``max_tokens``, the rest of this context (``cwgrpo.generation.context_budget``), as
-    the released engine gave it. ``vllm_gpu_memory_utilization`` becomes ``--gpu_memory_utilization``
-    (released: 0.7), and the job's ``vllm_enforce_eager`` ``--enforce_eager`` (released: true).
+    """Engine options of the `trl vllm-serve` process, from the options that configure TRL's colocated engine,
+    so one preset key means the same in both modes. vLLM's server refuses a prompt plus ``max_tokens`` over
+    ``--max_model_len`` and turns a null ``max_tokens`` into 16, hence ``cwgrpo.generation.context_budget``.
     """
     trl_options = trl_options or {}
     options = []

@@ -38,14 +38,8 @@ _TRUE = {"1", "on", "yes", "true"}
 
 @dataclasses.dataclass(frozen=True)
 class ModelSource:
-    """A parsed ``model`` source.
-
-    Attributes:
-        kind: ``hub``, ``folder`` or ``gguf``.
-        location: the Hub id, the folder, or the GGUF file (for a package file: the package's file path).
-        revision: Hub revision (hub kind only).
-        spec: the source as written (kept in the marker).
-        package: the Python package that ships the GGUF file (``gguf:PACKAGE/FILE`` only).
+    """A parsed ``model`` source: ``kind`` ``hub``, ``folder`` or ``gguf``; ``location`` the Hub id, folder or
+    GGUF file; ``spec`` the source as written; ``package`` ships the GGUF file (``gguf:PACKAGE/FILE``).
     """
 
     kind: str

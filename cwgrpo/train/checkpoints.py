@@ -59,10 +59,9 @@ def complete_checkpoints(run_dir: Path) -> dict[int, Path]:
 
 
 def resumable_checkpoints(run_dir: Path, block: dict[str, Any], owner: bool = True) -> dict[int, Path]:
-    """The complete checkpoints a rerun may resume from, by step, once the cut ones are removed (by the
-    ``owner`` of the run folder only: every training process calls this, and two removing one folder at
-    once fail); raises if any is of another identity (``block``'s config hash and inputs) or a damaged
-    newest one cannot be replaced by the previous one."""
+    """The complete checkpoints a rerun may resume from, by step, once the ``owner`` removed the cut ones;
+    raises if any is of another identity or a damaged newest one cannot be replaced by the previous one.
+    """
     if owner:
         remove_incomplete_checkpoints(run_dir)
     done = complete_checkpoints(run_dir)
@@ -71,11 +70,7 @@ def resumable_checkpoints(run_dir: Path, block: dict[str, Any], owner: bool = Tr
 
 
 def remove_incomplete_checkpoints(run_dir: Path) -> None:
-    """A ``checkpoint-<step>`` folder without the completion flag was cut by a kill: never resume from it.
-
-    Only folders TRL itself names (``checkpoint-<int>``) are removed; a user's ``checkpoint-8.bak`` or
-    ``checkpoint-final`` is no checkpoint of this run and is left alone.
-    """
+    """``checkpoint-<int>`` folders without the completion flag were cut by a kill; other names are the user's."""
     for path in incomplete_checkpoints(run_dir):
         if path.is_symlink():  # TRL saves into a folder, never a link: this one is not this run's to remove
             raise ConfigError(
@@ -119,10 +114,9 @@ def _changed(foreign: dict[int, list[str]]) -> list[str]:
 
 
 def move_aside_changed_run(run_dir: Path, block: dict[str, Any]) -> Path | None:
-    """A run folder whose complete checkpoints are of another identity (``block``'s config hash and
-    inputs) is renamed to a free ``<name>.old-N`` beside it, nothing deleted, with one log line: a changed
-    configuration is a new run, and the same command trains it afresh. Call it holding the folder's lock,
-    before any training process starts. Returns where the old run went (None: nothing moved)."""
+    """Rename a run folder whose checkpoints are of another identity to a free ``<name>.old-N`` (a changed
+    configuration is a new run), holding its lock; returns where it went, or None.
+    """
     changes = changed_identity(complete_checkpoints(run_dir), block["config_hash"], block["inputs"])
     if not changes:
         return None
@@ -157,11 +151,8 @@ def move_aside_if_changed(run_dir: Path, config_hash: str, model_dir: Path, trai
 
 
 def _verified(done: dict[int, Path]) -> dict[int, Path]:
-    """Complete checkpoints whose files still match their flag; a damaged newest one is skipped, saying so.
-
-    The previous checkpoint can take over only if it still holds its optimiser state: once the newest is
-    complete, the older ones are pruned (``prune_resume_state``), and resuming from weights alone would
-    silently restart the optimiser. Then the damage is an error that names both checkpoints.
+    """Complete checkpoints whose files still match their flag; a damaged newest one is skipped, saying so, if
+    the previous still holds its optimiser state (else resuming would silently restart the optimiser).
     """
     while done:
         step = max(done)
@@ -190,12 +181,8 @@ def check_resumable(ckpt: Path) -> None:
 
 
 def prune_resume_state(run_dir: Path, keep: Path) -> list[Path]:
-    """Delete the resume-only state (``RESUME_STATE``) of every complete checkpoint older than ``keep``.
-
-    Called once ``keep`` is complete (flag written), so a resume, which takes the newest complete
-    checkpoint, never needs what is deleted: not the checkpoint the run resumed from (older than ``keep``
-    by then), nor any before the next is complete. Each pruned folder is flagged first, so one cut by a
-    kill mid-way is known to be unresumable. Returns the checkpoints pruned now.
+    """Delete the resume-only state (``RESUME_STATE``) of every complete checkpoint older than the complete
+    ``keep``, flagging each first so one cut mid-way is known unresumable; returns those pruned now.
     """
     done = complete_checkpoints(run_dir)
     keep_step = next((step for step, path in done.items() if path == keep), None)

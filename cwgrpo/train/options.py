@@ -154,8 +154,8 @@ def split_with_errors(
     options: Mapping[str, Any],
 ) -> tuple[TrainJob | None, dict[str, Any], list[OptionError]]:
     """The job's fields (None if they break a rule), ``CWGRPOConfig``'s keyword arguments and every mistake
-    found before TRL runs, each naming its key where one is to blame: an unknown key (with the nearest name),
-    a value of the wrong type for its field (``max_steps: abc``) or NaN, ``TrainJob``'s rules, vLLM's."""
+    found before TRL runs, each naming its key where one is to blame.
+    """
     from cwgrpo.configs import nearest
     from cwgrpo.trainer import CWGRPOConfig
 
@@ -204,9 +204,9 @@ def check_finite_option(key: str, value: Any) -> None:
 
 
 def monitoring_names(tags: dict[str, Any], trl_kwargs: dict[str, Any]) -> dict[str, Any]:
-    """``run_name`` ``size/method/seedN`` from the run's tags, and W&B's group ``size/method`` (the seeds of
-    one configuration together; ``WANDB_RUN_GROUP`` unless already set), when a logger is on (``report_to``).
-    With ``report_to: none`` (the default) nothing is added, so the run's config is unchanged."""
+    """``run_name`` ``size/method/seedN`` and W&B's group ``size/method`` from the run's tags, when a logger is on
+    (``report_to``); with ``report_to: none`` nothing is added.
+    """
     report_to = trl_kwargs.get("report_to", "none")
     if report_to in ("none", None, []) or report_to == ["none"]:
         return {}
@@ -300,10 +300,10 @@ def build_train_config(
 
 
 def train_option_errors(options: Mapping[str, Any]) -> list[OptionError]:
-    """Every mistake ``build_train_config`` refuses in ``options``, each naming the option to blame where one
-    is (``blamed``): those found before TRL runs (``split_with_errors``), then TRL's config's on the other options
-    (GRPOConfig's rules, then every broken rule of ``CWOptions``). For the workflow's dry run, which judges the
-    options and not the machine it runs on: the config is built for a CPU (no bf16 GPU is needed here)."""
+    """Every mistake ``build_train_config`` refuses in ``options``, each naming its option where one is to blame:
+    ``split_with_errors``' first, then TRL's config's, built for a CPU (the dry run judges the options, not the
+    machine).
+    """
     _, _, errors = split_with_errors(options)
     bad = {err.key for err in errors}
     good = {k: v for k, v in options.items() if k not in bad}
@@ -319,9 +319,7 @@ def train_option_errors(options: Mapping[str, Any]) -> list[OptionError]:
 
 
 def blamed(message: str, options: Mapping[str, Any]) -> str | None:
-    """The option a message of TRL's config blames: the first it names (``cw_variant='x'; valid ...``,
-    ``generation_batch_size (12) must be divisible by num_generations (8)``), else the first whose text value
-    it quotes (``constnt is not a valid SchedulerType``); None if neither."""
+    """The option a message of TRL's config blames: the first it names, else the first whose value it quotes."""
     named = [word for word in re.findall(r"\w+", message) if word in options]
     if named:
         return named[0]

@@ -119,9 +119,9 @@ def _callbacks(run_dir: Path, provenance_block: dict[str, Any]):
                 append_jsonl(run_dir / LIVE / "timings.jsonl", {"step": state.global_step, **timings})
 
     class MarkCompleteCheckpoints(TrainerCallback):
-        """After every process saved checkpoint-N: flag it complete, then write the step marker the DAG waits
-        for. The barrier first: transformers writes each process's RNG state after DeepSpeed's save, with no
-        barrier after it, so the first process would otherwise flag (and prune) before the others are done."""
+        """After every process saved checkpoint-N: flag it complete, then write the step marker the DAG waits for;
+        behind a barrier, since transformers writes each process's RNG state after DeepSpeed's save.
+        """
 
         def on_save(self, args, state, control, **kwargs):
             from accelerate import PartialState
@@ -150,11 +150,7 @@ def _callbacks(run_dir: Path, provenance_block: dict[str, Any]):
 
 
 def build_dataset(records: list[dict], job: TrainJob):
-    """Records -> a TRL dataset of ``cwgrpo.train.rows.training_rows``.
-
-    Every record becomes a prompt: a long prompt is cut for the loss by the trainer
-    (``max_prompt_length``), never dropped, so the dataset and its seeded order are the released run's.
-    """
+    """Records -> a TRL dataset of ``training_rows``; a long prompt is cut by the trainer, never dropped."""
     from datasets import Dataset
 
     from cwgrpo.train.rows import training_rows
@@ -166,11 +162,8 @@ def build_dataset(records: list[dict], job: TrainJob):
 
 
 def model_init_kwargs(config) -> dict[str, Any]:
-    """``from_pretrained`` options of the policy from TRL's ``model_init_kwargs``, read as TRL reads them.
-
-    TRL applies ``model_init_kwargs`` only to a model it loads itself (and to the reference model); the
-    policy is loaded here, so the same options (dtype, attention implementation) must be applied here too.
-    A dtype name becomes the torch dtype; unset, the dtype is float32, as TRL's reference model's.
+    """``from_pretrained`` options of the policy from TRL's ``model_init_kwargs``, read as TRL reads them (TRL
+    applies them only to a model it loads itself); unset, the dtype is float32, as TRL's reference model's.
     """
     import torch
 

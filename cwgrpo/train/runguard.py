@@ -170,11 +170,8 @@ def safetensors_problem(path: Path) -> str | None:
 
 
 def verify_checkpoint(ckpt: Path) -> str | None:
-    """None if the checkpoint's files match its flag and its weights are readable, else the problem.
-
-    Every file the flag lists must be there with its recorded size, except the resume state that pruning
-    removed (listed in ``PRUNED_FLAG``, file or top folder). A flag without sizes (older cwgrpo) is checked
-    by the safetensors headers only.
+    """None if the checkpoint's files match its flag (but the resume state ``PRUNED_FLAG`` lists) and its
+    safetensors headers are sound, else the problem.
     """
     ckpt = Path(ckpt)
     try:
@@ -196,10 +193,7 @@ def verify_checkpoint(ckpt: Path) -> str | None:
 
 
 def check_logs_cover(metrics: Path, last_step: int, logging_steps: float, max_steps: int) -> None:
-    """Refuse a resume at ``last_step`` unless ``metrics`` logs every logging step up to it.
-
-    TRL logs at every multiple of ``logging_steps`` (a float below 1 is a fraction of ``max_steps``).
-    """
+    """Refuse a resume at ``last_step`` unless ``metrics`` logs every logging step up to it."""
     interval = int(logging_steps) if logging_steps >= 1 else max(1, int(-(-logging_steps * max_steps // 1)))
     present = set()
     if metrics.is_file():
@@ -222,10 +216,8 @@ def _ranges(steps: list[int]) -> str:
 
 
 def check_free_space(run_dir: Path, model: Any = None) -> None:
-    """Raise ``OSError(ENOSPC)`` naming ``run_dir`` if it cannot hold one more checkpoint.
-
-    The size wanted is that of the newest checkpoint folder, or (before the first save) three times the
-    model's parameter bytes (weights plus Adam's two moments).
+    """Raise ``OSError(ENOSPC)`` naming ``run_dir`` if it cannot hold another checkpoint as large as the newest
+    (before the first save: three times the parameter bytes, weights plus Adam's two moments).
     """
     ckpts = sorted(
         (p for p in Path(run_dir).glob("checkpoint-*") if CHECKPOINT.fullmatch(p.name)),

@@ -85,9 +85,9 @@ class CWGRPOConfig(CWOptions, GRPOConfig):
 
 
 def default_config(model: Any) -> CWGRPOConfig:
-    """The config of a trainer built without ``args``, named after the model as ``GRPOTrainer`` names its
-    ``GRPOConfig`` (``<model>-CW-GRPO``). Without any accelerator it sets ``use_cpu``: TRL's default (bf16)
-    is refused there by transformers, which asks for exactly that."""
+    """The config of a trainer built without ``args``, named ``<model>-CW-GRPO`` as ``GRPOTrainer`` names its
+    own; ``use_cpu`` without an accelerator, where transformers refuses TRL's default bf16.
+    """
     name = model if isinstance(model, str) else get_config_model_id(model.config)
     use_cpu = not torch.accelerator.is_available()
     if use_cpu:
@@ -213,9 +213,9 @@ class CWGRPOTrainer(GRPOTrainer):
     def create_model_card(
         self, model_name: str | None = None, dataset_name: str | None = None, tags: Any = None
     ) -> None:
-        """TRL's model card, naming the method this run trained and its paper, the base model by its Hub id or
-        its folder (TRL names a folder ``None``), and this run's folder as the model's name and as what
-        ``pipeline`` loads."""
+        """TRL's model card, naming the method and its paper, the base model by its Hub id or folder (TRL writes
+        ``None`` for a folder), and this run's folder as the model's name.
+        """
         from trl.trainer import base_trainer
 
         method = self.args.cw_method

@@ -52,11 +52,8 @@ def probe_count(requested: int, dataset_size: int, completion_tokens: int, vocab
 
 
 def mean_token_kl(prev_logps: torch.Tensor, new_logps: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-    """Mean over the positions where ``mask`` is nonzero of ``KL(prev || new)`` at each position.
-
-    ``prev_logps``, ``new_logps``: (..., V) log-probabilities over the vocabulary; ``mask``: (...), 1 for
-    a valid completion token. A token that ``prev`` gives probability 0 adds nothing (0 log 0 = 0). With
-    no valid position the mean is 0.
+    """Mean of ``KL(prev || new)`` over the vocabulary's last axis, over the positions where ``mask`` is nonzero
+    (0 with none); a token ``prev`` gives probability 0 adds nothing.
     """
     if prev_logps.shape != new_logps.shape or prev_logps.shape[:-1] != mask.shape:
         raise ValueError(
