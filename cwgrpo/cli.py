@@ -1,11 +1,8 @@
 """The ``cwgrpo`` command line: one subcommand per workflow step.
 
-Each subcommand lives in its own module, which defines ``configure_parser(parser)`` and ``run(args)``;
-the module is imported only when its subcommand runs, so ``cwgrpo --help`` is instant and heavy
-libraries (torch, TRL, vLLM) load only where needed. Expected failures (bad config, missing, unwritable or
-malformed files, bad values, a library of an extra that is not installed, e.g. ``cwgrpo table`` without
-``cwgrpo[workflow]``) print one line naming the problem and exit with status 2; set ``CWGRPO_DEBUG=1`` to
-see the traceback.
+Each subcommand's module (``configure_parser(parser)``, ``run(args)``) is imported only when it runs, so
+``cwgrpo --help`` is instant. Expected failures print one line naming the problem and exit with status 2;
+``CWGRPO_DEBUG=1`` shows the traceback.
 """
 
 from __future__ import annotations

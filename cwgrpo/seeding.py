@@ -1,12 +1,8 @@
 """One place that seeds every random source of a command (``train``, ``sft``, ``evaluate``).
 
-``seed_everything`` seeds Python's, NumPy's and torch's generators (CPU and CUDA) in this process and,
-through ``PYTHONHASHSEED``, the string hashing of the Python processes started after it. Python reads
-that variable once, at interpreter start, so setting it cannot change this process's hashes (they stay
-as the process started; start the command with ``PYTHONHASHSEED`` set to fix them too). It matters for
-the fresh interpreters that inherit the environment later: the forkserver of ``cwgrpo.grading.scoring``'s
-grading workers (math-verify and sympy, whose set iteration order follows string hashes) and vLLM's
-engine processes. Plain forks (``fork``) keep their parent's hashes whatever the variable says.
+``PYTHONHASHSEED`` cannot change this process's string hashes (read at interpreter start), but it fixes
+those of the fresh interpreters started later: the grading workers' forkserver (sympy's set order follows
+string hashes) and vLLM's engine processes.
 """
 
 from __future__ import annotations

@@ -93,7 +93,6 @@ def accuracy_summary(correct: Sequence[Sequence[bool]], seed: int = 0) -> dict[s
     }
 
 
-# -- statistics over seeds ---------------------------------------------------------------------------
 def mean_ci(values: Iterable[float], level: float = 0.95) -> tuple[float, float, float]:
     """:func:`mean_ci_over_seeds` without missing values (None, NaN); all NaN with none."""
     x = [float(v) for v in values if v is not None and np.isfinite(v)]

@@ -161,10 +161,6 @@ def gold_kind_for(benchmark: str, mirror: str | None = None) -> str:
     return spec.gold_kind
 
 
-# --------------------------------------------------------------------------------------------------
-# Normalisation (pure)
-
-
 def _blank(value: Any) -> bool:
     return value is None or (isinstance(value, str) and not value.strip())
 
@@ -226,10 +222,6 @@ def check_row_count(spec: DatasetSpec, records: list[dict]) -> None:
         raise ValueError(f"dataset {spec.name} ({spec.source}): zero rows")
     if spec.rows and len(records) != spec.rows:  # rows 0: no expected count (a dataset of the user's)
         raise ValueError(f"dataset {spec.name}: expected {spec.rows} rows, found {len(records)}")
-
-
-# --------------------------------------------------------------------------------------------------
-# Records on disk
 
 
 def validate_record(record: Any, where: str, index: int) -> dict[str, str]:

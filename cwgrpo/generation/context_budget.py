@@ -1,13 +1,10 @@
 """Each request to the ``trl vllm-serve`` server gets what the released in-process engine gave it.
 
-The released run generated with an in-process vLLM engine (``max_model_len`` 4096), which ends a
-completion where the context ends: each request got ``min(max_tokens, max_model_len - its prompt)``
-tokens, and with ``max_tokens`` null the rest of the context. Through the server TRL's client sends one
-``max_tokens`` for every prompt of a call, and vLLM's completions endpoint turns a null one into 16 and
-refuses (HTTP 400) any request whose prompt plus ``max_tokens`` exceeds ``max_model_len``; one value only
-serves prompts of one length. So the trainer's client splits each call by prompt length, gives each
-group its own budget, sends the groups at once (the server batches concurrent requests), and returns the
-completions in the order TRL expects (prompt-major, ``n`` per prompt).
+The released engine (``max_model_len`` 4096) gave each request ``min(max_tokens, max_model_len - its
+prompt)`` tokens. Through the server TRL sends one ``max_tokens`` for every prompt of a call, which vLLM
+refuses where prompt plus ``max_tokens`` exceeds ``max_model_len`` (and a null one becomes 16). So the
+trainer's client splits each call by prompt length, sends each group its own budget at once, and returns
+the completions in TRL's order (prompt-major, ``n`` per prompt).
 """
 
 from __future__ import annotations

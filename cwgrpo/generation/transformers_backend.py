@@ -1,9 +1,8 @@
 """Generation with Hugging Face transformers: batched, left-padded, KV cache, one seeded stream per sample.
 
-Sampling is done by a logits processor (``_SeededSampler``) that draws each row's token from that row's
-own ``torch.Generator`` and hands ``generate`` a one-hot score, which greedy decoding then takes. So the
-draw for sample ``j`` of prompt ``i`` depends only on ``sample_seed(seed, i, j)`` and the model's
-logits, never on the global RNG or on which rows share a batch. Temperature 0 is plain greedy decoding.
+A logits processor (``_SeededSampler``) draws each row's token from that row's own ``torch.Generator`` and
+hands ``generate`` a one-hot score for greedy decoding to take, so a draw never depends on the global
+RNG or on which rows share a batch.
 """
 
 from __future__ import annotations

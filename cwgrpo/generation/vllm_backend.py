@@ -1,9 +1,7 @@
 """Generation with vLLM: the backend of the paper's evaluation (bf16, chat template, seeded).
 
-Tested on vLLM's CPU build (tests/vllm); kept small and close to vLLM's documented API:
-``LLM(model, dtype, seed)``, ``SamplingParams(n, temperature, top_p, max_tokens, seed)``, and prompts
-given as token ids so that the chat template's BOS is doubled only when asked (``add_special_tokens``: as
-the released evaluation did, whose lighteval handed vLLM text that it tokenised with special tokens).
+Prompts go as token ids, so the chat template's BOS is doubled only when asked (``add_special_tokens``,
+as the released evaluation did). Tested on vLLM's CPU build (tests/vllm).
 """
 
 from __future__ import annotations

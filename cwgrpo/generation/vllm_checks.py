@@ -1,12 +1,8 @@
 """vLLM engine settings of ``cwgrpo train`` that vLLM would refuse, refused first, in one line each.
 
-vLLM rejects them only once its engine starts (minutes into a job, with a traceback from inside the
-engine): a memory share outside (0, 1], a mode other than colocate or server, a completion budget
-(``generation_kwargs.max_tokens``) under one token, a tensor-parallel size that does not divide the training
-processes (TRL's colocated engines), a context longer than the model's. All but the last are checked where
-the options are parsed (``cwgrpo train``, which ``snakemake -n`` runs too: ``cwgrpo_workflow.dag.command_options``); the
-context needs the model's config.json, so ``cwgrpo train`` checks it before it starts any engine or
-server. ``cwgrpo evaluate``'s engine takes its memory share through the same check.
+vLLM rejects them only once its engine starts, minutes into a job, with a traceback from inside it. All
+but the context are checked where the options are parsed (so ``snakemake -n`` too); the context needs the
+model's config.json, so ``cwgrpo train`` checks it before it starts any engine.
 """
 
 from __future__ import annotations

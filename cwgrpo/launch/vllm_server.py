@@ -1,10 +1,8 @@
 """The ``trl vllm-serve`` process that a launcher starts for a training job, seen from both sides.
 
-The launcher (``cwgrpo.launch.launcher`` on one machine, ``cwgrpo.launch.multinode`` across nodes) builds the server's
-engine options (``vllm_server_options``), claims its ports, starts it and waits until it answers
-(``wait_for_server``); it tells each training process where the server listens through the environment
-(``SERVER_PORT_ENV``, ``GROUP_PORT_ENV``, ``SERVER_HOST_ENV``: not options, so a resumed run, which gets
-other ports, keeps its config hash), and the trainer reads them back (``apply_endpoints``).
+The launcher tells each training process where the server listens through the environment, not options,
+so a resumed run, which gets other ports, keeps its config hash; the trainer reads them back
+(``apply_endpoints``).
 """
 
 from __future__ import annotations

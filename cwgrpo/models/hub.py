@@ -129,10 +129,6 @@ class FetchConfig:
     )
 
 
-# --------------------------------------------------------------------------------------------------
-# Fetching
-
-
 def hub_offline() -> bool:
     """True where the Hugging Face libraries are told to stay offline (``HF_HUB_OFFLINE`` and friends)."""
     return any(
@@ -290,10 +286,6 @@ def fetch_model(source: ModelSource, out_dir: Path, marker: Path, cfg: FetchConf
     info["provenance"] = provenance(config=dataclasses.asdict(cfg))
     write_json(marker, info)
     return info
-
-
-# --------------------------------------------------------------------------------------------------
-# CLI
 
 
 def configure_parser(parser: argparse.ArgumentParser) -> None:

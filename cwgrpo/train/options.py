@@ -1,13 +1,9 @@
 """The options of ``cwgrpo train``, checked once: a preset's train section and the command line to a config.
 
-``build_train_config`` is the one place where merged options (a ``--config`` file or TRL/open-r1 recipe,
-then ``--set`` overrides; the workflow passes a preset's ``train``, ``sizes.<size>.train`` and
-``methods.<method>`` sections as ``--set``) become what a run trains with: the job's own fields
-(``TrainJob``: rewards, prompts, launcher, processes, nodes) and TRL's ``CWGRPOConfig``, with the run's
-defaults filled in. ``cwgrpo train`` calls it before it launches anything (a launching parent and each
-launched child alike); the workflow's dry run calls it too, through ``train_option_errors``, which names every
-mistake at once (``cwgrpo_workflow.dag.command_options.train_errors``). Imports neither TRL nor torch until a config
-is built.
+``build_train_config`` turns merged options (a ``--config`` file or recipe, then ``--set`` overrides) into
+the job's own fields (``TrainJob``) and TRL's ``CWGRPOConfig`` with the run's defaults filled in; ``cwgrpo
+train`` calls it before it launches anything, and the workflow's dry run through ``train_option_errors``,
+which names every mistake at once. Imports neither TRL nor torch until a config is built.
 """
 
 from __future__ import annotations

@@ -272,7 +272,6 @@ class CWGRPOTrainer(GRPOTrainer):
         self._cw_last_step = -1
         self._cw_sampled_step = -1  # the last optimiser step whose (covariance, weight) sample was written
 
-    # -- the two hooks ---------------------------------------------------------------------------------
     def _compute_loss(self, model, inputs):
         inputs = dict(inputs)  # advantages are replaced per micro-batch; never touch TRL's buffered copy
         self._cw_pending, self._cw_penalty = inputs, None
@@ -328,7 +327,6 @@ class CWGRPOTrainer(GRPOTrainer):
             return prompt_ids
         return [with_special_tokens(self._tokenizer, list(ids)) for ids in prompt_ids]
 
-    # -- helpers -----------------------------------------------------------------------------------------
     @staticmethod
     def _cw_mask(inputs: dict[str, Any]) -> torch.Tensor:
         mask = inputs["completion_mask"]

@@ -89,7 +89,6 @@ class ProbeKL(TrainerCallback):
         self.prev: torch.Tensor | None = None
         self.restarted = False  # a resume without the saved probe set: marked at its first step
 
-    # -- the probe set ---------------------------------------------------------------------------------
     @torch.no_grad()
     def _build_probes(self, model) -> dict[str, torch.Tensor]:
         """Prompt ids as the trainer builds them, left-padded, plus one greedy completion each."""
@@ -150,7 +149,6 @@ class ProbeKL(TrainerCallback):
         finally:
             model.train(was_training)
 
-    # -- the probe set across a resume ------------------------------------------------------------------
     def _save(self, path: Path) -> None:
         assert self.inputs is not None and self.start is not None
         state = {"n_prompts": self.n_prompts, "inputs": {k: v.cpu() for k, v in self.inputs.items()}}
@@ -170,7 +168,6 @@ class ProbeKL(TrainerCallback):
         self.inputs, self.start = state["inputs"], state["start"]
         return True
 
-    # -- the callback ----------------------------------------------------------------------------------
     def on_train_begin(self, args, state, control, **kwargs):
         path = Path(args.output_dir) / "live" / PROBE_FILE  # train_config.LIVE
         self.restarted = False

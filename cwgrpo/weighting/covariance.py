@@ -76,9 +76,6 @@ def token_covariance(logps: Tensor, advantages: Tensor, mask: Tensor, *, centrin
     return covariance_on(logps, advantages, tokens, centring)
 
 
-# ---------------------------------------------------------------------------- Clip-Cov and KL-Cov
-
-
 def clip_cov_select(
     cov: Tensor,
     mask: Tensor,
@@ -155,9 +152,6 @@ def kl_cov_penalty(logps: Tensor, old_logps: Tensor | None, selected: Tensor, *,
     old = logps.detach() if old_logps is None else old_logps
     diff = (logps.to(dtype) - old.to(dtype)).abs()
     return torch.where(selected.bool(), coef * diff, torch.zeros((), dtype=dtype, device=diff.device))
-
-
-# ---------------------------------------------------------------------------------------- diagnostics
 
 
 def _masked_quantiles(x: Tensor, m: Tensor, qs: tuple[float, ...]) -> Tensor:

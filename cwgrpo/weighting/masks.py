@@ -12,14 +12,10 @@ from typing import NamedTuple
 import torch
 from torch import Tensor
 
-# --------------------------------------------------------------------------------------------- checks
-
 
 def check_mask(mask: Tensor, shape: torch.Size, ref_name: str) -> None:
-    """Raise ValueError unless ``mask`` has ``shape`` and holds only 0/1.
-
-    The value check of a non-bool mask needs the values on the host, so it runs only for CPU tensors;
-    on an accelerator it is skipped to avoid a host sync (TRL's completion mask is 0/1 by construction).
+    """Raise ValueError unless ``mask`` has ``shape`` and, on the CPU, holds only 0/1 (elsewhere the value
+    check would force a host sync).
     """
     if not isinstance(mask, Tensor):
         raise ValueError(f"mask must be a torch.Tensor, got {type(mask).__name__}")
@@ -74,15 +70,8 @@ def compute_dtype(x: Tensor) -> torch.dtype:
     return torch.float64 if x.dtype == torch.float64 else torch.float32
 
 
-# ------------------------------------------------------------------------------------ masked statistics
-
-
 def masked_mean(x: Tensor, mask: Tensor, dim: int | None = None) -> Tensor:
-    """Mean of ``x`` over the positions where ``mask`` is 1; 0 where there is none.
-
-    ``mean = sum(x * m) / max(sum(m), 1)``. Values of ``x`` at masked-out positions are ignored even if
-    they are inf or NaN (selected with ``torch.where``, so they also receive zero gradient).
-    """
+    """Mean of ``x`` where ``mask`` is 1 (0 with none), ignoring even inf or NaN values elsewhere."""
     m = mask.bool()
     total = torch.where(m, x, torch.zeros((), dtype=x.dtype, device=x.device))
     count = m.sum() if dim is None else m.sum(dim)

@@ -26,13 +26,8 @@ from cwgrpo.weighting.registry import MethodInputs, MethodOptions, MethodOutput,
 def method_diagnostics(
     batch: MethodInputs, opts: MethodOptions, out: MethodOutput
 ) -> tuple[dict[str, Tensor], Tensor, Tensor]:
-    """The step's diagnostics (spec method.md §4): ``(metrics, cov, weights)``, all detached.
-
-    ``cov`` is the covariance of ``opts.cw_knobs.centring`` and ``weights`` the CW-GRPO weights for
-    ``opts`` (for a method that does not reweight, the weights CW-GRPO would have assigned, for
-    comparison in the figures). What ``out`` carries is reused; the rest costs one CW-GRPO weight pass.
-    ``metrics`` is :func:`~cwgrpo.weighting.covariance.covariance_diagnostics` followed by the method's
-    own ``out.metrics``.
+    """The step's diagnostics (spec method.md §4): ``(metrics, cov, weights)``, all detached, reusing what
+    ``out`` carries; for a method that does not reweight, ``weights`` are those CW-GRPO would have assigned.
     """
     cov, weights = out.cov, out.weights
     if cov is None or weights is None:
@@ -74,21 +69,15 @@ def _ppo_clipped(batch: MethodInputs, m: Tensor, opts: MethodOptions) -> Tensor:
 
 @register_method("grpo")
 def grpo(batch: MethodInputs, opts: MethodOptions) -> MethodOutput:
-    """Stock GRPO: multipliers exactly 1.0 everywhere (padding included; the caller masks padding).
-
-    ``A * 1.0 == A`` bit for bit, so the loss is exactly TRL's GRPO loss. No metrics.
-    """
+    """Stock GRPO: multipliers exactly 1.0 (``A * 1.0 == A`` bit for bit, so the loss is exactly TRL's)."""
     ones = torch.ones(batch.logps.shape, dtype=torch.float32, device=batch.logps.device)
     return MethodOutput(ones, None, {})
 
 
 @register_method("cw_grpo")
 def cw_grpo(batch: MethodInputs, opts: MethodOptions) -> MethodOutput:
-    """CW-GRPO: multipliers ``cw_weights(variant=opts.cw_variant)`` (spec method.md §2).
-
-    With ``opts.cw_centring`` / ``cw_normaliser`` / ``cw_weight_gradient`` set, that knob of the variant
-    is overridden (``opts.cw_knobs``). No metrics of its own; returns the covariance the weights were
-    computed from (``opts.cw_knobs.centring``) for :func:`method_diagnostics`. ``old_logps`` is unused.
+    """CW-GRPO: multipliers ``cw_weights`` with ``opts.cw_knobs`` (spec method.md §2), and the covariance they
+    were computed from for :func:`method_diagnostics`.
     """
     weights, cov = cw_weights_and_covariance(
         batch.logps, batch.advantages, batch.mask, variant=opts.cw_variant, knobs=opts.cw_knobs
@@ -99,14 +88,9 @@ def cw_grpo(batch: MethodInputs, opts: MethodOptions) -> MethodOutput:
 
 @register_method("clip_cov")
 def clip_cov(batch: MethodInputs, opts: MethodOptions) -> MethodOutput:
-    """Clip-Cov: multiplier 0 on :func:`~cwgrpo.weighting.covariance.clip_cov_select` tokens, 1 elsewhere
-    (spec method.md §3).
-
-    Excludes the tokens the PPO rule already clipped. Differs from verl: verl multiplies the clipped
-    PPO loss by the 0/1 mask; zeroing the advantage gives the same per-token loss and gradient when the
-    caller applies PPO clipping. Only the policy-gradient term is zeroed; a KL-to-reference term, if
-    any, is untouched (as in verl). Needs a seeded ``batch.generator`` on the tokens' device (ValueError
-    if None). Metrics: ``cw/frac_tokens_clipped`` (selected / valid tokens).
+    """Clip-Cov: multiplier 0 on :func:`~cwgrpo.weighting.covariance.clip_cov_select` tokens not already
+    PPO-clipped, 1 elsewhere (spec method.md §3). verl multiplies the clipped PPO loss by the 0/1 mask;
+    zeroing the advantage gives the same per-token loss and gradient, and leaves a KL-to-reference term alone.
     """
     m = batch.mask.bool()
     selected = clip_cov_select(
@@ -124,12 +108,8 @@ def clip_cov(batch: MethodInputs, opts: MethodOptions) -> MethodOutput:
 
 @register_method("kl_cov", ppo_clip=False)
 def kl_cov(batch: MethodInputs, opts: MethodOptions) -> MethodOutput:
-    """KL-Cov: multipliers 1, penalty ``kl_cov_coef * |logp - old|`` on the top-k covariance tokens.
-
-    Registered with ``ppo_clip=False``: as in verl, the trainer turns PPO clipping off for every token
-    (this function cannot change how the caller clips). With ``old_logps`` None the penalty and its
-    gradient are exactly 0 (spec method.md §3). Metrics: ``cw/frac_tokens_penalised`` (selected / valid
-    tokens).
+    """KL-Cov: multipliers 1, penalty ``kl_cov_coef * |logp - old|`` on the top-k covariance tokens; registered
+    with ``ppo_clip=False``, as in verl (spec method.md §3).
     """
     m = batch.mask.bool()
     selected = kl_cov_select(_batch_cov(batch, m), m, ratio=opts.kl_cov_ratio)

@@ -48,14 +48,8 @@ class MethodOptions:
 
 @dataclass(frozen=True)
 class MethodInputs:
-    """One loss micro-batch as a method sees it (shapes ``(B, T)`` or ``(B,)``; names follow TRL).
-
-    Attributes:
-        logps: log-probability of each sampled token under the current policy (gradient flows).
-        old_logps: the same under the policy that sampled, or None meaning on-policy (``logps.detach()``).
-        advantages: ``(B,)`` group-normalised advantage of each completion.
-        mask: completion mask, bool or 0/1.
-        generator: a seeded ``torch.Generator`` for the method's random draws (Clip-Cov's), or None.
+    """One loss micro-batch as a method sees it (names follow TRL); ``old_logps`` None means on-policy, and
+    ``generator`` seeds the method's random draws (Clip-Cov's).
     """
 
     logps: Tensor
@@ -70,16 +64,9 @@ class MethodInputs:
 
 @dataclass
 class MethodOutput:
-    """What a method returns to the trainer adapter.
-
-    Attributes:
-        multipliers: ``(B, T)`` float32; the token's advantage becomes ``A[i] * multipliers[i, t]``.
-        penalty: ``(B, T)`` extra per-token loss added to the policy loss and aggregated like it (by
-            the caller's ``loss_type``), or None.
-        metrics: detached 0-dim tensors keyed ``cw/...``.
-        cov, weights: the detached ``(B, T)`` covariance and CW-GRPO weights that the diagnostics
-            describe (:func:`~cwgrpo.weighting.methods.method_diagnostics`), when the method computed them
-            on the way; None otherwise (the diagnostics then compute them once).
+    """What a method returns to the trainer adapter: ``multipliers`` of the advantages, an extra per-token
+    ``penalty`` aggregated like the policy loss (or None), ``cw/...`` metrics, and the ``cov`` and ``weights``
+    it computed on the way (else None: :func:`~cwgrpo.weighting.methods.method_diagnostics` computes them).
     """
 
     multipliers: Tensor
