@@ -15,9 +15,7 @@ from cwgrpo.configs import ConfigError
 
 @dataclasses.dataclass(frozen=True)
 class PromptSet:
-    """How problems are turned into chat messages: a system message (or None) and a user template in which
-    ``{problem}`` is replaced, for training and for evaluation.
-    """
+    """How problems become chat messages: a system message (or None) and a ``{problem}`` template."""
 
     name: str
     train_system: str | None

@@ -149,8 +149,7 @@ def get_dataset(name: str) -> DatasetSpec:
 
 
 def gold_kind_for(benchmark: str, mirror: str | None = None) -> str:
-    """The released gold kind of ``benchmark``, or of the paper benchmark it mirrors (its data manifest's
-    ``mirrors``), from the registry."""
+    """The released gold kind of ``benchmark``, or of the paper benchmark it mirrors."""
     spec = DATASETS.get(mirror or benchmark)
     if spec is None or spec.gold_kind is None:
         raise ConfigError(
@@ -166,8 +165,7 @@ def _blank(value: Any) -> bool:
 
 
 def answer_text(value: Any) -> str:
-    """A gold answer as text (``cell_text``): one-element lists unwrapped, several elements joined by ``, ``,
-    surrounding ``$`` removed."""
+    """A gold answer as text: one-element lists unwrapped, longer ones joined by ``, ``, ``$`` stripped."""
     if isinstance(value, (list, tuple)):
         parts = [answer_text(v) for v in value if not _blank(v)]
         return ", ".join(parts) if parts else cell_text(None)
@@ -252,9 +250,8 @@ def load_records(path: str | Path) -> list[dict[str, str]]:
 
 
 def load_rows(spec: DatasetSpec) -> list[dict[str, Any]]:
-    """The raw rows of a dataset: generated locally for synthetic splits, read from the user's file or an
-    installed package (the rows under the split's key of its JSON file, in file order), else downloaded
-    from the Hub (``arrow_rows``: each value of its stored type)."""
+    """The raw rows of a dataset: generated for synthetic splits, read from the user's file or an installed
+    package, else downloaded from the Hub (``arrow_rows``: each value of its stored type)."""
     if spec.synthetic:
         return synthetic.generate_split(spec.name)
     if spec.local_path is not None:

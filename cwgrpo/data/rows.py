@@ -146,9 +146,8 @@ def _parquet_rows(path: Path, columns: tuple[str | None, ...]) -> list[dict[str,
 
 
 def columns_of(path: Path) -> list[str] | None:
-    """The column names of a local .jsonl (its first record), .csv (its header) or .parquet (its schema) file,
-    read as ``read_local_rows`` reads them but without reading the whole file (the workflow asks at parse
-    time); None for another file or one it cannot read."""
+    """The column names of a local .jsonl, .csv or .parquet file, read as ``read_local_rows`` reads them but
+    without reading the whole file; None for another file or one it cannot read."""
     suffix = path.suffix.lower()
     try:
         if suffix == ".parquet":
@@ -242,9 +241,8 @@ def package_file(spec: str, version: str | None = None, where: str = "", install
 
 
 def _float_text(value: Any) -> str:
-    """The shortest text that reads back as the stored binary float (float32 123456.7: ``123456.7``, not the
-    float64 widening's ``123456.703125``), laid out as Python's ``repr`` (scientific outside 1e-4..1e16),
-    without a trailing ``.0`` (``27.0`` -> ``27``)."""
+    """The shortest text that reads back as the stored binary float (float32 123456.7: ``123456.7``), laid out
+    as ``repr``, without a trailing ``.0``."""
     import numpy as np
 
     if value == 0:
@@ -255,9 +253,7 @@ def _float_text(value: Any) -> str:
 
 
 def cell_text(value: Any) -> str:
-    """One scalar cell as text, the same for every reader: text stripped, integers exact, a binary float by
-    ``_float_text`` of its stored width, a ``Decimal`` exact, UTF-8 bytes decoded.
-    """
+    """One scalar cell as text, the same for every reader: stripped, numbers exact at their stored width."""
     import numbers
     from decimal import Decimal
 
@@ -288,8 +284,7 @@ def cell_text(value: Any) -> str:
 
 
 def plain(value: Any) -> Any:
-    """A row's value as JSON holds it, for the columns a dataset of the user's keeps: text as is, a number
-    as its exact text (``cell_text``; NaN and infinities None), lists and mappings item by item."""
+    """A row's value as JSON holds it, numbers as their exact text (NaN and infinities None)."""
     import numbers
     from decimal import Decimal
 

@@ -27,9 +27,7 @@ _POOL_MODULUS = 10  # hash bucket 0 -> benchmark pool, 1 -> dev pool, 2..9 -> tr
 
 @dataclasses.dataclass(frozen=True)
 class SplitSpec:
-    """One synthetic split: ``levels`` are drawn in turn (a level listed twice is drawn twice as often), from
-    the disjoint hash ``pool`` of its kind; ``mirrors`` is the paper benchmark it stands in for.
-    """
+    """One synthetic split: ``levels`` drawn in turn, from its own hash ``pool``."""
 
     name: str
     n: int
@@ -80,9 +78,7 @@ _MOVES = {v: _carry_free_moves(v) for v in range(OPERAND_RANGE[0], OPERAND_RANGE
 
 
 def make_problem(level: int, rng: random.Random) -> str:
-    """Draw one carry-free problem with ``level`` operations: ``+`` or ``-`` evenly where both are possible, then
-    an operand uniform among those that keep the step carry-free.
-    """
+    """Draw one carry-free problem with ``level`` operations, each ``+`` or ``-`` and operand uniform."""
     if not 1 <= level <= MAX_LEVEL:
         raise ValueError(f"level must be in 1..{MAX_LEVEL}, got {level}")
     value = rng.randint(*OPERAND_RANGE)

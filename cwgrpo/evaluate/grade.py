@@ -29,9 +29,8 @@ PASS_THROUGH = ("id", "sample")
 
 
 def paper_gold(answer: str, gold_kind: str) -> str:
-    """The gold text lighteval gets for one of our records' final answers: a ``latex`` gold wrapped in ``$...$``
-    (lighteval's LaTeX extraction finds a bare number only inside math delimiters), an ``expr`` gold as is.
-    """
+    """The gold text lighteval gets: ``latex`` wrapped in ``$...$`` (lighteval finds a bare number only inside
+    math delimiters), ``expr`` as is."""
     return f"${answer}$" if gold_kind == "latex" and answer.strip() else answer
 
 
@@ -261,8 +260,7 @@ def _groups(args: argparse.Namespace) -> list[tuple[Path, Path, str | None, Path
 
 
 def summary_gold_kind(summary_path: Path) -> str:
-    """The released gold kind of the benchmark an evaluation summary names, or of the paper benchmark it
-    mirrors (``benchmark_mirror``, from the data manifest)."""
+    """The released gold kind of the benchmark an evaluation summary names, or of the one it mirrors."""
     summary = read_json(summary_path)
     benchmark, mirror = summary.get("benchmark"), summary.get("benchmark_mirror")
     if not isinstance(benchmark, str):

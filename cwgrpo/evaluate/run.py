@@ -40,8 +40,7 @@ logger = logging.getLogger(__name__)
 
 @dataclasses.dataclass
 class ModelJobs:
-    """One model to evaluate: its folder, the tags stored in its summaries, and its
-    (benchmark file, samples out, summary out) triples."""
+    """One model to evaluate: its folder, its summaries' tags and its (benchmark, samples, summary) files."""
 
     model_dir: Path
     tags: dict[str, Any]
@@ -50,8 +49,7 @@ class ModelJobs:
 
 def evaluate_models(models: list[ModelJobs], cfg: EvalConfig) -> list[list[dict[str, Any]]]:
     """Evaluate several models in one process, one at a time, every input checked before the first loads; each
-    model's files are byte for byte what it alone would write (seed reset per benchmark).
-    """
+    model's files are byte for byte what it alone would write."""
     import gc
 
     from cwgrpo.generation import get_backend

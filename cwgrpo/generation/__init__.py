@@ -40,9 +40,7 @@ class SamplingSettings:
 
 @dataclasses.dataclass(frozen=True)
 class Completion:
-    """One generated completion: special tokens removed from ``text``, the end-of-sequence token counted in
-    ``n_tokens`` and kept in ``token_ids``; ``truncated``: stopped at ``max_new_tokens`` without it.
-    """
+    """One completion: ``text`` without special tokens; ``n_tokens`` and ``token_ids`` with the EOS."""
 
     text: str
     n_tokens: int
@@ -86,9 +84,8 @@ TOKENIZER_FILES = ("tokenizer.json", "tokenizer.model", "spiece.model", "vocab.j
 
 
 def check_model_dir(model_dir: str | Path) -> Path:
-    """The model folder as a Path; a missing folder, or one without ``config.json`` or tokenizer files,
-    is an error. (Without tokenizer files ``AutoTokenizer`` does not fail: for a Qwen2 config it silently
-    builds an empty tokenizer that encodes every prompt to nothing.)"""
+    """The model folder as a Path; refused without ``config.json`` or tokenizer files (without them a Qwen2
+    config silently gets an empty tokenizer that encodes every prompt to nothing)."""
     path = Path(model_dir)
     if not path.is_dir():
         raise FileNotFoundError(f"model folder not found: {path}")
@@ -134,9 +131,8 @@ def encode_prompt(tokenizer: Any, messages: Messages, add_special_tokens: bool =
 
 
 def with_special_tokens(tokenizer: Any, ids: list[int]) -> list[int]:
-    """``ids`` with the special tokens the tokenizer adds around a text (``add_special_tokens=True``), as
-    vLLM 0.7.2 tokenised the released run's text prompts: a BOS before the template's own for a tokenizer
-    that adds one, ``ids`` unchanged for one that adds none (Qwen2.5)."""
+    """``ids`` with the special tokens the tokenizer adds around a text, as vLLM 0.7.2 tokenised the released
+    run's text prompts (a second BOS for R1-Distill; none for Qwen2.5)."""
     probe = "a"
     plain = tokenizer(probe, add_special_tokens=False)["input_ids"]
     full = tokenizer(probe, add_special_tokens=True)["input_ids"]

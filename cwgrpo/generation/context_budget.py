@@ -18,8 +18,7 @@ MAX_CONCURRENT_REQUESTS = 32
 
 
 def completion_budget(prompt_tokens: int, max_model_len: int, max_tokens: int | None) -> int:
-    """Tokens the released engine let a request of ``prompt_tokens`` generate: the rest of the context,
-    capped by ``max_tokens`` (None: no cap)."""
+    """Tokens the released engine let a prompt generate: the rest of the context, capped by ``max_tokens``."""
     if max_tokens is not None and max_tokens < 1:
         raise ValueError(f"max_tokens={max_tokens}: vLLM's server refuses a request for fewer than 1 token")
     room = max_model_len - prompt_tokens
@@ -44,8 +43,7 @@ def budget_groups(
 def merge_outputs(
     parts: Sequence[tuple[list[int], dict[str, Any]]], n_prompts: int, n: int
 ) -> dict[str, Any]:
-    """Put the outputs of the groups (each: its prompt indices, the client's output for them) back in
-    prompt order: ``prompt_ids`` one per prompt, the other keys ``n`` per prompt, prompt-major."""
+    """The groups' outputs back in prompt order: ``prompt_ids`` one per prompt, the rest ``n`` per prompt."""
     keys = {key for _, output in parts for key in output}
     merged: dict[str, Any] = {}
     for key in keys:
@@ -65,9 +63,7 @@ def merge_outputs(
 def fit_to_context(
     generate: Callable[..., dict[str, Any]], max_model_len: int
 ) -> Callable[..., dict[str, Any]]:
-    """``VLLMClient.generate`` with each prompt's ``max_tokens`` (or ``generation_kwargs["max_tokens"]``, which
-    TRL lets override it) cut to the rest of ``max_model_len``; prompts are token ids, as TRL sends them.
-    """
+    """``VLLMClient.generate`` with each prompt's ``max_tokens`` cut to the rest of ``max_model_len``."""
 
     def generate_within_context(
         prompts: Sequence[Sequence[int]],
@@ -103,8 +99,8 @@ def fit_to_context(
 
 
 def fit_client_to_context(client: Any) -> int:
-    """Make a ``VLLMClient``'s ``generate`` give each request the rest of its server's context; return that
-    context (``max_model_len`` as the server reports it, so a server started by hand is read right too)."""
+    """Make a ``VLLMClient`` give each request the rest of its server's context, as the server reports it;
+    return that context."""
     max_model_len = int(client.get_server_info()["model_config"]["max_model_len"])
     client.generate = fit_to_context(client.generate, max_model_len)
     return max_model_len

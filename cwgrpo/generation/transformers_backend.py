@@ -105,8 +105,7 @@ class TransformersBackend:
         )
 
     def _decode(self, tokens: list[int]) -> Completion:
-        """A row of generated ids (right-padded after its EOS) -> Completion. Without an EOS the row ran
-        to ``max_new_tokens`` (generate only stops early once every row has ended), so it is truncated."""
+        """A row of generated ids (right-padded after its EOS) -> Completion; truncated without an EOS."""
         end = next((k for k, t in enumerate(tokens) if t in self.eos_ids), None)
         if end is None:
             text = self.tokenizer.decode(tokens, skip_special_tokens=True)

@@ -46,16 +46,14 @@ def check_vllm_options(options: Mapping[str, Any], num_processes: int = 1) -> No
 
 
 def check_memory_share(name: str, share: float) -> None:
-    """Raise ``ConfigError`` unless ``share`` (option ``name``: training's or evaluation's engine) is a
-    share of GPU memory vLLM accepts, in (0, 1] (NaN is not)."""
+    """Raise ``ConfigError`` unless ``share`` (option ``name``) is in (0, 1], as vLLM requires."""
     if not 0 < share <= 1:
         raise ConfigError(f"{name}={share}: the share of GPU memory vLLM may use must be in (0, 1]")
 
 
 def check_context_fits_model(options: Mapping[str, Any], model_dir: str | Path) -> None:
-    """Raise ``ConfigError`` when ``vllm_max_model_length`` exceeds the model's context (its config.json's
-    ``max_position_embeddings``; nothing is checked when vLLM is off, or the model states none or has no
-    config.json yet: the model folder's own check says so)."""
+    """Raise ``ConfigError`` when ``vllm_max_model_length`` exceeds the model's ``max_position_embeddings``
+    (where vLLM is on and the model states one)."""
     from cwgrpo.generation import model_context
 
     context = options.get("vllm_max_model_length")

@@ -7,8 +7,7 @@ from typing import Protocol
 
 
 class LaunchJob(Protocol):
-    """What the launchers read of a training job (``cwgrpo.train.options.TrainJob`` has these fields), so that
-    this folder does not depend on the training job's folder above it."""
+    """What the launchers read of a training job (``TrainJob``), so this folder does not depend on it."""
 
     accelerate_config: str
     num_processes: int

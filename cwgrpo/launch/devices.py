@@ -69,8 +69,7 @@ def lock_dir(env: Mapping[str, str]) -> Path:
 
 
 def own_lock_folder(folder: Path) -> Path:
-    """Create ``folder`` (mode 0700) if missing; refuse one another user owns or others can write, where
-    they could plant links to this user's files. Returns ``folder``."""
+    """Create ``folder`` (mode 0700) if missing; refuse one another user owns or others can write."""
     where = f"lock folder {folder} ({LOCK_DIR_ENV})"
     try:
         folder.mkdir(parents=True, exist_ok=True, mode=0o700)
@@ -109,8 +108,7 @@ def wait_seconds(env: Mapping[str, str]) -> float | None:
 
 
 def device_id(item: str) -> str:
-    """One device as CUDA tells devices apart: an index by its value (``00`` is ``0``), a UUID regardless of
-    case, spelled as ``nvidia-smi`` lists it (``GPU-``/``MIG-`` then lower-case hex)."""
+    """One device as CUDA tells them apart: an index by value, a UUID spelled as ``nvidia-smi`` does."""
     if item.isdigit():
         return str(int(item))
     return re.sub(
@@ -123,8 +121,7 @@ def _same_device(a: str, b: str) -> bool:
 
 
 def device_lock_ids(pool: list[str], uuids: Mapping[str, str]) -> dict[str, str]:
-    """Device -> the name of its lock: the full UUID where ``nvidia-smi`` gives one (``uuids``: index ->
-    UUID) for an index or for the one UUID a prefix begins, else the device as given."""
+    """Device -> the name of its lock: its full UUID where ``nvidia-smi`` gives one, else itself."""
     out = {}
     for gpu in pool:
         matches = [u for u in uuids.values() if u.startswith(gpu)]
@@ -133,9 +130,8 @@ def device_lock_ids(pool: list[str], uuids: Mapping[str, str]) -> dict[str, str]
 
 
 def visible_devices(text: str) -> list[str]:
-    """The devices of a ``CUDA_VISIBLE_DEVICES`` value as CUDA reads them (``device_id``): a negative number
-    ends the list; a device listed twice (also as ``0,00``, or as one UUID and a prefix of it, which CUDA
-    accepts for a unique match), or indices mixed with UUIDs, are a ``ConfigError`` naming the variable."""
+    """The devices of a ``CUDA_VISIBLE_DEVICES`` value as CUDA reads them (a negative number ends the list); a
+    device listed twice, or indices mixed with UUIDs, are a ``ConfigError``."""
     devices = []
     for item in (g.strip() for g in text.split(",")):
         if re.fullmatch(r"-\d+", item):
@@ -246,8 +242,7 @@ def _lock_name(kind: str, ident: str) -> str:
 
 
 def port_is_free(port: int) -> bool:
-    """Whether nothing listens on ``port`` now (a port another program holds is skipped, not locked).
-    SO_REUSEADDR as the servers set it: a port with connections left in TIME_WAIT counts as free."""
+    """Whether nothing listens on ``port`` now (SO_REUSEADDR as the servers set it)."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
@@ -264,8 +259,8 @@ def claim_gpus(
     wait_s: float | None = None,
     lock_ids: Mapping[str, str] | None = None,
 ) -> list[tuple[str, IO]]:
-    """Lock ``n`` of the ``pool`` devices, all or none; wait (up to ``wait_s``, None: forever) while they are
-    busy. A device's lock file is named by ``lock_ids[device]`` where given (its UUID), else by the device."""
+    """Lock ``n`` of the ``pool`` devices, all or none, each by ``lock_ids[device]`` where given; wait up to
+    ``wait_s`` (None: forever) while they are busy."""
     lock_ids = lock_ids or {}
     if n > len(pool):
         raise ConfigError(

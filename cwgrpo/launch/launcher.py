@@ -34,9 +34,7 @@ logger = logging.getLogger(__name__)
 
 
 def accelerate_config_path(name: str) -> Path:
-    """A bundled accelerate config by name (cwgrpo/resources/accelerate/NAME.yaml: zero2, zero3), or any
-    accelerate config file by path (a value with a '/' or a .yaml/.yml suffix; relative to the working
-    folder)."""
+    """A bundled accelerate config by name (``zero2``, ``zero3``), or a config file by path."""
     if "/" in name or name.endswith((".yaml", ".yml")):
         path = Path(name).expanduser()
         if not path.is_file():
@@ -53,8 +51,7 @@ def accelerate_config_path(name: str) -> Path:
 
 
 def gpus_needed(job: LaunchJob, trl_options: Mapping[str, Any] | None = None) -> int:
-    """GPUs the job claims: one per training process and the vLLM server's; none when it trains on the
-    CPU (``use_cpu``), so a CPU machine needs no GPU ids to lease."""
+    """GPUs the job claims: one per training process and the vLLM server's; none on the CPU (``use_cpu``)."""
     if (trl_options or {}).get("use_cpu"):
         return 0
     return job.num_processes + (1 if job.vllm_server_gpu is not None else 0)
@@ -111,8 +108,8 @@ def plan(
 def relaunch(
     command: Sequence[str], job: LaunchJob, model_dir: Path, trl_options: Mapping[str, Any] | None = None
 ) -> int:
-    """Claim the job's GPUs and ports, then start the server (if any) on ``model_dir`` and the training
-    processes, each running ``cwgrpo`` with the arguments ``command`` (``train ...``)."""
+    """Claim the job's GPUs and ports, then start the server (if any) and the training processes, each
+    running ``cwgrpo`` with the arguments ``command``."""
     if job.vllm_server_gpu is not None and (trl_options or {}).get("vllm_server_base_url"):
         raise ConfigError(
             "vllm_server_base_url is set, but vllm_server_gpu makes cwgrpo start the server itself; unset one"

@@ -56,8 +56,7 @@ def nodes_needed(job: LaunchJob) -> int:
 
 
 def gpu_positions(job: LaunchJob) -> dict[str, list[int]]:
-    """GPU positions (indices into what the node shows) of each role: ``train0`` (first training node),
-    ``train`` (the other training nodes), ``server`` (on the first node or its own)."""
+    """GPU positions (in what the node shows) of ``train0``, ``train`` (other nodes) and ``server``."""
     per_node = job.num_processes // job.num_nodes
     server = job.vllm_server_gpu
     on_first = server is not None and not job.vllm_server_node
@@ -196,8 +195,8 @@ def relaunch(
 
 
 def run_steps(server: Step | None, steps: list[Step], lock_fds: tuple[int, ...] = ()) -> int:
-    """Start the server and wait until it answers, then every training step; stop what is left when one
-    fails or all are done. Returns the first nonzero exit status (0 if all succeeded)."""
+    """Start the server and wait until it answers, then every training step; stop what is left when one fails
+    or all are done. Returns the first nonzero exit status."""
     base_env = {**op_cache_env(os.environ), **os.environ}  # each node's processes find the compiled op
     started: list[subprocess.Popen] = []  # each dies with this launcher, even when it is killed (start_tied)
     try:

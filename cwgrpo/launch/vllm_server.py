@@ -40,8 +40,7 @@ def vllm_server_options(job: LaunchJob, trl_options: Mapping[str, Any] | None = 
 
 
 def apply_endpoints(config: Any, env: Mapping[str, str]) -> None:
-    """In a launched training process: connect the trainer to the server and weight-sync ports its
-    launcher claimed (and the server's host, when it runs on another node)."""
+    """In a launched training process: connect the trainer to the server its launcher started."""
     if SERVER_PORT_ENV not in env:
         return
     if config.vllm_server_base_url:

@@ -52,8 +52,7 @@ def stop(proc: subprocess.Popen) -> None:
 
 
 def tie_worker(env: MutableMapping[str, str]) -> None:
-    """In a training process started by this module's agent: die with the agent. The variable is removed,
-    so a process this one starts is not tied to the agent by mistake."""
+    """In a training process this module's agent started: die with the agent (a child of it is not tied)."""
     agent = env.pop(AGENT_PID_ENV, None)
     if agent is not None:
         die_with_parent(int(agent))
@@ -108,9 +107,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def op_cache_env(environ: Mapping[str, str], prefix: str = sys.prefix) -> dict[str, str]:
-    """``TORCH_EXTENSIONS_DIR`` for the training processes: the environment's own op cache
-    (``<prefix>/torch_extensions``, where ``make deepspeed`` compiled DeepSpeed's CPU op) when the variable
-    is unset and that folder exists; else nothing (torch's default, or the user's choice)."""
+    """``TORCH_EXTENSIONS_DIR`` for the training processes: the environment's op cache (``make
+    deepspeed`` fills it), where it exists and the variable is unset."""
     cache = Path(prefix) / "torch_extensions"
     if "TORCH_EXTENSIONS_DIR" in environ or not cache.is_dir():
         return {}

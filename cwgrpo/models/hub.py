@@ -38,9 +38,7 @@ _TRUE = {"1", "on", "yes", "true"}
 
 @dataclasses.dataclass(frozen=True)
 class ModelSource:
-    """A parsed ``model`` source: ``kind`` ``hub``, ``folder`` or ``gguf``; ``location`` the Hub id, folder or
-    GGUF file; ``spec`` the source as written; ``package`` ships the GGUF file (``gguf:PACKAGE/FILE``).
-    """
+    """A parsed ``model`` source (``kind`` ``hub``, ``folder`` or ``gguf``; ``spec`` as written)."""
 
     kind: str
     location: str
@@ -180,8 +178,7 @@ def check_gguf_file(path: Path) -> None:
 
 
 def gguf_damage(path: Path) -> str | None:
-    """Why a GGUF file that failed to load is damaged (truncated, or a header that cannot be read), or None
-    if ``gguf`` reads it whole. Called after a failure only: reading a 100 MB file's header takes seconds."""
+    """Why a GGUF file that failed to load is damaged, or None (after a failure only: it takes seconds)."""
     import gguf
 
     size = path.stat().st_size
@@ -202,8 +199,8 @@ def file_sha256(path: Path) -> str:
 
 
 def rebuild_float_model(model: Any) -> Any:
-    """A GGUF-loaded model as a plain float model that ``save_pretrained`` accepts: the same config (less
-    the GGUF quantisation entry) builds a fresh model, into which every weight is copied (strictly)."""
+    """A GGUF-loaded model as a float model that ``save_pretrained`` accepts: its config, less the GGUF
+    quantisation entry, builds a fresh model, into which every weight is copied."""
     import copy
 
     from transformers import AutoModelForCausalLM

@@ -105,8 +105,7 @@ class SftConfig:
 
 
 def render_prompt(tokenizer: Any, problem: str, prompt_set: str = "tiny") -> str:
-    """The chat-template prompt for one problem: the prompt set's training messages (``tiny``: one user
-    message, the bare problem), generation prompt appended, exactly as ``cwgrpo train`` renders it."""
+    """The chat-template prompt for one problem, exactly as ``cwgrpo train`` renders it."""
     from cwgrpo.data.prompts import train_messages
 
     return tokenizer.apply_chat_template(

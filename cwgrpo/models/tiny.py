@@ -140,8 +140,7 @@ def weights_sha256(model: Any) -> str:
 
 
 def save_pretrained_atomic(out_dir: str | os.PathLike, model: Any, tokenizer: Any) -> None:
-    """Save model and tokenizer as one whole folder at ``out_dir``, which may replace only a folder that
-    cwgrpo wrote (``cwgrpo.io.owned_dir``), never one a user named."""
+    """Save model and tokenizer as one whole folder at ``out_dir`` (``cwgrpo.io.owned_dir``)."""
     from cwgrpo.io import owned_dir
 
     with owned_dir(out_dir) as tmp:

@@ -59,9 +59,8 @@ def complete_checkpoints(run_dir: Path) -> dict[int, Path]:
 
 
 def resumable_checkpoints(run_dir: Path, block: dict[str, Any], owner: bool = True) -> dict[int, Path]:
-    """The complete checkpoints a rerun may resume from, by step, once the ``owner`` removed the cut ones;
-    raises if any is of another identity or a damaged newest one cannot be replaced by the previous one.
-    """
+    """The complete checkpoints a rerun may resume from, once the ``owner`` removed the cut ones; raises if
+    any is of another identity or a damaged newest one cannot be replaced by the previous one."""
     if owner:
         remove_incomplete_checkpoints(run_dir)
     done = complete_checkpoints(run_dir)
@@ -93,8 +92,7 @@ def check_same_config(run_dir: Path, done: dict[int, Path], expected: str, input
 
 
 def changed_identity(done: dict[int, Path], expected: str, inputs: dict[str, Any]) -> dict[int, list[str]]:
-    """What differs, by step, between each checkpoint's identity and the run's (``expected`` config hash,
-    ``inputs``); empty when every checkpoint is this run's."""
+    """What differs, by step, between each checkpoint's identity and the run's."""
     from cwgrpo.train.identity import changed_inputs
 
     foreign: dict[int, list[str]] = {}
@@ -114,9 +112,7 @@ def _changed(foreign: dict[int, list[str]]) -> list[str]:
 
 
 def move_aside_changed_run(run_dir: Path, block: dict[str, Any]) -> Path | None:
-    """Rename a run folder whose checkpoints are of another identity to a free ``<name>.old-N`` (a changed
-    configuration is a new run), holding its lock; returns where it went, or None.
-    """
+    """Rename a run folder of another identity's checkpoints to a free ``<name>.old-N``; return it."""
     changes = changed_identity(complete_checkpoints(run_dir), block["config_hash"], block["inputs"])
     if not changes:
         return None
@@ -134,8 +130,7 @@ def move_aside_changed_run(run_dir: Path, block: dict[str, Any]) -> Path | None:
 
 
 def move_aside_if_changed(run_dir: Path, config_hash: str, model_dir: Path, train_data: Path) -> None:
-    """``move_aside_changed_run`` under the folder's lock (refused, naming the holder, while a `cwgrpo train`
-    trains into it), for a run of ``config_hash`` on these inputs; missing inputs are left to train to name."""
+    """``move_aside_changed_run`` under the folder's lock; missing inputs are left to ``train`` to name."""
     from cwgrpo.train.identity import run_inputs
 
     if not complete_checkpoints(run_dir) or not Path(model_dir).is_dir() or not Path(train_data).is_file():
@@ -151,9 +146,8 @@ def move_aside_if_changed(run_dir: Path, config_hash: str, model_dir: Path, trai
 
 
 def _verified(done: dict[int, Path]) -> dict[int, Path]:
-    """Complete checkpoints whose files still match their flag; a damaged newest one is skipped, saying so, if
-    the previous still holds its optimiser state (else resuming would silently restart the optimiser).
-    """
+    """Complete checkpoints whose files match their flag; a damaged newest one is skipped, saying so, if the
+    previous still holds its optimiser state (else resuming would silently restart the optimiser)."""
     while done:
         step = max(done)
         problem = verify_checkpoint(done[step]) or missing_rank_files(done[step])
@@ -171,8 +165,7 @@ def _verified(done: dict[int, Path]) -> dict[int, Path]:
 
 
 def check_resumable(ckpt: Path) -> None:
-    """A pruned checkpoint has weights but no optimiser state: transformers would resume from it with a
-    fresh optimiser and say nothing, so refuse (it is the newest only if newer ones were deleted)."""
+    """Refuse a pruned checkpoint: transformers would resume it with a fresh optimiser, saying nothing."""
     if (ckpt / PRUNED_FLAG).is_file():
         raise ConfigError(
             f"{ckpt} is the newest complete checkpoint but holds no optimiser state (pruned once a newer one "
@@ -181,9 +174,8 @@ def check_resumable(ckpt: Path) -> None:
 
 
 def prune_resume_state(run_dir: Path, keep: Path) -> list[Path]:
-    """Delete the resume-only state (``RESUME_STATE``) of every complete checkpoint older than the complete
-    ``keep``, flagging each first so one cut mid-way is known unresumable; returns those pruned now.
-    """
+    """Delete the resume-only state of every complete checkpoint older than the complete ``keep``, flagging
+    each first so one cut mid-way is known unresumable; returns those pruned now."""
     done = complete_checkpoints(run_dir)
     keep_step = next((step for step, path in done.items() if path == keep), None)
     if keep_step is None:
@@ -260,8 +252,7 @@ def write_marker(run_dir: Path, step: int, ckpt: Path, provenance_block: dict[st
 def finalize(
     run_dir: Path, block: dict[str, Any], resolved: dict[str, Any], resume: str | None, logs: dict[str, Path]
 ) -> None:
-    """Write the declared outputs: a marker per complete checkpoint, the logs (``log_files``), then
-    ``run.json`` last (with the run's stretches without learning signal, ``learning_signal``)."""
+    """Write the declared outputs: a marker per complete checkpoint, the logs, then ``run.json`` last."""
     for step, ckpt in complete_checkpoints(run_dir).items():
         write_marker(run_dir, step, ckpt, block)
     for name, path in logs.items():

@@ -138,8 +138,7 @@ class TrainJob:
 
 
 def split_options(options: Mapping[str, Any]) -> tuple[TrainJob, dict[str, Any]]:
-    """Split merged options into the job's own fields and the keyword arguments of ``CWGRPOConfig``; every
-    mistake found before TRL runs (``split_with_errors``) raises ``ConfigError``, one line each."""
+    """Split merged options into the job's fields and ``CWGRPOConfig``'s keyword arguments, or raise."""
     job, trl_kwargs, errors = split_with_errors(options)
     if errors:
         raise ConfigError("\n".join(map(str, errors)))
@@ -150,8 +149,7 @@ def split_with_errors(
     options: Mapping[str, Any],
 ) -> tuple[TrainJob | None, dict[str, Any], list[OptionError]]:
     """The job's fields (None if they break a rule), ``CWGRPOConfig``'s keyword arguments and every mistake
-    found before TRL runs, each naming its key where one is to blame.
-    """
+    found before TRL runs, each naming its key where one is to blame."""
     from cwgrpo.configs import nearest
     from cwgrpo.trainer import CWGRPOConfig
 
@@ -191,8 +189,8 @@ def split_with_errors(
 
 
 def check_finite_option(key: str, value: Any) -> None:
-    """NaN is never a valid number of any option, and a learning rate must be finite and >= 0: TRL and
-    torch would only reject them once the run folder exists (torch: "Invalid learning rate: nan")."""
+    """Refuse NaN for any option and a learning rate that is not finite and >= 0, which TRL and torch would
+    refuse only once the run folder exists."""
     if isinstance(value, float) and math.isnan(value):
         raise ConfigError(f"{key}={value}: not a number")
     if key == "learning_rate" and isinstance(value, (int, float)) and not (0 <= value < math.inf):
@@ -200,9 +198,7 @@ def check_finite_option(key: str, value: Any) -> None:
 
 
 def monitoring_names(tags: dict[str, Any], trl_kwargs: dict[str, Any]) -> dict[str, Any]:
-    """``run_name`` ``size/method/seedN`` and W&B's group ``size/method`` from the run's tags, when a logger is on
-    (``report_to``); with ``report_to: none`` nothing is added.
-    """
+    """``run_name`` ``size/method/seedN`` and W&B's group ``size/method``, when ``report_to`` is on."""
     report_to = trl_kwargs.get("report_to", "none")
     if report_to in ("none", None, []) or report_to == ["none"]:
         return {}
@@ -224,8 +220,7 @@ RENAMED_TRL_FIELDS = (
 
 
 def current_trl_names(trl_kwargs: Mapping[str, Any]) -> dict[str, Any]:
-    """``trl_kwargs`` with each renamed field under its current name, its value (or TRL's default of the
-    old name) unchanged; a current name given explicitly wins, as in transformers."""
+    """``trl_kwargs`` with each renamed field under its current name (which wins where given)."""
     from cwgrpo.trainer import CWGRPOConfig
 
     defaults = {f.name: f.default for f in dataclasses.fields(CWGRPOConfig)}
@@ -241,8 +236,7 @@ def current_trl_names(trl_kwargs: Mapping[str, Any]) -> dict[str, Any]:
 
 @dataclass(frozen=True)
 class TrainConfig:
-    """What one training run trains with: the job's options, TRL's config, and the keyword arguments that
-    config was built from (with the run's defaults; they, the job and the tags make the config hash)."""
+    """What one run trains with: the job's options, TRL's config and the keyword arguments it came from."""
 
     job: TrainJob
     trl: Any  # cwgrpo.trainer.CWGRPOConfig (typed loosely: importing it imports TRL)
@@ -254,8 +248,8 @@ class TrainConfig:
         return {"job": dataclasses.asdict(self.job), "trl": self.trl_kwargs, "tags": self.tags}
 
     def identity(self) -> dict[str, Any]:
-        """What ``config_hash`` hashes: ``resolved()`` with the run folder's own path as ``<run_dir>``, so that
-        a run folder copied elsewhere keeps its identity (as its inputs do, ``cwgrpo.train.identity``)."""
+        """What ``config_hash`` hashes: ``resolved()`` with the run folder as ``<run_dir>``, so a copied
+        run folder keeps its identity."""
         run_dir = str(self.trl_kwargs["output_dir"]).rstrip("/")
 
         def relative(value: Any) -> Any:
@@ -271,7 +265,7 @@ def build_train_config(
     options: Mapping[str, Any], run_dir: Path, tags: Mapping[str, Any] | None = None
 ) -> TrainConfig:
     """Merged options of ``cwgrpo train`` -> the run's ``TrainConfig``; a bad key or value raises
-    ``ConfigError`` naming it, before any model, data, GPU or run folder is touched."""
+    ``ConfigError`` naming it, before anything is touched."""
     from cwgrpo.trainer import CWGRPOConfig
     from cwgrpo.trainer.options import samples_path
 

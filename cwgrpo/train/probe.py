@@ -44,8 +44,7 @@ def answer(request: dict[str, Any]) -> Any:
 
 
 def main() -> int:
-    """The request read on stdin, its answer written as one JSON line, the last of stdout (whatever the code it
-    runs prints goes to stderr)."""
+    """Answer the request on stdin as one JSON line, the last of stdout (anything else goes to stderr)."""
     request, out = json.load(sys.stdin), sys.stdout
     sys.stdout = sys.stderr
     found = answer(request)

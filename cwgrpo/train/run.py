@@ -119,9 +119,8 @@ def _callbacks(run_dir: Path, provenance_block: dict[str, Any]):
                 append_jsonl(run_dir / LIVE / "timings.jsonl", {"step": state.global_step, **timings})
 
     class MarkCompleteCheckpoints(TrainerCallback):
-        """After every process saved checkpoint-N: flag it complete, then write the step marker the DAG waits for;
-        behind a barrier, since transformers writes each process's RNG state after DeepSpeed's save.
-        """
+        """After every process saved checkpoint-N (a barrier: transformers writes each process's RNG
+        state after DeepSpeed's save), flag it complete and write the step marker the DAG waits for."""
 
         def on_save(self, args, state, control, **kwargs):
             from accelerate import PartialState
@@ -162,9 +161,8 @@ def build_dataset(records: list[dict], job: TrainJob):
 
 
 def model_init_kwargs(config) -> dict[str, Any]:
-    """``from_pretrained`` options of the policy from TRL's ``model_init_kwargs``, read as TRL reads them (TRL
-    applies them only to a model it loads itself); unset, the dtype is float32, as TRL's reference model's.
-    """
+    """The policy's ``from_pretrained`` options from TRL's ``model_init_kwargs``, read as TRL reads them (TRL
+    applies them only to a model it loads itself); the dtype defaults to float32."""
     import torch
 
     kwargs = dict(config.model_init_kwargs or {})
@@ -218,8 +216,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def check_rewards(job: TrainJob, train_data: Path) -> None:
-    """Each reward imported and called on the first training rows, as the dry run does where the data is
-    a local file (``cwgrpo_workflow.dag.user_rewards``): the same refusal, before any model or launcher starts."""
+    """Each reward imported and called on the first training rows, as the dry run does."""
     from cwgrpo.grading.reward_guard import prepared_rewards
     from cwgrpo.train.rows import first_rows
 
@@ -237,8 +234,7 @@ def first(dataset: Dataset) -> list[dict]:
 def launched_command(
     model_dir: Path, train_data: Path, run_dir: Path, timings: Path, args: argparse.Namespace
 ) -> list[str]:
-    """The ``cwgrpo train`` arguments each launched training process runs: this call's, with the folders
-    resolved (a recipe's too), so a child reads the same options and trains into the same folder."""
+    """The ``cwgrpo train`` arguments each launched process runs: this call's, with the folders resolved."""
     command = ["train", "--model-dir", str(model_dir), "--train-data", str(train_data)]
     command += ["--run-dir", str(run_dir), "--timings", str(timings)]
     command += [item for tag in args.tag for item in ("--tag", tag)]
@@ -249,8 +245,7 @@ def launched_command(
 def train(
     model_dir: Path, train_data: Path, run_dir: Path, cfg: TrainConfig, timings: Path | None = None
 ) -> int:
-    """Train one run into ``run_dir`` (resuming it if it holds complete checkpoints of the same identity);
-    the wall-clock log goes to ``timings`` (default ``run_dir/timings.jsonl``)."""
+    """Train one run into ``run_dir``, resuming it from complete checkpoints of the same identity."""
     from transformers import AutoTokenizer
 
     from cwgrpo.data.registry import load_records

@@ -85,8 +85,7 @@ def aside_path(run_dir: Path) -> Path:
 
 
 def move_aside_hint(run_dir: Path) -> str:
-    """The one command that keeps a refused run (renamed, never deleted) and lets the same command train
-    afresh: a run folder that the workflow or the user refers to by its path is simply free again."""
+    """The one command that keeps a refused run (renamed) and lets the same command train afresh."""
     aside = aside_path(run_dir)
     return (
         f"to keep it and train afresh, move it aside and run the same command again: "
@@ -95,8 +94,7 @@ def move_aside_hint(run_dir: Path) -> str:
 
 
 def incomplete_checkpoints(run_dir: Path) -> list[Path]:
-    """``checkpoint-<int>`` folders without the completion flag: saves cut by a kill. Other names are
-    never this code's (``checkpoint-8.bak``, ``checkpoint-final``) and are not listed."""
+    """``checkpoint-<int>`` folders without the completion flag: saves cut by a kill."""
     return sorted(
         p
         for p in Path(run_dir).glob("checkpoint-*")
@@ -113,8 +111,7 @@ def _file_sizes(ckpt: Path) -> dict[str, int]:
 
 
 def flag_record(ckpt: Path, step: int, block: dict[str, Any], processes: int = 1) -> dict[str, Any]:
-    """The completion flag of a checkpoint: its step, the run's identity, the number of training processes
-    that saved it (each writes its own RNG state) and the size of each file."""
+    """A checkpoint's completion flag: step, the run's identity, the processes that saved it, file sizes."""
     return {
         "step": step,
         "config_hash": block["config_hash"],
@@ -134,8 +131,7 @@ def rng_state_names(processes: int) -> list[str]:
 
 
 def missing_rank_files(ckpt: Path) -> str | None:
-    """None if the flag lists the RNG state of every process that saved the checkpoint, else the problem
-    (a flag written before one process had saved its files: resuming would reseed that one silently)."""
+    """None if the flag lists every saving process's RNG state, else the problem."""
     flag = _read_flag(Path(ckpt) / COMPLETE_FLAG)
     if "processes" not in flag:
         return None
@@ -170,9 +166,8 @@ def safetensors_problem(path: Path) -> str | None:
 
 
 def verify_checkpoint(ckpt: Path) -> str | None:
-    """None if the checkpoint's files match its flag (but the resume state ``PRUNED_FLAG`` lists) and its
-    safetensors headers are sound, else the problem.
-    """
+    """None if the checkpoint's files match its flag (but the pruned ones) and its safetensors headers are
+    sound, else the problem."""
     ckpt = Path(ckpt)
     try:
         flag = _read_flag(ckpt / COMPLETE_FLAG)
@@ -216,9 +211,8 @@ def _ranges(steps: list[int]) -> str:
 
 
 def check_free_space(run_dir: Path, model: Any = None) -> None:
-    """Raise ``OSError(ENOSPC)`` naming ``run_dir`` if it cannot hold another checkpoint as large as the newest
-    (before the first save: three times the parameter bytes, weights plus Adam's two moments).
-    """
+    """Raise ``OSError(ENOSPC)`` if ``run_dir`` cannot hold another checkpoint as large as the newest (before
+    the first save: three times the parameter bytes)."""
     ckpts = sorted(
         (p for p in Path(run_dir).glob("checkpoint-*") if CHECKPOINT.fullmatch(p.name)),
         key=lambda p: int(p.name.split("-")[1]),

@@ -44,9 +44,7 @@ logger = logging.getLogger(__name__)
 
 @dataclass
 class CWGRPOConfig(CWOptions, GRPOConfig):
-    """``GRPOConfig`` plus ``CWOptions`` (listed first among the bases so that ``output_dir`` stays the first
-    positional field), and the rules that need TRL's fields.
-    """
+    """``GRPOConfig`` plus ``CWOptions`` (first among the bases so ``output_dir`` stays the first field)."""
 
     def __post_init__(self) -> None:
         GRPOConfig.__post_init__(self)
@@ -72,9 +70,7 @@ class CWGRPOConfig(CWOptions, GRPOConfig):
         return found
 
     def method_options(self, epsilon_low: float, epsilon_high: float) -> weighting.MethodOptions:
-        """The options every method receives: this config's fields, the PPO clip range the trainer applies and
-        the CW knobs.
-        """
+        """The options every method receives, with the PPO clip range the trainer applies."""
         clip = {"epsilon_low": epsilon_low, "epsilon_high": epsilon_high}
         names = [f.name for f in dataclasses.fields(weighting.MethodOptions) if f.name != "cw_knobs"]
         knobs = weighting.variant_knobs(
@@ -85,9 +81,8 @@ class CWGRPOConfig(CWOptions, GRPOConfig):
 
 
 def default_config(model: Any) -> CWGRPOConfig:
-    """The config of a trainer built without ``args``, named ``<model>-CW-GRPO`` as ``GRPOTrainer`` names its
-    own; ``use_cpu`` without an accelerator, where transformers refuses TRL's default bf16.
-    """
+    """The config of a trainer built without ``args``, named as ``GRPOTrainer`` names its own; ``use_cpu``
+    without an accelerator, where transformers refuses TRL's default bf16."""
     name = model if isinstance(model, str) else get_config_model_id(model.config)
     use_cpu = not torch.accelerator.is_available()
     if use_cpu:
@@ -97,9 +92,7 @@ def default_config(model: Any) -> CWGRPOConfig:
 
 @contextlib.contextmanager
 def fused_head_temperature(temperature: float | None) -> Iterator[None]:
-    """While TRL's ``__init__`` runs, build its fused LM heads (policy and reference, not generation) with
-    ``temperature`` (None: TRL's own, the sampling temperature).
-    """
+    """While TRL's ``__init__`` runs, build its fused LM heads (policy and reference) with ``temperature``."""
     if temperature is None:
         yield
         return
@@ -213,9 +206,7 @@ class CWGRPOTrainer(GRPOTrainer):
     def create_model_card(
         self, model_name: str | None = None, dataset_name: str | None = None, tags: Any = None
     ) -> None:
-        """TRL's model card, naming the method and its paper, the base model by its Hub id or folder (TRL writes
-        ``None`` for a folder), and this run's folder as the model's name.
-        """
+        """TRL's model card, naming the method, its paper and base model (TRL's: ``None`` for a folder)."""
         from trl.trainer import base_trainer
 
         method = self.args.cw_method
@@ -321,8 +312,7 @@ class CWGRPOTrainer(GRPOTrainer):
         return super()._generate_single_turn(self.rollout_prompt_ids(prompt_ids), *args, **kwargs)
 
     def rollout_prompt_ids(self, prompt_ids: list[list[int]]) -> list[list[int]]:
-        """The prompt ids generation sees: TRL's, or with ``cw_rollout_add_special_tokens`` the tokenizer's
-        special tokens added (the released run's rollouts: two BOS with the R1-Distill tokenizer)."""
+        """The prompt ids generation sees (``cw_rollout_add_special_tokens``: the released run's)."""
         if not self.args.cw_rollout_add_special_tokens:
             return prompt_ids
         return [with_special_tokens(self._tokenizer, list(ids)) for ids in prompt_ids]
@@ -361,8 +351,7 @@ class CWGRPOTrainer(GRPOTrainer):
 
     @torch.no_grad()
     def _log_released_stats(self, inputs: dict[str, Any], logps: torch.Tensor, entropies) -> None:
-        """Entropy (and KL, with a reference model) as the released run logs them: per completion, then
-        the mean over every process's completions (``per_completion_means``)."""
+        """Entropy (and KL) as the released run logs them: the mean of per-completion means."""
         mask = self._cw_mask(inputs)
         stats = {}
         if entropies is not None:

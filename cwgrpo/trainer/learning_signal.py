@@ -35,8 +35,7 @@ class SignalOptions:
 
 
 def check_no_signal_steps(steps: Any) -> None:
-    """Raise ``ValueError`` (a ``ConfigError`` where options are parsed) on a stretch that is not an integer
-    >= 0: checked where the options are parsed too, so a bad value stops no job after its model loaded."""
+    """Raise ``ValueError`` on a stretch that is not an integer >= 0."""
     if isinstance(steps, bool) or not isinstance(steps, int) or steps < 0:
         raise ValueError(f"cw_no_signal_steps={steps!r}: must be an integer >= 0 (0: no check)")
 
@@ -60,8 +59,7 @@ _HOLDS: dict[str, tuple[str, Callable[[float], bool]]] = {  # cause -> (metric, 
 
 
 def no_signal(found: Mapping[str, Any]) -> bool:
-    """Whether a finding (of :func:`findings`, or as run.json records it) means the run cannot learn: zero
-    reward spread or zero gradient. Every completion clipped is a notice: with reward spread the run learns."""
+    """Whether a finding means the run cannot learn (zero reward spread or zero gradient)."""
     return found.get("cause") in NO_SIGNAL
 
 
@@ -133,8 +131,7 @@ def describe(found: Mapping[str, Any]) -> str:
 
 
 def runs_without_signal(recorded: Mapping[str, Sequence[Mapping[str, Any]]]) -> list[str]:
-    """``RUN: CAUSE, steps A-B`` for each run (name -> its run.json's ``learning_signal``) that recorded
-    no learning signal, for the end-of-run block; notices (every completion clipped) are left out."""
+    """``RUN: CAUSE, steps A-B`` for each run that recorded no learning signal, for the end-of-run block."""
     return [
         f"{run}: " + "; ".join(describe(f) for f in found if no_signal(f))
         for run, found in recorded.items()
@@ -169,8 +166,7 @@ def monitor(no_signal_steps: int):
 
 
 def read_recorded(run_dirs: Iterable[str | Path]) -> dict[str, list[dict[str, Any]]]:
-    """Each run folder (as given) -> its run.json's ``learning_signal``; a folder without run.json (a run
-    that did not finish) is left out."""
+    """Each run folder -> its run.json's ``learning_signal``; one without run.json is left out."""
     import json
 
     out = {}

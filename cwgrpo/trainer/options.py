@@ -28,14 +28,12 @@ SAMPLES_FILE = "cov_samples.jsonl"  # cw_samples_path's default, in the run's ou
 
 
 def samples_path(folder: str | os.PathLike) -> str:
-    """``cw_samples_path``'s default in ``folder``: ``CWGRPOConfig``'s ``output_dir``, or the folder of a run's
-    growing logs that ``cwgrpo train`` gives it."""
+    """``cw_samples_path``'s default in ``folder``."""
     return os.path.join(folder, SAMPLES_FILE)
 
 
 def method_names() -> list[str]:
-    """The methods a run may name: the package's and, in a process that has loaded the registry (a training
-    job, a TRL script), every method registered there too (one of the user's own)."""
+    """The methods a run may name: the package's and any registered in this process (the user's own)."""
     registry = sys.modules.get("cwgrpo.weighting.registry")
     return sorted({*METHOD_NAMES, *(registry.METHODS if registry else ())})
 

@@ -31,8 +31,7 @@ MAX_PROBE_BYTES = 8 * 2**30  # the start's and the previous step's log-probs tog
 
 
 def probe_count(requested: int, dataset_size: int, completion_tokens: int, vocab_size: int) -> int:
-    """How many prompts the probe uses: ``requested`` cut to the training set (a warning says so); a
-    ValueError if its stored log-probs would pass ``MAX_PROBE_BYTES``."""
+    """``requested`` cut to the training set, with a warning; a ValueError over ``MAX_PROBE_BYTES``."""
     n = min(requested, dataset_size)
     if n < requested:
         logger.warning(
@@ -52,9 +51,7 @@ def probe_count(requested: int, dataset_size: int, completion_tokens: int, vocab
 
 
 def mean_token_kl(prev_logps: torch.Tensor, new_logps: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-    """Mean of ``KL(prev || new)`` over the vocabulary's last axis, over the positions where ``mask`` is nonzero
-    (0 with none); a token ``prev`` gives probability 0 adds nothing.
-    """
+    """Mean of ``KL(prev || new)`` (over the last axis) where ``mask`` is nonzero; 0 with none."""
     if prev_logps.shape != new_logps.shape or prev_logps.shape[:-1] != mask.shape:
         raise ValueError(
             f"log-probs {tuple(prev_logps.shape)} and {tuple(new_logps.shape)}, mask {tuple(mask.shape)}: "

@@ -21,9 +21,7 @@ def aggregate_like_trl(
     num_processes: int,
     steps_per_generation: int,
 ) -> torch.Tensor:
-    """Reduce a (B, T) per-token loss (KL-Cov's penalty) to a scalar exactly as TRL 1.16's ``_compute_loss``
-    reduces its own; ``tests/parity`` checks it for every loss type.
-    """
+    """Reduce a (B, T) per-token loss to a scalar exactly as TRL 1.16's ``_compute_loss`` reduces its own."""
     mask = mask.to(per_token.dtype)
     accumulation = gradient_accumulation_steps if training else 1.0
     if loss_type in ("grpo", "sapo"):
