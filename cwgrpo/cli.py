@@ -44,8 +44,7 @@ LIBRARY_COMMANDS: dict[str, tuple[str, str]] = {
 
 
 def _plugin_commands() -> tuple[dict[str, tuple[str, str]], dict[str, str]]:
-    """Commands of installed packages (the ``cwgrpo.commands`` entry points: a module with ``COMMANDS`` and
-    ``EXTRA_OF_PACKAGE``): the workflow's report, plan and doctor commands, when the workflow is installed."""
+    """Commands of installed packages (``cwgrpo.commands`` entry points): the workflow's, when installed."""
     from importlib.metadata import entry_points
 
     commands: dict[str, tuple[str, str]] = {}
@@ -78,8 +77,7 @@ def _top_parser() -> argparse.ArgumentParser:
 
 
 def _log_resource_use(name: str) -> None:
-    """One line per finished command with its CPU seconds since the process started (imports included;
-    grading workers once they have exited): what benchmarks/bench_tiny_jobs.py reads from the job logs."""
+    """Log the command's CPU seconds (children included), which benchmarks/bench_tiny_jobs.py reads."""
     import resource
 
     own, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
@@ -88,8 +86,7 @@ def _log_resource_use(name: str) -> None:
 
 
 def _naming_missing_extras(name: str, call: Callable[..., T], *args: Any) -> T:
-    """``call(*args)``; a missing module that an extra of this package provides becomes a ConfigError
-    naming that extra. Any other import error propagates unchanged (it is a bug, not a missing install)."""
+    """``call(*args)``, a missing module that an extra provides becoming a ConfigError naming that extra."""
     from cwgrpo.extras import missing_extra_error
 
     try:
@@ -142,9 +139,7 @@ def _one_line_error(prog: str, err: BaseException) -> int:
 def run_checked(
     module: Any, parser: argparse.ArgumentParser, argv: Sequence[str] | None, run: Callable[[Any], Any]
 ) -> int:
-    """The one path of every entry point: parse ``argv``, ``refuse_overwriting_inputs``, then ``run(args)``;
-    an expected failure is one line and status 2.
-    """
+    """The one path of every entry point: parse, ``refuse_overwriting_inputs``, then ``run(args)``."""
     from cwgrpo.configs import ConfigError
     from cwgrpo.io import ResultFileError
 
@@ -175,8 +170,7 @@ def address_space_limit_mib() -> float | None:
 
 
 def out_of_memory_message(err: BaseException) -> str | None:
-    """One line for an error that is really a lack of memory (a ``MemoryError``, an ``ENOMEM``, a shared
-    library that cannot be mapped), else None."""
+    """One line for an error that is really a lack of memory, else None."""
     import errno
 
     text = str(err)
@@ -215,9 +209,8 @@ MIN_PYTHON = (3, 11)
 
 
 def stage_python(name: str, env: Mapping[str, str]) -> str | None:
-    """The interpreter command ``name`` must run under, from ``CWGRPO_<NAME>_PYTHON`` (a stage's venv, as each
-    stage has a conda env under --use-conda), or None: this one. Not a Python of ``MIN_PYTHON``: refused.
-    """
+    """The interpreter command ``name`` must run under, from ``CWGRPO_<NAME>_PYTHON`` (a stage's venv), or
+    None: this one. Not a Python of ``MIN_PYTHON``: refused."""
     var = stage_python_var(name)
     python = env.get(var)
     if not python or env.get(STAGE_MARK) == var or os.path.abspath(python) == os.path.abspath(sys.executable):
@@ -243,16 +236,14 @@ def stage_python(name: str, env: Mapping[str, str]) -> str | None:
 
 
 def checkout_first(env: Mapping[str, str]) -> str:
-    """``PYTHONPATH`` with this checkout's package first, for another interpreter (a stage's venv may lack
-    the package)."""
+    """``PYTHONPATH`` with this checkout's package first, for another interpreter."""
     root = str(Path(__file__).resolve().parents[1])
     paths = [root, *filter(None, env.get("PYTHONPATH", "").split(os.pathsep))]
     return os.pathsep.join(dict.fromkeys(paths))
 
 
 def _exec_in(python: str, argv: Sequence[str]) -> None:
-    """Replace this process by ``python -m cwgrpo.cli ARGV``, this checkout's package first on its path (a
-    stage's venv may lack the package); the same process, so the job's signals and limits still reach it."""
+    """Replace this process by ``python -m cwgrpo.cli ARGV`` (so the job's signals still reach it)."""
     env = {
         **os.environ,
         "PYTHONPATH": checkout_first(os.environ),

@@ -110,8 +110,7 @@ def recorded_digest(text: str) -> str | None:
 
 
 def check_options_text(file: str | Path, text: str) -> None:
-    """Refuse a workflow job's options file whose YAML text no longer has the hash its header records: the
-    job would train with options other than those it was planned with. Any other file passes."""
+    """Refuse a workflow job's options file whose text no longer has the hash its header records."""
     recorded = recorded_digest(text)
     if recorded is None:
         return
@@ -163,8 +162,7 @@ def build_config(
 
 
 def check_together(cls: type[T], options: Mapping[str, Any]) -> T:
-    """``cls`` built from all ``options`` at once (rules that span fields need their partners); when that
-    fails, ``OptionError`` naming the first key that fails alone, if one does."""
+    """``cls`` built from all ``options``; failing, ``OptionError`` naming the first key that fails alone."""
     try:
         return build_config(cls, overrides=dict(options))
     except (ConfigError, ValueError, TypeError) as err:

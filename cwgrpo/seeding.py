@@ -12,9 +12,7 @@ import random
 
 
 def seed_everything(seed: int, deterministic: bool = False) -> None:
-    """Seed python, numpy and torch (CPU and CUDA), and the string hashes of later child interpreters;
-    ``deterministic=True`` also asks for deterministic kernels (before the first CUDA matrix product).
-    """
+    """Seed python, numpy, torch and child interpreters' string hashes (and kernels: ``deterministic``)."""
     random.seed(seed)
     os.environ["PYTHONHASHSEED"] = str(seed)  # for child interpreters only (module docstring)
     import numpy as np

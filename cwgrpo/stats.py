@@ -42,9 +42,7 @@ def bootstrap_ci(
     n_resamples: int = DEFAULT_RESAMPLES,
     seed: int = 0,
 ) -> tuple[float, float]:
-    """Percentile bootstrap interval of the mean of ``values`` (one per problem), seeded; one value gives zero
-    width, none ``(nan, nan)``.
-    """
+    """Seeded percentile bootstrap interval of the mean of ``values`` (one per problem)."""
     if not 0 < confidence < 1:
         raise ValueError(f"confidence must be in (0, 1), got {confidence}")
     x = np.asarray(values, dtype=np.float64)
@@ -77,9 +75,7 @@ def mean_ci_over_seeds(values: Sequence[float], confidence: float = 0.95) -> tup
 
 
 def accuracy_summary(correct: Sequence[Sequence[bool]], seed: int = 0) -> dict[str, float | list[float]]:
-    """``pass1``, ``avg_k``, its standard error and bootstrap interval over problems, from a problems x samples
-    table of booleans.
-    """
+    """``pass1``, ``avg_k``, its standard error and bootstrap interval, from problems x samples booleans."""
     table = np.asarray(correct, dtype=np.float64)
     if table.ndim != 2 or table.shape[0] == 0 or table.shape[1] == 0:
         raise ValueError(f"expected a non-empty problems x samples table, got shape {table.shape}")
@@ -127,9 +123,8 @@ class Effect:
 
 
 def seed_effect(treatment: Mapping[int, float], reference: Mapping[int, float]) -> Effect:
-    """``treatment - reference`` over seeds: paired when both have the same seeds or two or more in common (the
-    note names those dropped), else a Welch interval with two or more seeds a side, else no interval.
-    """
+    """``treatment - reference`` over seeds: paired on two or more common seeds (the note names those
+    dropped), else Welch with two or more a side, else no interval."""
     if not treatment or not reference:
         return Effect(math.nan, math.nan, math.nan, 0, False, (), "no values")
     common = sorted(set(treatment) & set(reference))

@@ -22,7 +22,7 @@ Messages = list[dict[str, str]]
 
 @dataclasses.dataclass(frozen=True)
 class SamplingSettings:
-    """Sampling settings shared by all backends; temperature 0 is greedy, ``seed`` seeds the per-sample streams."""
+    """Sampling settings shared by all backends; temperature 0 is greedy; ``seed`` seeds each sample."""
 
     temperature: float
     top_p: float
@@ -178,10 +178,9 @@ def check_prompts_fit(
     what: str = "prompt",
     add_special_tokens: bool = False,
 ) -> None:
-    """Raise ``ConfigError`` naming the first prompt (as the model sees it) longer than the model's ``context``,
-    refusing one over ``context * MAX_CHARS_PER_TOKEN`` characters untokenised; warn when prompt plus
-    ``completion_budget`` exceed it (the paper's 7B settings do; generation is then cut and recorded truncated).
-    """
+    """Raise ``ConfigError`` naming the first prompt (as the model sees it) longer than the model's
+    ``context``, refusing one over ``context * MAX_CHARS_PER_TOKEN`` characters untokenised; warn when
+    prompt plus ``completion_budget`` exceed it (generation is then cut and recorded truncated)."""
     import logging
 
     if context is None:

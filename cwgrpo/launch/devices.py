@@ -172,9 +172,8 @@ def gpu_uuids(env: Mapping[str, str]) -> dict[str, str]:
 
 
 def gpu_pool(env: Mapping[str, str]) -> list[str]:
-    """GPU ids this process may use: ``CUDA_VISIBLE_DEVICES`` if set, else every GPU ``nvidia-smi`` lists (asking
-    torch would initialise CUDA here, after which a changed ``CUDA_VISIBLE_DEVICES`` no longer applies).
-    """
+    """GPU ids this process may use: ``CUDA_VISIBLE_DEVICES`` if set, else every GPU ``nvidia-smi`` lists
+    (asking torch would initialise CUDA here, after which a changed ``CUDA_VISIBLE_DEVICES`` is ignored)."""
     if "CUDA_VISIBLE_DEVICES" in env:
         return visible_devices(env["CUDA_VISIBLE_DEVICES"])
     smi = shutil.which("nvidia-smi", path=env.get("PATH"))

@@ -137,9 +137,8 @@ def plan(
 
 
 def allocation_nodes(env: Mapping[str, str]) -> list[str]:
-    """Host names of this Slurm allocation's nodes, in Slurm's order, from ``SLURM_JOB_NODELIST`` or (which the
-    Snakemake job-step plugin removes) ``scontrol show job``; outside an allocation: ``ConfigError``.
-    """
+    """Host names of this Slurm allocation's nodes, in Slurm's order, from ``SLURM_JOB_NODELIST`` or (which
+    the Snakemake job-step plugin removes) ``scontrol show job``; outside an allocation: ``ConfigError``."""
     job_id = env.get("SLURM_JOB_ID")
     if not job_id:
         raise ConfigError(

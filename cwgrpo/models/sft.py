@@ -146,7 +146,7 @@ def _pack(examples: list[tuple[list[int], list[int]]], pad_id: int) -> tuple[Any
 
 
 def _epoch_batches(lengths: Any, batch_size: int, grouping: int, gen: Any) -> list[Any]:
-    """One epoch of full index batches: shuffle, sort runs of ``grouping`` batches by length, shuffle batches."""
+    """One epoch of full index batches: shuffle, sort runs of ``grouping`` batches by length, shuffle."""
     import torch
 
     order = torch.randperm(len(lengths), generator=gen)

@@ -69,7 +69,7 @@ def resumable_checkpoints(run_dir: Path, block: dict[str, Any], owner: bool = Tr
 
 
 def remove_incomplete_checkpoints(run_dir: Path) -> None:
-    """``checkpoint-<int>`` folders without the completion flag were cut by a kill; other names are the user's."""
+    """``checkpoint-<int>`` folders without the completion flag were cut by a kill: remove them."""
     for path in incomplete_checkpoints(run_dir):
         if path.is_symlink():  # TRL saves into a folder, never a link: this one is not this run's to remove
             raise ConfigError(

@@ -290,10 +290,9 @@ def build_train_config(
 
 
 def train_option_errors(options: Mapping[str, Any]) -> list[OptionError]:
-    """Every mistake ``build_train_config`` refuses in ``options``, each naming its option where one is to blame:
-    ``split_with_errors``' first, then TRL's config's, built for a CPU (the dry run judges the options, not the
-    machine).
-    """
+    """Every mistake ``build_train_config`` refuses in ``options``, each naming its option where one is to
+    blame: ``split_with_errors``' first, then TRL's config's, built for a CPU (the dry run judges the
+    options, not the machine)."""
     _, _, errors = split_with_errors(options)
     bad = {err.key for err in errors}
     good = {k: v for k, v in options.items() if k not in bad}
@@ -309,7 +308,7 @@ def train_option_errors(options: Mapping[str, Any]) -> list[OptionError]:
 
 
 def blamed(message: str, options: Mapping[str, Any]) -> str | None:
-    """The option a message of TRL's config blames: the first it names, else the first whose value it quotes."""
+    """The option a message of TRL's config blames: the first it names, else one whose value it cites."""
     named = [word for word in re.findall(r"\w+", message) if word in options]
     if named:
         return named[0]

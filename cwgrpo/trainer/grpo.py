@@ -160,7 +160,7 @@ def k3_kl(logps: torch.Tensor, ref_logps: torch.Tensor) -> torch.Tensor:
 
 
 class CWGRPOTrainer(GRPOTrainer):
-    """``GRPOTrainer`` that applies ``args.cw_method`` to the advantages inside the loss (module docstring)."""
+    """``GRPOTrainer`` that applies ``args.cw_method`` to the advantages inside the loss."""
 
     _tag_names: ClassVar[list[str]] = [
         "trl",
@@ -379,9 +379,8 @@ class CWGRPOTrainer(GRPOTrainer):
 
     def _cw_should_sample(self, cov: torch.Tensor, mask: torch.Tensor) -> bool:
         """Whether this micro-batch's (covariance, weight) pairs are the step's sample: on step 1 and every
-        ``cw_sample_every`` (0: ``save_steps``), the first micro-batch whose covariance is not all zero (a group
-        with equal rewards has c = 0 everywhere), else the step's last.
-        """
+        ``cw_sample_every`` (0: ``save_steps``), the first micro-batch whose covariance is not all zero (a
+        group with equal rewards has c = 0 everywhere), else the step's last."""
         every = self.args.cw_sample_every
         if every < 0 or not self.accelerator.is_main_process:
             return False

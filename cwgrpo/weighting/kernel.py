@@ -38,9 +38,7 @@ RELEASED_SIGMA_EPS = 1e-8  # the authors' code adds this to sigma (spec method.m
 
 
 class CWKnobs(NamedTuple):
-    """The choices in which ``released`` and ``described`` differ, one by one (the study's ablation); sigma's
-    ``+ 1e-8`` follows the variant, and the micro-batch scope is the trainer's batch geometry.
-    """
+    """The choices in which ``released`` and ``described`` differ, one by one (the study's ablation)."""
 
     centring: str
     normaliser: str

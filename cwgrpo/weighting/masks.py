@@ -14,9 +14,7 @@ from torch import Tensor
 
 
 def check_mask(mask: Tensor, shape: torch.Size, ref_name: str) -> None:
-    """Raise ValueError unless ``mask`` has ``shape`` and, on the CPU, holds only 0/1 (elsewhere the value
-    check would force a host sync).
-    """
+    """Raise ValueError unless ``mask`` has ``shape`` and, on the CPU only (no host sync), holds only 0/1."""
     if not isinstance(mask, Tensor):
         raise ValueError(f"mask must be a torch.Tensor, got {type(mask).__name__}")
     if mask.shape != shape:

@@ -26,9 +26,8 @@ from cwgrpo.weighting.registry import MethodInputs, MethodOptions, MethodOutput,
 def method_diagnostics(
     batch: MethodInputs, opts: MethodOptions, out: MethodOutput
 ) -> tuple[dict[str, Tensor], Tensor, Tensor]:
-    """The step's diagnostics (spec method.md §4): ``(metrics, cov, weights)``, all detached, reusing what
-    ``out`` carries; for a method that does not reweight, ``weights`` are those CW-GRPO would have assigned.
-    """
+    """The step's diagnostics (spec method.md §4): ``(metrics, cov, weights)``, detached, the CW-GRPO weights
+    for every method."""
     cov, weights = out.cov, out.weights
     if cov is None or weights is None:
         w, c = cw_weights_and_covariance(
@@ -76,9 +75,7 @@ def grpo(batch: MethodInputs, opts: MethodOptions) -> MethodOutput:
 
 @register_method("cw_grpo")
 def cw_grpo(batch: MethodInputs, opts: MethodOptions) -> MethodOutput:
-    """CW-GRPO: multipliers ``cw_weights`` with ``opts.cw_knobs`` (spec method.md §2), and the covariance they
-    were computed from for :func:`method_diagnostics`.
-    """
+    """CW-GRPO: multipliers ``cw_weights`` with ``opts.cw_knobs`` (spec method.md §2)."""
     weights, cov = cw_weights_and_covariance(
         batch.logps, batch.advantages, batch.mask, variant=opts.cw_variant, knobs=opts.cw_knobs
     )
@@ -108,9 +105,7 @@ def clip_cov(batch: MethodInputs, opts: MethodOptions) -> MethodOutput:
 
 @register_method("kl_cov", ppo_clip=False)
 def kl_cov(batch: MethodInputs, opts: MethodOptions) -> MethodOutput:
-    """KL-Cov: multipliers 1, penalty ``kl_cov_coef * |logp - old|`` on the top-k covariance tokens; registered
-    with ``ppo_clip=False``, as in verl (spec method.md §3).
-    """
+    """KL-Cov: penalty ``kl_cov_coef * |logp - old|`` on the top-k covariance tokens (spec method.md §3)."""
     m = batch.mask.bool()
     selected = kl_cov_select(_batch_cov(batch, m), m, ratio=opts.kl_cov_ratio)
     penalty = kl_cov_penalty(batch.logps, batch.old_logps, selected, coef=opts.kl_cov_coef)

@@ -48,9 +48,7 @@ class MethodOptions:
 
 @dataclass(frozen=True)
 class MethodInputs:
-    """One loss micro-batch as a method sees it (names follow TRL); ``old_logps`` None means on-policy, and
-    ``generator`` seeds the method's random draws (Clip-Cov's).
-    """
+    """One loss micro-batch as a method sees it (names follow TRL; ``old_logps`` None means on-policy)."""
 
     logps: Tensor
     old_logps: Tensor | None
@@ -83,9 +81,7 @@ UNCLIPPED: set[str] = set()  # methods under which the trainer turns TRL's PPO r
 
 
 def register_method(name: str, *, ppo_clip: bool = True) -> Callable[[MethodFn], MethodFn]:
-    """Decorator registering ``fn`` under ``name`` (and returning it unchanged); ``ppo_clip=False``: the
-    trainer applies no PPO ratio clip to any token while this method runs (KL-Cov's rule).
-    """
+    """Register ``fn`` as ``name``; ``ppo_clip=False``: the trainer turns the PPO ratio clip off (KL-Cov)."""
 
     def decorator(fn: MethodFn) -> MethodFn:
         if name in METHODS:
