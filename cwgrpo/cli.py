@@ -151,9 +151,8 @@ def run_checked(
         return _one_line_error(parser.prog, err)
 
 
-# Loading torch under a small address-space limit (``ulimit -v``) aborts the process from C++ (SIGABRT,
-# std::bad_alloc) before Python can report anything: these commands check the limit first. Measured:
-# ``import torch`` aborted at 400 MiB and loaded at 800 MiB.
+# Under a small ``ulimit -v`` ``import torch`` aborts from C++ (measured: at 400 MiB, not at 800 MiB) before
+# Python can report anything, so these commands check the limit first.
 TORCH_COMMANDS = frozenset({"build-tiny", "sft", "train", "evaluate"})
 TORCH_MIN_ADDRESS_SPACE_MIB = 1024
 OUT_OF_MEMORY_ADVICE = (

@@ -78,8 +78,7 @@ def check_backend_name(name: str) -> None:
         raise ConfigError(f"unknown generation backend {name!r}; known: {sorted(BACKENDS)}")
 
 
-# Files that hold a tokenizer's vocabulary, one of which every saved tokenizer has (fast: tokenizer.json;
-# sentencepiece: tokenizer.model / spiece.model; BPE: vocab.json + merges.txt; WordPiece: vocab.txt).
+# Files that hold a tokenizer's vocabulary, one of which every saved tokenizer has.
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer.model", "spiece.model", "vocab.json", "vocab.txt")
 
 
@@ -142,9 +141,8 @@ def with_special_tokens(tokenizer: Any, ids: list[int]) -> list[int]:
     return [*full[:start], *ids, *full[start + len(plain) :]]
 
 
-# A token of the tokenizers used here is at most a few dozen characters, so a prompt of more than this
-# many characters per token of context cannot fit: it is refused before it is tokenised (tokenising a
-# 10 MB line would cost seconds to minutes, and generating from it a 16 GB allocation).
+# A token is at most this many characters, so a prompt over ``context`` times it cannot fit: refused before
+# tokenising it (a 10 MB line would take minutes).
 MAX_CHARS_PER_TOKEN = 64
 
 

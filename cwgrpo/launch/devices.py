@@ -157,15 +157,20 @@ def visible_devices(text: str) -> list[str]:
     return devices
 
 
-def gpu_uuids(env: Mapping[str, str]) -> dict[str, str]:
-    """GPU index -> UUID as ``nvidia-smi`` lists them (empty without it): the names of the lock files."""
+def _smi_lines(env: Mapping[str, str], query: str) -> list[str]:
+    """``nvidia-smi --query-gpu=QUERY``'s lines (none without it, or when it fails)."""
     smi = shutil.which("nvidia-smi", path=env.get("PATH"))
     if smi is None:
-        return {}
+        return []
     out = subprocess.run(
-        [smi, "--query-gpu=index,uuid", "--format=csv,noheader"], capture_output=True, text=True, check=False
+        [smi, f"--query-gpu={query}", "--format=csv,noheader"], capture_output=True, text=True
     )
-    pairs = [line.split(",") for line in out.stdout.splitlines()] if out.returncode == 0 else []
+    return out.stdout.splitlines() if out.returncode == 0 else []
+
+
+def gpu_uuids(env: Mapping[str, str]) -> dict[str, str]:
+    """GPU index -> UUID as ``nvidia-smi`` lists them (empty without it): the names of the lock files."""
+    pairs = [line.split(",") for line in _smi_lines(env, "index,uuid")]
     return {
         p[0].strip(): device_id(p[1].strip()) for p in pairs if len(p) == 2 and p[0].strip() and p[1].strip()
     }
@@ -176,13 +181,7 @@ def gpu_pool(env: Mapping[str, str]) -> list[str]:
     (asking torch would initialise CUDA here, after which a changed ``CUDA_VISIBLE_DEVICES`` is ignored)."""
     if "CUDA_VISIBLE_DEVICES" in env:
         return visible_devices(env["CUDA_VISIBLE_DEVICES"])
-    smi = shutil.which("nvidia-smi", path=env.get("PATH"))
-    if smi is None:
-        return []
-    out = subprocess.run(
-        [smi, "--query-gpu=index", "--format=csv,noheader"], capture_output=True, text=True, check=False
-    )
-    return [line.strip() for line in out.stdout.splitlines() if line.strip()] if out.returncode == 0 else []
+    return [line.strip() for line in _smi_lines(env, "index") if line.strip()]
 
 
 def gpu_lock_dir(env: Mapping[str, str]) -> Path:

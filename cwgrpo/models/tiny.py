@@ -42,9 +42,8 @@ CHAT_TEMPLATE = (
     "{%- if add_generation_prompt -%}{{- '<|assistant|>' -}}{%- endif -%}"
 )
 
-# name -> Qwen2Config overrides. Head size 32 in both; ~1.1M and ~2.4M parameters with the 266-token
-# vocabulary. `large` was 256 wide (4.3M) at first: its RL steps (7.5 s on one core, cost ~ parameters)
-# alone took 9 of the preset's 23 CPU-minutes, so it is 192 wide (docs/tiny-calibration.md).
+# name -> Qwen2Config overrides (~1.1M and ~2.4M parameters); sized to the tiny preset's CPU time
+# (docs/tiny-calibration.md).
 SIZES: dict[str, dict[str, int]] = {
     "small": {
         "hidden_size": 128,

@@ -32,10 +32,7 @@ from cwgrpo.trainer import learning_signal
 
 logger = logging.getLogger("cwgrpo.train.run")  # these lines are the training run's
 
-# What only a resume reads (transformers' Trainer and DeepSpeed): optimiser (also FSDP's optimizer_N/),
-# scheduler, grad scaler, RNG states (one per process), DeepSpeed's global_stepN/ (optimiser shards and a
-# second copy of the weights), its `latest` pointer, and its converter scripts for those shards (DeepSpeed
-# 0.19 writes zero_to_fp32.py and zero_to_torch.py). Evaluation reads the weights and tokenizer only.
+# What only a resume reads (transformers' Trainer and DeepSpeed); evaluation reads the weights and tokenizer.
 # tests/unit/test_checkpoints.py checks this against layouts recorded from real ZeRO-2 and ZeRO-3 saves.
 RESUME_STATE = (
     "optimizer*",

@@ -209,10 +209,8 @@ def monitoring_names(tags: dict[str, Any], trl_kwargs: dict[str, Any]) -> dict[s
     return {"run_name": name} if name else {}
 
 
-# transformers renamed these TrainingArguments fields; the old names warn (FutureWarning) whenever they are
-# set, and TRL's GRPOConfig sets `gradient_checkpointing` by default, so every run warned. The options keep
-# the names TRL's and open-r1's recipes use (run.json stores them as written); TRL gets the current ones
-# where its transformers has them (tests/vllm runs the 5.17 that the GPU envs pin).
+# transformers renamed these TrainingArguments fields and warns at every old name; the options keep the names
+# the recipes use (run.json stores them as written), and TRL gets the current ones where it has them.
 RENAMED_TRL_FIELDS = (
     ("gradient_checkpointing", "activation_checkpointing"),
     ("gradient_checkpointing_kwargs", "activation_checkpointing_kwargs"),

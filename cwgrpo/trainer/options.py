@@ -191,7 +191,13 @@ class CWOptions(SignalOptions):
             )
         if not _number(self.kl_cov_coef, lambda v: v >= 0):
             found.append(f"kl_cov_coef={self.kl_cov_coef!r}: must be >= 0")
-        found += _integer_problems(self)
+        for name, low, rule in _INTEGERS:
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < low:
+                found.append(f"{name}={value!r}: must be {rule}")
+        keep = self.max_prompt_length
+        if keep is not None and (isinstance(keep, bool) or not isinstance(keep, int) or keep < 1):
+            found.append(f"max_prompt_length={keep!r}: must be >= 1, or None for no cut")
         t = self.cw_logprob_temperature
         if t is not None and not _number(t, lambda v: math.isfinite(v) and v > 0):
             found.append(f"cw_logprob_temperature={t!r}: must be a positive number, or None")
@@ -208,18 +214,6 @@ _INTEGERS = (
     ("cw_sample_every", -1, "an integer >= -1 (0: every save_steps; -1: never)"),
     ("cw_sample_size", 1, "an integer >= 1"),
 )
-
-
-def _integer_problems(options: CWOptions) -> list[str]:
-    found = []
-    for name, low, rule in _INTEGERS:
-        value = getattr(options, name)
-        if isinstance(value, bool) or not isinstance(value, int) or value < low:
-            found.append(f"{name}={value!r}: must be {rule}")
-    keep = options.max_prompt_length
-    if keep is not None and (isinstance(keep, bool) or not isinstance(keep, int) or keep < 1):
-        found.append(f"max_prompt_length={keep!r}: must be >= 1, or None for no cut")
-    return found
 
 
 def _number(value: Any, rule) -> bool:
