@@ -95,7 +95,7 @@ def _mark(folder: Path, files: dict[str, int] | None) -> None:
 
 def check_replaceable_dir(path: str | os.PathLike) -> None:
     """Refuse a folder this package may not replace: a file, a link, one holding the current folder, or one
-    with content other than what its ``OWNED_MARK`` lists."""
+    with content other than its ``OWNED_MARK`` lists."""
     p = Path(path)
     what = f"output folder {p}"
     if p.is_symlink():

@@ -250,8 +250,7 @@ def load_records(path: str | Path) -> list[dict[str, str]]:
 
 
 def load_rows(spec: DatasetSpec) -> list[dict[str, Any]]:
-    """The raw rows of a dataset: generated for synthetic splits, read from the user's file or an installed
-    package, else downloaded from the Hub (``arrow_rows``: each value of its stored type)."""
+    """The raw rows of a dataset: generated, read from a local file or package, or from the Hub."""
     if spec.synthetic:
         return synthetic.generate_split(spec.name)
     if spec.local_path is not None:

@@ -146,8 +146,7 @@ def _parquet_rows(path: Path, columns: tuple[str | None, ...]) -> list[dict[str,
 
 
 def columns_of(path: Path) -> list[str] | None:
-    """The column names of a local .jsonl, .csv or .parquet file, read as ``read_local_rows`` reads them but
-    without reading the whole file; None for another file or one it cannot read."""
+    """The column names of a local .jsonl, .csv or .parquet file without reading it all, or None."""
     suffix = path.suffix.lower()
     try:
         if suffix == ".parquet":
@@ -181,8 +180,7 @@ def _scalar_text(value: Any, where: str) -> Any:
 
 
 def read_local_rows(path: str | Path, name: str, columns: tuple[str | None, ...]) -> list[dict[str, Any]]:
-    """The rows of the local data file of dataset ``name``, its ``columns`` (problem, answer, solution)
-    checked to be scalars and to appear once."""
+    """The rows of dataset ``name``'s local file, its ``columns`` checked to be scalars and to appear once."""
     path = Path(path)
     suffix = path.suffix.lower()
     if suffix not in READERS:

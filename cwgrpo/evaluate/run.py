@@ -161,8 +161,7 @@ def _evaluate_one(
 
 
 class _InOrder(argparse.Action):
-    """Appends like ``action="append"`` and also records the order of the per-model options, so that
-    ``run`` can give each ``--model-dir`` the options that follow it."""
+    """``action="append"`` that also records the order of the per-model options (``model_jobs``)."""
 
     def __call__(self, parser, namespace, values, option_string=None):
         getattr(namespace, self.dest).append(values)

@@ -15,8 +15,7 @@ from cwgrpo.io import read_json
 
 
 def benchmark_identity(path: Path) -> dict[str, str | None]:
-    """A benchmark file's registry name, display name and mirrored paper benchmark, from its manifest (without
-    one: the file stem and no mirror), so the report places each benchmark from the files alone."""
+    """A benchmark file's registry name, display name and mirrored paper benchmark, from its manifest."""
     from cwgrpo.data.registry import manifest_path
 
     stem = path.name.removesuffix(".jsonl")

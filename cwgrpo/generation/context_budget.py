@@ -99,8 +99,7 @@ def fit_to_context(
 
 
 def fit_client_to_context(client: Any) -> int:
-    """Make a ``VLLMClient`` give each request the rest of its server's context, as the server reports it;
-    return that context."""
+    """Make a ``VLLMClient`` give each request the rest of its server's context; return that context."""
     max_model_len = int(client.get_server_info()["model_config"]["max_model_len"])
     client.generate = fit_to_context(client.generate, max_model_len)
     return max_model_len

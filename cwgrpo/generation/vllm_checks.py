@@ -52,8 +52,7 @@ def check_memory_share(name: str, share: float) -> None:
 
 
 def check_context_fits_model(options: Mapping[str, Any], model_dir: str | Path) -> None:
-    """Raise ``ConfigError`` when ``vllm_max_model_length`` exceeds the model's ``max_position_embeddings``
-    (where vLLM is on and the model states one)."""
+    """Raise ``ConfigError`` when ``vllm_max_model_length`` exceeds ``max_position_embeddings``."""
     from cwgrpo.generation import model_context
 
     context = options.get("vllm_max_model_length")

@@ -52,8 +52,7 @@ class Lease:
     _handles: list[IO] = field(default_factory=list, repr=False)
 
     def fds(self) -> tuple[int, ...]:
-        """The lock files' descriptors: a child given them (``pass_fds``) keeps the claim alive as long as
-        it runs, since a flock lasts until every descriptor of its open file is closed."""
+        """The lock files' descriptors: a child given them (``pass_fds``) keeps the claim while it runs."""
         return tuple(handle.fileno() for handle in self._handles)
 
     def release(self) -> None:
@@ -203,9 +202,7 @@ def port_range(env: Mapping[str, str]) -> tuple[int, int]:
 
 
 def open_lock_file(path: Path) -> int:
-    """A descriptor of the lock file ``path`` (created if missing), never opened through a symbolic link: the
-    holder's details are written into it, and a planted link would have its target truncated.
-    """
+    """A descriptor of the lock file ``path`` (created if missing), never opened through a symbolic link."""
     try:
         fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
     except OSError as err:
@@ -257,8 +254,7 @@ def claim_gpus(
     wait_s: float | None = None,
     lock_ids: Mapping[str, str] | None = None,
 ) -> list[tuple[str, IO]]:
-    """Lock ``n`` of the ``pool`` devices, all or none, each by ``lock_ids[device]`` where given; wait up to
-    ``wait_s`` (None: forever) while they are busy."""
+    """Lock ``n`` of the ``pool`` devices, all or none, waiting up to ``wait_s`` (None: forever)."""
     lock_ids = lock_ids or {}
     if n > len(pool):
         raise ConfigError(
@@ -338,9 +334,7 @@ def lease(n_gpus: int, n_ports: int, env: Mapping[str, str] | None = None) -> It
 
 @contextlib.contextmanager
 def one_gpu(env: MutableMapping[str, str] | None = None) -> Iterator[str | None]:
-    """Hold one free device and narrow ``CUDA_VISIBLE_DEVICES`` to it (before anything initialises CUDA), for
-    a job that runs in this process; yields it, or None without GPUs.
-    """
+    """Hold one free device and narrow ``CUDA_VISIBLE_DEVICES`` to it; yields it, or None without GPUs."""
     env = os.environ if env is None else env
     if not gpu_pool(env):
         yield None

@@ -65,9 +65,7 @@ def plan(
     ports: tuple[int, ...] = (),
     trl_options: Mapping[str, Any] | None = None,
 ) -> tuple[list[str] | None, dict, list, dict]:
-    """(server command or None, server env, training command, training env) for the given GPUs and ports
-    (rendezvous, then server and weight-sync group; none: the defaults).
-    """
+    """(server command or None, server env, training command, training env) for these GPUs and ports."""
     if ports and len(ports) != ports_needed(job):
         raise ValueError(f"plan() needs {ports_needed(job)} ports for this job, got {list(ports)}")
     need = gpus_needed(job, trl_options)
@@ -108,8 +106,7 @@ def plan(
 def relaunch(
     command: Sequence[str], job: LaunchJob, model_dir: Path, trl_options: Mapping[str, Any] | None = None
 ) -> int:
-    """Claim the job's GPUs and ports, then start the server (if any) and the training processes, each
-    running ``cwgrpo`` with the arguments ``command``."""
+    """Claim the job's GPUs and ports, then start the server (if any) and the training processes."""
     if job.vllm_server_gpu is not None and (trl_options or {}).get("vllm_server_base_url"):
         raise ConfigError(
             "vllm_server_base_url is set, but vllm_server_gpu makes cwgrpo start the server itself; unset one"
@@ -131,9 +128,7 @@ def _run(
     train_env: dict,
     lock_fds: tuple = (),
 ) -> int:
-    """Run the server (if any) and the training command; each dies with this process and inherits the lock
-    files' descriptors, so the devices and ports stay claimed while any of them lives.
-    """
+    """Run the server (if any) and the training command, each dying with this process, holding the lease."""
     me = os.getpid()
     server = None
     try:

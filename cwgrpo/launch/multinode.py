@@ -98,8 +98,7 @@ def plan(
     accelerate_config: str,
     trl_options: Mapping[str, Any] | None = None,
 ) -> tuple[Step | None, list[Step]]:
-    """(server step or None, one training step per training node) on the allocation's ``nodes``; each
-    training step runs ``cwgrpo`` with the arguments ``command``."""
+    """(server step or None, one training step per training node) on the allocation's ``nodes``."""
     need = nodes_needed(job)
     if len(nodes) < need:
         raise ConfigError(
@@ -183,8 +182,7 @@ def relaunch(
     accelerate_config: str,
     trl_options: Mapping[str, Any],
 ) -> int:
-    """Claim ports on this node, then start the server step (if any) on ``model_dir`` and one training
-    step per node, each running ``cwgrpo`` with the arguments ``command``."""
+    """Claim ports on this node, then start the server step (if any) and one training step per node."""
     from cwgrpo.launch.devices import lease
 
     nodes = allocation_nodes(os.environ)  # outside Slurm, fails before anything is claimed
@@ -194,8 +192,7 @@ def relaunch(
 
 
 def run_steps(server: Step | None, steps: list[Step], lock_fds: tuple[int, ...] = ()) -> int:
-    """Start the server and wait until it answers, then every training step; stop what is left when one fails
-    or all are done. Returns the first nonzero exit status."""
+    """Start the server, wait until it answers, then every training step; the first nonzero exit status."""
     base_env = {**op_cache_env(os.environ), **os.environ}  # each node's processes find the compiled op
     started: list[subprocess.Popen] = []  # each dies with this launcher, even when it is killed (start_tied)
     try:

@@ -107,8 +107,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def op_cache_env(environ: Mapping[str, str], prefix: str = sys.prefix) -> dict[str, str]:
-    """``TORCH_EXTENSIONS_DIR`` for the training processes: the environment's op cache (``make
-    deepspeed`` fills it), where it exists and the variable is unset."""
+    """``TORCH_EXTENSIONS_DIR`` for the training processes: the environment's op cache, if unset and there."""
     cache = Path(prefix) / "torch_extensions"
     if "TORCH_EXTENSIONS_DIR" in environ or not cache.is_dir():
         return {}

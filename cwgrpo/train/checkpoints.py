@@ -171,8 +171,7 @@ def check_resumable(ckpt: Path) -> None:
 
 
 def prune_resume_state(run_dir: Path, keep: Path) -> list[Path]:
-    """Delete the resume-only state of every complete checkpoint older than the complete ``keep``, flagging
-    each first so one cut mid-way is known unresumable; returns those pruned now."""
+    """Delete the resume-only state of every complete checkpoint older than ``keep``, flagging each first."""
     done = complete_checkpoints(run_dir)
     keep_step = next((step for step, path in done.items() if path == keep), None)
     if keep_step is None:

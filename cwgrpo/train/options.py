@@ -148,8 +148,7 @@ def split_options(options: Mapping[str, Any]) -> tuple[TrainJob, dict[str, Any]]
 def split_with_errors(
     options: Mapping[str, Any],
 ) -> tuple[TrainJob | None, dict[str, Any], list[OptionError]]:
-    """The job's fields (None if they break a rule), ``CWGRPOConfig``'s keyword arguments and every mistake
-    found before TRL runs, each naming its key where one is to blame."""
+    """The job's fields (None if they break a rule), ``CWGRPOConfig``'s arguments and every mistake."""
     from cwgrpo.configs import nearest
     from cwgrpo.trainer import CWGRPOConfig
 
@@ -246,8 +245,7 @@ class TrainConfig:
         return {"job": dataclasses.asdict(self.job), "trl": self.trl_kwargs, "tags": self.tags}
 
     def identity(self) -> dict[str, Any]:
-        """What ``config_hash`` hashes: ``resolved()`` with the run folder as ``<run_dir>``, so a copied
-        run folder keeps its identity."""
+        """What ``config_hash`` hashes: ``resolved()`` with the run folder as ``<run_dir>``."""
         run_dir = str(self.trl_kwargs["output_dir"]).rstrip("/")
 
         def relative(value: Any) -> Any:
@@ -262,8 +260,7 @@ class TrainConfig:
 def build_train_config(
     options: Mapping[str, Any], run_dir: Path, tags: Mapping[str, Any] | None = None
 ) -> TrainConfig:
-    """Merged options of ``cwgrpo train`` -> the run's ``TrainConfig``; a bad key or value raises
-    ``ConfigError`` naming it, before anything is touched."""
+    """Merged options of ``cwgrpo train`` -> the run's ``TrainConfig``, or ``ConfigError``."""
     from cwgrpo.trainer import CWGRPOConfig
     from cwgrpo.trainer.options import samples_path
 
@@ -288,9 +285,8 @@ def build_train_config(
 
 
 def train_option_errors(options: Mapping[str, Any]) -> list[OptionError]:
-    """Every mistake ``build_train_config`` refuses in ``options``, each naming its option where one is to
-    blame: ``split_with_errors``' first, then TRL's config's, built for a CPU (the dry run judges the
-    options, not the machine)."""
+    """Every mistake ``build_train_config`` refuses in ``options``, with the option to blame; TRL's config is
+    built for a CPU (the dry run judges the options, not the machine)."""
     _, _, errors = split_with_errors(options)
     bad = {err.key for err in errors}
     good = {k: v for k, v in options.items() if k not in bad}

@@ -166,8 +166,7 @@ def safetensors_problem(path: Path) -> str | None:
 
 
 def verify_checkpoint(ckpt: Path) -> str | None:
-    """None if the checkpoint's files match its flag (but the pruned ones) and its safetensors headers are
-    sound, else the problem."""
+    """None if the checkpoint's files match its flag and its safetensors headers are sound, else why not."""
     ckpt = Path(ckpt)
     try:
         flag = _read_flag(ckpt / COMPLETE_FLAG)
@@ -211,8 +210,7 @@ def _ranges(steps: list[int]) -> str:
 
 
 def check_free_space(run_dir: Path, model: Any = None) -> None:
-    """Raise ``OSError(ENOSPC)`` if ``run_dir`` cannot hold another checkpoint as large as the newest (before
-    the first save: three times the parameter bytes)."""
+    """Raise ``OSError(ENOSPC)`` if ``run_dir`` cannot hold another checkpoint as large as the newest."""
     ckpts = sorted(
         (p for p in Path(run_dir).glob("checkpoint-*") if CHECKPOINT.fullmatch(p.name)),
         key=lambda p: int(p.name.split("-")[1]),

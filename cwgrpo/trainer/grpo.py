@@ -81,8 +81,7 @@ class CWGRPOConfig(CWOptions, GRPOConfig):
 
 
 def default_config(model: Any) -> CWGRPOConfig:
-    """The config of a trainer built without ``args``, named as ``GRPOTrainer`` names its own; ``use_cpu``
-    without an accelerator, where transformers refuses TRL's default bf16."""
+    """The config of a trainer built without ``args``; ``use_cpu`` without an accelerator (no bf16 there)."""
     name = model if isinstance(model, str) else get_config_model_id(model.config)
     use_cpu = not torch.accelerator.is_available()
     if use_cpu:

@@ -57,8 +57,7 @@ def check_choice(value: str, valid: tuple[str, ...], name: str) -> None:
 
 
 def check_ratio(ratio: float, name: str) -> None:
-    """A share of the valid tokens: in (0, 1], the rule of ``cwgrpo.trainer.options.CWOptions`` (0 would
-    still select one token, ``select_count``)."""
+    """A share of the valid tokens must be in (0, 1] (0 would still select one token)."""
     if not 0.0 < ratio <= 1.0:
         raise ValueError(f"{name}={ratio!r}: must be in (0, 1]")
 

@@ -26,8 +26,7 @@ from cwgrpo.weighting.registry import MethodInputs, MethodOptions, MethodOutput,
 def method_diagnostics(
     batch: MethodInputs, opts: MethodOptions, out: MethodOutput
 ) -> tuple[dict[str, Tensor], Tensor, Tensor]:
-    """The step's diagnostics (spec method.md §4): ``(metrics, cov, weights)``, detached, the CW-GRPO weights
-    for every method."""
+    """The step's diagnostics (spec method.md §4): ``(metrics, cov, weights)``, for every method alike."""
     cov, weights = out.cov, out.weights
     if cov is None or weights is None:
         w, c = cw_weights_and_covariance(
