@@ -1,12 +1,9 @@
 """``cwgrpo grade``: one verdict per answer, under the metric asked for.
 
-Input: JSONL ``{completion, gold, gold_kind}`` (or an evaluation's samples file, ``gold_kind`` then from
-``--gold-kind`` or ``--summary-in``); output: one verdict line per input line, in order
-(``docs/architecture.md``, "Verdicts"). With ``--summary-in`` the samples get this metric's verdict added
-and ``--summary-out`` the summary recomputed from the ``--primary`` metric; the file options repeat to
-grade several files with one lighteval start. ``strict`` is ``cwgrpo.grading.scoring``; ``paper`` is
-lighteval 0.8.1 in its own environment. A bad line, or an answer out of its time budget, gets a verdict
-with a reason and never stops the run.
+Input: JSONL ``{completion, gold, gold_kind}`` or an evaluation's samples; output: one verdict line per
+input line, in order (``docs/architecture.md``, "Verdicts"). With ``--summary-in`` the samples get this
+metric's verdict and ``--summary-out`` the summary recomputed from the ``--primary`` metric. A bad line,
+or an answer out of its time budget, gets a verdict with a reason and never stops the run.
 """
 
 from __future__ import annotations

@@ -1,16 +1,10 @@
 """GPU and port leases for jobs that share one machine (a local GPU box).
 
 Snakemake counts GPUs but never says which ones a job gets, and vLLM, NCCL and torch.distributed each
-default to one fixed port. So each job claims its devices and ports here before it starts anything: one
-lock file per device or port, held with ``flock(2)``, which the kernel drops however the process exits.
-A job takes all it needs or nothing, so two jobs cannot deadlock. Inside a Slurm allocation device ids
-are the allocation's own, so device locks live in a folder per ``SLURM_JOB_ID``; port locks are per node.
-
-Environment: ``CWGRPO_LOCK_DIR`` (default ``<tmp>/cwgrpo-locks-<uid>``), ``CWGRPO_PORT_RANGE``
-(``FIRST-LAST``, default 29500-30499), ``CWGRPO_GPU_WAIT_S`` (seconds to wait; default: as long as it takes).
-Another user could plant the default folder or a link in it first: a folder this user does not own, or
-others can write, is refused, and no lock file is opened through a link. ``CUDA_VISIBLE_DEVICES`` is read
-as CUDA reads it; a lock file is named by the device's UUID where ``nvidia-smi`` gives one.
+default to one fixed port. So each job claims its devices and ports before it starts anything: one lock
+file each, held with ``flock(2)``, which the kernel drops however the process exits; all or nothing, so
+two jobs cannot deadlock. Inside a Slurm allocation device locks live in a folder per ``SLURM_JOB_ID``.
+Environment: ``CWGRPO_LOCK_DIR``, ``CWGRPO_PORT_RANGE`` (``FIRST-LAST``), ``CWGRPO_GPU_WAIT_S``.
 """
 
 from __future__ import annotations

@@ -1,15 +1,10 @@
 """Multi-GPU launch for ``cwgrpo train`` (paper preset): accelerate + DeepSpeed ZeRO-2, and a vLLM server.
 
 The authors' recipe trains on 3 GPUs and generates with vLLM on a fourth; ``relaunch`` does that from one
-``cwgrpo train`` call: claim the job's GPUs and ports (``cwgrpo.launch.devices``), start ``trl vllm-serve``
-on ``vllm_server_gpu`` if set, run ``accelerate launch`` on the other GPUs through ``cwgrpo.launch.workers``
-(with ``CWGRPO_LAUNCHED=1`` so the children train, and the server's ports in the environment, not in the
-options, so a resumed run keeps its config hash), then stop the server whatever happened.
-
-torch's elastic agent starts each training process in a session of its own; ``cwgrpo.launch.workers`` ties
-each to its parent and every one holds the lease's lock descriptors, so killing or cancelling the job ends
-every training process, and its GPUs and ports are free only once the last is gone.
-A job over several nodes goes to ``cwgrpo.launch.multinode`` instead.
+``cwgrpo train`` call: it claims the job's GPUs and ports, starts ``trl vllm-serve`` on ``vllm_server_gpu``
+if set, runs ``accelerate launch`` on the other GPUs through ``cwgrpo.launch.workers`` (with
+``CWGRPO_LAUNCHED=1`` so the children train), and stops the server whatever happened. A job over several
+nodes goes to ``cwgrpo.launch.multinode`` instead.
 """
 
 from __future__ import annotations

@@ -1,14 +1,10 @@
 """Multi-node training inside one Slurm allocation: one ``srun`` step per node, built from a ``TrainJob``.
 
 ``cwgrpo train`` with ``num_nodes > 1`` (or ``vllm_server_node``) runs once in the allocation's batch step
-and starts the vLLM server (on the first node, or on the last with ``vllm_server_node``) and one ``srun
---nodes=1`` per training node, each running ``accelerate launch --num_machines N --machine_rank I`` through
-``cwgrpo.launch.workers`` (accelerate 1.15 then runs ``num_processes // N`` processes per node).
-
-Each step's command is wrapped in ``python -m cwgrpo.launch.multinode --gpus I,J -- CMD``, which keeps the
-GPUs at those positions of the step's ``CUDA_VISIBLE_DEVICES`` (steps use ``--overlap``, so each is
-given all of its node's GPUs) and refuses, naming the node, when it has fewer. Ports are claimed on the
-first node. Run for real: ``tests/slurm/test_slurm_zero3.py``.
+and starts the vLLM server's step and one ``srun --nodes=1`` step per training node, each running
+``accelerate launch --num_machines N --machine_rank I`` through ``cwgrpo.launch.workers``. Steps use
+``--overlap`` (each is given all of its node's GPUs), so ``python -m cwgrpo.launch.multinode --gpus I,J
+-- CMD`` keeps the GPUs at those positions, refusing a node that has fewer.
 """
 
 from __future__ import annotations

@@ -1,14 +1,10 @@
 """How far each optimiser step moves the policy: the KL between consecutive policies on a probe set.
 
-Logged as ``probe/kl_consecutive`` and ``probe/kl_from_start`` (``cw_probe_prompts``). The probe set is
-fixed at train begin: the first ``cw_probe_prompts`` training prompts, each with one greedy completion of
-the policy then. After every optimiser step, the mean over valid completion tokens of
-``KL(p_prev || p_new)`` over the full next-token distributions (unscaled logits) joins TRL's metrics.
-
-The probe set and the start's log-probs are written once to ``PROBE_FILE`` in the run's ``live/`` folder, so
-a resumed run logs the uninterrupted run's values; without that file it fixes a new probe set, warns and
-logs ``probe/restarted: 1``. Two probes x completion tokens x vocabulary float32 values stay on the device
-(``MAX_PROBE_BYTES`` caps them).
+Logged as ``probe/kl_consecutive`` and ``probe/kl_from_start`` (``cw_probe_prompts``): the first training
+prompts, each with one greedy completion of the policy at train begin, scored after every optimiser step
+over the full next-token distributions. The probe set and the start's log-probs are kept in the run's
+``live/`` folder (``PROBE_FILE``), so a resumed run logs the uninterrupted run's values; without it, it
+fixes a new probe set and logs ``probe/restarted: 1``.
 """
 
 from __future__ import annotations
