@@ -1,8 +1,7 @@
 """Command configs: one dataclass per command, read from ``--config FILE`` plus ``--set key=value`` overrides.
 
-Each command declares its options once, as dataclass fields whose ``metadata["help"]`` is the only
-description. ``build_config`` merges a YAML/JSON mapping and the overrides into that dataclass and
-rejects unknown keys by name, so a typo in a preset is an error, not a silently ignored value.
+Each option is a dataclass field whose ``metadata["help"]`` is its only description; unknown keys are
+refused by name, so a typo in a preset is an error, not a silently ignored value.
 """
 
 from __future__ import annotations

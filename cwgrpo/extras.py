@@ -1,9 +1,7 @@
 """Which optional extra of this package provides a missing module, so that an error can say what to install.
 
-The extras are pyproject.toml's `optional-dependencies`, read back from the installed package's metadata:
-one source, no second list to keep in step. The core install (``pip install cwgrpo``: ``CWGRPOTrainer``,
-``train``, ``evaluate``) has no Snakemake and no plotting stack; the report commands and the workflow need
-the ``workflow`` extra.
+The extras are read back from the installed package's metadata (pyproject.toml's
+``optional-dependencies``): one source, no second list to keep in step.
 """
 
 from __future__ import annotations

@@ -1,8 +1,4 @@
-"""File I/O at the edges: atomic writes so that a killed job never leaves a file that looks complete.
-
-Every writer here writes to a temporary file in the destination folder and renames it into place
-(``os.replace`` is atomic on POSIX), so a reader sees either the old file, the whole new file, or none.
-"""
+"""File I/O at the edges: atomic writes so that a killed job never leaves a file that looks complete."""
 
 from __future__ import annotations
 

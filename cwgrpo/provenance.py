@@ -1,8 +1,6 @@
 """Provenance: what produced a result (seeding is ``cwgrpo.seeding``).
 
-Every result file the package writes carries ``provenance()`` (package version, git commit and whether
-the tree was dirty, library versions, hardware) plus the command's resolved config and its hash.
-Timing information is kept out of it so that two identical runs give byte-identical result files.
+No timing enters it, so two identical runs give byte-identical result files.
 """
 
 from __future__ import annotations

@@ -1,7 +1,4 @@
-"""``cwgrpo prepare-data``: a registry dataset or one of the user's to a records JSONL and its manifest.
-
-A dataset of the user's is an ``OwnDataset``, given by ``--set``/``--config``; records and manifest are
-``cwgrpo.data.registry``'s."""
+"""``cwgrpo prepare-data``: a registry dataset or one of the user's to a records JSONL and its manifest."""
 
 from __future__ import annotations
 

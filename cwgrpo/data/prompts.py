@@ -1,9 +1,7 @@
 """Prompt sets: the system prompt and user templates for training and evaluation, in one place.
 
-``open_rs`` is the released run's: the training system prompt of the authors' recipes and the
-evaluation prompt of their lighteval tasks, both verbatim (``tests/unit/test_prompts.py`` pins every
-character). ``tiny`` is for the character-level tiny models: no system prompt and the bare problem, since
-every character is a token.
+``open_rs`` is the released run's, verbatim (``tests/unit/test_prompts.py`` pins every character);
+``tiny`` is the bare problem, since every character is a token of the tiny models.
 """
 
 from __future__ import annotations

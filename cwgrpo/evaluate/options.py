@@ -1,7 +1,6 @@
 """``cwgrpo evaluate``'s options: one validator, run when the workflow parses a preset and in the job.
 
-Torch-free, so that the parse (``cwgrpo_workflow.dag.command_options``) checks a preset's evaluation options with
-the very class the job builds.
+Torch-free, so the workflow's parse checks a preset's evaluation options with the class the job builds.
 """
 
 from __future__ import annotations

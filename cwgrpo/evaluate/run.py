@@ -1,13 +1,8 @@
 """``cwgrpo evaluate``: sample k answers per benchmark problem, grade them, write samples and a summary.
 
-Several models in one process: each ``--model-dir`` starts a new model, and the ``--tag``,
-``--benchmark-file``, ``--out`` and ``--summary`` after it are that model's (those before the first
-``--model-dir`` belong to the first); each model's files are byte-identical to those of one call per model.
-
-Outputs (``docs/architecture.md``): one JSONL line per (problem, sample), then the summary JSON (``pass1``,
-``avg_k`` with its standard error and bootstrap 95 % interval over problems; an unscorable gold answer
-counts as incorrect and in ``n_unscorable``). Everything is checked before the model is loaded, and both
-files are written atomically, samples first.
+Several models in one process: each ``--model-dir`` takes the ``--tag``, ``--benchmark-file``, ``--out``
+and ``--summary`` after it, and its files are byte-identical to those of one call per model. Outputs:
+docs/architecture.md. Everything is checked before the model is loaded.
 """
 
 from __future__ import annotations

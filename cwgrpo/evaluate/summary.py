@@ -1,7 +1,6 @@
 """What ``cwgrpo evaluate`` writes of one benchmark: a line per sample, and the summary's accuracy fields.
 
-``cwgrpo grade --summary-in`` recomputes a summary from graded rows with the same ``summarise``, so both
-commands' summaries say the same thing of the same verdicts.
+``cwgrpo grade --summary-in`` recomputes summaries with the same ``summarise``.
 """
 
 from __future__ import annotations

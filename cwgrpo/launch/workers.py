@@ -1,11 +1,8 @@
 """The training processes' agent: ``accelerate launch`` run so that a kill of the job ends every worker.
 
-torch's elastic agent starts each worker in a session of its own, where a kill of the job's process
-group does not reach it. ``python -m cwgrpo.launch.workers <accelerate launch arguments>`` dies with
-the ``cwgrpo train`` process that started it (``PR_SET_PDEATHSIG``), gives each worker the same tie to
-the agent, and hands the lease's lock descriptors on to the workers, so the devices and ports stay
-claimed until the last worker is gone. A process whose parent is already gone when the tie is set
-ends at once.
+torch's elastic agent starts each worker in a session of its own, out of reach of a kill of the job's
+process group. ``python -m cwgrpo.launch.workers`` dies with the ``cwgrpo train`` process that started it
+(``PR_SET_PDEATHSIG``), ties each worker to itself, and hands them the lease's lock descriptors.
 """
 
 from __future__ import annotations

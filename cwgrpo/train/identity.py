@@ -1,10 +1,8 @@
 """What a training run was trained from: a cheap, content-based fingerprint of its base model and data.
 
-Training data: the SHA-256 of the file. Base model folder: a SHA-256 over every file's relative path and
-digest, a file over ``FULL_HASH_BYTES`` hashed by its size and ``SAMPLES`` evenly spaced chunks (so a
-15 GB model costs under a second); the marker beside the folder adds the Hub revision and any
-``weights_sha256``, which pin a downloaded model exactly. No path or time enters it: a copied folder has
-the same identity.
+A large file is hashed by its size and ``SAMPLES`` evenly spaced chunks (a 15 GB model in under a
+second); the marker beside the folder adds what pins a downloaded model exactly. No path or time enters
+it: a copied folder has the same identity.
 """
 
 from __future__ import annotations

@@ -1,11 +1,8 @@
 """TRL / open-r1 GRPO recipes for ``cwgrpo train --config recipe.yaml``.
 
-A recipe is one YAML mapping of ``GRPOConfig`` fields plus open-r1's own keys, parsed with TRL's
-``TrlParser`` into ``CWGRPOConfig`` and ``RecipeArguments`` once our job fields (``TrainJob``) are set
-aside, so an unknown key is TRL's error, naming it. ``model_name_or_path``, ``dataset_name`` and
-``output_dir`` become ``--model-dir``, ``--train-data`` and ``--run-dir`` (a flag on the command line
-wins); ``torch_dtype`` and ``attn_implementation`` go into ``model_init_kwargs``; ``model_revision`` is
-recorded only (a local folder has none).
+A recipe (``GRPOConfig`` fields plus open-r1's keys) is parsed with TRL's ``TrlParser`` once our job
+fields (``TrainJob``) are set aside, so an unknown key is TRL's error, naming it; open-r1's keys map to
+``--model-dir``, ``--train-data``, ``--run-dir`` (a flag on the command line wins) and ``model_init_kwargs``.
 """
 
 from __future__ import annotations

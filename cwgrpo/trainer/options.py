@@ -1,8 +1,7 @@
 """The options of the covariance-aware methods (``cw_*``, Clip-Cov's and KL-Cov's), checked by one validator.
 
-``CWOptions`` holds every option ``CWGRPOConfig`` adds to TRL's ``GRPOConfig`` (which derives from it) and
-their rules (``problems``), every broken rule at once. The rule that needs TRL's batch geometry is
-``CWGRPOConfig``'s (``cwgrpo.trainer.grpo.one_group_geometry_problem``).
+``CWOptions`` holds every option ``CWGRPOConfig`` adds to TRL's ``GRPOConfig`` and their rules
+(``problems``); the rule that needs TRL's batch geometry is ``CWGRPOConfig``'s.
 """
 
 from __future__ import annotations

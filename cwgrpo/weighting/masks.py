@@ -1,9 +1,4 @@
-"""Input checks and masked statistics shared by the weighting modules.
-
-Nothing here calls ``.item()``, ``nonzero`` or indexes with a data-dependent shape, so no function forces
-a host-device sync; for the same reason the 0/1 value check of a non-bool ``mask`` runs on CPU tensors
-only (:func:`check_mask`).
-"""
+"""Input checks and masked statistics shared by the weighting modules."""
 
 from __future__ import annotations
 

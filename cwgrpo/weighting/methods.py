@@ -1,9 +1,4 @@
-"""The four registered methods (``grpo``, ``cw_grpo``, ``clip_cov``, ``kl_cov``) and the step's diagnostics.
-
-Each method is ``(MethodInputs, MethodOptions) -> MethodOutput`` (:mod:`cwgrpo.weighting.registry`). A
-method returns the covariance and weights it computed on the way, so :func:`method_diagnostics` computes
-only what is missing.
-"""
+"""The four registered methods (``grpo``, ``cw_grpo``, ``clip_cov``, ``kl_cov``) and the step's diagnostics."""
 
 from __future__ import annotations
 

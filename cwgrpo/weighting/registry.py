@@ -1,8 +1,7 @@
 """The method registry: a method is one function ``(MethodInputs, MethodOptions) -> MethodOutput``.
 
-Adding a method is that function and ``@register_method("name")``: the trainer (``cw_method``), the
-CLI's help, the workflow's parse-time check and the report read :data:`METHODS`. Inputs and options
-are checked where they are built (:class:`MethodInputs`, :class:`MethodOptions`), so a method need not.
+Adding a method is that function and ``@register_method("name")``; everything else reads
+:data:`METHODS`. Inputs and options are checked where they are built, so a method need not.
 """
 
 from __future__ import annotations
