@@ -1,10 +1,8 @@
 """Dataset registry: every dataset by name, and its rows as normalised problem records.
 
 Every dataset becomes records ``{id, problem, answer, source}`` (``docs/architecture.md``, "Records"),
-``answer`` the gold final answer as text. ``normalise`` is pure, so tests feed it fixtures shaped like
-each real dataset; every cell becomes text through ``cell_text``. Only ``load_rows`` reads or touches the
-network. Columns follow the dataset cards and Open-RS's ``src/open_r1/evaluate.py`` (each ``DatasetSpec``
-says which). Record ids are ``{name}-{row index:04d}`` in the pinned revision's order.
+``answer`` the gold final answer as text; ``normalise`` is pure, and only ``load_rows`` reads or touches
+the network. Record ids are ``{name}-{row index:04d}`` in the pinned revision's order.
 """
 
 from __future__ import annotations

@@ -1,16 +1,10 @@
 """Synthetic integer-arithmetic task for the tiny preset: a training split and five graded benchmarks.
 
-A problem is a chain of two-digit numbers joined by ``+`` and ``-`` (``43+25-31``), read left to right,
-every step *carry-free* (no carry, no borrow), so every value is two-digit and every line of a worked
-solution has the shape ``ab+cd=ef``: a ~1M-parameter model learns that within the tiny preset's time
-budget, and not chains with carries (docs/tiny-calibration.md). The *level* is the number of operations;
-``syn_math500``, ``syn_amc23``, ``syn_olympiad``, ``syn_minerva`` and ``syn_aime24`` are levels 1 to 5, a
-graded ladder like the paper's benchmarks. ``syn_train`` mixes the levels (1 and 2 twice as often),
-``syn_dev`` (level 1) selects the warm-up's base model without any benchmark, ``syn_train_l1`` is level 1
-alone (docs/study/preregistration-smollm2.md).
-
-Disjointness is by construction: each problem string hashes into one pool (benchmark, dev, train) and a
-split draws only from its own, whatever the seeds and row counts.
+A problem is a chain of two-digit numbers joined by ``+`` and ``-`` (``43+25-31``), every step
+*carry-free*, which a ~1M-parameter model learns within the tiny preset's time budget
+(docs/tiny-calibration.md). The five benchmark splits are levels (operations) 1 to 5, a graded ladder
+like the paper's benchmarks. Each problem string hashes into one pool (benchmark, dev, train) and a split
+draws only from its own, so the splits are disjoint whatever the seeds and row counts.
 """
 
 from __future__ import annotations

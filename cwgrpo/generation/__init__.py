@@ -1,9 +1,7 @@
 """Generation backends by name: ``transformers`` (CPU or GPU) and ``vllm`` (GPU, imported lazily).
 
 ``get_backend(name, model_dir, ...).generate(prompts, n, settings)[i][j]`` is sample ``j`` of chat prompt
-``i``. Temperature 0 is greedy: one completion repeated ``n`` times (vLLM refuses ``n > 1`` without
-sampling). Sample ``j`` of prompt ``i`` draws from its own stream (``sample_seed``), so it does not depend
-on which rows shared its batch.
+``i``, drawn from its own stream (``sample_seed``), whichever rows share its batch.
 """
 
 from __future__ import annotations

@@ -1,10 +1,8 @@
 """Each request to the ``trl vllm-serve`` server gets what the released in-process engine gave it.
 
-The released engine (``max_model_len`` 4096) gave each request ``min(max_tokens, max_model_len - its
-prompt)`` tokens. Through the server TRL sends one ``max_tokens`` for every prompt of a call, which vLLM
-refuses where prompt plus ``max_tokens`` exceeds ``max_model_len`` (and a null one becomes 16). So the
-trainer's client splits each call by prompt length, sends each group its own budget at once, and returns
-the completions in TRL's order (prompt-major, ``n`` per prompt).
+The released engine gave each request the rest of ``max_model_len`` after its prompt; through the server
+TRL sends one ``max_tokens`` per call, which vLLM refuses where a prompt plus it exceeds the context. So
+the client splits each call by prompt length and sends each group its own budget, at once.
 """
 
 from __future__ import annotations

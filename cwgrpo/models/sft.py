@@ -1,11 +1,8 @@
 """Supervised warm-up of a tiny model into the tiny preset's "base" model (``cwgrpo sft``).
 
-The paper starts RL from a distilled model that already answers in the think-then-``\\boxed{}`` format;
-the tiny preset's stand-in is a short supervised run on worked solutions of the synthetic task (prompt:
-the ``tiny`` prompt set rendered as ``cwgrpo train`` renders it; the loss covers the completion tokens,
-EOS included). Accuracy jumps at a seed-dependent step, so the run stops once greedy dev accuracy reaches
-``target_dev_accuracy`` (checked every ``eval_every`` steps, ``max_steps`` the cap). Data order comes
-from a seeded ``torch.Generator``. Measured settings: docs/tiny-calibration.md.
+The tiny preset's stand-in for the paper's distilled base model: a short supervised run on worked
+solutions, stopped once greedy dev accuracy reaches ``target_dev_accuracy`` (accuracy jumps at a
+seed-dependent step). Measured settings: docs/tiny-calibration.md.
 """
 
 from __future__ import annotations

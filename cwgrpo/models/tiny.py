@@ -1,14 +1,8 @@
 """Offline tiny tokenizer and Qwen2-shaped causal LMs for the tiny preset (``cwgrpo build-tiny``).
 
-**Tokenizer.** One token per byte (a byte-level BPE with an empty merge list), plus the chat format's
-special tokens and three added tokens that shorten the answers (``<think>``, ``</think>``, ``\\boxed{``).
-The chat template emits the BOS itself; ``<|end|>`` closes every message and is the EOS. Byte-level rather
-than ``WordLevel`` because transformers rebuilds a ``model_type: qwen2`` folder's tokenizer as a
-``Qwen2Tokenizer`` (a byte-level BPE over the saved vocabulary), which would drop a ``WordLevel``
-vocabulary's spaces and newlines; so every loader gets the same tokens.
-
-**Models.** ``Qwen2ForCausalLM`` from a ``Qwen2Config`` (tied embeddings, head size 32), initialised from
-a seed; see ``SIZES``.
+The tokenizer is a byte-level BPE with an empty merge list (one token per byte) plus the chat format's
+special tokens and three answer-format tokens. Byte-level because transformers rebuilds a qwen2 folder's
+tokenizer as a ``Qwen2Tokenizer``, which would drop a ``WordLevel`` vocabulary's spaces and newlines.
 """
 
 from __future__ import annotations

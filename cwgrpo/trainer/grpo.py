@@ -5,14 +5,11 @@ Switching a TRL script to CW-GRPO is one line plus one field::
     from cwgrpo.trainer import CWGRPOConfig, CWGRPOTrainer   # instead of GRPOConfig, GRPOTrainer
     args = CWGRPOConfig(..., cw_method="cw_grpo")            # or "grpo", "clip_cov", "kl_cov"
 
-TRL 1.16 (pinned exactly) computes the policy's log-probs in ``_get_per_token_logps_and_entropies`` before
-``_compute_loss`` reads ``inputs["advantages"]``, which may be (B, T). So the loss hands its micro-batch to
-that hook, which runs the :mod:`cwgrpo.weighting` method on the very log-probs the loss differentiates
-(the ``released`` variant's gradient flows through the weights, with no extra forward pass) and replaces
-``A[i]`` by ``A[i] * multipliers[i, t]``; KL-Cov's penalty is added aggregated as TRL aggregates its loss.
-No parent code is copied. The options that reproduce the released run (``cw_logprob_temperature``,
-``cw_one_group_per_micro_batch``, ``max_prompt_length``, ``cw_rollout_add_special_tokens``) are off by
-default, so a plain TRL script keeps TRL's behaviour; docs/fidelity.md gives each one's reason.
+TRL 1.16 (pinned) computes the policy's log-probs in ``_get_per_token_logps_and_entropies`` before
+``_compute_loss`` reads ``inputs["advantages"]``, which may be (B, T); so that hook runs the
+:mod:`cwgrpo.weighting` method on the very log-probs the loss differentiates and replaces ``A[i]`` by
+``A[i] * multipliers[i, t]``, copying no parent code. The options that reproduce the released run are off
+by default, so a plain TRL script keeps TRL's behaviour (docs/fidelity.md).
 """
 
 from __future__ import annotations

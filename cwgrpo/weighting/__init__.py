@@ -1,13 +1,9 @@
 """Token covariance, Gaussian-kernel advantage weights and the method registry.
 
-Pure torch (nothing from TRL or transformers), so it can be tested and benchmarked on its own; the TRL
-adapter calls :func:`get_method`. Shapes are ``(B, T)`` (``B`` completions of the micro-batch, ``T``
-padded completion length) or ``(B,)``; names follow TRL; ``old_logps`` None means on-policy.
-
-Statistics are computed in float32 (float64 inputs stay float64, for ``gradcheck``), with one code path
-with or without autograd and no host-device sync. A valid token whose log-prob is not finite, and every
-token of a completion whose advantage is not, is treated as padding (covariance 0, weight 0, in no
-statistic), so one bad token never turns a micro-batch's weights into NaN.
+Pure torch (nothing from TRL or transformers); shapes are ``(B, T)`` or ``(B,)`` and names follow TRL.
+Statistics are in float32 (float64 stays float64, for ``gradcheck``), with no host-device sync. A valid
+token whose log-prob is not finite, and every token of a completion whose advantage is not, counts as
+padding, so one bad token never turns a micro-batch's weights into NaN.
 """
 
 from cwgrpo.weighting.covariance import (
