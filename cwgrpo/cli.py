@@ -117,9 +117,8 @@ def refuse_overwriting_inputs(module: Any, parser: argparse.ArgumentParser, args
         for path in values if not action.dest.endswith("dir") else []:
             if Path(path).is_dir():
                 raise ValueError(f"{action.option_strings[0]} {path}: a folder; name the file to write")
-    check_arguments_not_overwritten(
-        args, outputs_dests, skip=skipped
-    )  # first: file_arguments may read an input
+    # first: file_arguments may read an input
+    check_arguments_not_overwritten(args, outputs_dests, skip=skipped)
     more_inputs, more_outputs = module.file_arguments(args) if hasattr(module, "file_arguments") else ([], [])
     check_outputs_distinct([*outputs, *more_outputs])
     check_arguments_not_overwritten(args, outputs_dests, more_inputs, more_outputs, skip=skipped)
@@ -129,9 +128,8 @@ def _one_line_error(prog: str, err: BaseException) -> int:
     """Print an expected failure as one line naming the problem (``CWGRPO_DEBUG=1``: the traceback)."""
     if os.environ.get("CWGRPO_DEBUG"):
         raise err
-    message = out_of_memory_message(err) or " ".join(
-        line.strip() for line in str(err).splitlines() if line.strip()
-    )  # one line
+    one_line = " ".join(line.strip() for line in str(err).splitlines() if line.strip())
+    message = out_of_memory_message(err) or one_line
     print(f"{prog}: error: {message or type(err).__name__}", file=sys.stderr)
     return 2
 

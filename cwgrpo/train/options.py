@@ -105,10 +105,8 @@ class TrainJob:
         get_prompt_set(self.prompt_set)  # raises, listing the known prompt sets
         if not self.reward_funcs:
             raise ConfigError("reward_funcs is empty: name at least one reward function")
-        for name in self.reward_funcs:
-            check_reward_name(
-                name
-            )  # imported and called on the data before training (cwgrpo.grading.reward_guard)
+        for name in self.reward_funcs:  # imported and called on the data before training (reward_guard)
+            check_reward_name(name)
         budget = self.reward_timeout_s
         if budget is not None and not (math.isfinite(budget) and budget > 0):
             raise ConfigError(
@@ -118,10 +116,6 @@ class TrainJob:
             raise ConfigError(f"train_limit={self.train_limit}: must be >= 1 (or null for no limit)")
         if self.num_processes < 1:
             raise ConfigError(f"num_processes={self.num_processes}: must be >= 1")
-        self._check_nodes()
-
-    def _check_nodes(self) -> None:
-        """Multi-node options: an even split of the processes, a server GPU for a server node."""
         if self.num_nodes < 1:
             raise ConfigError(f"num_nodes={self.num_nodes}: must be >= 1")
         if self.num_processes % self.num_nodes:

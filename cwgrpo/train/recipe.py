@@ -54,9 +54,8 @@ def parse_recipe(path: Path) -> tuple[dict[str, Path], dict[str, Any]]:
     rest = {k: v for k, v in written.items() if k not in job_keys and k != "env"}
     parser = TrlParser((CWGRPOConfig, RecipeArguments))
     try:
-        trl_args, recipe = parser.parse_dict(
-            current_trl_names(rest), allow_extra_keys=False
-        )  # builds CWGRPOConfig: its checks run
+        # builds CWGRPOConfig: its checks run
+        trl_args, recipe = parser.parse_dict(current_trl_names(rest), allow_extra_keys=False)
     except (ValueError, TypeError) as err:  # "Some keys are not used by the HfArgumentParser: [...]"
         raise ConfigError(f"{path}: {err}") from err
     del trl_args, recipe  # parsed only to check them; the values go on as written (run.json shows them so)

@@ -194,9 +194,8 @@ def run(args: argparse.Namespace) -> int:
     model_dir, train_data, run_dir = paths["model_dir"], paths["train_data"], paths["run_dir"]
     timings = args.timings or run_dir / "timings.jsonl"
     options.update(parse_overrides(args.overrides))
-    cfg = build_train_config(
-        options, run_dir, parse_tags(args.tag)
-    )  # a bad option fails here, in any process
+    # a bad option fails here, in any process
+    cfg = build_train_config(options, run_dir, parse_tags(args.tag))
     if "CWGRPO_LAUNCHED" not in os.environ:  # the one process before any training process starts
         check_rewards(cfg.job, train_data)
     check_context_fits_model(cfg.trl_kwargs, model_dir)  # before any vLLM engine or server starts

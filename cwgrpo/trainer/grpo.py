@@ -158,11 +158,8 @@ def k3_kl(logps: torch.Tensor, ref_logps: torch.Tensor) -> torch.Tensor:
 class CWGRPOTrainer(GRPOTrainer):
     """``GRPOTrainer`` that applies ``args.cw_method`` to the advantages inside the loss."""
 
-    _tag_names: ClassVar[list[str]] = [
-        "trl",
-        "grpo",
-        "cw-grpo",
-    ]  # TRL's model card: tags, trainer name and the paper to cite
+    # TRL's model card: tags, trainer name and the paper to cite
+    _tag_names: ClassVar[list[str]] = ["trl", "grpo", "cw-grpo"]
     _name = "CW-GRPO"
     _paper: ClassVar[dict[str, str]] = {
         "title": "Taming Extreme Tokens: Covariance-Aware GRPO with Gaussian-Kernel Advantage Reweighting",
