@@ -206,8 +206,7 @@ MIN_PYTHON = (3, 11)
 
 
 def stage_python(name: str, env: Mapping[str, str]) -> str | None:
-    """The interpreter command ``name`` must run under, from ``CWGRPO_<NAME>_PYTHON`` (a stage's venv), or
-    None: this one. Not a Python of ``MIN_PYTHON``: refused."""
+    """The interpreter command ``name`` must run under (``CWGRPO_<NAME>_PYTHON``), or None: this one."""
     var = stage_python_var(name)
     python = env.get(var)
     if not python or env.get(STAGE_MARK) == var or os.path.abspath(python) == os.path.abspath(sys.executable):

@@ -75,8 +75,7 @@ def get_prompt_set(name: str) -> PromptSet:
 
 
 def check_system_prompt(text: str | None) -> None:
-    """Raise ``ConfigError`` on a system prompt the tokenizer cannot encode: a YAML ``"\\ud800"`` escape
-    parses to a lone surrogate, and the tokenizer would fail on it only after the model has loaded."""
+    """Refuse a system prompt the tokenizer cannot encode (a YAML ``"\\ud800"``) before the model loads."""
     if text is None or text.isascii():
         return
     try:

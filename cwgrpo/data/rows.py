@@ -24,8 +24,7 @@ CSV_CELL_LIMIT = 2**24  # characters in one CSV cell: a long problem is read, a 
 
 
 def _encoding(head: bytes, path: Path) -> str:
-    """The codec of a text file from its first bytes: UTF-16 by its byte-order mark, else UTF-8 (a mark
-    dropped); a gzip'ed file is refused."""
+    """A text file's codec from its byte-order mark (UTF-16, else UTF-8); a gzip'ed file is refused."""
     if head.startswith(b"\x1f\x8b"):
         raise ConfigError(f"{path} is gzip-compressed: decompress it first (gunzip)")
     return "utf-16" if head.startswith((codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)) else "utf-8-sig"

@@ -32,8 +32,7 @@ def paper_gold(answer: str, gold_kind: str) -> str:
 
 
 class BadLine(str):
-    """A line that cannot be graded at all, as the reason its verdict gives; ``keep``: its ``id`` and
-    ``sample``, copied to the verdict where they are valid text."""
+    """A line that cannot be graded, as its verdict's reason; ``keep``: its valid ``id`` and ``sample``."""
 
     keep: dict[str, Any]
 
@@ -47,8 +46,7 @@ def _writable(value: Any) -> bool:
 
 
 def read_items(path: Path, gold_kind: str | None) -> list[Any]:
-    """Decoded lines (a line that is not JSON becomes a string, one with text that is not valid Unicode, a
-    lone surrogate such as ``"\\ud800"``, a ``BadLine``: both scored as bad input)."""
+    """Decoded lines; one that is not JSON becomes a string, one not valid Unicode a ``BadLine``."""
     items: list[Any] = []
     with open(path, encoding="utf-8-sig") as f:  # a byte-order mark (an editor's "UTF-8 with BOM") dropped
         for lineno, line in enumerate(f, start=1):
@@ -266,8 +264,7 @@ def summary_gold_kind(summary_path: Path) -> str:
 
 
 def check_regradable(summary_path: Path) -> None:
-    """An evaluation whose ``correct`` asked for a plain-number answer (``answer_form: number``) is not
-    re-graded: a merged verdict would credit any answer form again."""
+    """Refuse to re-grade an ``answer_form: number`` evaluation (merging would credit any answer form)."""
     form = (read_json(summary_path).get("settings") or {}).get("answer_form", "any")
     if form != "any":
         raise ConfigError(

@@ -43,8 +43,7 @@ class ModelJobs:
 
 
 def evaluate_models(models: list[ModelJobs], cfg: EvalConfig) -> list[list[dict[str, Any]]]:
-    """Evaluate several models in one process, one at a time, every input checked before the first loads; each
-    model's files are byte for byte what it alone would write."""
+    """Evaluate several models in one process, one at a time, every input checked before the first loads."""
     import gc
 
     from cwgrpo.generation import get_backend

@@ -76,8 +76,7 @@ def accuracy_fields(rows: list[dict], k: int, seed: int, key: str = "correct") -
 
 
 def summarise(rows: list[dict], k: int, seed: int, metric: str = "strict") -> dict[str, Any]:
-    """Accuracy fields of the summary from the per-sample rows (k rows per problem, in order): those of
-    ``correct`` (the primary ``metric``) at the top level, and per metric scored under ``by_metric``."""
+    """The summary's accuracy fields: the primary ``metric``'s on top, each scored one under ``by_metric``."""
     acc = accuracy_fields(rows, k, seed)
     scored = [m for m in ("strict", "paper") if rows and f"correct_{m}" in rows[0]]
     return {

@@ -47,8 +47,7 @@ class Completion:
 
 
 def repeat_greedy(generate, prompts: list[Messages], n: int, settings: SamplingSettings):
-    """Refuses ``n < 1``. For ``n > 1`` at temperature 0: ``generate(prompts, 1, settings)`` with each completion repeated ``n``
-    times, else None (the backend samples as usual). Greedy samples are identical by definition."""
+    """At temperature 0 with ``n > 1``: one greedy completion per prompt, repeated ``n`` times; else None."""
     if n < 1:
         raise ValueError(f"n must be >= 1, got {n}")
     if settings.temperature > 0 or n == 1:
@@ -105,8 +104,7 @@ def get_backend(name: str, model_dir: str | Path, **kwargs) -> Backend:
 
 
 def sample_seed(seed: int, prompt_index: int, sample_index: int) -> int:
-    """Seed of sample ``sample_index`` of prompt ``prompt_index``: a hash, so streams never collide by
-    arithmetic accident (``seed + i`` would give seed 1 / prompt 0 the stream of seed 0 / prompt 1)."""
+    """Seed of one sample's stream: a hash, so streams never collide as ``seed + i`` would."""
     digest = hashlib.sha256(f"{seed}:{prompt_index}:{sample_index}".encode()).digest()
     return int.from_bytes(digest[:8], "big") & ((1 << 63) - 1)
 

@@ -123,8 +123,7 @@ def device_lock_ids(pool: list[str], uuids: Mapping[str, str]) -> dict[str, str]
 
 
 def visible_devices(text: str) -> list[str]:
-    """The devices of a ``CUDA_VISIBLE_DEVICES`` value as CUDA reads them (a negative number ends the list); a
-    device listed twice, or indices mixed with UUIDs, are a ``ConfigError``."""
+    """The devices of a ``CUDA_VISIBLE_DEVICES`` value as CUDA reads them; one listed twice is refused."""
     devices = []
     for item in (g.strip() for g in text.split(",")):
         if re.fullmatch(r"-\d+", item):
@@ -170,8 +169,7 @@ def gpu_uuids(env: Mapping[str, str]) -> dict[str, str]:
 
 
 def gpu_pool(env: Mapping[str, str]) -> list[str]:
-    """GPU ids this process may use: ``CUDA_VISIBLE_DEVICES`` if set, else every GPU ``nvidia-smi`` lists
-    (asking torch would initialise CUDA here, after which a changed ``CUDA_VISIBLE_DEVICES`` is ignored)."""
+    """GPU ids this process may use: ``CUDA_VISIBLE_DEVICES``, else ``nvidia-smi``'s (never torch's)."""
     if "CUDA_VISIBLE_DEVICES" in env:
         return visible_devices(env["CUDA_VISIBLE_DEVICES"])
     return [line.strip() for line in _smi_lines(env, "index") if line.strip()]

@@ -199,8 +199,7 @@ def file_sha256(path: Path) -> str:
 
 
 def rebuild_float_model(model: Any) -> Any:
-    """A GGUF-loaded model as a float model that ``save_pretrained`` accepts: its config, less the GGUF
-    quantisation entry, builds a fresh model, into which every weight is copied."""
+    """A GGUF-loaded model rebuilt as a float model that ``save_pretrained`` accepts."""
     import copy
 
     from transformers import AutoModelForCausalLM

@@ -56,8 +56,7 @@ def complete_checkpoints(run_dir: Path) -> dict[int, Path]:
 
 
 def resumable_checkpoints(run_dir: Path, block: dict[str, Any], owner: bool = True) -> dict[int, Path]:
-    """The complete checkpoints a rerun may resume from, once the ``owner`` removed the cut ones; raises if
-    any is of another identity or a damaged newest one cannot be replaced by the previous one."""
+    """The complete checkpoints a rerun may resume from; raises on another identity's."""
     if owner:
         remove_incomplete_checkpoints(run_dir)
     done = complete_checkpoints(run_dir)

@@ -182,8 +182,7 @@ def split_with_errors(
 
 
 def check_finite_option(key: str, value: Any) -> None:
-    """Refuse NaN for any option and a learning rate that is not finite and >= 0, which TRL and torch would
-    refuse only once the run folder exists."""
+    """Refuse NaN and a bad learning rate now, not once the run folder exists."""
     if isinstance(value, float) and math.isnan(value):
         raise ConfigError(f"{key}={value}: not a number")
     if key == "learning_rate" and isinstance(value, (int, float)) and not (0 <= value < math.inf):

@@ -161,8 +161,7 @@ def build_dataset(records: list[dict], job: TrainJob):
 
 
 def model_init_kwargs(config) -> dict[str, Any]:
-    """The policy's ``from_pretrained`` options from TRL's ``model_init_kwargs``, read as TRL reads them (TRL
-    applies them only to a model it loads itself); the dtype defaults to float32."""
+    """The policy's ``from_pretrained`` options from TRL's ``model_init_kwargs``, read as TRL reads them."""
     import torch
 
     kwargs = dict(config.model_init_kwargs or {})

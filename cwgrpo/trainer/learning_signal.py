@@ -71,9 +71,8 @@ def _mean(records: list[Mapping[str, Any]], key: str) -> float | None:
 def findings(
     records: Iterable[Mapping[str, Any]], steps: int, completion_budget: int | None = None
 ) -> list[dict[str, Any]]:
-    """The first stretch of each cause that covers at least ``steps`` optimiser steps (0: none looked for),
-    from log lines in any order; a line without the metric breaks a stretch, and zero gradient is looked
-    for only without zero reward spread (which explains it)."""
+    """The first stretch of each cause covering at least ``steps`` optimiser steps (0: none looked for);
+    zero gradient is looked for only without zero reward spread, which explains it."""
     lines = sorted((r for r in records if isinstance(r.get("step"), int)), key=lambda r: r["step"])
     out: list[dict[str, Any]] = []
     for cause, (key, holds) in _HOLDS.items():
