@@ -1,8 +1,7 @@
 """One place that seeds every random source of a command (``train``, ``sft``, ``evaluate``).
 
-``PYTHONHASHSEED`` cannot change this process's string hashes (read at interpreter start), but it fixes
-those of the fresh interpreters started later: the grading workers' forkserver (sympy's set order follows
-string hashes) and vLLM's engine processes.
+``PYTHONHASHSEED`` fixes the string hashes of the interpreters started later (the grading workers,
+whose sympy set order follows them, and vLLM's engine), not of this one.
 """
 
 from __future__ import annotations

@@ -80,8 +80,8 @@ TOKENIZER_FILES = ("tokenizer.json", "tokenizer.model", "spiece.model", "vocab.j
 
 
 def check_model_dir(model_dir: str | Path) -> Path:
-    """The model folder as a Path; refused without ``config.json`` or tokenizer files (without them a Qwen2
-    config silently gets an empty tokenizer that encodes every prompt to nothing)."""
+    """The model folder as a Path; refused without ``config.json`` or tokenizer files (for a Qwen2 config,
+    transformers would silently build an empty tokenizer)."""
     path = Path(model_dir)
     if not path.is_dir():
         raise FileNotFoundError(f"model folder not found: {path}")
@@ -115,10 +115,8 @@ def messages_to_text(messages: Messages) -> str:
 
 
 def encode_prompt(tokenizer: Any, messages: Messages, add_special_tokens: bool = False) -> list[int]:
-    """Prompt token ids, as both backends build them: the chat template (which adds any BOS itself), or the
-    plain joined text. ``add_special_tokens`` also tokenises the templated text with the tokenizer's own
-    special tokens, as lighteval at the released commit did: a second BOS for a tokenizer that adds one
-    (DeepSeek-R1-Distill: the released 1.5B evaluation; docs/fidelity.md)."""
+    """Prompt token ids, as both backends build them; ``add_special_tokens`` adds the tokenizer's own too, as
+    the released lighteval did (a second BOS for R1-Distill; docs/fidelity.md)."""
     if getattr(tokenizer, "chat_template", None):
         text = tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
         return tokenizer(text, add_special_tokens=add_special_tokens)["input_ids"]

@@ -1,8 +1,7 @@
 """The ``trl vllm-serve`` process that a launcher starts for a training job, seen from both sides.
 
-The launcher tells each training process where the server listens through the environment, not options,
-so a resumed run, which gets other ports, keeps its config hash; the trainer reads them back
-(``apply_endpoints``).
+The launcher passes the server's ports through the environment, not the options, so a resumed run keeps
+its config hash.
 """
 
 from __future__ import annotations
@@ -24,10 +23,8 @@ SERVER_HOST_ENV = "CWGRPO_VLLM_SERVER_HOST"
 
 
 def vllm_server_options(job: LaunchJob, trl_options: Mapping[str, Any] | None = None) -> list[str]:
-    """Engine options of the `trl vllm-serve` process, from the options that configure TRL's colocated engine,
-    so one preset key means the same in both modes. vLLM's server refuses a prompt plus ``max_tokens`` over
-    ``--max_model_len`` and turns a null ``max_tokens`` into 16, hence ``cwgrpo.generation.context_budget``.
-    """
+    """Engine options of the `trl vllm-serve` process, from those of TRL's colocated engine (one preset key
+    means the same in both modes)."""
     trl_options = trl_options or {}
     options = []
     if trl_options.get("vllm_max_model_length") is not None:

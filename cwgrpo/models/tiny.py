@@ -58,10 +58,7 @@ MAX_POSITIONS = 256  # longest tiny sequence: level-5 prompt (21 tokens) + worke
 
 
 def build_tokenizer(add_bos: bool = False) -> Any:
-    """The tiny tokenizer as a ``PreTrainedTokenizerFast`` (left padding, chat template, no auto BOS).
-
-    ``add_bos``: the tokenizer also adds a BOS to every text it encodes with special tokens, as
-    DeepSeek-R1-Distill's does, whose chat template emits one too (tests of the released doubled BOS)."""
+    """The tiny tokenizer (left padding, chat template; ``add_bos``: a BOS, as R1-Distill's adds)."""
     from tokenizers import AddedToken, Tokenizer, decoders, models, pre_tokenizers, processors
     from transformers import PreTrainedTokenizerFast
     from transformers.convert_slow_tokenizer import bytes_to_unicode  # pre_tokenizers.ByteLevel's map

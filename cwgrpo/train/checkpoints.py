@@ -142,8 +142,8 @@ def move_aside_if_changed(run_dir: Path, config_hash: str, model_dir: Path, trai
 
 
 def _verified(done: dict[int, Path]) -> dict[int, Path]:
-    """Complete checkpoints whose files match their flag; a damaged newest one is skipped, saying so, if the
-    previous still holds its optimiser state (else resuming would silently restart the optimiser)."""
+    """Complete checkpoints whose files match their flag; a damaged newest one is skipped if the previous
+    still holds its optimiser state."""
     while done:
         step = max(done)
         problem = verify_checkpoint(done[step]) or missing_rank_files(done[step])

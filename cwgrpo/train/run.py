@@ -119,8 +119,8 @@ def _callbacks(run_dir: Path, provenance_block: dict[str, Any]):
                 append_jsonl(run_dir / LIVE / "timings.jsonl", {"step": state.global_step, **timings})
 
     class MarkCompleteCheckpoints(TrainerCallback):
-        """After every process saved checkpoint-N (a barrier: transformers writes each process's RNG
-        state after DeepSpeed's save), flag it complete and write the step marker the DAG waits for."""
+        """Once every process saved checkpoint-N (their RNG states come after DeepSpeed's save), flag it
+        complete and write the step marker the DAG waits for."""
 
         def on_save(self, args, state, control, **kwargs):
             from accelerate import PartialState

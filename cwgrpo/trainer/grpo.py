@@ -109,10 +109,8 @@ def fused_head_temperature(temperature: float | None) -> Iterator[None]:
 def one_group_geometry_problem(
     per_device_train_batch_size: int, num_generations: int, steps_per_generation: int
 ) -> str | None:
-    """The first broken part of the batch geometry under which TRL 1.16 hands the loss one whole group per
-    micro-batch (its sampler repeats each prompt ``num_generations`` times in a row; ``steps_per_generation
-    > 1`` shuffles rows across micro-batches), or None.
-    """
+    """What breaks the batch geometry under which TRL 1.16 hands the loss one whole group per micro-batch,
+    or None."""
     if per_device_train_batch_size != num_generations:
         return (
             f"cw_one_group_per_micro_batch: per_device_train_batch_size ({per_device_train_batch_size}) "
@@ -371,9 +369,8 @@ class CWGRPOTrainer(GRPOTrainer):
             self._cw_write_sample(cov, weights, mask)
 
     def _cw_should_sample(self, cov: torch.Tensor, mask: torch.Tensor) -> bool:
-        """Whether this micro-batch's (covariance, weight) pairs are the step's sample: on step 1 and every
-        ``cw_sample_every`` (0: ``save_steps``), the first micro-batch whose covariance is not all zero (a
-        group with equal rewards has c = 0 everywhere), else the step's last."""
+        """Whether this micro-batch is the step's (covariance, weight) sample: on step 1 and every
+        ``cw_sample_every`` (0: ``save_steps``), the first one with a nonzero covariance, else the last."""
         every = self.args.cw_sample_every
         if every < 0 or not self.accelerator.is_main_process:
             return False

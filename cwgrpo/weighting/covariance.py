@@ -155,8 +155,7 @@ def _masked_quantiles(x: Tensor, m: Tensor, qs: tuple[float, ...]) -> Tensor:
 
 @torch.no_grad()
 def covariance_diagnostics(cov: Tensor, weights: Tensor, mask: Tensor) -> dict[str, Tensor]:
-    """Per-step covariance and weight statistics over valid tokens (spec method.md §4; 0.0 with none), as
-    detached float32 0-dim tensors; the quantiles are ``torch.quantile``'s, by one masked sort (no sync)."""
+    """Per-step covariance and weight statistics over valid tokens (spec method.md §4; 0.0 with none)."""
     check_2d(cov, "cov")
     check_2d(weights, "weights")
     check_mask(mask, cov.shape, "cov")
