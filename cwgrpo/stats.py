@@ -22,12 +22,6 @@ DEFAULT_RESAMPLES = 10_000
 Z95 = 1.959963984540054  # normal quantile for a 95 % interval from a standard error
 
 
-def mean(values: Sequence[float]) -> float:
-    """Arithmetic mean; NaN for an empty sequence."""
-    x = np.asarray(values, dtype=np.float64)
-    return float(x.mean()) if x.size else math.nan
-
-
 def standard_error(values: Sequence[float]) -> float:
     """Standard error of the mean, ``std(ddof=1) / sqrt(n)``; NaN with fewer than two values."""
     x = np.asarray(values, dtype=np.float64)
@@ -60,20 +54,6 @@ def bootstrap_ci(
     return float(lo), float(hi)
 
 
-def mean_ci_over_seeds(values: Sequence[float], confidence: float = 0.95) -> tuple[float, float, float]:
-    """Mean over seeds and its Student-t interval ``(mean, lo, hi)``; with one seed ``lo``/``hi`` are NaN."""
-    from scipy import stats as st
-
-    x = np.asarray(values, dtype=np.float64)
-    if x.size == 0:
-        return math.nan, math.nan, math.nan
-    m = float(x.mean())
-    if x.size < 2:
-        return m, math.nan, math.nan
-    half = float(st.t.ppf((1 + confidence) / 2, df=x.size - 1)) * standard_error(x)
-    return m, m - half, m + half
-
-
 def accuracy_summary(correct: Sequence[Sequence[bool]], seed: int = 0) -> dict[str, float | list[float]]:
     """``pass1``, ``avg_k``, its standard error and bootstrap interval, from problems x samples booleans."""
     table = np.asarray(correct, dtype=np.float64)
@@ -90,9 +70,18 @@ def accuracy_summary(correct: Sequence[Sequence[bool]], seed: int = 0) -> dict[s
 
 
 def mean_ci(values: Iterable[float], level: float = 0.95) -> tuple[float, float, float]:
-    """:func:`mean_ci_over_seeds` without missing values (None, NaN); all NaN with none."""
-    x = [float(v) for v in values if v is not None and np.isfinite(v)]
-    return mean_ci_over_seeds(x, confidence=level)
+    """Mean over seeds and its Student-t interval ``(mean, lo, hi)``, missing values (None, NaN) dropped;
+    with one seed ``lo``/``hi`` are NaN, with none all three."""
+    from scipy import stats as st
+
+    x = np.asarray([float(v) for v in values if v is not None and np.isfinite(v)], dtype=np.float64)
+    if x.size == 0:
+        return math.nan, math.nan, math.nan
+    m = float(x.mean())
+    if x.size < 2:
+        return m, math.nan, math.nan
+    half = float(st.t.ppf((1 + level) / 2, df=x.size - 1)) * standard_error(x)
+    return m, m - half, m + half
 
 
 @dataclass(frozen=True)

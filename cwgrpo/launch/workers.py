@@ -72,9 +72,7 @@ def _hand_fds_to_workers(fds: tuple[int, ...]) -> None:
 
     class Handler(base):
         def _popen(self, args: tuple, env: dict[str, str]):
-            from subprocess import Popen
-
-            return Popen(
+            return subprocess.Popen(
                 args=args,
                 env=env,
                 stdout=self._stdout,
