@@ -29,15 +29,9 @@ RECORD_KEYS = ("id", "problem", "answer", "source")
 
 @dataclasses.dataclass(frozen=True)
 class DatasetSpec:
-    """One registered dataset (``name`` is also the stem of ``data/{name}.jsonl``).
-
-    ``rows`` is the expected row count (a mismatch is an error); ``revision`` a commit sha, or "main" where
-    none could be pinned, or for ``package`` (``MODULE/path.json`` inside an installed package, read
-    offline) the package version. ``answer_from="boxed"``: the answer is the last ``\\boxed{...}`` of
-    ``answer_column``. ``display`` and ``mirrors`` travel through the manifest into evaluation summaries
-    and the report (``mirrors`` places a Table 1 column and picks the paper metric's ``gold_kind``, the
-    released configuration's ``expr`` or ``latex``).
-    """
+    """One registered dataset (``name`` is also the stem of ``data/{name}.jsonl``): ``rows`` its expected row
+    count, ``answer_from="boxed"`` the last ``\\boxed{...}`` of ``answer_column``, ``mirrors`` the paper
+    benchmark it is or stands in for (its Table 1 column and gold kind)."""
 
     name: str
     hf_id: str | None

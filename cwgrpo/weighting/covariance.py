@@ -123,11 +123,8 @@ def kl_cov_select(cov: Tensor, mask: Tensor, *, ratio: float) -> Tensor:
 
 
 def kl_cov_penalty(logps: Tensor, old_logps: Tensor | None, selected: Tensor, *, coef: float) -> Tensor:
-    """KL-Cov's extra per-token loss ``coef * |logp - logp_old|`` on selected tokens, 0 elsewhere.
-
-    Same term as verl's ``ppo_kl_coef * abs_kl``. With ``old_logps`` None (on-policy) the difference is
-    exactly 0, and so is the gradient (torch's ``|x|'`` at 0 is ``sign(0) = 0``).
-    """
+    """KL-Cov's extra per-token loss ``coef * |logp - logp_old|`` on selected tokens (verl's ``ppo_kl_coef *
+    abs_kl``); on-policy (``old_logps`` None) it and its gradient are exactly 0."""
     check_2d(logps, "logps")
     if old_logps is not None and (not isinstance(old_logps, Tensor) or old_logps.shape != logps.shape):
         raise ValueError(f"old_logps must have shape {tuple(logps.shape)}")

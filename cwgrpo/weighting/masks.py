@@ -107,11 +107,8 @@ def nonzero_or_one(x: Tensor) -> Tensor:
 
 
 def shifted_mean(adv: Tensor, counts: Tensor) -> Tensor:
-    """``sum(counts * adv) / max(sum(counts), 1)`` computed as ``adv[0] + mean(adv - adv[0])``.
-
-    Equal advantages then give ``adv - mean = 0`` exactly (a plain float mean of equal values can be
-    off by one ulp, which would turn c = 0 into rounding noise that the kernel rescales to O(1)).
-    """
+    """``sum(counts * adv) / max(sum(counts), 1)`` as ``adv[0] + mean(adv - adv[0])``: equal advantages give
+    exactly 0 deviation (one ulp of noise would become O(1) weights after rescaling)."""
     if adv.numel() == 0:
         return adv.sum()
     ref = adv[0].detach()

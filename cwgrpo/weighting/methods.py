@@ -47,10 +47,8 @@ def _frac(selected: Tensor, m: Tensor) -> Tensor:
 
 
 def _ppo_clipped(batch: MethodInputs, m: Tensor, opts: MethodOptions) -> Tensor:
-    """Valid tokens the PPO rule clips: ``(A > 0 and r > 1 + eps_high) or (A < 0 and r < 1 - eps_low)``.
-
-    Same set as verl's ``clip_by_origin = (pg_losses2 > pg_losses1) & mask`` with ``r = exp(logp - old)``.
-    """
+    """Valid tokens the PPO rule clips (verl's ``clip_by_origin``): ``A > 0, r > 1 + eps_high`` or ``A < 0,
+    r < 1 - eps_low``."""
     if batch.old_logps is None:
         return torch.zeros_like(m)  # r = 1 exactly: nothing is clipped
     dtype = compute_dtype(batch.logps)
@@ -80,9 +78,7 @@ def cw_grpo(batch: MethodInputs, opts: MethodOptions) -> MethodOutput:
 @register_method("clip_cov")
 def clip_cov(batch: MethodInputs, opts: MethodOptions) -> MethodOutput:
     """Clip-Cov: multiplier 0 on :func:`~cwgrpo.weighting.covariance.clip_cov_select` tokens not already
-    PPO-clipped, 1 elsewhere (spec method.md §3). verl multiplies the clipped PPO loss by the 0/1 mask;
-    zeroing the advantage gives the same per-token loss and gradient, and leaves a KL-to-reference term alone.
-    """
+    PPO-clipped (spec method.md §3): the same per-token loss and gradient as verl's masked PPO loss."""
     m = batch.mask.bool()
     selected = clip_cov_select(
         _batch_cov(batch, m),

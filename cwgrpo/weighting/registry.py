@@ -18,10 +18,8 @@ from cwgrpo.weighting.masks import check_inputs, check_ratio
 
 @dataclass(frozen=True)
 class MethodOptions:
-    """Options every registered method receives: ``CWOptions``' fields of the same names (their help and
-    defaults live there), and TRL's PPO clip range as the trainer applies it. ``cw_knobs`` None (built by
-    hand): resolved here, and the options checked; the trainer passes them resolved from checked options.
-    """
+    """Options every registered method receives: ``CWOptions``' fields and the PPO clip range the trainer
+    applies; ``cw_knobs`` None (built by hand): resolved and checked here."""
 
     cw_variant: str
     clip_cov_ratio: float
@@ -61,10 +59,8 @@ class MethodInputs:
 
 @dataclass
 class MethodOutput:
-    """What a method returns to the trainer adapter: ``multipliers`` of the advantages, an extra per-token
-    ``penalty`` aggregated like the policy loss (or None), ``cw/...`` metrics, and the ``cov`` and ``weights``
-    it computed on the way (else None: :func:`~cwgrpo.weighting.methods.method_diagnostics` computes them).
-    """
+    """What a method returns: ``multipliers`` of the advantages, an extra per-token ``penalty`` (or None),
+    ``cw/...`` metrics, and the ``cov`` and ``weights`` it computed on the way (else None)."""
 
     multipliers: Tensor
     penalty: Tensor | None
