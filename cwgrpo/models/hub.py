@@ -1,9 +1,7 @@
 """``cwgrpo fetch-model``: one model source (Hub id, local folder or GGUF file) -> one local model folder.
 
-Every kind of source (``parse_source``) ends as the same folder: ``config.json``, ``model.safetensors``, the
-tokenizer, its chat template and ``generation_config.json``. A GGUF file is rebuilt once as a float model
-(transformers loads it dequantised but refuses to ``save_pretrained`` it, and dequantises at every load).
-The marker JSON is written only after the folder is complete.
+Every source ends as the same folder; a GGUF file is rebuilt once as a float model (transformers loads
+it dequantised, but refuses to ``save_pretrained`` it). The marker is written once the folder is complete.
 """
 
 from __future__ import annotations

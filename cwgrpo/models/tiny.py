@@ -1,8 +1,8 @@
 """Offline tiny tokenizer and Qwen2-shaped causal LMs for the tiny preset (``cwgrpo build-tiny``).
 
-The tokenizer is a byte-level BPE with an empty merge list (one token per byte) plus the chat format's
-special tokens and three answer-format tokens. Byte-level because transformers rebuilds a qwen2 folder's
-tokenizer as a ``Qwen2Tokenizer``, which would drop a ``WordLevel`` vocabulary's spaces and newlines.
+The tokenizer is byte-level (one token per byte, plus the chat format's special tokens): transformers
+rebuilds a qwen2 folder's tokenizer as a byte-level ``Qwen2Tokenizer``, which would drop a ``WordLevel``
+vocabulary's spaces and newlines.
 """
 
 from __future__ import annotations

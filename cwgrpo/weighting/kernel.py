@@ -76,12 +76,9 @@ def variant_knobs(
 def _normalised_kernel(cov: Tensor, tokens: ValidTokens, sigma: Tensor, z: Tensor | float) -> Tensor:
     """``w~ = Z * w / sum(w)`` with ``w = exp(-c^2 / (2 sigma^2)) * m``; 1 before normalising if sigma = 0.
 
-    Computed as a masked softmax of ``-q = -c^2 / (2 sigma^2)``: subtracting the (detached) minimum of
-    ``q`` over valid tokens changes nothing mathematically but guarantees ``sum(w) >= 1`` whenever a
-    token is valid, so ``w~`` stays finite even where every raw ``w`` would underflow to 0/0. The
-    exponent is floored at ``log(finfo.tiny) + 1`` (about -86 in float32): a token that far out gets
-    ``w ~ 3e-38`` instead of underflowing, which keeps every valid weight > 0 and keeps ``exp`` off its
-    ~10x slower underflow path. ``cov`` must be 0 on padding.
+    A masked softmax of ``-c^2 / (2 sigma^2)`` shifted by its (detached) minimum, so ``sum(w) >= 1`` where a
+    token is valid and ``w~`` stays finite where every raw ``w`` would underflow; the exponent is floored at
+    ``log(finfo.tiny) + 1``, keeping every valid weight > 0 and ``exp`` off its slow underflow path.
     """
     pos = sigma > 0
     k = torch.where(pos, 1 / (2 * torch.where(pos, sigma, torch.ones_like(sigma)).square()), 0.0)
@@ -106,10 +103,8 @@ def _masked_var(cov: Tensor, tokens: ValidTokens) -> Tensor:
 
 
 def _overflow_scale(cov: Tensor, tokens: ValidTokens) -> Tensor:
-    """0-dim, detached: ``max |c|`` over valid tokens when squaring ``c`` (or summing N squares) could
-    overflow, else exactly 1. The kernel depends only on ``c / sigma``, so dividing ``c`` by it (and the
-    released variant's ``sigma`` epsilon with it) changes no weight, but keeps ``c^2`` finite where a
-    finite log-prob of -1e20 or an advantage of 1e30 would otherwise make every weight NaN."""
+    """``max |c|`` (detached) where squaring ``c`` could overflow, else exactly 1: the kernel depends only on
+    ``c / sigma``, so dividing by it changes no weight but keeps ``c^2`` finite."""
     lo, hi = torch.aminmax(cov.detach())  # cov is 0 on padding: no mask needed, no (B, T) temporary
     amax = torch.maximum(-lo, hi)
     limit = math.sqrt(torch.finfo(cov.dtype).max / max(tokens.valid.numel(), 1)) / 4
