@@ -1,7 +1,6 @@
 """cwgrpo: replication package for CW-GRPO (covariance-aware GRPO with Gaussian-kernel advantage reweighting).
 
 The maths lives in :mod:`cwgrpo.weighting` (pure torch); the TRL adapter in :mod:`cwgrpo.trainer`.
-Importing the package root imports torch only, never TRL or transformers.
 """
 
 from importlib.metadata import PackageNotFoundError, version

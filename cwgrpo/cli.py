@@ -1,11 +1,8 @@
 """The ``cwgrpo`` command line: one subcommand per workflow step.
 
-Each subcommand lives in its own module, which defines ``configure_parser(parser)`` and ``run(args)``;
-the module is imported only when its subcommand runs, so ``cwgrpo --help`` is instant and heavy
-libraries (torch, TRL, vLLM) load only where needed. Expected failures (bad config, missing, unwritable or
-malformed files, bad values, a library of an extra that is not installed, e.g. ``cwgrpo table`` without
-``cwgrpo[workflow]``) print one line naming the problem and exit with status 2; set ``CWGRPO_DEBUG=1`` to
-see the traceback.
+Each subcommand's module (``configure_parser(parser)``, ``run(args)``) is imported only when it runs, so
+``cwgrpo --help`` is instant. Expected failures print one line naming the problem and exit with status 2;
+``CWGRPO_DEBUG=1`` shows the traceback.
 """
 
 from __future__ import annotations
@@ -47,8 +44,7 @@ LIBRARY_COMMANDS: dict[str, tuple[str, str]] = {
 
 
 def _plugin_commands() -> tuple[dict[str, tuple[str, str]], dict[str, str]]:
-    """Commands of installed packages (the ``cwgrpo.commands`` entry points: a module with ``COMMANDS`` and
-    ``EXTRA_OF_PACKAGE``): the workflow's report, plan and doctor commands, when the workflow is installed."""
+    """Commands of installed packages (``cwgrpo.commands`` entry points): the workflow's, when installed."""
     from importlib.metadata import entry_points
 
     commands: dict[str, tuple[str, str]] = {}
@@ -81,8 +77,7 @@ def _top_parser() -> argparse.ArgumentParser:
 
 
 def _log_resource_use(name: str) -> None:
-    """One line per finished command with its CPU seconds since the process started (imports included;
-    grading workers once they have exited): what benchmarks/bench_tiny_jobs.py reads from the job logs."""
+    """Log the command's CPU seconds (children included), which benchmarks/bench_tiny_jobs.py reads."""
     import resource
 
     own, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
@@ -91,8 +86,7 @@ def _log_resource_use(name: str) -> None:
 
 
 def _naming_missing_extras(name: str, call: Callable[..., T], *args: Any) -> T:
-    """``call(*args)``; a missing module that an extra of this package provides becomes a ConfigError
-    naming that extra. Any other import error propagates unchanged (it is a bug, not a missing install)."""
+    """``call(*args)``, a missing module that an extra provides becoming a ConfigError naming that extra."""
     from cwgrpo.extras import missing_extra_error
 
     try:
@@ -105,10 +99,10 @@ def _naming_missing_extras(name: str, call: Callable[..., T], *args: Any) -> T:
 
 
 def refuse_overwriting_inputs(module: Any, parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
-    """No command writes over what it reads: every ``Path`` argument is an input unless the command's module
-    lists its ``dest`` in ``OUTPUTS``; ``file_arguments(args)``, where a module has it, adds the files named
-    elsewhere (a ``--set path=``), and ``NAMED_INPUT_FOLDERS`` lists folder arguments whose files it names
-    (their other files may be written). Checked before the command starts, so nothing is written."""
+    """No command writes over what it reads: every ``Path`` argument is an input unless its ``dest`` is in the
+    module's ``OUTPUTS``; ``file_arguments(args)`` adds files named elsewhere (a ``--set path=``), and
+    ``NAMED_INPUT_FOLDERS`` lists folders of which only the named files are inputs.
+    """
     from cwgrpo.io import check_arguments_not_overwritten, check_outputs_distinct
 
     outputs_dests = getattr(module, "OUTPUTS", ())
@@ -123,9 +117,8 @@ def refuse_overwriting_inputs(module: Any, parser: argparse.ArgumentParser, args
         for path in values if not action.dest.endswith("dir") else []:
             if Path(path).is_dir():
                 raise ValueError(f"{action.option_strings[0]} {path}: a folder; name the file to write")
-    check_arguments_not_overwritten(
-        args, outputs_dests, skip=skipped
-    )  # first: file_arguments may read an input
+    # first: file_arguments may read an input
+    check_arguments_not_overwritten(args, outputs_dests, skip=skipped)
     more_inputs, more_outputs = module.file_arguments(args) if hasattr(module, "file_arguments") else ([], [])
     check_outputs_distinct([*outputs, *more_outputs])
     check_arguments_not_overwritten(args, outputs_dests, more_inputs, more_outputs, skip=skipped)
@@ -135,9 +128,8 @@ def _one_line_error(prog: str, err: BaseException) -> int:
     """Print an expected failure as one line naming the problem (``CWGRPO_DEBUG=1``: the traceback)."""
     if os.environ.get("CWGRPO_DEBUG"):
         raise err
-    message = out_of_memory_message(err) or " ".join(
-        line.strip() for line in str(err).splitlines() if line.strip()
-    )  # one line
+    one_line = " ".join(line.strip() for line in str(err).splitlines() if line.strip())
+    message = out_of_memory_message(err) or one_line
     print(f"{prog}: error: {message or type(err).__name__}", file=sys.stderr)
     return 2
 
@@ -145,9 +137,7 @@ def _one_line_error(prog: str, err: BaseException) -> int:
 def run_checked(
     module: Any, parser: argparse.ArgumentParser, argv: Sequence[str] | None, run: Callable[[Any], Any]
 ) -> int:
-    """The one path of every entry point (``cwgrpo COMMAND`` and each ``python -m cwgrpo....``): parse
-    ``argv``, refuse an output that is an input (``refuse_overwriting_inputs``, with ``module``'s
-    ``OUTPUTS``), then ``run(args)``; an expected failure is one line and status 2."""
+    """The one path of every entry point: parse, ``refuse_overwriting_inputs``, then ``run(args)``."""
     from cwgrpo.configs import ConfigError
     from cwgrpo.io import ResultFileError
 
@@ -159,9 +149,8 @@ def run_checked(
         return _one_line_error(parser.prog, err)
 
 
-# Loading torch under a small address-space limit (``ulimit -v``) aborts the process from C++ (SIGABRT,
-# std::bad_alloc) before Python can report anything: these commands check the limit first. Measured:
-# ``import torch`` aborted at 400 MiB and loaded at 800 MiB.
+# Under a small ``ulimit -v`` ``import torch`` aborts from C++ (measured: at 400 MiB, not at 800 MiB) before
+# Python can report anything, so these commands check the limit first.
 TORCH_COMMANDS = frozenset({"build-tiny", "sft", "train", "evaluate"})
 TORCH_MIN_ADDRESS_SPACE_MIB = 1024
 OUT_OF_MEMORY_ADVICE = (
@@ -178,8 +167,7 @@ def address_space_limit_mib() -> float | None:
 
 
 def out_of_memory_message(err: BaseException) -> str | None:
-    """One line for an error that is really a lack of memory (a ``MemoryError``, an ``ENOMEM``, a shared
-    library that cannot be mapped), else None."""
+    """One line for an error that is really a lack of memory, else None."""
     import errno
 
     text = str(err)
@@ -218,10 +206,7 @@ MIN_PYTHON = (3, 11)
 
 
 def stage_python(name: str, env: Mapping[str, str]) -> str | None:
-    """The interpreter that command ``name`` must run under, from ``CWGRPO_<NAME>_PYTHON``, or None: this
-    one (also once this process is that interpreter's, by ``STAGE_MARK``). Without conda, each stage's
-    libraries (DeepSpeed for train, vLLM for evaluate) can live in a venv of their own, as each stage has a
-    conda env under --use-conda. A named program that is not a Python of ``MIN_PYTHON`` or newer is refused."""
+    """The interpreter command ``name`` must run under (``CWGRPO_<NAME>_PYTHON``), or None: this one."""
     var = stage_python_var(name)
     python = env.get(var)
     if not python or env.get(STAGE_MARK) == var or os.path.abspath(python) == os.path.abspath(sys.executable):
@@ -247,16 +232,14 @@ def stage_python(name: str, env: Mapping[str, str]) -> str | None:
 
 
 def checkout_first(env: Mapping[str, str]) -> str:
-    """``PYTHONPATH`` with this checkout's package first, for another interpreter (a stage's venv may lack
-    the package)."""
+    """``PYTHONPATH`` with this checkout's package first, for another interpreter."""
     root = str(Path(__file__).resolve().parents[1])
     paths = [root, *filter(None, env.get("PYTHONPATH", "").split(os.pathsep))]
     return os.pathsep.join(dict.fromkeys(paths))
 
 
 def _exec_in(python: str, argv: Sequence[str]) -> None:
-    """Replace this process by ``python -m cwgrpo.cli ARGV``, this checkout's package first on its path (a
-    stage's venv may lack the package); the same process, so the job's signals and limits still reach it."""
+    """Replace this process by ``python -m cwgrpo.cli ARGV`` (so the job's signals still reach it)."""
     env = {
         **os.environ,
         "PYTHONPATH": checkout_first(os.environ),

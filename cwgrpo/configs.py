@@ -1,8 +1,7 @@
 """Command configs: one dataclass per command, read from ``--config FILE`` plus ``--set key=value`` overrides.
 
-Each command declares its options once, as dataclass fields whose ``metadata["help"]`` is the only
-description. ``build_config`` merges a YAML/JSON mapping and the overrides into that dataclass and
-rejects unknown keys by name, so a typo in a preset is an error, not a silently ignored value.
+Each option is a dataclass field whose ``metadata["help"]`` is its only description; unknown keys are
+refused by name, so a typo in a preset is an error, not a silently ignored value.
 """
 
 from __future__ import annotations
@@ -52,13 +51,9 @@ def parse_overrides(pairs: Sequence[str]) -> dict[str, Any]:
 
 
 def coerce_value(name: str, value: Any, annotation: Any) -> Any:
-    """Light type check/coercion of one option's YAML value against its field annotation.
-
-    An int is accepted where a float is wanted (and returned as a float), a numeric string where a
-    float is wanted, an integral float where an int is wanted. A bool is never a number here (YAML
-    ``yes``/``true`` for ``k`` is a mistake, not 1), a list-typed option needs a list (a lone string
-    would otherwise be iterated character by character) and a dict-typed one a mapping. Anything else
-    that does not match raises ``ConfigError`` naming the option, the expected type and the value.
+    """Light type check/coercion of one option's YAML value against its field annotation: ints and numeric
+    strings pass as floats, integral floats as ints, a bool is never a number, and a list or mapping option
+    needs one (a lone string would be iterated); else ``ConfigError`` naming the option.
     """
     origin = typing.get_origin(annotation)
     args = typing.get_args(annotation)
@@ -114,8 +109,7 @@ def recorded_digest(text: str) -> str | None:
 
 
 def check_options_text(file: str | Path, text: str) -> None:
-    """Refuse a workflow job's options file whose YAML text no longer has the hash its header records: the
-    job would train with options other than those it was planned with. Any other file passes."""
+    """Refuse a workflow job's options file whose text no longer has the hash its header records."""
     recorded = recorded_digest(text)
     if recorded is None:
         return
@@ -167,8 +161,7 @@ def build_config(
 
 
 def check_together(cls: type[T], options: Mapping[str, Any]) -> T:
-    """``cls`` built from all ``options`` at once (rules that span fields need their partners); when that
-    fails, ``OptionError`` naming the first key that fails alone, if one does."""
+    """``cls`` built from all ``options``; failing, ``OptionError`` naming the first key that fails alone."""
     try:
         return build_config(cls, overrides=dict(options))
     except (ConfigError, ValueError, TypeError) as err:

@@ -1,9 +1,7 @@
 """Which optional extra of this package provides a missing module, so that an error can say what to install.
 
-The extras are pyproject.toml's `optional-dependencies`, read back from the installed package's metadata:
-one source, no second list to keep in step. The core install (``pip install cwgrpo``: ``CWGRPOTrainer``,
-``train``, ``evaluate``) has no Snakemake and no plotting stack; the report commands and the workflow need
-the ``workflow`` extra.
+The extras are read back from the installed package's metadata (pyproject.toml's
+``optional-dependencies``): one source, no second list to keep in step.
 """
 
 from __future__ import annotations
@@ -24,8 +22,7 @@ def _normalise(name: str) -> str:
 
 
 def extras_by_distribution() -> dict[str, list[str]]:
-    """Distribution name (normalised) -> the extras that list it, in pyproject's order; empty when the
-    package is not installed (a source tree on sys.path has no metadata)."""
+    """Distribution name (normalised) -> the extras that list it; empty without the package's metadata."""
     try:
         lines = importlib.metadata.requires("cwgrpo") or []
     except importlib.metadata.PackageNotFoundError:
@@ -41,16 +38,14 @@ def extras_by_distribution() -> dict[str, list[str]]:
 
 
 def extra_for(module: str) -> str | None:
-    """The extra to install for top-level module ``module`` (its distribution has the module's name, as for
-    every module our extras provide: snakemake, pandas, matplotlib, seaborn, scipy, vllm, gguf, ...)."""
+    """The extra to install for top-level module ``module`` (named as its library)."""
     extras = extras_by_distribution().get(_normalise(module.split(".")[0]), [])
     preferred = [e for e in extras if e not in _BUNDLES]
     return (preferred or extras or [None])[0]
 
 
 def missing_modules(extra: str) -> list[str]:
-    """The libraries of ``extra`` that do not import here (a library's module is named after it, as for
-    every library our extras list), sorted; empty when the package's metadata is missing."""
+    """The libraries of ``extra`` that do not import here, sorted."""
     names = [name for name, extras in extras_by_distribution().items() if extra in extras]
     return sorted(n for n in names if not _importable(n.replace("-", "_")))
 
@@ -65,8 +60,7 @@ def _importable(module: str) -> bool:
 
 
 def require_extra(extra: str, what: str) -> None:
-    """Fail with one line naming ``extra`` unless all its libraries are there: checked before a command
-    starts, so that it does not stop half-way, after writing some of its files."""
+    """Fail with one line naming ``extra`` unless all its libraries are there, before a command starts."""
     missing = missing_modules(extra)
     if missing:
         raise ConfigError(
@@ -76,8 +70,7 @@ def require_extra(extra: str, what: str) -> None:
 
 
 def missing_extra_error(err: ModuleNotFoundError, what: str) -> ConfigError | None:
-    """A one-line error for ``what`` (e.g. ``cwgrpo table``) naming the extra that provides the missing
-    module, or None when no extra does (then the import error is a bug, not a missing install)."""
+    """A one-line error naming the extra that provides the missing module, or None when no extra does."""
     module = err.name or ""
     extra = extra_for(module)
     if extra is None:

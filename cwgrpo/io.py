@@ -1,8 +1,4 @@
-"""File I/O at the edges: atomic writes so that a killed job never leaves a file that looks complete.
-
-Every writer here writes to a temporary file in the destination folder and renames it into place
-(``os.replace`` is atomic on POSIX), so a reader sees either the old file, the whole new file, or none.
-"""
+"""File I/O at the edges: atomic writes so that a killed job never leaves a file that looks complete."""
 
 from __future__ import annotations
 
@@ -94,10 +90,8 @@ def _mark(folder: Path, files: dict[str, int] | None) -> None:
 
 
 def check_replaceable_dir(path: str | os.PathLike) -> None:
-    """Refuse (``ValueError`` naming it) a folder this package may not replace: a file, a link, the folder
-    one is in (or above it), an existing folder with content but without ``OWNED_MARK``, or one whose files
-    are not those its mark lists (a copy with files of the user's added, or any changed). A folder a user
-    named is never emptied; one that a command wrote itself, as it wrote it, may be written afresh."""
+    """Refuse a folder this package may not replace: a file, a link, one holding the current folder, or one
+    with content other than its ``OWNED_MARK`` lists."""
     p = Path(path)
     what = f"output folder {p}"
     if p.is_symlink():
@@ -136,9 +130,7 @@ def check_replaceable_dir(path: str | os.PathLike) -> None:
 
 @contextlib.contextmanager
 def owned_dir(path: str | os.PathLike) -> Iterator[Path]:
-    """Yield a temporary folder beside ``path`` to fill; if the block succeeds, mark it as this package's
-    and move it onto ``path`` (a previous folder of this package there is removed only after the move).
-    ``path`` must pass ``check_replaceable_dir``, checked before and again after the block."""
+    """Yield a temporary folder beside ``path``; if the block succeeds, mark it and move it onto ``path``."""
     target = Path(path).absolute()
     check_replaceable_dir(target)
     target.parent.mkdir(parents=True, exist_ok=True)
@@ -168,8 +160,7 @@ def owned_dir(path: str | os.PathLike) -> Iterator[Path]:
 
 
 def claim_dir(path: str | os.PathLike) -> Path:
-    """Create ``path`` (or take an empty one, or one this package wrote) and mark it as this package's, for
-    a command that writes into its output folder in place (a download that resumes); ``seal_dir`` once done."""
+    """Create and mark ``path`` for a command that writes into it in place (a resumable download)."""
     target = Path(path)
     check_replaceable_dir(target)
     target.mkdir(parents=True, exist_ok=True)
@@ -193,8 +184,7 @@ def write_json(path: str | os.PathLike, obj: Any) -> None:
 
 
 def json_line(record: Any) -> str:
-    """One JSON line, non-ASCII text kept, with the line breaks that ``str.splitlines`` (unlike JSON) splits
-    on (U+0085, U+2028, U+2029) escaped, so that any line reader sees one record per line."""
+    """One JSON line, non-ASCII kept, with the line breaks ``str.splitlines`` also splits on escaped."""
     text = json.dumps(record, sort_keys=True, ensure_ascii=False)
     return text.replace("\x85", "\\u0085").replace("\u2028", "\\u2028").replace("\u2029", "\\u2029") + "\n"
 
@@ -213,9 +203,7 @@ FORMULA_START = ("=", "+", "-", "@", "\t", "\r")  # what makes a spreadsheet rea
 
 
 def csv_safe(value: Any) -> Any:
-    """A CSV cell as OWASP's CSV-injection rule has it: text that a spreadsheet would run as a formula
-    (starting with ``= + - @``, a tab or a carriage return) gets a leading ``'``; numbers, and text that
-    is a plain number (``-1.5``), are left as they are."""
+    """A CSV cell that a spreadsheet would run as a formula gets a leading ``'`` (OWASP); numbers stay."""
     if not isinstance(value, str) or not value.startswith(FORMULA_START):
         return value
     try:
@@ -226,8 +214,7 @@ def csv_safe(value: Any) -> Any:
 
 
 def write_csv(path: str | os.PathLike, frame: Any) -> None:
-    """Write a pandas ``DataFrame`` as CSV (no index), its text cells and column names made ``csv_safe``:
-    every CSV the package writes goes through here."""
+    """Write a ``DataFrame`` as CSV (no index), made ``csv_safe``: every CSV the package writes."""
     safe = frame.map(csv_safe).rename(columns=csv_safe)
     write_text(path, safe.to_csv(index=False))
 
@@ -263,8 +250,7 @@ def read_jsonl(path: str | os.PathLike) -> list[dict[str, Any]]:
 
 
 def append_jsonl(path: str | os.PathLike, record: dict[str, Any]) -> None:
-    """Append one record (used for per-step training logs, which grow while a run is alive), never through
-    a symbolic link: one planted as the log would send each record into its target."""
+    """Append one record, never through a symbolic link (a planted one would send records to its target)."""
     p = Path(path)
     p.parent.mkdir(parents=True, exist_ok=True)
     try:
@@ -289,8 +275,7 @@ def read_yaml(path: str | os.PathLike) -> Any:
 
 
 def check_outputs_distinct(outputs: Iterable[str | os.PathLike]) -> None:
-    """Refuse two outputs that name one file (the later would replace the earlier): ``ValueError`` naming
-    both. Checked with the inputs, before anything is written."""
+    """Refuse two outputs that name one file, before anything is written."""
     seen: dict[Path, Path] = {}
     for out in map(Path, outputs):
         key = out.resolve()
@@ -302,8 +287,7 @@ def check_outputs_distinct(outputs: Iterable[str | os.PathLike]) -> None:
 def check_outputs_not_inputs(
     inputs: Iterable[str | os.PathLike], outputs: Iterable[str | os.PathLike]
 ) -> None:
-    """Refuse to run when an output path is one of the inputs, inside an input folder, or a folder that
-    holds an input: no command may write over what it reads. Raises ``ValueError`` naming both."""
+    """Refuse an output that is an input, inside an input folder, or a folder holding an input."""
     ins = [Path(p) for p in inputs]
     for out in map(Path, outputs):
         for inp in ins:
@@ -320,10 +304,7 @@ def check_arguments_not_overwritten(
     more_outputs: Iterable[str | os.PathLike] = (),
     skip: Iterable[str] = (),
 ) -> None:
-    """``check_outputs_not_inputs`` over a command's parsed arguments: each ``Path`` value (or list of them)
-    is an input unless its ``dest`` is one of ``output_dests`` (the command module's ``OUTPUTS``) or of
-    ``skip``. The CLI calls it before a command starts, and a report command's ``run()`` again, for callers
-    without the CLI."""
+    """``check_outputs_not_inputs`` over parsed arguments: a ``Path`` is an output only by its ``dest``."""
     dests = set(output_dests)
     inputs: list[Path] = list(map(Path, more_inputs))
     outputs: list[Path] = list(map(Path, more_outputs))

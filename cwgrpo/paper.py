@@ -1,7 +1,6 @@
 """The paper's own names, defined once: training set, benchmarks in Table 1's order, model sizes.
 
-The benchmarks' display names too. ``cwgrpo.data.registry``, ``cwgrpo_workflow.doctor`` and ``cwgrpo_workflow.report`` read
-them from here; ``tests/unit/test_facts.py`` ties them to the other places that must agree.
+``tests/unit/test_facts.py`` ties them to the other places that must agree.
 """
 
 from __future__ import annotations

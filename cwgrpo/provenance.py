@@ -1,12 +1,11 @@
 """Provenance: what produced a result (seeding is ``cwgrpo.seeding``).
 
-Every result file the package writes carries ``provenance()`` (package version, git commit and whether
-the tree was dirty, library versions, hardware) plus the command's resolved config and its hash.
-Timing information is kept out of it so that two identical runs give byte-identical result files.
+No timing enters it, so two identical runs give byte-identical result files.
 """
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import importlib.metadata
 import os
@@ -23,19 +22,17 @@ LIBRARIES = ("torch", "transformers", "trl", "accelerate", "datasets", "math-ver
 def git_state() -> dict[str, Any]:
     """Commit of the checkout the package runs from and whether it had uncommitted changes."""
     here = Path(__file__).resolve().parent
+
+    def git(*args: str) -> str:
+        return subprocess.run(
+            ["git", *args], cwd=here, capture_output=True, text=True, check=True, timeout=10
+        ).stdout.strip()
+
     try:
-        sha = subprocess.run(
-            ["git", "rev-parse", "HEAD"], cwd=here, capture_output=True, text=True, check=True, timeout=10
-        ).stdout.strip()
-        dirty = subprocess.run(
-            ["git", "status", "--porcelain", "--untracked-files=no"],
-            cwd=here,
-            capture_output=True,
-            text=True,
-            check=True,
-            timeout=10,
-        ).stdout.strip()
-        return {"commit": sha, "dirty": bool(dirty)}
+        return {
+            "commit": git("rev-parse", "HEAD"),
+            "dirty": bool(git("status", "--porcelain", "--untracked-files=no")),
+        }
     except (OSError, subprocess.SubprocessError):
         return {"commit": None, "dirty": None}
 
@@ -60,16 +57,11 @@ def hardware() -> dict[str, Any]:
         **cpu_numerics(),
     }
     torch = sys.modules.get("torch")  # only if the command loaded it: provenance never pays for the import
-    if torch is None:
-        info["gpus"] = None
-        return info
-    try:
-        if torch.cuda.is_available():
-            info["gpus"] = [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())]
-        else:
-            info["gpus"] = []
-    except RuntimeError:  # a broken CUDA setup must not break provenance
-        info["gpus"] = None
+    info["gpus"] = None
+    if torch is not None:
+        with contextlib.suppress(RuntimeError):  # a broken CUDA setup must not break provenance
+            n = torch.cuda.device_count() if torch.cuda.is_available() else 0
+            info["gpus"] = [torch.cuda.get_device_name(i) for i in range(n)]
     return info
 
 

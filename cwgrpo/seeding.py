@@ -2,13 +2,8 @@
 
 ``portable_cpu_numerics`` pins the CPU's kernels before torch loads (its docstring says which and why).
 
-``seed_everything`` seeds Python's, NumPy's and torch's generators (CPU and CUDA) in this process and,
-through ``PYTHONHASHSEED``, the string hashing of the Python processes started after it. Python reads
-that variable once, at interpreter start, so setting it cannot change this process's hashes (they stay
-as the process started; start the command with ``PYTHONHASHSEED`` set to fix them too). It matters for
-the fresh interpreters that inherit the environment later: the forkserver of ``cwgrpo.grading.scoring``'s
-grading workers (math-verify and sympy, whose set iteration order follows string hashes) and vLLM's
-engine processes. Plain forks (``fork``) keep their parent's hashes whatever the variable says.
+``PYTHONHASHSEED`` fixes the string hashes of the interpreters started later (the grading workers,
+whose sympy set order follows them, and vLLM's engine), not of this one.
 """
 
 from __future__ import annotations
@@ -80,14 +75,7 @@ def cpu_numerics() -> dict[str, str | None]:
 
 
 def seed_everything(seed: int, deterministic: bool = False) -> None:
-    """Seed python, numpy and torch (CPU and CUDA), and the string hashes of later child interpreters;
-    optionally ask torch for deterministic kernels.
-
-    ``deterministic=True`` also sets ``CUBLAS_WORKSPACE_CONFIG`` (read when cuBLAS starts, so this must
-    run before the first CUDA matrix product, as it does in every command) and cuDNN flags; on GPUs it
-    makes runs repeatable at some cost in speed (vLLM sampling stays non-deterministic across batch
-    shapes).
-    """
+    """Seed python, numpy, torch and child interpreters' string hashes (and kernels: ``deterministic``)."""
     random.seed(seed)
     os.environ["PYTHONHASHSEED"] = str(seed)  # for child interpreters only (module docstring)
     import numpy as np

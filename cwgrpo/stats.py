@@ -1,15 +1,8 @@
 """Statistics: every interval the package reports is computed here (over problems and over seeds).
 
-Over problems (``cwgrpo evaluate``): the unit of resampling is the *problem*: with k samples per
-problem, samples of one problem are not independent, so intervals over a benchmark resample problems
-(each with its mean over its k samples), never individual samples. Deterministic for a given seed.
-
-Over seeds (the report commands): Student-t intervals of a mean (:func:`mean_ci`), of a per-step mean
-across runs (:func:`t_band`) and of a difference between two methods (:func:`seed_effect`, paired by
-seed where possible, else Welch); and the normal interval of one seed's cell from its standard errors
-(:func:`normal_ci`). The t quantile is scipy's; the intervals are written out rather than taken from
-``scipy.stats.ttest_1samp(...).confidence_interval()`` because scipy's rounds differently in the last
-bit for about a third of inputs (measured), which would change every report file's bytes.
+Over a benchmark the unit of resampling is the *problem* (its k samples are not independent). Over seeds,
+Student-t intervals are written out rather than taken from scipy's ``confidence_interval()``, which rounds
+differently in the last bit for about a third of inputs and would change every report file's bytes.
 """
 
 from __future__ import annotations
@@ -29,12 +22,6 @@ DEFAULT_RESAMPLES = 10_000
 Z95 = 1.959963984540054  # normal quantile for a 95 % interval from a standard error
 
 
-def mean(values: Sequence[float]) -> float:
-    """Arithmetic mean; NaN for an empty sequence."""
-    x = np.asarray(values, dtype=np.float64)
-    return float(x.mean()) if x.size else math.nan
-
-
 def standard_error(values: Sequence[float]) -> float:
     """Standard error of the mean, ``std(ddof=1) / sqrt(n)``; NaN with fewer than two values."""
     x = np.asarray(values, dtype=np.float64)
@@ -49,12 +36,7 @@ def bootstrap_ci(
     n_resamples: int = DEFAULT_RESAMPLES,
     seed: int = 0,
 ) -> tuple[float, float]:
-    """Percentile bootstrap interval of the mean of ``values`` (one value per problem).
-
-    Resamples the values with replacement ``n_resamples`` times from ``numpy.random.default_rng(seed)``
-    and returns the ``(1 - confidence) / 2`` and ``(1 + confidence) / 2`` quantiles of the resampled
-    means. A single value gives a zero-width interval; an empty sequence gives ``(nan, nan)``.
-    """
+    """Seeded percentile bootstrap interval of the mean of ``values`` (one per problem)."""
     if not 0 < confidence < 1:
         raise ValueError(f"confidence must be in (0, 1), got {confidence}")
     x = np.asarray(values, dtype=np.float64)
@@ -72,31 +54,8 @@ def bootstrap_ci(
     return float(lo), float(hi)
 
 
-def mean_ci_over_seeds(values: Sequence[float], confidence: float = 0.95) -> tuple[float, float, float]:
-    """Mean over seeds and its Student-t interval: ``(mean, lo, hi)``.
-
-    ``mean +- t_{(1+confidence)/2, n-1} * std(ddof=1) / sqrt(n)``. With one seed the interval is
-    undefined and ``lo``/``hi`` are NaN; with identical values it has zero width.
-    """
-    from scipy import stats as st
-
-    x = np.asarray(values, dtype=np.float64)
-    if x.size == 0:
-        return math.nan, math.nan, math.nan
-    m = float(x.mean())
-    if x.size < 2:
-        return m, math.nan, math.nan
-    half = float(st.t.ppf((1 + confidence) / 2, df=x.size - 1)) * standard_error(x)
-    return m, m - half, m + half
-
-
 def accuracy_summary(correct: Sequence[Sequence[bool]], seed: int = 0) -> dict[str, float | list[float]]:
-    """Benchmark accuracy from a problems x samples table of booleans (every row the same length k).
-
-    Returns ``pass1`` (share of problems whose sample 0 is correct), ``avg_k`` (mean over problems of
-    the per-problem share of correct samples), ``avg_k_se`` (standard error over problems) and
-    ``avg_k_ci95`` (bootstrap over problems, seeded).
-    """
+    """``pass1``, ``avg_k``, its standard error and bootstrap interval, from problems x samples booleans."""
     table = np.asarray(correct, dtype=np.float64)
     if table.ndim != 2 or table.shape[0] == 0 or table.shape[1] == 0:
         raise ValueError(f"expected a non-empty problems x samples table, got shape {table.shape}")
@@ -110,16 +69,19 @@ def accuracy_summary(correct: Sequence[Sequence[bool]], seed: int = 0) -> dict[s
     }
 
 
-# -- statistics over seeds ---------------------------------------------------------------------------
 def mean_ci(values: Iterable[float], level: float = 0.95) -> tuple[float, float, float]:
-    """Mean and two-sided t-interval over seeds: ``mean ± t_{n-1, (1+level)/2} · sd / sqrt(n)``.
+    """Mean over seeds and its Student-t interval ``(mean, lo, hi)``, missing values (None, NaN) dropped;
+    with one seed ``lo``/``hi`` are NaN, with none all three."""
+    from scipy import stats as st
 
-    :func:`mean_ci_over_seeds` after dropping missing values (None, NaN). Returns
-    ``(mean, lo, hi)``; ``lo`` and ``hi`` are NaN with fewer than two values (the CI is unavailable),
-    and everything is NaN with none.
-    """
-    x = [float(v) for v in values if v is not None and np.isfinite(v)]
-    return mean_ci_over_seeds(x, confidence=level)
+    x = np.asarray([float(v) for v in values if v is not None and np.isfinite(v)], dtype=np.float64)
+    if x.size == 0:
+        return math.nan, math.nan, math.nan
+    m = float(x.mean())
+    if x.size < 2:
+        return m, math.nan, math.nan
+    half = float(st.t.ppf((1 + level) / 2, df=x.size - 1)) * standard_error(x)
+    return m, m - half, m + half
 
 
 @dataclass(frozen=True)
@@ -150,12 +112,8 @@ class Effect:
 
 
 def seed_effect(treatment: Mapping[int, float], reference: Mapping[int, float]) -> Effect:
-    """``treatment - reference`` over seeds, paired by seed where the seeds allow.
-
-    Paired (t-interval of the per-seed differences) when both have the same seeds, or at least two
-    seeds in common (the others are dropped and the note says so). Otherwise unpaired: difference of
-    the means with a Welch t-interval when both sides have two or more seeds, else no CI.
-    """
+    """``treatment - reference`` over seeds: paired on two or more common seeds (the note names those
+    dropped), else Welch with two or more a side, else no interval."""
     if not treatment or not reference:
         return Effect(math.nan, math.nan, math.nan, 0, False, (), "no values")
     common = sorted(set(treatment) & set(reference))
@@ -182,10 +140,7 @@ def seed_effect(treatment: Mapping[int, float], reference: Mapping[int, float]) 
 
 
 def t_band(piv: pd.DataFrame) -> tuple[pd.Series, pd.Series]:
-    """Per row of ``piv`` (steps x seeds): the 95 % t-interval ``(lo, hi)`` of the mean over its seeds.
-
-    NaN where a row has fewer than two values.
-    """
+    """Per row of ``piv`` (steps x seeds): the 95 % t-interval of the mean over its seeds (NaN below two)."""
     import pandas as pd
     from scipy import stats
 

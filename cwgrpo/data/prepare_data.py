@@ -1,7 +1,4 @@
-"""``cwgrpo prepare-data``: a registry dataset or one of the user's to a records JSONL and its manifest.
-
-A dataset of the user's is an ``OwnDataset``, given by ``--set``/``--config``; records and manifest are
-``cwgrpo.data.registry``'s."""
+"""``cwgrpo prepare-data``: a registry dataset or one of the user's to a records JSONL and its manifest."""
 
 from __future__ import annotations
 
@@ -125,8 +122,7 @@ OUTPUTS = ("out",)  # the other files it writes and reads: file_arguments
 
 
 def file_arguments(args) -> tuple[list[Path], list[Path]]:
-    """The file of a dataset of the user's (read) and the manifest (written), for ``cwgrpo.cli``'s check that
-    no output is an input."""
+    """The user's dataset file (read) and the manifest (written), for ``cwgrpo.cli``'s input/output check."""
     spec = dataset_spec(args)
     return [Path(spec.local_path)] if spec.local_path else [], [manifest_path(args.out)]
 

@@ -1,9 +1,7 @@
 """Prompt sets: the system prompt and user templates for training and evaluation, in one place.
 
-``open_rs`` is the released run's: the training system prompt of the authors' recipes and the
-evaluation prompt of their lighteval tasks, both verbatim (``tests/unit/test_prompts.py`` pins every
-character). ``tiny`` is for the character-level tiny models: no system prompt and the bare problem, since
-every character is a token.
+``open_rs`` is the released run's, verbatim (``tests/unit/test_prompts.py`` pins every character);
+``tiny`` is the bare problem, since every character is a token of the tiny models.
 """
 
 from __future__ import annotations
@@ -15,15 +13,7 @@ from cwgrpo.configs import ConfigError
 
 @dataclasses.dataclass(frozen=True)
 class PromptSet:
-    """How problems are turned into chat messages.
-
-    Attributes:
-        name: registry name.
-        train_system: system message for training prompts, or None for none.
-        train_user_template: user message for training; ``{problem}`` is replaced by the problem.
-        eval_system: system message for evaluation prompts, or None.
-        eval_user_template: user message for evaluation; ``{problem}`` is replaced by the problem.
-    """
+    """How problems become chat messages: a system message (or None) and a ``{problem}`` template."""
 
     name: str
     train_system: str | None
@@ -85,8 +75,7 @@ def get_prompt_set(name: str) -> PromptSet:
 
 
 def check_system_prompt(text: str | None) -> None:
-    """Raise ``ConfigError`` on a system prompt the tokenizer cannot encode: a YAML ``"\\ud800"`` escape
-    parses to a lone surrogate, and the tokenizer would fail on it only after the model has loaded."""
+    """Refuse a system prompt the tokenizer cannot encode (a YAML ``"\\ud800"``) before the model loads."""
     if text is None or text.isascii():
         return
     try:

@@ -1,26 +1,8 @@
 """Dataset registry: every dataset by name, and its rows as normalised problem records.
 
-Every training set and benchmark, real (Hugging Face) or synthetic (tiny preset), becomes a list of
-records ``{id, problem, answer, source}`` (``docs/architecture.md``, "Records"): ``answer`` is the gold
-final answer as a string, never a worked solution. ``normalise`` is a pure function from a dataset's raw
-rows to records, so the tests feed it hand-written fixtures shaped like each real dataset; every cell
-becomes text through one function, ``cell_text``, whatever read it. Only ``load_rows`` reads (with
-``cwgrpo.data.rows``) or touches the network (``datasets.load_dataset``, imported lazily).
-
-Column choices, from the dataset cards and from the Open-RS evaluation code that produced the paper's
-numbers (``src/open_r1/evaluate.py`` of the Open-RS repository):
-
-| name | columns read | note |
-|---|---|---|
-| ``open_rs`` | ``problem``, ``answer``, ``solution`` | ``solution`` (a worked solution) is kept as the record's optional ``solution``: the released accuracy reward reads its gold from it |
-| ``aime24`` | ``problem``, ``answer`` | also has id/solution/url/year |
-| ``math500`` | ``problem``, ``answer`` | also has solution/subject/level/unique_id |
-| ``amc23`` | ``problem``, ``answer`` | the answer is stored as a number (``27.0``); written as ``27`` |
-| ``minerva`` | ``problem``, last ``\\boxed{}`` of ``solution`` | the set has no answer column |
-| ``olympiadbench`` | ``question``, ``answer`` | Open-RS reads ``question``; ``$...$`` around answers is stripped |
-| ``champ`` | ``_text``, ``_answer`` | CHAMP (Mao et al. 2024, MIT licence), 270 competition problems, read offline from the ``champ-dataset`` 1.0.0 package (``champ_dataset/dataset_files/v0.json``, key ``problems``, in file order); many gold answers are text ("No"), which the grader counts as unscorable |
-
-Record ids are ``{name}-{row index:04d}`` in the pinned revision's order, for every dataset alike.
+Every dataset becomes records ``{id, problem, answer, source}`` (``docs/architecture.md``, "Records"),
+``answer`` the gold final answer as text; ``normalise`` is pure, and only ``load_rows`` reads or touches
+the network. Record ids are ``{name}-{row index:04d}`` in the pinned revision's order.
 """
 
 from __future__ import annotations
@@ -47,30 +29,9 @@ RECORD_KEYS = ("id", "problem", "answer", "source")
 
 @dataclasses.dataclass(frozen=True)
 class DatasetSpec:
-    """One registered dataset.
-
-    Attributes:
-        name: registry name (also the stem of ``data/{name}.jsonl``).
-        hf_id: Hugging Face dataset id, or None for a synthetic split.
-        split: split to load (for synthetic data, the split's own name).
-        revision: pinned dataset revision (a commit sha, or "main" where none could be pinned).
-        rows: expected number of rows; a mismatch is an error.
-        problem_column: column holding the problem statement.
-        answer_column: column holding the gold answer (or the solution when ``answer_from="boxed"``).
-        answer_from: ``"column"`` (the column is the answer) or ``"boxed"`` (the answer is the last
-            ``\\boxed{...}`` of the column, which holds a worked solution).
-        subset: Hugging Face config name, if the dataset has several.
-        solution_column: column with a worked solution kept as the record's optional ``solution``, or None.
-        display: label for tables and figures (the manifest carries it into evaluation summaries and from
-            there into the report).
-        mirrors: the paper benchmark this one is or stands in for (``math500`` ...), or None; carried
-            like ``display``, it places a column in Table 1 and picks the paper metric's gold kind.
-        package: ``MODULE/path/in/package.json`` of a dataset shipped in an installed Python package (read
-            offline; ``revision`` is then the package version that must be installed), or None.
-        local_path: a local data file of the user's (``OwnDataset``), or None.
-        gold_kind: the paper metric's gold extraction (``expr`` or ``latex``) of the released
-            configuration (``src/open_r1/evaluate.py``), or None; a stand-in takes its mirror's.
-    """
+    """One registered dataset (``name`` is also the stem of ``data/{name}.jsonl``): ``rows`` its expected row
+    count, ``answer_from="boxed"`` the last ``\\boxed{...}`` of ``answer_column``, ``mirrors`` the paper
+    benchmark it is or stands in for (its Table 1 column and gold kind)."""
 
     name: str
     hf_id: str | None
@@ -180,8 +141,7 @@ def get_dataset(name: str) -> DatasetSpec:
 
 
 def gold_kind_for(benchmark: str, mirror: str | None = None) -> str:
-    """The released gold kind of ``benchmark``, or of the paper benchmark it mirrors (its data manifest's
-    ``mirrors``), from the registry."""
+    """The released gold kind of ``benchmark``, or of the paper benchmark it mirrors."""
     spec = DATASETS.get(mirror or benchmark)
     if spec is None or spec.gold_kind is None:
         raise ConfigError(
@@ -192,17 +152,12 @@ def gold_kind_for(benchmark: str, mirror: str | None = None) -> str:
     return spec.gold_kind
 
 
-# --------------------------------------------------------------------------------------------------
-# Normalisation (pure)
-
-
 def _blank(value: Any) -> bool:
     return value is None or (isinstance(value, str) and not value.strip())
 
 
 def answer_text(value: Any) -> str:
-    """A gold answer as text (``cell_text``): one-element lists unwrapped, several elements joined by ``, ``,
-    surrounding ``$`` removed."""
+    """A gold answer as text: one-element lists unwrapped, longer ones joined by ``, ``, ``$`` stripped."""
     if isinstance(value, (list, tuple)):
         parts = [answer_text(v) for v in value if not _blank(v)]
         return ", ".join(parts) if parts else cell_text(None)
@@ -221,12 +176,7 @@ def _text(spec: DatasetSpec, i: int, column: str, value: Any, convert: Any = cel
 
 
 def normalise(spec: DatasetSpec, rows: Iterable[Mapping[str, Any]]) -> list[dict[str, str]]:
-    """Raw rows -> records ``{id, problem, answer, source[, solution][, columns]}`` (no row-count check).
-
-    Raises:
-        ValueError: a column is missing (names the dataset, the column and the columns found), a problem
-            or answer has no text (``cell_text``), or a boxed answer cannot be found (names the row).
-    """
+    """Raw rows -> records ``{id, problem, answer, source[, solution][, columns]}`` (no row-count check)."""
     if spec.synthetic:
         return [validate_record(dict(r), spec.name, i) for i, r in enumerate(rows)]
     records = []
@@ -264,10 +214,6 @@ def check_row_count(spec: DatasetSpec, records: list[dict]) -> None:
         raise ValueError(f"dataset {spec.name}: expected {spec.rows} rows, found {len(records)}")
 
 
-# --------------------------------------------------------------------------------------------------
-# Records on disk
-
-
 def validate_record(record: Any, where: str, index: int) -> dict[str, str]:
     """Check one record has the four keys with non-empty string values; returns it."""
     if not isinstance(record, dict):
@@ -282,12 +228,7 @@ def validate_record(record: Any, where: str, index: int) -> dict[str, str]:
 
 
 def load_records(path: str | Path) -> list[dict[str, str]]:
-    """Read and validate a records JSONL file (every later step reads data through this).
-
-    Raises:
-        ResultFileError: missing/malformed file, a record without id/problem/answer/source, zero
-            records, or a duplicate id (named).
-    """
+    """Read and validate a records JSONL file (every later step reads data through this)."""
     records = read_jsonl(path)
     if not records:
         raise ResultFileError(f"{path}: no records")
@@ -301,9 +242,7 @@ def load_records(path: str | Path) -> list[dict[str, str]]:
 
 
 def load_rows(spec: DatasetSpec) -> list[dict[str, Any]]:
-    """The raw rows of a dataset: generated locally for synthetic splits, read from the user's file or an
-    installed package (the rows under the split's key of its JSON file, in file order), else downloaded
-    from the Hub (``arrow_rows``: each value of its stored type)."""
+    """The raw rows of a dataset: generated, read from a local file or package, or from the Hub."""
     if spec.synthetic:
         return synthetic.generate_split(spec.name)
     if spec.local_path is not None:
@@ -320,10 +259,7 @@ def load_rows(spec: DatasetSpec) -> list[dict[str, Any]]:
 
 
 def prepare(spec: DatasetSpec, out: str | Path, rows: Iterable[Mapping[str, Any]] | None = None) -> dict:
-    """Normalise, check and write ``out`` (JSONL) then its manifest beside it; returns the manifest.
-
-    The manifest is written last, so a crash never leaves a manifest describing a partial file.
-    """
+    """Normalise, check and write ``out`` (JSONL), then its manifest beside it, last; returns the manifest."""
     from cwgrpo.provenance import provenance
 
     records = normalise(spec, load_rows(spec) if rows is None else rows)

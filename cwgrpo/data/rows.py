@@ -1,17 +1,9 @@
 """A dataset's raw rows as stored (a packaged JSON file, a Hub table, a user's file), read as written.
 
-For ``cwgrpo.data.registry.load_rows``; ``registry.normalise`` turns them into records. A user's file is
-``cwgrpo prepare-data --set path=``.
-
 A gold answer keeps the text the user wrote, since a gold wrong at its 17th digit marks right answers
-wrong: a JSON number keeps its exact decimal text (``12345678901234567890`` and ``1e300`` never pass
-through a float), ``true``/``false`` stay JSON's words, and every CSV cell is text (``007``, ``1.50``,
-``None`` and ``NA`` kept; no type inference, no NA strings). A binary float keeps its stored type (a
-float32 stays a numpy float32), so that ``cell_text`` writes the text that reads back as it
-(``123456.7``, not the float64 widening's ``123456.703125``). JSON's ``NaN``/``Infinity`` become floats,
-refused with their row. A problem or answer that is not a scalar (a JSON object or list) is refused,
-naming its row, as is a column the package reads that appears twice. Text files are UTF-8, with or
-without a byte-order mark (Excel's "CSV UTF-8"), or UTF-16 with one.
+wrong: a JSON number keeps its decimal text, every CSV cell is text (no type inference, no NA strings),
+and a binary float keeps its stored type. A non-scalar problem or answer, and a column read twice, are
+refused naming the row. Text files are UTF-8, with or without a byte-order mark, or UTF-16 with one.
 """
 
 from __future__ import annotations
@@ -32,8 +24,7 @@ CSV_CELL_LIMIT = 2**24  # characters in one CSV cell: a long problem is read, a 
 
 
 def _encoding(head: bytes, path: Path) -> str:
-    """The codec of a text file from its first bytes: UTF-16 by its byte-order mark, else UTF-8 (a mark
-    dropped); a gzip'ed file is refused."""
+    """A text file's codec from its byte-order mark (UTF-16, else UTF-8); a gzip'ed file is refused."""
     if head.startswith(b"\x1f\x8b"):
         raise ConfigError(f"{path} is gzip-compressed: decompress it first (gunzip)")
     return "utf-16" if head.startswith((codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)) else "utf-8-sig"
@@ -154,9 +145,7 @@ def _parquet_rows(path: Path, columns: tuple[str | None, ...]) -> list[dict[str,
 
 
 def columns_of(path: Path) -> list[str] | None:
-    """The column names of a local .jsonl (its first record), .csv (its header) or .parquet (its schema) file,
-    read as ``read_local_rows`` reads them but without reading the whole file (the workflow asks at parse
-    time); None for another file or one it cannot read."""
+    """The column names of a local .jsonl, .csv or .parquet file without reading it all, or None."""
     suffix = path.suffix.lower()
     try:
         if suffix == ".parquet":
@@ -190,8 +179,7 @@ def _scalar_text(value: Any, where: str) -> Any:
 
 
 def read_local_rows(path: str | Path, name: str, columns: tuple[str | None, ...]) -> list[dict[str, Any]]:
-    """The rows of the local data file of dataset ``name``, its ``columns`` (problem, answer, solution)
-    checked to be scalars and to appear once."""
+    """The rows of dataset ``name``'s local file, its ``columns`` checked to be scalars and to appear once."""
     path = Path(path)
     suffix = path.suffix.lower()
     if suffix not in READERS:
@@ -250,9 +238,8 @@ def package_file(spec: str, version: str | None = None, where: str = "", install
 
 
 def _float_text(value: Any) -> str:
-    """The shortest text that reads back as the stored binary float (float32 123456.7: ``123456.7``, not the
-    float64 widening's ``123456.703125``), laid out as Python's ``repr`` (scientific outside 1e-4..1e16),
-    without a trailing ``.0`` (``27.0`` -> ``27``)."""
+    """The shortest text that reads back as the stored binary float (float32 123456.7: ``123456.7``), laid out
+    as ``repr``, without a trailing ``.0``."""
     import numpy as np
 
     if value == 0:
@@ -263,13 +250,7 @@ def _float_text(value: Any) -> str:
 
 
 def cell_text(value: Any) -> str:
-    """One scalar cell as text, the same for every reader: text stripped, integers exact, a binary float by
-    ``_float_text`` of its stored width, a ``Decimal`` exact, UTF-8 bytes decoded.
-
-    Raises:
-        ValueError: a phrase for the row's message: the cell is empty, NaN or infinite, a list or mapping,
-            bytes that are not UTF-8, or text that is not valid Unicode.
-    """
+    """One scalar cell as text, the same for every reader: stripped, numbers exact at their stored width."""
     import numbers
     from decimal import Decimal
 
@@ -300,8 +281,7 @@ def cell_text(value: Any) -> str:
 
 
 def plain(value: Any) -> Any:
-    """A row's value as JSON holds it, for the columns a dataset of the user's keeps: text as is, a number
-    as its exact text (``cell_text``; NaN and infinities None), lists and mappings item by item."""
+    """A row's value as JSON holds it, numbers as their exact text (NaN and infinities None)."""
     import numbers
     from decimal import Decimal
 

@@ -1,36 +1,10 @@
 """Synthetic integer-arithmetic task for the tiny preset: a training split and five graded benchmarks.
 
-A problem is a chain of two-digit numbers joined by ``+`` and ``-`` (``43+25``, ``43+25-31``), read left
-to right. Every step is *carry-free*: digit by digit, an addition never carries and a subtraction never
-borrows, so every intermediate value and the answer are two-digit numbers (10..99) and every line of a
-worked solution has the same shape (``ab+cd=ef``). The difficulty *level* is the number of operations:
-level 1 is one addition or subtraction, level 5 is five. A model that gets one step right with
-probability p gets a level-k problem right with probability about p**k, so the five benchmark splits
-give a graded ladder like the paper's benchmarks:
-
-| split | level | mirrors | paper base accuracy (1.5B) |
-|---|---|---|---|
-| ``syn_math500`` | 1 | MATH-500 | 83 % |
-| ``syn_amc23`` | 2 | AMC23 | 63 % |
-| ``syn_olympiad`` | 3 | OlympiadBench | 43 % |
-| ``syn_minerva`` | 4 | Minerva | 27 % |
-| ``syn_aime24`` | 5 | AIME24 | 29 % |
-
-(The paper's Minerva and AIME24 base accuracies are within noise of each other; here AIME24 is the
-hardest.) ``syn_train`` mixes all five levels, levels 1 and 2 twice as often as 3, 4 and 5 (the
-warm-up learns the first steps sooner, and RL gets more prompts with mixed rewards); ``syn_dev``
-(level 1) is a small split for early stopping of the supervised warm-up, so that no benchmark is used
-to select the base model. ``syn_train_l1`` draws level 1 alone from the training pool: SmolLM2-135M has a
-reward signal at level 1 only (docs/study/preregistration-smollm2.md).
-
-Why carry-free: measured on 2 CPU cores (docs/tiny-calibration.md), a ~1M-parameter model trained on
-chains with carries (two-digit or one-digit operands) was still near 0 % greedy accuracy after 800
-warm-up steps, while on carry-free chains it reached 20-50 % on level 1 in about 600 steps: the tiny
-preset's time budget only fits the latter.
-
-Disjointness is by construction: every problem string is hashed into one of three pools (benchmark,
-dev, train) and a split only draws problems from its own pool, so no held-out problem can occur in
-``syn_train`` whatever the seeds and row counts.
+A problem is a chain of two-digit numbers joined by ``+`` and ``-`` (``43+25-31``), every step
+*carry-free*, which a ~1M-parameter model learns within the tiny preset's time budget
+(docs/tiny-calibration.md). The five benchmark splits are levels (operations) 1 to 5, a graded ladder
+like the paper's benchmarks. Each problem string hashes into one pool (benchmark, dev, train) and a split
+draws only from its own, so the splits are disjoint whatever the seeds and row counts.
 """
 
 from __future__ import annotations
@@ -47,19 +21,7 @@ _POOL_MODULUS = 10  # hash bucket 0 -> benchmark pool, 1 -> dev pool, 2..9 -> tr
 
 @dataclasses.dataclass(frozen=True)
 class SplitSpec:
-    """One synthetic split.
-
-    Attributes:
-        name: registry name (``syn_*``).
-        n: number of rows.
-        seed: seed of the split's own random stream.
-        levels: difficulty levels (number of operations) drawn in turn; a level listed twice is drawn
-            twice as often.
-        mirrors: the paper benchmark this split stands in for (``math500``, ``amc23``, ``olympiadbench``,
-            ``minerva``, ``aime24``), or None for the training and dev splits.
-        display: label for tables and figures.
-        pool: which disjoint hash pool the problems come from (``train``, ``dev`` or ``benchmark``).
-    """
+    """One synthetic split: ``levels`` drawn in turn, from its own hash ``pool``."""
 
     name: str
     n: int
@@ -110,11 +72,7 @@ _MOVES = {v: _carry_free_moves(v) for v in range(OPERAND_RANGE[0], OPERAND_RANGE
 
 
 def make_problem(level: int, rng: random.Random) -> str:
-    """Draw one carry-free problem with ``level`` operations (every value stays in 10..99).
-
-    The operation is ``+`` or ``-`` with equal probability where both are possible, then the operand is
-    uniform among those that keep the step carry-free.
-    """
+    """Draw one carry-free problem with ``level`` operations, each ``+`` or ``-`` and operand uniform."""
     if not 1 <= level <= MAX_LEVEL:
         raise ValueError(f"level must be in 1..{MAX_LEVEL}, got {level}")
     value = rng.randint(*OPERAND_RANGE)
@@ -165,11 +123,7 @@ def worked_solution(problem: str) -> str:
 
 
 def generate_split(name: str) -> list[dict]:
-    """Problem records ``{id, problem, answer, source}`` of a split; deterministic for its spec.
-
-    Raises:
-        ValueError: unknown split name (the message lists the valid ones).
-    """
+    """Problem records ``{id, problem, answer, source}`` of a split; deterministic for its spec."""
     if name not in SPLITS:
         raise ValueError(f"unknown synthetic split {name!r}; known: {sorted(SPLITS)}")
     spec = SPLITS[name]

@@ -1,28 +1,9 @@
 """``cwgrpo grade``: one verdict per answer, under the metric asked for.
 
-    cwgrpo grade --metric paper --in answers.jsonl --out verdicts.jsonl [--gold-kind latex]
-
-Input: JSONL ``{completion, gold, gold_kind}`` (an evaluation's samples file works too: ``gold_kind``
-then comes from ``--gold-kind``, or else from ``--summary-in``: the kind of the benchmark the summary
-names or mirrors; ``id`` and ``sample`` are copied through). Output, one line per
-input line, in order (``docs/architecture.md``, "Verdicts")::
-
-    {"id": ..., "sample": ..., "metric": "paper", "correct": bool, "pred": [str], "gold": [str], "reason": str|null, "timed_out": bool}
-
-With ``--summary-in SUMMARY`` the input is an evaluation's samples file and its summary: ``--out`` then
-gets the samples with this metric's verdict added (``correct_<metric>``, ``<metric>_pred``,
-``<metric>_reason``; ``correct`` becomes the ``--primary`` metric's) and ``--summary-out`` the summary
-recomputed from the primary metric, with every scored metric under ``by_metric`` and the number of
-samples where strict and paper disagree (``n_disagree``); an evaluation with ``answer_form: number`` is
-refused (the merged verdicts would credit any answer form). This is what the ``grade_paper`` rule runs;
-``--in/--out/--gold-kind/--summary-in/--summary-out`` repeat to grade several files with one lighteval
-start (a preset that evaluates one job per checkpoint grades one job per checkpoint too).
-There the golds are our records' final answers, given to lighteval as ``paper_gold`` says.
-
-Metrics: ``strict`` is ``cwgrpo.grading.scoring`` (math-verify, in this process); ``paper`` is lighteval
-0.8.1 with the released configuration, run in its own environment (``cwgrpo.grading.paper_metric``). A bad
-line (not a JSON object, text that is not valid Unicode, no string ``completion``/``gold``, an unknown
-``gold_kind``) gets a verdict with a reason, as does an answer that runs out of its time budget; neither stops the run.
+Input: JSONL ``{completion, gold, gold_kind}`` or an evaluation's samples; output: one verdict line per
+input line, in order (``docs/architecture.md``, "Verdicts"). With ``--summary-in`` the samples get this
+metric's verdict and ``--summary-out`` the summary recomputed from the ``--primary`` metric. A bad line,
+or an answer out of its time budget, gets a verdict with a reason and never stops the run.
 """
 
 from __future__ import annotations
@@ -45,18 +26,13 @@ PASS_THROUGH = ("id", "sample")
 
 
 def paper_gold(answer: str, gold_kind: str) -> str:
-    """The gold text lighteval gets for one of our records' answers (records hold the final answer).
-
-    A ``latex`` gold is wrapped in ``$...$``: the form of OlympiadBench's answer column (our records strip
-    it) and of the final answer inside a MATH-500/Minerva solution; lighteval's LaTeX extraction finds a
-    bare number only inside math delimiters. An ``expr`` gold (AIME24, AMC23) is the answer as is.
-    """
+    """The gold text lighteval gets: ``latex`` wrapped in ``$...$`` (lighteval finds a bare number only inside
+    math delimiters), ``expr`` as is."""
     return f"${answer}$" if gold_kind == "latex" and answer.strip() else answer
 
 
 class BadLine(str):
-    """A line that cannot be graded at all, as the reason its verdict gives; ``keep``: its ``id`` and
-    ``sample``, copied to the verdict where they are valid text."""
+    """A line that cannot be graded, as its verdict's reason; ``keep``: its valid ``id`` and ``sample``."""
 
     keep: dict[str, Any]
 
@@ -70,8 +46,7 @@ def _writable(value: Any) -> bool:
 
 
 def read_items(path: Path, gold_kind: str | None) -> list[Any]:
-    """Decoded lines (a line that is not JSON becomes a string, one with text that is not valid Unicode, a
-    lone surrogate such as ``"\\ud800"``, a ``BadLine``: both scored as bad input)."""
+    """Decoded lines; one that is not JSON becomes a string, one not valid Unicode a ``BadLine``."""
     items: list[Any] = []
     with open(path, encoding="utf-8-sig") as f:  # a byte-order mark (an editor's "UTF-8 with BOM") dropped
         for lineno, line in enumerate(f, start=1):
@@ -286,8 +261,7 @@ def _groups(args: argparse.Namespace) -> list[tuple[Path, Path, str | None, Path
 
 
 def summary_gold_kind(summary_path: Path) -> str:
-    """The released gold kind of the benchmark an evaluation summary names, or of the paper benchmark it
-    mirrors (``benchmark_mirror``, from the data manifest)."""
+    """The released gold kind of the benchmark an evaluation summary names, or of the one it mirrors."""
     summary = read_json(summary_path)
     benchmark, mirror = summary.get("benchmark"), summary.get("benchmark_mirror")
     if not isinstance(benchmark, str):
@@ -296,8 +270,7 @@ def summary_gold_kind(summary_path: Path) -> str:
 
 
 def check_regradable(summary_path: Path) -> None:
-    """An evaluation whose ``correct`` asked for a plain-number answer (``answer_form: number``) is not
-    re-graded: a merged verdict would credit any answer form again."""
+    """Refuse to re-grade an ``answer_form: number`` evaluation (merging would credit any answer form)."""
     form = (read_json(summary_path).get("settings") or {}).get("answer_form", "any")
     if form != "any":
         raise ConfigError(

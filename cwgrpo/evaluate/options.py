@@ -1,7 +1,6 @@
 """``cwgrpo evaluate``'s options: one validator, run when the workflow parses a preset and in the job.
 
-Torch-free, so that the parse (``cwgrpo_workflow.dag.command_options``) checks a preset's evaluation options with
-the very class the job builds.
+Torch-free, so the workflow's parse checks a preset's evaluation options with the class the job builds.
 """
 
 from __future__ import annotations
@@ -91,23 +90,16 @@ class EvalConfig:
     )
 
     def __post_init__(self) -> None:
-        if self.k < 1:
-            raise ConfigError(f"k must be >= 1, got {self.k}")
-        if self.batch_size < 1:
-            raise ConfigError(f"batch_size must be >= 1, got {self.batch_size}")
-        if self.limit is not None and self.limit < 1:
-            raise ConfigError(f"limit must be >= 1 or null, got {self.limit}")
+        for name in ("k", "batch_size", "limit", "cpu_threads", "max_model_len"):
+            value, optional = getattr(self, name), name in ("limit", "cpu_threads", "max_model_len")
+            if not (optional and value is None) and value < 1:
+                raise ConfigError(f"{name} must be >= 1{' or null' if optional else ''}, got {value}")
         if self.dtype is not None and self.dtype not in DTYPES:
             raise ConfigError(f"dtype must be one of {list(DTYPES)} or null, got {self.dtype!r}")
-        if self.cpu_threads is not None and self.cpu_threads < 1:
-            raise ConfigError(f"cpu_threads must be >= 1 or null, got {self.cpu_threads}")
-        if self.max_model_len is not None and self.max_model_len < 1:
-            raise ConfigError(f"max_model_len must be >= 1 or null, got {self.max_model_len}")
         check_memory_share("gpu_memory_utilization", self.gpu_memory_utilization)
-        if self.tensor_parallel_size < 1:
-            raise ConfigError(f"tensor_parallel_size must be >= 1, got {self.tensor_parallel_size}")
-        if self.grading_processes < 1:
-            raise ConfigError(f"grading_processes must be >= 1, got {self.grading_processes}")
+        for name in ("tensor_parallel_size", "grading_processes"):
+            if getattr(self, name) < 1:
+                raise ConfigError(f"{name} must be >= 1, got {getattr(self, name)}")
         if not (math.isfinite(self.grading_timeout_s) and self.grading_timeout_s > 0):
             raise ConfigError(f"grading_timeout_s must be a finite number > 0, got {self.grading_timeout_s}")
         if self.answer_form not in ANSWER_FORMS:

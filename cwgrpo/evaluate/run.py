@@ -1,35 +1,8 @@
 """``cwgrpo evaluate``: sample k answers per benchmark problem, grade them, write samples and a summary.
 
-    cwgrpo evaluate --model-dir results/tiny/models/small/base \\
-        --benchmark-file results/tiny/data/syn_math500.jsonl \\
-        --out results/tiny/eval/small/base/seed0/step0/syn_math500.jsonl \\
-        --summary results/tiny/eval/small/base/seed0/step0/syn_math500.summary.json \\
-        --tag size=small --tag method=base --tag seed=0 --tag step=0 \\
-        --set prompt_set=tiny --set k=4 --set max_new_tokens=64
-
-Several models in one process (one Python start and one set of imports for all the checkpoints of a
-run): each ``--model-dir`` starts a new model, and the ``--tag``, ``--benchmark-file``, ``--out`` and
-``--summary`` given after it are that model's (those given before the first ``--model-dir`` belong to
-the first). The files of each model are byte-identical to those of one ``cwgrpo evaluate`` per model::
-
-    cwgrpo evaluate --set prompt_set=tiny --set k=2 \
-        --model-dir runs/small/grpo/seed0/checkpoint-8 --tag step=8 \
-            --benchmark-file data/syn_math500.jsonl --out eval/step8/syn_math500.jsonl \
-            --summary eval/step8/syn_math500.summary.json \
-        --model-dir runs/small/grpo/seed0/checkpoint-16 --tag step=16 \
-            --benchmark-file data/syn_math500.jsonl --out eval/step16/syn_math500.jsonl \
-            --summary eval/step16/syn_math500.summary.json
-
-Outputs (``docs/architecture.md``): one JSONL line per (problem, sample) ``{id, sample, completion,
-extracted, gold, correct, correct_strict, unscorable, timed_out_strict, truncated, tokens}`` (``correct`` is the strict
-metric's verdict, only for a plain-number answer under ``answer_form=number``; ``cwgrpo grade
---summary-in`` adds the paper metric's and may make it the primary one), then the summary JSON
-(``pass1`` = accuracy of sample 0, ``avg_k`` = mean over problems of the share of correct samples, its
-standard error and a bootstrap 95 % interval over problems). Samples whose gold answer is unscorable
-count as incorrect and are counted in ``n_unscorable``, answers that ran out of the grading budget (CPU time)
-in ``n_timed_out``. Everything is checked before the model is
-loaded, both files are written atomically (samples first, summary last), and the same inputs and seed
-give byte-identical files with the transformers backend (no timings are stored).
+Several models in one process: each ``--model-dir`` takes the ``--tag``, ``--benchmark-file``, ``--out``
+and ``--summary`` after it, and its files are byte-identical to those of one call per model. Outputs:
+docs/architecture.md. Everything is checked before the model is loaded.
 """
 
 from __future__ import annotations
@@ -62,8 +35,7 @@ logger = logging.getLogger(__name__)
 
 @dataclasses.dataclass
 class ModelJobs:
-    """One model to evaluate: its folder, the tags stored in its summaries, and its
-    (benchmark file, samples out, summary out) triples."""
+    """One model to evaluate: its folder, its summaries' tags and its (benchmark, samples, summary) files."""
 
     model_dir: Path
     tags: dict[str, Any]
@@ -71,12 +43,7 @@ class ModelJobs:
 
 
 def evaluate_models(models: list[ModelJobs], cfg: EvalConfig) -> list[list[dict[str, Any]]]:
-    """Evaluate several models in one process, one after the other (one model in memory at a time).
-
-    Every input of every model is checked before the first model loads, so a bad file fails fast and
-    writes nothing. Each model's files are what it alone would write (byte for byte): the seed is reset
-    before each benchmark, and sampling draws from per-sample generators.
-    """
+    """Evaluate several models in one process, one at a time, every input checked before the first loads."""
     import gc
 
     from cwgrpo.generation import get_backend
@@ -188,8 +155,7 @@ def _evaluate_one(
 
 
 class _InOrder(argparse.Action):
-    """Appends like ``action="append"`` and also records the order of the per-model options, so that
-    ``run`` can give each ``--model-dir`` the options that follow it."""
+    """``action="append"`` that also records the order of the per-model options (``model_jobs``)."""
 
     def __call__(self, parser, namespace, values, option_string=None):
         getattr(namespace, self.dest).append(values)

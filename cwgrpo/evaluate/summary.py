@@ -1,7 +1,6 @@
 """What ``cwgrpo evaluate`` writes of one benchmark: a line per sample, and the summary's accuracy fields.
 
-``cwgrpo grade --summary-in`` recomputes a summary from graded rows with the same ``summarise``, so both
-commands' summaries say the same thing of the same verdicts.
+``cwgrpo grade --summary-in`` recomputes summaries with the same ``summarise``.
 """
 
 from __future__ import annotations
@@ -15,11 +14,7 @@ from cwgrpo.io import read_json
 
 
 def benchmark_identity(path: Path) -> dict[str, str | None]:
-    """A benchmark file's registry name, display name and the paper benchmark it mirrors, from its manifest
-    (``prepare-data`` writes them from the dataset registry); without a manifest, the file stem and no mirror.
-
-    The summary carries them, so the report names and places each benchmark from the files alone.
-    """
+    """A benchmark file's registry name, display name and mirrored paper benchmark, from its manifest."""
     from cwgrpo.data.registry import manifest_path
 
     stem = path.name.removesuffix(".jsonl")
@@ -82,8 +77,7 @@ def accuracy_fields(rows: list[dict], k: int, seed: int, key: str = "correct") -
 
 
 def summarise(rows: list[dict], k: int, seed: int, metric: str = "strict") -> dict[str, Any]:
-    """Accuracy fields of the summary from the per-sample rows (k rows per problem, in order): those of
-    ``correct`` (the primary ``metric``) at the top level, and per metric scored under ``by_metric``."""
+    """The summary's accuracy fields: the primary ``metric``'s on top, each scored one under ``by_metric``."""
     acc = accuracy_fields(rows, k, seed)
     scored = [m for m in ("strict", "paper") if rows and f"correct_{m}" in rows[0]]
     return {

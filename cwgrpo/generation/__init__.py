@@ -1,18 +1,7 @@
 """Generation backends by name: ``transformers`` (CPU or GPU) and ``vllm`` (GPU, imported lazily).
 
-One interface::
-
-    backend = get_backend("transformers", model_dir, batch_size=32)
-    outs = backend.generate(prompts, n=4, settings=SamplingSettings(0.6, 0.95, 512, seed=0))
-    outs[i][j]  # Completion of sample j of prompt i
-
-``prompts`` are chat messages (``[{"role": "user", "content": ...}]``); each backend applies the
-model's chat template (or, for a tokenizer without one, joins the message contents). Temperature 0 is
-greedy decoding, and its ``n`` samples of a prompt are one completion repeated (vLLM refuses ``n > 1``
-without sampling; every backend generates once and repeats, so all accept any ``n``). Sample ``j`` of
-prompt ``i`` draws from its own random stream, seeded by ``sample_seed(settings.seed, i, j)``, so with
-the transformers backend it does not depend on which other rows shared its batch (up to floating-point
-differences between batch shapes).
+``get_backend(name, model_dir, ...).generate(prompts, n, settings)[i][j]`` is sample ``j`` of chat prompt
+``i``, drawn from its own stream (``sample_seed``), whichever rows share its batch.
 """
 
 from __future__ import annotations
@@ -31,14 +20,7 @@ Messages = list[dict[str, str]]
 
 @dataclasses.dataclass(frozen=True)
 class SamplingSettings:
-    """Sampling settings shared by all backends.
-
-    Attributes:
-        temperature: softmax temperature; 0 means greedy decoding.
-        top_p: nucleus sampling mass in (0, 1].
-        max_new_tokens: most tokens generated per completion.
-        seed: base seed of the per-sample random streams.
-    """
+    """Sampling settings shared by all backends; temperature 0 is greedy; ``seed`` seeds each sample."""
 
     temperature: float
     top_p: float
@@ -56,15 +38,7 @@ class SamplingSettings:
 
 @dataclasses.dataclass(frozen=True)
 class Completion:
-    """One generated completion.
-
-    Attributes:
-        text: decoded text, special tokens removed.
-        n_tokens: number of generated tokens (the end-of-sequence token included when there is one).
-        truncated: generation stopped at ``max_new_tokens`` without an end-of-sequence token.
-        token_ids: the generated token ids (the end-of-sequence token included), so that backends can be
-            compared token for token.
-    """
+    """One completion: ``text`` without special tokens; ``n_tokens`` and ``token_ids`` with the EOS."""
 
     text: str
     n_tokens: int
@@ -73,8 +47,7 @@ class Completion:
 
 
 def repeat_greedy(generate, prompts: list[Messages], n: int, settings: SamplingSettings):
-    """Refuses ``n < 1``. For ``n > 1`` at temperature 0: ``generate(prompts, 1, settings)`` with each completion repeated ``n``
-    times, else None (the backend samples as usual). Greedy samples are identical by definition."""
+    """At temperature 0 with ``n > 1``: one greedy completion per prompt, repeated ``n`` times; else None."""
     if n < 1:
         raise ValueError(f"n must be >= 1, got {n}")
     if settings.temperature > 0 or n == 1:
@@ -102,15 +75,13 @@ def check_backend_name(name: str) -> None:
         raise ConfigError(f"unknown generation backend {name!r}; known: {sorted(BACKENDS)}")
 
 
-# Files that hold a tokenizer's vocabulary, one of which every saved tokenizer has (fast: tokenizer.json;
-# sentencepiece: tokenizer.model / spiece.model; BPE: vocab.json + merges.txt; WordPiece: vocab.txt).
+# Files that hold a tokenizer's vocabulary, one of which every saved tokenizer has.
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer.model", "spiece.model", "vocab.json", "vocab.txt")
 
 
 def check_model_dir(model_dir: str | Path) -> Path:
-    """The model folder as a Path; a missing folder, or one without ``config.json`` or tokenizer files,
-    is an error. (Without tokenizer files ``AutoTokenizer`` does not fail: for a Qwen2 config it silently
-    builds an empty tokenizer that encodes every prompt to nothing.)"""
+    """The model folder as a Path; refused without ``config.json`` or tokenizer files (for a Qwen2 config,
+    transformers would silently build an empty tokenizer)."""
     path = Path(model_dir)
     if not path.is_dir():
         raise FileNotFoundError(f"model folder not found: {path}")
@@ -133,8 +104,7 @@ def get_backend(name: str, model_dir: str | Path, **kwargs) -> Backend:
 
 
 def sample_seed(seed: int, prompt_index: int, sample_index: int) -> int:
-    """Seed of sample ``sample_index`` of prompt ``prompt_index``: a hash, so streams never collide by
-    arithmetic accident (``seed + i`` would give seed 1 / prompt 0 the stream of seed 0 / prompt 1)."""
+    """Seed of one sample's stream: a hash, so streams never collide as ``seed + i`` would."""
     digest = hashlib.sha256(f"{seed}:{prompt_index}:{sample_index}".encode()).digest()
     return int.from_bytes(digest[:8], "big") & ((1 << 63) - 1)
 
@@ -145,10 +115,8 @@ def messages_to_text(messages: Messages) -> str:
 
 
 def encode_prompt(tokenizer: Any, messages: Messages, add_special_tokens: bool = False) -> list[int]:
-    """Prompt token ids, as both backends build them: the chat template (which adds any BOS itself), or the
-    plain joined text. ``add_special_tokens`` also tokenises the templated text with the tokenizer's own
-    special tokens, as lighteval at the released commit did: a second BOS for a tokenizer that adds one
-    (DeepSeek-R1-Distill: the released 1.5B evaluation; docs/fidelity.md)."""
+    """Prompt token ids, as both backends build them; ``add_special_tokens`` adds the tokenizer's own too, as
+    the released lighteval did (a second BOS for R1-Distill; docs/fidelity.md)."""
     if getattr(tokenizer, "chat_template", None):
         text = tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
         return tokenizer(text, add_special_tokens=add_special_tokens)["input_ids"]
@@ -156,9 +124,8 @@ def encode_prompt(tokenizer: Any, messages: Messages, add_special_tokens: bool =
 
 
 def with_special_tokens(tokenizer: Any, ids: list[int]) -> list[int]:
-    """``ids`` with the special tokens the tokenizer adds around a text (``add_special_tokens=True``), as
-    vLLM 0.7.2 tokenised the released run's text prompts: a BOS before the template's own for a tokenizer
-    that adds one, ``ids`` unchanged for one that adds none (Qwen2.5)."""
+    """``ids`` with the special tokens the tokenizer adds around a text, as vLLM 0.7.2 tokenised the released
+    run's text prompts (a second BOS for R1-Distill; none for Qwen2.5)."""
     probe = "a"
     plain = tokenizer(probe, add_special_tokens=False)["input_ids"]
     full = tokenizer(probe, add_special_tokens=True)["input_ids"]
@@ -168,9 +135,8 @@ def with_special_tokens(tokenizer: Any, ids: list[int]) -> list[int]:
     return [*full[:start], *ids, *full[start + len(plain) :]]
 
 
-# A token of the tokenizers used here is at most a few dozen characters, so a prompt of more than this
-# many characters per token of context cannot fit: it is refused before it is tokenised (tokenising a
-# 10 MB line would cost seconds to minutes, and generating from it a 16 GB allocation).
+# A token is at most this many characters, so a prompt over ``context`` times it cannot fit: refused before
+# tokenising it (a 10 MB line would take minutes).
 MAX_CHARS_PER_TOKEN = 64
 
 
@@ -204,15 +170,9 @@ def check_prompts_fit(
     what: str = "prompt",
     add_special_tokens: bool = False,
 ) -> None:
-    """Raise ``ConfigError`` naming the first prompt longer than the model's ``context`` (nothing is
-    checked when the model states no context); log a warning when prompt plus ``completion_budget``
-    exceed it (the paper's 7B settings do: 512 + 4096 tokens on a 4096-token model; generation is then
-    cut by the context, which the samples record as truncated).
-
-    ``prompts`` are the texts as the model sees them (chat template applied; with ``add_special_tokens``
-    tokenised with the tokenizer's special tokens, as ``encode_prompt`` does then). A prompt longer than
-    ``context * MAX_CHARS_PER_TOKEN`` characters is refused without tokenising it.
-    """
+    """Raise ``ConfigError`` naming the first prompt (as the model sees it) longer than the model's
+    ``context``, refusing one over ``context * MAX_CHARS_PER_TOKEN`` characters untokenised; warn when
+    prompt plus ``completion_budget`` exceed it (generation is then cut and recorded truncated)."""
     import logging
 
     if context is None:

@@ -1,13 +1,8 @@
 """Each request to the ``trl vllm-serve`` server gets what the released in-process engine gave it.
 
-The released run generated with an in-process vLLM engine (``max_model_len`` 4096), which ends a
-completion where the context ends: each request got ``min(max_tokens, max_model_len - its prompt)``
-tokens, and with ``max_tokens`` null the rest of the context. Through the server TRL's client sends one
-``max_tokens`` for every prompt of a call, and vLLM's completions endpoint turns a null one into 16 and
-refuses (HTTP 400) any request whose prompt plus ``max_tokens`` exceeds ``max_model_len``; one value only
-serves prompts of one length. So the trainer's client splits each call by prompt length, gives each
-group its own budget, sends the groups at once (the server batches concurrent requests), and returns the
-completions in the order TRL expects (prompt-major, ``n`` per prompt).
+The released engine gave each request the rest of ``max_model_len`` after its prompt; through the server
+TRL sends one ``max_tokens`` per call, which vLLM refuses where a prompt plus it exceeds the context. So
+the client splits each call by prompt length and sends each group its own budget, at once.
 """
 
 from __future__ import annotations
@@ -21,8 +16,7 @@ MAX_CONCURRENT_REQUESTS = 32
 
 
 def completion_budget(prompt_tokens: int, max_model_len: int, max_tokens: int | None) -> int:
-    """Tokens the released engine let a request of ``prompt_tokens`` generate: the rest of the context,
-    capped by ``max_tokens`` (None: no cap)."""
+    """Tokens the released engine let a prompt generate: the rest of the context, capped by ``max_tokens``."""
     if max_tokens is not None and max_tokens < 1:
         raise ValueError(f"max_tokens={max_tokens}: vLLM's server refuses a request for fewer than 1 token")
     room = max_model_len - prompt_tokens
@@ -47,8 +41,7 @@ def budget_groups(
 def merge_outputs(
     parts: Sequence[tuple[list[int], dict[str, Any]]], n_prompts: int, n: int
 ) -> dict[str, Any]:
-    """Put the outputs of the groups (each: its prompt indices, the client's output for them) back in
-    prompt order: ``prompt_ids`` one per prompt, the other keys ``n`` per prompt, prompt-major."""
+    """The groups' outputs back in prompt order: ``prompt_ids`` one per prompt, the rest ``n`` per prompt."""
     keys = {key for _, output in parts for key in output}
     merged: dict[str, Any] = {}
     for key in keys:
@@ -68,12 +61,7 @@ def merge_outputs(
 def fit_to_context(
     generate: Callable[..., dict[str, Any]], max_model_len: int
 ) -> Callable[..., dict[str, Any]]:
-    """``VLLMClient.generate`` with each prompt's ``max_tokens`` cut to the rest of ``max_model_len``.
-
-    The budget asked for is ``generation_kwargs["max_tokens"]`` where given (TRL lets it override the
-    ``max_tokens`` argument; null means the rest of the context), else ``max_tokens``. Prompts must be token
-    ids, as TRL's trainer sends them.
-    """
+    """``VLLMClient.generate`` with each prompt's ``max_tokens`` cut to the rest of ``max_model_len``."""
 
     def generate_within_context(
         prompts: Sequence[Sequence[int]],
@@ -109,8 +97,7 @@ def fit_to_context(
 
 
 def fit_client_to_context(client: Any) -> int:
-    """Make a ``VLLMClient``'s ``generate`` give each request the rest of its server's context; return that
-    context (``max_model_len`` as the server reports it, so a server started by hand is read right too)."""
+    """Make a ``VLLMClient`` give each request the rest of its server's context; return that context."""
     max_model_len = int(client.get_server_info()["model_config"]["max_model_len"])
     client.generate = fit_to_context(client.generate, max_model_len)
     return max_model_len

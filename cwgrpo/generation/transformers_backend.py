@@ -1,9 +1,8 @@
 """Generation with Hugging Face transformers: batched, left-padded, KV cache, one seeded stream per sample.
 
-Sampling is done by a logits processor (``_SeededSampler``) that draws each row's token from that row's
-own ``torch.Generator`` and hands ``generate`` a one-hot score, which greedy decoding then takes. So the
-draw for sample ``j`` of prompt ``i`` depends only on ``sample_seed(seed, i, j)`` and the model's
-logits, never on the global RNG or on which rows share a batch. Temperature 0 is plain greedy decoding.
+A logits processor (``_SeededSampler``) draws each row's token from that row's own ``torch.Generator`` and
+hands ``generate`` a one-hot score for greedy decoding to take, so a draw never depends on the global
+RNG or on which rows share a batch.
 """
 
 from __future__ import annotations
@@ -56,20 +55,7 @@ class _SeededSampler:
 
 
 class TransformersBackend:
-    """``AutoModelForCausalLM`` + ``AutoTokenizer`` from a local folder.
-
-    Args:
-        model_dir: folder written by ``save_pretrained`` (model and tokenizer).
-        batch_size: sequences (prompt x sample rows) per ``generate`` call.
-        device: torch device; default CUDA if available, else CPU.
-        dtype: torch dtype name; default bfloat16 on CUDA, float32 on CPU.
-        progress: show a tqdm bar over sequences.
-        cpu_threads: if set, ``torch.set_num_threads(cpu_threads)`` (process-wide). On a busy machine
-            one thread can be many times faster for tiny models than oversubscribed cores.
-        seed: unused (the seed comes with each call's ``SamplingSettings``); accepted so that every
-            backend takes the same keyword arguments.
-        add_special_tokens: prompts also get the tokenizer's own special tokens (``encode_prompt``).
-    """
+    """``AutoModelForCausalLM`` + ``AutoTokenizer`` from a local folder."""
 
     name = "transformers"
 
@@ -119,8 +105,7 @@ class TransformersBackend:
         )
 
     def _decode(self, tokens: list[int]) -> Completion:
-        """A row of generated ids (right-padded after its EOS) -> Completion. Without an EOS the row ran
-        to ``max_new_tokens`` (generate only stops early once every row has ended), so it is truncated."""
+        """A row of generated ids (right-padded after its EOS) -> Completion; truncated without an EOS."""
         end = next((k for k, t in enumerate(tokens) if t in self.eos_ids), None)
         if end is None:
             text = self.tokenizer.decode(tokens, skip_special_tokens=True)

@@ -1,9 +1,7 @@
 """Generation with vLLM: the backend of the paper's evaluation (bf16, chat template, seeded).
 
-Tested on vLLM's CPU build (tests/vllm); kept small and close to vLLM's documented API:
-``LLM(model, dtype, seed)``, ``SamplingParams(n, temperature, top_p, max_tokens, seed)``, and prompts
-given as token ids so that the chat template's BOS is doubled only when asked (``add_special_tokens``: as
-the released evaluation did, whose lighteval handed vLLM text that it tokenised with special tokens).
+Prompts go as token ids, so the chat template's BOS is doubled only when asked (``add_special_tokens``,
+as the released evaluation did). Tested on vLLM's CPU build (tests/vllm).
 """
 
 from __future__ import annotations
@@ -21,20 +19,7 @@ from cwgrpo.generation import (
 
 
 class VLLMBackend:
-    """``vllm.LLM`` on a local model folder.
-
-    Args:
-        model_dir: local model folder.
-        seed: engine seed (each call's ``SamplingSettings.seed`` seeds its requests, one seed per prompt).
-        dtype: weights dtype (the paper evaluates in bfloat16; vLLM would also cast a float32 model to it).
-        batch_size: unused (vLLM schedules its own batches); accepted so every backend takes it.
-        progress: show vLLM's progress bar.
-        cpu_threads: unused (GPU backend); accepted so every backend takes it.
-        max_model_len: context length cap (default: the model's).
-        gpu_memory_utilization: share of GPU memory vLLM may take.
-        tensor_parallel_size: GPUs per model.
-        add_special_tokens: prompts also get the tokenizer's own special tokens (``encode_prompt``).
-    """
+    """``vllm.LLM`` on a local model folder."""
 
     name = "vllm"
 

@@ -1,12 +1,8 @@
 """vLLM engine settings of ``cwgrpo train`` that vLLM would refuse, refused first, in one line each.
 
-vLLM rejects them only once its engine starts (minutes into a job, with a traceback from inside the
-engine): a memory share outside (0, 1], a mode other than colocate or server, a completion budget
-(``generation_kwargs.max_tokens``) under one token, a tensor-parallel size that does not divide the training
-processes (TRL's colocated engines), a context longer than the model's. All but the last are checked where
-the options are parsed (``cwgrpo train``, which ``snakemake -n`` runs too: ``cwgrpo_workflow.dag.command_options``); the
-context needs the model's config.json, so ``cwgrpo train`` checks it before it starts any engine or
-server. ``cwgrpo evaluate``'s engine takes its memory share through the same check.
+vLLM rejects them only once its engine starts, minutes into a job, with a traceback from inside it. All
+but the context are checked where the options are parsed (so ``snakemake -n`` too); the context needs the
+model's config.json, so ``cwgrpo train`` checks it before it starts any engine.
 """
 
 from __future__ import annotations
@@ -50,16 +46,13 @@ def check_vllm_options(options: Mapping[str, Any], num_processes: int = 1) -> No
 
 
 def check_memory_share(name: str, share: float) -> None:
-    """Raise ``ConfigError`` unless ``share`` (option ``name``: training's or evaluation's engine) is a
-    share of GPU memory vLLM accepts, in (0, 1] (NaN is not)."""
+    """Raise ``ConfigError`` unless ``share`` (option ``name``) is in (0, 1], as vLLM requires."""
     if not 0 < share <= 1:
         raise ConfigError(f"{name}={share}: the share of GPU memory vLLM may use must be in (0, 1]")
 
 
 def check_context_fits_model(options: Mapping[str, Any], model_dir: str | Path) -> None:
-    """Raise ``ConfigError`` when ``vllm_max_model_length`` exceeds the model's context (its config.json's
-    ``max_position_embeddings``; nothing is checked when vLLM is off, or the model states none or has no
-    config.json yet: the model folder's own check says so)."""
+    """Raise ``ConfigError`` when ``vllm_max_model_length`` exceeds ``max_position_embeddings``."""
     from cwgrpo.generation import model_context
 
     context = options.get("vllm_max_model_length")

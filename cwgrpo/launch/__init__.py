@@ -1,14 +1,10 @@
-"""Processes and GPUs of a training job: accelerate + DeepSpeed, Slurm nodes, leases, the vLLM server.
-
-In that order: ``launcher``, ``multinode``, ``devices``, ``vllm_server``; and ``workers``, so that the
-training processes die with their job."""
+"""Processes and GPUs of a training job: accelerate + DeepSpeed, Slurm nodes, leases, the vLLM server."""
 
 from typing import Protocol
 
 
 class LaunchJob(Protocol):
-    """What the launchers read of a training job (``cwgrpo.train.options.TrainJob`` has these fields), so that
-    this folder does not depend on the training job's folder above it."""
+    """What the launchers read of a training job (``TrainJob``), so this folder does not depend on it."""
 
     accelerate_config: str
     num_processes: int

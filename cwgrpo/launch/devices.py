@@ -1,30 +1,10 @@
 """GPU and port leases for jobs that share one machine (a local GPU box).
 
-Snakemake counts GPUs (``--resources gpu=N``) but never says which ones a job gets, and every vLLM server,
-NCCL weight-sync group and torch.distributed rendezvous defaults to one fixed port. So each job claims its
-devices and ports here before it starts anything: one lock file per device or port in a per-user folder,
-held with ``flock(2)`` for the life of the job. flock is atomic, and the kernel drops the lock when the
-process exits, however it exits, so a killed job never leaves a device claimed. A job takes all it needs or
-nothing (it never holds some while it waits for more), so two jobs cannot deadlock.
-
-Inside a Slurm allocation, device ids are the allocation's own (renumbered from 0 in every allocation
-where cgroups confine devices), so device locks live in a folder per allocation (``SLURM_JOB_ID``): the
-jobs of one allocation (a Snakemake run inside ``salloc``) share its devices out among themselves, and two
-allocations on one node never block each other on the same number. Port locks are per node: every job on
-it shares its ports.
-
-Environment: ``CWGRPO_LOCK_DIR`` (the lock folder; default ``<tmp>/cwgrpo-locks-<uid>``),
-``CWGRPO_PORT_RANGE`` (``FIRST-LAST``, default 29500-30499), ``CWGRPO_GPU_WAIT_S`` (how long to wait for
-busy devices, a number of seconds >= 0; default: as long as it takes).
-
-Another user on the machine may create the default folder under the shared temp folder first, or plant a
-link in it to a file of yours: a lock folder this user does not own, or that others can write, is refused,
-and a lock file is never opened through a symbolic link. ``CUDA_VISIBLE_DEVICES`` is read as CUDA reads it
-(``-1``, or any negative number, ends the list: ``-1`` means no GPU; ``00`` is ``0``, a UUID is read
-regardless of case, and a unique UUID prefix names its GPU); a device listed twice, or devices
-given partly as indices and partly as UUIDs (which cannot be told apart as the same device or not), are an
-error naming the variable. Where ``nvidia-smi`` maps indices to UUIDs, a device's lock file is named by its
-UUID, so one job given ``0`` and another given that GPU's UUID never share it.
+Snakemake counts GPUs but never says which ones a job gets, and vLLM, NCCL and torch.distributed each
+default to one fixed port. So each job claims its devices and ports before it starts anything: one lock
+file each, held with ``flock(2)``, which the kernel drops however the process exits; all or nothing, so
+two jobs cannot deadlock. Inside a Slurm allocation device locks live in a folder per ``SLURM_JOB_ID``.
+Environment: ``CWGRPO_LOCK_DIR``, ``CWGRPO_PORT_RANGE`` (``FIRST-LAST``), ``CWGRPO_GPU_WAIT_S``.
 """
 
 from __future__ import annotations
@@ -66,8 +46,7 @@ class Lease:
     _handles: list[IO] = field(default_factory=list, repr=False)
 
     def fds(self) -> tuple[int, ...]:
-        """The lock files' descriptors: a child given them (``pass_fds``) keeps the claim alive as long as
-        it runs, since a flock lasts until every descriptor of its open file is closed."""
+        """The lock files' descriptors: a child given them (``pass_fds``) keeps the claim while it runs."""
         return tuple(handle.fileno() for handle in self._handles)
 
     def release(self) -> None:
@@ -83,8 +62,7 @@ def lock_dir(env: Mapping[str, str]) -> Path:
 
 
 def own_lock_folder(folder: Path) -> Path:
-    """Create ``folder`` (mode 0700) if missing; refuse one another user owns or others can write, where
-    they could plant links to this user's files. Returns ``folder``."""
+    """Create ``folder`` (mode 0700) if missing; refuse one another user owns or others can write."""
     where = f"lock folder {folder} ({LOCK_DIR_ENV})"
     try:
         folder.mkdir(parents=True, exist_ok=True, mode=0o700)
@@ -123,8 +101,7 @@ def wait_seconds(env: Mapping[str, str]) -> float | None:
 
 
 def device_id(item: str) -> str:
-    """One device as CUDA tells devices apart: an index by its value (``00`` is ``0``), a UUID regardless of
-    case, spelled as ``nvidia-smi`` lists it (``GPU-``/``MIG-`` then lower-case hex)."""
+    """One device as CUDA tells them apart: an index by value, a UUID spelled as ``nvidia-smi`` does."""
     if item.isdigit():
         return str(int(item))
     return re.sub(
@@ -137,8 +114,7 @@ def _same_device(a: str, b: str) -> bool:
 
 
 def device_lock_ids(pool: list[str], uuids: Mapping[str, str]) -> dict[str, str]:
-    """Device -> the name of its lock: the full UUID where ``nvidia-smi`` gives one (``uuids``: index ->
-    UUID) for an index or for the one UUID a prefix begins, else the device as given."""
+    """Device -> the name of its lock: its full UUID where ``nvidia-smi`` gives one, else itself."""
     out = {}
     for gpu in pool:
         matches = [u for u in uuids.values() if u.startswith(gpu)]
@@ -147,9 +123,7 @@ def device_lock_ids(pool: list[str], uuids: Mapping[str, str]) -> dict[str, str]
 
 
 def visible_devices(text: str) -> list[str]:
-    """The devices of a ``CUDA_VISIBLE_DEVICES`` value as CUDA reads them (``device_id``): a negative number
-    ends the list; a device listed twice (also as ``0,00``, or as one UUID and a prefix of it, which CUDA
-    accepts for a unique match), or indices mixed with UUIDs, are a ``ConfigError`` naming the variable."""
+    """The devices of a ``CUDA_VISIBLE_DEVICES`` value as CUDA reads them; one listed twice is refused."""
     devices = []
     for item in (g.strip() for g in text.split(",")):
         if re.fullmatch(r"-\d+", item):
@@ -175,33 +149,30 @@ def visible_devices(text: str) -> list[str]:
     return devices
 
 
-def gpu_uuids(env: Mapping[str, str]) -> dict[str, str]:
-    """GPU index -> UUID as ``nvidia-smi`` lists them (empty without it): the names of the lock files."""
+def _smi_lines(env: Mapping[str, str], query: str) -> list[str]:
+    """``nvidia-smi --query-gpu=QUERY``'s lines (none without it, or when it fails)."""
     smi = shutil.which("nvidia-smi", path=env.get("PATH"))
     if smi is None:
-        return {}
+        return []
     out = subprocess.run(
-        [smi, "--query-gpu=index,uuid", "--format=csv,noheader"], capture_output=True, text=True, check=False
+        [smi, f"--query-gpu={query}", "--format=csv,noheader"], capture_output=True, text=True
     )
-    pairs = [line.split(",") for line in out.stdout.splitlines()] if out.returncode == 0 else []
+    return out.stdout.splitlines() if out.returncode == 0 else []
+
+
+def gpu_uuids(env: Mapping[str, str]) -> dict[str, str]:
+    """GPU index -> UUID as ``nvidia-smi`` lists them (empty without it): the names of the lock files."""
+    pairs = [line.split(",") for line in _smi_lines(env, "index,uuid")]
     return {
         p[0].strip(): device_id(p[1].strip()) for p in pairs if len(p) == 2 and p[0].strip() and p[1].strip()
     }
 
 
 def gpu_pool(env: Mapping[str, str]) -> list[str]:
-    """GPU ids this process may use: ``CUDA_VISIBLE_DEVICES`` if set (empty: none), else every GPU that
-    ``nvidia-smi`` lists (none without it). Asking torch would initialise CUDA in this process, after which
-    a changed ``CUDA_VISIBLE_DEVICES`` no longer applies to it."""
+    """GPU ids this process may use: ``CUDA_VISIBLE_DEVICES``, else ``nvidia-smi``'s (never torch's)."""
     if "CUDA_VISIBLE_DEVICES" in env:
         return visible_devices(env["CUDA_VISIBLE_DEVICES"])
-    smi = shutil.which("nvidia-smi", path=env.get("PATH"))
-    if smi is None:
-        return []
-    out = subprocess.run(
-        [smi, "--query-gpu=index", "--format=csv,noheader"], capture_output=True, text=True, check=False
-    )
-    return [line.strip() for line in out.stdout.splitlines() if line.strip()] if out.returncode == 0 else []
+    return [line.strip() for line in _smi_lines(env, "index") if line.strip()]
 
 
 def gpu_lock_dir(env: Mapping[str, str]) -> Path:
@@ -223,9 +194,7 @@ def port_range(env: Mapping[str, str]) -> tuple[int, int]:
 
 
 def open_lock_file(path: Path) -> int:
-    """A descriptor of the lock file ``path`` (created if missing), opened for writing but never through a
-    symbolic link: the holder's details are written into it, and a link planted in its place would have
-    its target truncated. Every lock file of the package is opened here."""
+    """A descriptor of the lock file ``path`` (created if missing), never opened through a symbolic link."""
     try:
         fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
     except OSError as err:
@@ -260,8 +229,7 @@ def _lock_name(kind: str, ident: str) -> str:
 
 
 def port_is_free(port: int) -> bool:
-    """Whether nothing listens on ``port`` now (a port another program holds is skipped, not locked).
-    SO_REUSEADDR as the servers set it: a port with connections left in TIME_WAIT counts as free."""
+    """Whether nothing listens on ``port`` now (SO_REUSEADDR as the servers set it)."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
@@ -278,8 +246,7 @@ def claim_gpus(
     wait_s: float | None = None,
     lock_ids: Mapping[str, str] | None = None,
 ) -> list[tuple[str, IO]]:
-    """Lock ``n`` of the ``pool`` devices, all or none; wait (up to ``wait_s``, None: forever) while they are
-    busy. A device's lock file is named by ``lock_ids[device]`` where given (its UUID), else by the device."""
+    """Lock ``n`` of the ``pool`` devices, all or none, waiting up to ``wait_s`` (None: forever)."""
     lock_ids = lock_ids or {}
     if n > len(pool):
         raise ConfigError(
@@ -359,9 +326,7 @@ def lease(n_gpus: int, n_ports: int, env: Mapping[str, str] | None = None) -> It
 
 @contextlib.contextmanager
 def one_gpu(env: MutableMapping[str, str] | None = None) -> Iterator[str | None]:
-    """For a job that runs in this process: on a machine with GPUs, hold one device no other job holds and
-    narrow ``CUDA_VISIBLE_DEVICES`` to it (call before anything initialises CUDA); without GPUs, nothing.
-    Yields the device id, or None."""
+    """Hold one free device and narrow ``CUDA_VISIBLE_DEVICES`` to it; yields it, or None without GPUs."""
     env = os.environ if env is None else env
     if not gpu_pool(env):
         yield None

@@ -1,34 +1,10 @@
 """Multi-GPU launch for ``cwgrpo train`` (paper preset): accelerate + DeepSpeed ZeRO-2, and a vLLM server.
 
-The authors' recipe trains on 3 GPUs and generates with vLLM on a fourth. ``relaunch`` reproduces that
-from a single ``cwgrpo train`` call, so the workflow rule stays one command. It is given plain values (the
-arguments each training process runs, the job, the model folder, TRL's options), never the command line:
-
-0. claim the job's GPUs and ports (``cwgrpo.launch.devices``): on a shared box, jobs never share either;
-1. if ``vllm_server_gpu`` is set, start ``trl vllm-serve --port P`` pinned to that GPU and wait until it
-   answers;
-2. run ``accelerate launch --config_file <bundled zero2.yaml> --num_processes N --main_process_port Q
-   -m cwgrpo.cli train ...`` on the other GPUs, through ``cwgrpo.launch.workers`` (``python -m cwgrpo.launch.workers``
-   takes accelerate's arguments), with ``CWGRPO_LAUNCHED=1`` so the children train instead of
-   relaunching, and the server's port and the weight-sync group's port in the environment
-   (``cwgrpo.launch.vllm_server``: not options, so a resumed run, which gets other ports, keeps its config hash);
-3. stop the server, whatever happened.
-
-How the job ends: torch's elastic agent (inside ``accelerate launch``) starts each training process in a
-session of its own, out of reach of a signal to the job's process group. ``cwgrpo.launch.workers`` ties the agent
-to this process and each worker to the agent (each dies with its parent), and every one of them holds the
-lease's lock descriptors, so a SIGKILL of the job's process group, a SIGTERM, or a Slurm cancel ends every
-training process, and the GPUs and ports are free again only once the last of them is gone. The vLLM
-server is tied to this process the same way.
-
-DeepSpeed's CPU accelerator compiles one C++ op at its first start; ``make deepspeed`` compiles it once
-into the environment's ``torch_extensions/``, which the training processes are pointed at
-(``TORCH_EXTENSIONS_DIR``) unless it is set.
-
-A job over several nodes (``num_nodes > 1`` or ``vllm_server_node``) goes to ``cwgrpo.launch.multinode`` instead.
-
-Tests: the command construction and the claims (``tests/unit/test_launcher.py``, ``tests/unit/test_devices.py``),
-and, in the DeepSpeed environment, real 2-process CPU trainings killed mid-run (``tests/deepspeed``).
+The authors' recipe trains on 3 GPUs and generates with vLLM on a fourth; ``relaunch`` does that from one
+``cwgrpo train`` call: it claims the job's GPUs and ports, starts ``trl vllm-serve`` on ``vllm_server_gpu``
+if set, runs ``accelerate launch`` on the other GPUs through ``cwgrpo.launch.workers`` (with
+``CWGRPO_LAUNCHED=1`` so the children train), and stops the server whatever happened. A job over several
+nodes goes to ``cwgrpo.launch.multinode`` instead.
 """
 
 from __future__ import annotations
@@ -53,9 +29,7 @@ logger = logging.getLogger(__name__)
 
 
 def accelerate_config_path(name: str) -> Path:
-    """A bundled accelerate config by name (cwgrpo/resources/accelerate/NAME.yaml: zero2, zero3), or any
-    accelerate config file by path (a value with a '/' or a .yaml/.yml suffix; relative to the working
-    folder)."""
+    """A bundled accelerate config by name (``zero2``, ``zero3``), or a config file by path."""
     if "/" in name or name.endswith((".yaml", ".yml")):
         path = Path(name).expanduser()
         if not path.is_file():
@@ -72,8 +46,7 @@ def accelerate_config_path(name: str) -> Path:
 
 
 def gpus_needed(job: LaunchJob, trl_options: Mapping[str, Any] | None = None) -> int:
-    """GPUs the job claims: one per training process and the vLLM server's; none when it trains on the
-    CPU (``use_cpu``), so a CPU machine needs no GPU ids to lease."""
+    """GPUs the job claims: one per training process and the vLLM server's; none on the CPU (``use_cpu``)."""
     if (trl_options or {}).get("use_cpu"):
         return 0
     return job.num_processes + (1 if job.vllm_server_gpu is not None else 0)
@@ -87,10 +60,7 @@ def plan(
     ports: tuple[int, ...] = (),
     trl_options: Mapping[str, Any] | None = None,
 ) -> tuple[list[str] | None, dict, list, dict]:
-    """(server command or None, server env, training command, training env) for the given GPUs and ports
-    (``ports_needed(job)`` of them: rendezvous, then server and weight-sync group; none: the defaults);
-    ``trl_options`` are the run's TRL options, whose vLLM engine settings the server gets; the training
-    processes run ``cwgrpo`` with the arguments ``command``."""
+    """(server command or None, server env, training command, training env) for these GPUs and ports."""
     if ports and len(ports) != ports_needed(job):
         raise ValueError(f"plan() needs {ports_needed(job)} ports for this job, got {list(ports)}")
     need = gpus_needed(job, trl_options)
@@ -131,8 +101,7 @@ def plan(
 def relaunch(
     command: Sequence[str], job: LaunchJob, model_dir: Path, trl_options: Mapping[str, Any] | None = None
 ) -> int:
-    """Claim the job's GPUs and ports, then start the server (if any) on ``model_dir`` and the training
-    processes, each running ``cwgrpo`` with the arguments ``command`` (``train ...``)."""
+    """Claim the job's GPUs and ports, then start the server (if any) and the training processes."""
     if job.vllm_server_gpu is not None and (trl_options or {}).get("vllm_server_base_url"):
         raise ConfigError(
             "vllm_server_base_url is set, but vllm_server_gpu makes cwgrpo start the server itself; unset one"
@@ -154,9 +123,7 @@ def _run(
     train_env: dict,
     lock_fds: tuple = (),
 ) -> int:
-    """Run the server (if any) and the training command; each dies with this process, and both (and the
-    training workers, through ``cwgrpo.launch.workers``) inherit the lock files' descriptors, so the devices and
-    ports stay claimed while any of them lives."""
+    """Run the server (if any) and the training command, each dying with this process, holding the lease."""
     me = os.getpid()
     server = None
     try:

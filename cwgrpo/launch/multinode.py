@@ -1,28 +1,10 @@
 """Multi-node training inside one Slurm allocation: one ``srun`` step per node, built from a ``TrainJob``.
 
-``cwgrpo train`` with ``num_nodes > 1`` (or ``vllm_server_node``) runs once, in the batch step of an
-allocation of ``nodes_needed(job)`` nodes, and starts from there (``relaunch``):
-
-- the vLLM server (if ``vllm_server_gpu`` is set): ``srun`` on the first node (GPU ``vllm_server_gpu`` of
-  it), or on a node of its own, the allocation's last (``vllm_server_node``); training waits until it answers;
-- one ``srun --nodes=1 --ntasks=1 --nodelist=NODE`` per training node, each running ``accelerate launch``
-  through ``cwgrpo.launch.workers`` (each training process dies with that node's agent) with ``--num_processes
-  TOTAL --num_machines N --machine_rank I --main_process_ip FIRST_NODE --main_process_port P
-  --deepspeed_multinode_launcher standard`` (accelerate then runs torchrun with ``num_processes // N``
-  processes per node; ``standard`` as in the bundled configs, whatever a config given by path says).
-
-Each step's command is wrapped in ``python -m cwgrpo.launch.multinode --gpus I,J -- CMD``: it keeps the GPUs at
-those positions of what Slurm shows the step (``CUDA_VISIBLE_DEVICES``) and refuses, naming the node, when
-the node has fewer. Steps use ``--overlap``, so they share the allocation's CPUs, memory and GPUs on their
-node, which the wrapper then narrows (srun(1), Slurm 22.05: a step is allocated all of the job's generic
-resources by default; ``--overlap`` lets steps share CPUs, memory and GRES). Ports (rendezvous, server, weight-sync group) are claimed on the
-first node with ``cwgrpo.launch.devices``. Verified against accelerate 1.15's ``accelerate/utils/launch.py``
-(``prepare_deepspeed_cmd_env``/``prepare_multi_gpu_env``: ``nproc_per_node = num_processes //
-num_machines``, ``node_rank = machine_rank``).
-
-Every step runs this interpreter and gets the training environment's compiled DeepSpeed op
-(``TORCH_EXTENSIONS_DIR``, ``cwgrpo.launch.workers.op_cache_env``): the nodes share its paths, as they share the run
-folder. Run for real (one node listed twice, DeepSpeed ZeRO-3 on CPU): ``tests/slurm/test_slurm_zero3.py``.
+``cwgrpo train`` with ``num_nodes > 1`` (or ``vllm_server_node``) runs once in the allocation's batch step
+and starts the vLLM server's step and one ``srun --nodes=1`` step per training node, each running
+``accelerate launch --num_machines N --machine_rank I`` through ``cwgrpo.launch.workers``. Steps use
+``--overlap`` (each is given all of its node's GPUs), so ``python -m cwgrpo.launch.multinode --gpus I,J
+-- CMD`` keeps the GPUs at those positions, refusing a node that has fewer.
 """
 
 from __future__ import annotations
@@ -70,8 +52,7 @@ def nodes_needed(job: LaunchJob) -> int:
 
 
 def gpu_positions(job: LaunchJob) -> dict[str, list[int]]:
-    """GPU positions (indices into what the node shows) of each role: ``train0`` (first training node),
-    ``train`` (the other training nodes), ``server`` (on the first node or its own)."""
+    """GPU positions (in what the node shows) of ``train0``, ``train`` (other nodes) and ``server``."""
     per_node = job.num_processes // job.num_nodes
     server = job.vllm_server_gpu
     on_first = server is not None and not job.vllm_server_node
@@ -113,8 +94,7 @@ def plan(
     accelerate_config: str,
     trl_options: Mapping[str, Any] | None = None,
 ) -> tuple[Step | None, list[Step]]:
-    """(server step or None, one training step per training node) on the allocation's ``nodes``; each
-    training step runs ``cwgrpo`` with the arguments ``command``."""
+    """(server step or None, one training step per training node) on the allocation's ``nodes``."""
     need = nodes_needed(job)
     if len(nodes) < need:
         raise ConfigError(
@@ -152,11 +132,8 @@ def plan(
 
 
 def allocation_nodes(env: Mapping[str, str]) -> list[str]:
-    """Host names of this Slurm allocation's nodes, in Slurm's order (the first runs the batch step).
-
-    The Snakemake job-step plugin removes ``SLURM_JOB_NODELIST`` (it keeps ``SLURM_JOB_ID``), so the list
-    comes from ``scontrol show job`` when the variable is missing. Outside an allocation: ``ConfigError``.
-    """
+    """Host names of this Slurm allocation's nodes, in Slurm's order, from ``SLURM_JOB_NODELIST`` or (which
+    the Snakemake job-step plugin removes) ``scontrol show job``; outside an allocation: ``ConfigError``."""
     job_id = env.get("SLURM_JOB_ID")
     if not job_id:
         raise ConfigError(
@@ -201,8 +178,7 @@ def relaunch(
     accelerate_config: str,
     trl_options: Mapping[str, Any],
 ) -> int:
-    """Claim ports on this node, then start the server step (if any) on ``model_dir`` and one training
-    step per node, each running ``cwgrpo`` with the arguments ``command``."""
+    """Claim ports on this node, then start the server step (if any) and one training step per node."""
     from cwgrpo.launch.devices import lease
 
     nodes = allocation_nodes(os.environ)  # outside Slurm, fails before anything is claimed
@@ -212,8 +188,7 @@ def relaunch(
 
 
 def run_steps(server: Step | None, steps: list[Step], lock_fds: tuple[int, ...] = ()) -> int:
-    """Start the server and wait until it answers, then every training step; stop what is left when one
-    fails or all are done. Returns the first nonzero exit status (0 if all succeeded)."""
+    """Start the server, wait until it answers, then every training step; the first nonzero exit status."""
     base_env = {**op_cache_env(os.environ), **os.environ}  # each node's processes find the compiled op
     started: list[subprocess.Popen] = []  # each dies with this launcher, even when it is killed (start_tied)
     try:

@@ -1,10 +1,7 @@
 """The ``trl vllm-serve`` process that a launcher starts for a training job, seen from both sides.
 
-The launcher (``cwgrpo.launch.launcher`` on one machine, ``cwgrpo.launch.multinode`` across nodes) builds the server's
-engine options (``vllm_server_options``), claims its ports, starts it and waits until it answers
-(``wait_for_server``); it tells each training process where the server listens through the environment
-(``SERVER_PORT_ENV``, ``GROUP_PORT_ENV``, ``SERVER_HOST_ENV``: not options, so a resumed run, which gets
-other ports, keeps its config hash), and the trainer reads them back (``apply_endpoints``).
+The launcher passes the server's ports through the environment, not the options, so a resumed run keeps
+its config hash.
 """
 
 from __future__ import annotations
@@ -26,16 +23,8 @@ SERVER_HOST_ENV = "CWGRPO_VLLM_SERVER_HOST"
 
 
 def vllm_server_options(job: LaunchJob, trl_options: Mapping[str, Any] | None = None) -> list[str]:
-    """Engine options of the `trl vllm-serve` process, from the same options that configure TRL's
-    colocated engine, so one preset key means the same in both modes.
-
-    ``vllm_max_model_length`` (TRL's name) becomes ``--max_model_len``: prompt + completion tokens per
-    request (the released run's in-process engine: 4096). vLLM's server refuses a request whose prompt
-    plus ``max_tokens`` exceeds it and turns a null ``max_tokens`` into 16, so the trainer's client sends
-    each prompt length its own ``max_tokens``, the rest of this context (``cwgrpo.generation.context_budget``), as
-    the released engine gave it. ``vllm_gpu_memory_utilization`` becomes ``--gpu_memory_utilization``
-    (released: 0.7), and the job's ``vllm_enforce_eager`` ``--enforce_eager`` (released: true).
-    """
+    """Engine options of the `trl vllm-serve` process, from those of TRL's colocated engine (one preset key
+    means the same in both modes)."""
     trl_options = trl_options or {}
     options = []
     if trl_options.get("vllm_max_model_length") is not None:
@@ -48,8 +37,7 @@ def vllm_server_options(job: LaunchJob, trl_options: Mapping[str, Any] | None = 
 
 
 def apply_endpoints(config: Any, env: Mapping[str, str]) -> None:
-    """In a launched training process: connect the trainer to the server and weight-sync ports its
-    launcher claimed (and the server's host, when it runs on another node)."""
+    """In a launched training process: connect the trainer to the server its launcher started."""
     if SERVER_PORT_ENV not in env:
         return
     if config.vllm_server_base_url:

@@ -1,20 +1,8 @@
 """The training processes' agent: ``accelerate launch`` run so that a kill of the job ends every worker.
 
-``accelerate launch`` runs torch's elastic agent, which starts each training process (worker) in a session
-of its own: a SIGKILL to the job's process group, or the death of the agent, leaves the workers running,
-and the GPU and port leases (``cwgrpo.launch.devices``) are released while they train on. So ``cwgrpo.launch.launcher``
-runs ``python -m cwgrpo.launch.workers <accelerate launch arguments>`` instead, which
-
-- dies with the ``cwgrpo train`` process that started it (``LAUNCHER_PID_ENV``; Linux's
-  ``PR_SET_PDEATHSIG``, SIGKILL), and gives each worker the same tie to the agent (``AGENT_PID_ENV``, read
-  by ``cwgrpo.cli`` at a worker's start): killing any of the three ends the ones below it;
-- hands the lease's lock descriptors (``LEASE_FDS_ENV``) on to the workers: a flock lasts until the last
-  descriptor of its open file is closed, so the devices and ports stay claimed until the last worker is
-  gone, however the job ends.
-
-A tie is set after the process starts; if the parent is already gone by then (its pid is no longer the
-parent's), the process ends at once instead of running unowned. Each worker logs, at its start, how it
-trains with the others (``process_description``).
+torch's elastic agent starts each worker in a session of its own, out of reach of a kill of the job's
+process group. ``python -m cwgrpo.launch.workers`` dies with the ``cwgrpo train`` process that started it
+(``PR_SET_PDEATHSIG``), ties each worker to itself, and hands them the lease's lock descriptors.
 """
 
 from __future__ import annotations
@@ -61,8 +49,7 @@ def stop(proc: subprocess.Popen) -> None:
 
 
 def tie_worker(env: MutableMapping[str, str]) -> None:
-    """In a training process started by this module's agent: die with the agent. The variable is removed,
-    so a process this one starts is not tied to the agent by mistake."""
+    """In a training process this module's agent started: die with the agent (a child of it is not tied)."""
     agent = env.pop(AGENT_PID_ENV, None)
     if agent is not None:
         die_with_parent(int(agent))
@@ -85,9 +72,7 @@ def _hand_fds_to_workers(fds: tuple[int, ...]) -> None:
 
     class Handler(base):
         def _popen(self, args: tuple, env: dict[str, str]):
-            from subprocess import Popen
-
-            return Popen(
+            return subprocess.Popen(
                 args=args,
                 env=env,
                 stdout=self._stdout,
@@ -117,9 +102,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def op_cache_env(environ: Mapping[str, str], prefix: str = sys.prefix) -> dict[str, str]:
-    """``TORCH_EXTENSIONS_DIR`` for the training processes: the environment's own op cache
-    (``<prefix>/torch_extensions``, where ``make deepspeed`` compiled DeepSpeed's CPU op) when the variable
-    is unset and that folder exists; else nothing (torch's default, or the user's choice)."""
+    """``TORCH_EXTENSIONS_DIR`` for the training processes: the environment's op cache, if unset and there."""
     cache = Path(prefix) / "torch_extensions"
     if "TORCH_EXTENSIONS_DIR" in environ or not cache.is_dir():
         return {}

@@ -1,4 +1,1 @@
-"""Model stage: a model source to a local folder, the offline tiny models and their warm-up.
-
-In that order: ``hub`` (``cwgrpo fetch-model``), ``tiny`` (``cwgrpo build-tiny``), ``sft``
-(``cwgrpo sft``)."""
+"""Model stage: a model source to a local folder, the offline tiny models and their warm-up."""

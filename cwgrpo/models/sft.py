@@ -1,29 +1,8 @@
 """Supervised warm-up of a tiny model into the tiny preset's "base" model (``cwgrpo sft``).
 
-The paper starts RL from a distilled model that already answers in the think-then-``\\boxed{}`` format.
-The tiny preset's stand-in is a short supervised run on worked solutions of the synthetic task::
-
-    prompt      <|bos|><|user|>43+25<|end|><|assistant|>
-    completion  <think>\\n43+25=68\\n</think>\\n\\boxed{68}<|end|>
-
-(the prompt is the tokenizer's chat template applied to the ``tiny`` prompt set's messages, i.e. one
-user message with the bare problem, as ``cwgrpo train`` renders it; the loss covers the completion tokens
-only, including the closing ``<|end|>`` = EOS). Dev answers are graded by ``cwgrpo.grading.scoring.grade``.
-
-The accuracy of such a run jumps sharply at a seed-dependent step, so a fixed step count does not land
-reliably at a moderate accuracy. Instead the run stops as soon as greedy accuracy on a dev split reaches
-``target_dev_accuracy`` (checked every ``eval_every`` steps), with ``max_steps`` as a cap; the step
-reached and the dev accuracy go into the marker. Data order comes from a seeded ``torch.Generator``, so
-a run is deterministic for a seed and a thread count.
-
-Usage::
-
-    cwgrpo sft --model-dir models/small/init --train-data data/syn_train.jsonl \\
-        --dev-data data/syn_dev.jsonl --out-dir models/small/base --marker models/small/base.json \\
-        --set target_dev_accuracy=0.4
-
-Measured steps, times and accuracies, and the recommended tiny and smoke settings:
-docs/tiny-calibration.md.
+The tiny preset's stand-in for the paper's distilled base model: a short supervised run on worked
+solutions, stopped once greedy dev accuracy reaches ``target_dev_accuracy`` (accuracy jumps at a
+seed-dependent step). Measured settings: docs/tiny-calibration.md.
 """
 
 from __future__ import annotations
@@ -123,8 +102,7 @@ class SftConfig:
 
 
 def render_prompt(tokenizer: Any, problem: str, prompt_set: str = "tiny") -> str:
-    """The chat-template prompt for one problem: the prompt set's training messages (``tiny``: one user
-    message, the bare problem), generation prompt appended, exactly as ``cwgrpo train`` renders it."""
+    """The chat-template prompt for one problem, exactly as ``cwgrpo train`` renders it."""
     from cwgrpo.data.prompts import train_messages
 
     return tokenizer.apply_chat_template(
@@ -165,10 +143,7 @@ def _pack(examples: list[tuple[list[int], list[int]]], pad_id: int) -> tuple[Any
 
 
 def _epoch_batches(lengths: Any, batch_size: int, grouping: int, gen: Any) -> list[Any]:
-    """One epoch of index batches: shuffle, sort runs of ``grouping`` batches by length, shuffle batches.
-
-    Drops the last incomplete batch. Deterministic for the state of ``gen``.
-    """
+    """One epoch of full index batches: shuffle, sort runs of ``grouping`` batches by length, shuffle."""
     import torch
 
     order = torch.randperm(len(lengths), generator=gen)
@@ -222,11 +197,7 @@ def greedy_accuracy(
 def train_sft(
     model: Any, tokenizer: Any, train_records: Sequence[dict], dev_records: Sequence[dict], cfg: SftConfig
 ) -> dict[str, Any]:
-    """Train ``model`` in place until dev accuracy reaches the target or ``max_steps``.
-
-    Returns:
-        ``{steps, dev_accuracy, reached_target, evals: [{step, dev_accuracy, train_loss}]}``.
-    """
+    """Train ``model`` in place until dev accuracy reaches the target or ``max_steps``."""
     import torch
     from tqdm.auto import tqdm
 

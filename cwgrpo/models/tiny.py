@@ -1,28 +1,8 @@
 """Offline tiny tokenizer and Qwen2-shaped causal LMs for the tiny preset (``cwgrpo build-tiny``).
 
-Everything here is built from code, without the Hugging Face Hub.
-
-**Tokenizer.** One token per byte (a byte-level BPE with an empty merge list, so printable ASCII is one
-token per character, spaces and newlines included), plus special tokens for the chat format and three
-ordinary added tokens that shorten the answer format (``<think>``, ``</think>``, ``\\boxed{``). The chat
-template emits the BOS token itself; plain ``tokenizer(text)`` adds nothing, so a rendered prompt never
-gets a second BOS::
-
-    <|bos|><|user|>43+25<|end|><|assistant|><think>\\n43+25=68\\n</think>\\n\\boxed{68}<|end|>
-
-``<|end|>`` closes every message and is the EOS token, so generation stops at the end of the answer.
-
-Why byte-level BPE rather than a character ``WordLevel`` model: ``AutoTokenizer.from_pretrained`` on a
-folder whose ``config.json`` says ``model_type: qwen2`` ignores ``tokenizer_class`` in
-``tokenizer_config.json`` (transformers 5 lists qwen2 in ``MODELS_WITH_INCORRECT_HUB_TOKENIZER_CLASS``)
-and rebuilds the tokenizer as a ``Qwen2Tokenizer``: a byte-level BPE over the saved vocabulary. A
-``WordLevel`` vocabulary then silently loses every space and newline (they are not in it as ``Ġ``/``Ċ``).
-With a byte-level vocabulary the rebuilt ``Qwen2Tokenizer`` and the ``PreTrainedTokenizerFast`` we save
-encode and decode identically, so every loader gets the same tokens (tested in
-``tests/unit/test_tiny.py``).
-
-**Models.** ``Qwen2ForCausalLM`` from a ``Qwen2Config`` (tied embeddings, head size 32), initialised from
-a seed; see ``SIZES``.
+The tokenizer is byte-level (one token per byte, plus the chat format's special tokens): transformers
+rebuilds a qwen2 folder's tokenizer as a byte-level ``Qwen2Tokenizer``, which would drop a ``WordLevel``
+vocabulary's spaces and newlines.
 """
 
 from __future__ import annotations
@@ -56,9 +36,8 @@ CHAT_TEMPLATE = (
     "{%- if add_generation_prompt -%}{{- '<|assistant|>' -}}{%- endif -%}"
 )
 
-# name -> Qwen2Config overrides. Head size 32 in both; ~1.1M and ~2.4M parameters with the 266-token
-# vocabulary. `large` was 256 wide (4.3M) at first: its RL steps (7.5 s on one core, cost ~ parameters)
-# alone took 9 of the preset's 23 CPU-minutes, so it is 192 wide (docs/tiny-calibration.md).
+# name -> Qwen2Config overrides (~1.1M and ~2.4M parameters); sized to the tiny preset's CPU time
+# (docs/tiny-calibration.md).
 SIZES: dict[str, dict[str, int]] = {
     "small": {
         "hidden_size": 128,
@@ -79,10 +58,7 @@ MAX_POSITIONS = 256  # longest tiny sequence: level-5 prompt (21 tokens) + worke
 
 
 def build_tokenizer(add_bos: bool = False) -> Any:
-    """The tiny tokenizer as a ``PreTrainedTokenizerFast`` (left padding, chat template, no auto BOS).
-
-    ``add_bos``: the tokenizer also adds a BOS to every text it encodes with special tokens, as
-    DeepSeek-R1-Distill's does, whose chat template emits one too (tests of the released doubled BOS)."""
+    """The tiny tokenizer (left padding, chat template; ``add_bos``: a BOS, as R1-Distill's adds)."""
     from tokenizers import AddedToken, Tokenizer, decoders, models, pre_tokenizers, processors
     from transformers import PreTrainedTokenizerFast
     from transformers.convert_slow_tokenizer import bytes_to_unicode  # pre_tokenizers.ByteLevel's map
@@ -121,11 +97,7 @@ def load_tokenizer(path: str | os.PathLike) -> Any:
 
 
 def build_model(size: str, vocab_size: int, seed: int) -> Any:
-    """A freshly initialised ``Qwen2ForCausalLM`` of a named size; same seed -> same weights.
-
-    Raises:
-        ValueError: unknown size (the message lists the valid ones).
-    """
+    """A freshly initialised ``Qwen2ForCausalLM`` of a named size; same seed -> same weights."""
     if size not in SIZES:
         raise ValueError(f"unknown tiny model size {size!r}; known: {sorted(SIZES)}")
     import torch
@@ -158,8 +130,7 @@ def weights_sha256(model: Any) -> str:
 
 
 def save_pretrained_atomic(out_dir: str | os.PathLike, model: Any, tokenizer: Any) -> None:
-    """Save model and tokenizer as one whole folder at ``out_dir``, which may replace only a folder that
-    cwgrpo wrote (``cwgrpo.io.owned_dir``), never one a user named."""
+    """Save model and tokenizer as one whole folder at ``out_dir`` (``cwgrpo.io.owned_dir``)."""
     from cwgrpo.io import owned_dir
 
     with owned_dir(out_dir) as tmp:
@@ -168,11 +139,7 @@ def save_pretrained_atomic(out_dir: str | os.PathLike, model: Any, tokenizer: An
 
 
 def save_tiny(out_dir: str | os.PathLike, size: str, seed: int) -> dict[str, Any]:
-    """Build the tokenizer and a ``size`` model from ``seed`` and save both into ``out_dir``.
-
-    Returns:
-        Marker information: ``{path, size, params, vocab_size, weights_sha256}``.
-    """
+    """Build the tokenizer and a ``size`` model from ``seed`` and save both into ``out_dir``."""
     tokenizer = build_tokenizer()
     model = build_model(size, vocab_size=len(tokenizer), seed=seed)
     save_pretrained_atomic(out_dir, model, tokenizer)

@@ -1,16 +1,8 @@
 """A run folder's checkpoints between runs: which one a rerun resumes from, what is pruned.
 
-The declared outputs are written from them too.
-
-- ``complete_checkpoints``: a ``checkpoint-N/`` counts once TRL finished saving it (``COMPLETE_FLAG``
-  inside it); ``resumable_checkpoints`` drops the cut ones, refuses those of another identity and skips a
-  damaged newest one.
-- ``prune_resume_state``: only the newest complete checkpoint keeps the optimiser state a resume reads;
-  older ones keep their weights (``PRUNED_FLAG`` says what went), and ``check_resumable`` refuses them.
-- ``reset_logs`` / ``finalize``: the growing logs live in ``LIVE`` (an undeclared folder: Snakemake deletes
-  the declared outputs of a failed job, which would lose the history before a resume point); a resume
-  cuts them at its step, and the end of a run copies them to their files (``log_files``), writes a step
-  marker per checkpoint and ``run.json`` last.
+A ``checkpoint-N/`` counts once TRL finished saving it (``COMPLETE_FLAG``); only the newest keeps the
+optimiser state a resume reads (``PRUNED_FLAG``). The growing logs live in ``LIVE``, an undeclared folder,
+since Snakemake deletes a failed job's declared outputs and with them the history before a resume point.
 """
 
 from __future__ import annotations
@@ -40,10 +32,7 @@ from cwgrpo.trainer import learning_signal
 
 logger = logging.getLogger("cwgrpo.train.run")  # these lines are the training run's
 
-# What only a resume reads (transformers' Trainer and DeepSpeed): optimiser (also FSDP's optimizer_N/),
-# scheduler, grad scaler, RNG states (one per process), DeepSpeed's global_stepN/ (optimiser shards and a
-# second copy of the weights), its `latest` pointer, and its converter scripts for those shards (DeepSpeed
-# 0.19 writes zero_to_fp32.py and zero_to_torch.py). Evaluation reads the weights and tokenizer only.
+# What only a resume reads (transformers' Trainer and DeepSpeed); evaluation reads the weights and tokenizer.
 # tests/unit/test_checkpoints.py checks this against layouts recorded from real ZeRO-2 and ZeRO-3 saves.
 RESUME_STATE = (
     "optimizer*",
@@ -67,10 +56,7 @@ def complete_checkpoints(run_dir: Path) -> dict[int, Path]:
 
 
 def resumable_checkpoints(run_dir: Path, block: dict[str, Any], owner: bool = True) -> dict[int, Path]:
-    """The complete checkpoints a rerun may resume from, by step, once the cut ones are removed (by the
-    ``owner`` of the run folder only: every training process calls this, and two removing one folder at
-    once fail); raises if any is of another identity (``block``'s config hash and inputs) or a damaged
-    newest one cannot be replaced by the previous one."""
+    """The complete checkpoints a rerun may resume from; raises on another identity's."""
     if owner:
         remove_incomplete_checkpoints(run_dir)
     done = complete_checkpoints(run_dir)
@@ -79,11 +65,7 @@ def resumable_checkpoints(run_dir: Path, block: dict[str, Any], owner: bool = Tr
 
 
 def remove_incomplete_checkpoints(run_dir: Path) -> None:
-    """A ``checkpoint-<step>`` folder without the completion flag was cut by a kill: never resume from it.
-
-    Only folders TRL itself names (``checkpoint-<int>``) are removed; a user's ``checkpoint-8.bak`` or
-    ``checkpoint-final`` is no checkpoint of this run and is left alone.
-    """
+    """``checkpoint-<int>`` folders without the completion flag were cut by a kill: remove them."""
     for path in incomplete_checkpoints(run_dir):
         if path.is_symlink():  # TRL saves into a folder, never a link: this one is not this run's to remove
             raise ConfigError(
@@ -106,8 +88,7 @@ def check_same_config(run_dir: Path, done: dict[int, Path], expected: str, input
 
 
 def changed_identity(done: dict[int, Path], expected: str, inputs: dict[str, Any]) -> dict[int, list[str]]:
-    """What differs, by step, between each checkpoint's identity and the run's (``expected`` config hash,
-    ``inputs``); empty when every checkpoint is this run's."""
+    """What differs, by step, between each checkpoint's identity and the run's."""
     from cwgrpo.train.identity import changed_inputs
 
     foreign: dict[int, list[str]] = {}
@@ -127,10 +108,7 @@ def _changed(foreign: dict[int, list[str]]) -> list[str]:
 
 
 def move_aside_changed_run(run_dir: Path, block: dict[str, Any]) -> Path | None:
-    """A run folder whose complete checkpoints are of another identity (``block``'s config hash and
-    inputs) is renamed to a free ``<name>.old-N`` beside it, nothing deleted, with one log line: a changed
-    configuration is a new run, and the same command trains it afresh. Call it holding the folder's lock,
-    before any training process starts. Returns where the old run went (None: nothing moved)."""
+    """Rename a run folder of another identity's checkpoints to a free ``<name>.old-N``; return it."""
     changes = changed_identity(complete_checkpoints(run_dir), block["config_hash"], block["inputs"])
     if not changes:
         return None
@@ -148,8 +126,7 @@ def move_aside_changed_run(run_dir: Path, block: dict[str, Any]) -> Path | None:
 
 
 def move_aside_if_changed(run_dir: Path, config_hash: str, model_dir: Path, train_data: Path) -> None:
-    """``move_aside_changed_run`` under the folder's lock (refused, naming the holder, while a `cwgrpo train`
-    trains into it), for a run of ``config_hash`` on these inputs; missing inputs are left to train to name."""
+    """``move_aside_changed_run`` under the folder's lock; missing inputs are left to ``train`` to name."""
     from cwgrpo.train.identity import run_inputs
 
     if not complete_checkpoints(run_dir) or not Path(model_dir).is_dir() or not Path(train_data).is_file():
@@ -165,12 +142,8 @@ def move_aside_if_changed(run_dir: Path, config_hash: str, model_dir: Path, trai
 
 
 def _verified(done: dict[int, Path]) -> dict[int, Path]:
-    """Complete checkpoints whose files still match their flag; a damaged newest one is skipped, saying so.
-
-    The previous checkpoint can take over only if it still holds its optimiser state: once the newest is
-    complete, the older ones are pruned (``prune_resume_state``), and resuming from weights alone would
-    silently restart the optimiser. Then the damage is an error that names both checkpoints.
-    """
+    """Complete checkpoints whose files match their flag; a damaged newest one is skipped if the previous
+    still holds its optimiser state."""
     while done:
         step = max(done)
         problem = verify_checkpoint(done[step]) or missing_rank_files(done[step])
@@ -188,8 +161,7 @@ def _verified(done: dict[int, Path]) -> dict[int, Path]:
 
 
 def check_resumable(ckpt: Path) -> None:
-    """A pruned checkpoint has weights but no optimiser state: transformers would resume from it with a
-    fresh optimiser and say nothing, so refuse (it is the newest only if newer ones were deleted)."""
+    """Refuse a pruned checkpoint: transformers would resume it with a fresh optimiser, saying nothing."""
     if (ckpt / PRUNED_FLAG).is_file():
         raise ConfigError(
             f"{ckpt} is the newest complete checkpoint but holds no optimiser state (pruned once a newer one "
@@ -198,13 +170,7 @@ def check_resumable(ckpt: Path) -> None:
 
 
 def prune_resume_state(run_dir: Path, keep: Path) -> list[Path]:
-    """Delete the resume-only state (``RESUME_STATE``) of every complete checkpoint older than ``keep``.
-
-    Called once ``keep`` is complete (flag written), so a resume, which takes the newest complete
-    checkpoint, never needs what is deleted: not the checkpoint the run resumed from (older than ``keep``
-    by then), nor any before the next is complete. Each pruned folder is flagged first, so one cut by a
-    kill mid-way is known to be unresumable. Returns the checkpoints pruned now.
-    """
+    """Delete the resume-only state of every complete checkpoint older than ``keep``, flagging each first."""
     done = complete_checkpoints(run_dir)
     keep_step = next((step for step, path in done.items() if path == keep), None)
     if keep_step is None:
@@ -281,8 +247,7 @@ def write_marker(run_dir: Path, step: int, ckpt: Path, provenance_block: dict[st
 def finalize(
     run_dir: Path, block: dict[str, Any], resolved: dict[str, Any], resume: str | None, logs: dict[str, Path]
 ) -> None:
-    """Write the declared outputs: a marker per complete checkpoint, the logs (``log_files``), then
-    ``run.json`` last (with the run's stretches without learning signal, ``learning_signal``)."""
+    """Write the declared outputs: a marker per complete checkpoint, the logs, then ``run.json`` last."""
     for step, ckpt in complete_checkpoints(run_dir).items():
         write_marker(run_dir, step, ckpt, block)
     for name, path in logs.items():

@@ -1,19 +1,8 @@
 """What a training run was trained from: a cheap, content-based fingerprint of its base model and data.
 
-A run's identity is its options (``config_hash``) *and* its inputs, so that checkpoints trained from an
-old base model or old data are never resumed, or reported, as if they came from the new ones.
-
-- Training data: the SHA-256 of the file's bytes (training sets are megabytes).
-- Base model folder: a SHA-256 over ``(relative path, digest)`` of every file in it, where a file of at
-  most ``FULL_HASH_BYTES`` is hashed whole (config, tokenizer, the tiny models' weights) and a larger
-  one (multi-GB safetensors shards) by its size plus ``SAMPLES`` chunks of ``CHUNK_BYTES`` at evenly
-  spaced offsets (the first holds the safetensors header). That reads at most ~16 MiB per large file,
-  so a 15 GB model costs well under a second, not minutes. A change inside a large file that keeps its
-  size and touches no sampled chunk would be missed; the marker beside the folder (``<folder>.json``,
-  written by ``fetch-model`` / ``sft`` / ``build-tiny``) adds the Hub id, revision and resolved commit
-  and any ``weights_sha256`` it records, which pin a downloaded model exactly.
-
-No path and no modification time enters a fingerprint: a copied folder has the same identity.
+A large file is hashed by its size and ``SAMPLES`` evenly spaced chunks (a 15 GB model in under a
+second); the marker beside the folder adds what pins a downloaded model exactly. No path or time enters
+it: a copied folder has the same identity.
 """
 
 from __future__ import annotations

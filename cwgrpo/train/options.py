@@ -1,13 +1,9 @@
 """The options of ``cwgrpo train``, checked once: a preset's train section and the command line to a config.
 
-``build_train_config`` is the one place where merged options (a ``--config`` file or TRL/open-r1 recipe,
-then ``--set`` overrides; the workflow passes a preset's ``train``, ``sizes.<size>.train`` and
-``methods.<method>`` sections as ``--set``) become what a run trains with: the job's own fields
-(``TrainJob``: rewards, prompts, launcher, processes, nodes) and TRL's ``CWGRPOConfig``, with the run's
-defaults filled in. ``cwgrpo train`` calls it before it launches anything (a launching parent and each
-launched child alike); the workflow's dry run calls it too, through ``train_option_errors``, which names every
-mistake at once (``cwgrpo_workflow.dag.command_options.train_errors``). Imports neither TRL nor torch until a config
-is built.
+``build_train_config`` turns merged options (a ``--config`` file or recipe, then ``--set`` overrides) into
+the job's own fields (``TrainJob``) and TRL's ``CWGRPOConfig`` with the run's defaults filled in; ``cwgrpo
+train`` calls it before it launches anything, and the workflow's dry run through ``train_option_errors``,
+which names every mistake at once. Imports neither TRL nor torch until a config is built.
 """
 
 from __future__ import annotations
@@ -109,10 +105,8 @@ class TrainJob:
         get_prompt_set(self.prompt_set)  # raises, listing the known prompt sets
         if not self.reward_funcs:
             raise ConfigError("reward_funcs is empty: name at least one reward function")
-        for name in self.reward_funcs:
-            check_reward_name(
-                name
-            )  # imported and called on the data before training (cwgrpo.grading.reward_guard)
+        for name in self.reward_funcs:  # imported and called on the data before training (reward_guard)
+            check_reward_name(name)
         budget = self.reward_timeout_s
         if budget is not None and not (math.isfinite(budget) and budget > 0):
             raise ConfigError(
@@ -122,10 +116,6 @@ class TrainJob:
             raise ConfigError(f"train_limit={self.train_limit}: must be >= 1 (or null for no limit)")
         if self.num_processes < 1:
             raise ConfigError(f"num_processes={self.num_processes}: must be >= 1")
-        self._check_nodes()
-
-    def _check_nodes(self) -> None:
-        """Multi-node options: an even split of the processes, a server GPU for a server node."""
         if self.num_nodes < 1:
             raise ConfigError(f"num_nodes={self.num_nodes}: must be >= 1")
         if self.num_processes % self.num_nodes:
@@ -142,8 +132,7 @@ class TrainJob:
 
 
 def split_options(options: Mapping[str, Any]) -> tuple[TrainJob, dict[str, Any]]:
-    """Split merged options into the job's own fields and the keyword arguments of ``CWGRPOConfig``; every
-    mistake found before TRL runs (``split_with_errors``) raises ``ConfigError``, one line each."""
+    """Split merged options into the job's fields and ``CWGRPOConfig``'s keyword arguments, or raise."""
     job, trl_kwargs, errors = split_with_errors(options)
     if errors:
         raise ConfigError("\n".join(map(str, errors)))
@@ -153,9 +142,7 @@ def split_options(options: Mapping[str, Any]) -> tuple[TrainJob, dict[str, Any]]
 def split_with_errors(
     options: Mapping[str, Any],
 ) -> tuple[TrainJob | None, dict[str, Any], list[OptionError]]:
-    """The job's fields (None if they break a rule), ``CWGRPOConfig``'s keyword arguments and every mistake
-    found before TRL runs, each naming its key where one is to blame: an unknown key (with the nearest name),
-    a value of the wrong type for its field (``max_steps: abc``) or NaN, ``TrainJob``'s rules, vLLM's."""
+    """The job's fields (None if they break a rule), ``CWGRPOConfig``'s arguments and every mistake."""
     from cwgrpo.configs import nearest
     from cwgrpo.trainer import CWGRPOConfig
 
@@ -195,8 +182,7 @@ def split_with_errors(
 
 
 def check_finite_option(key: str, value: Any) -> None:
-    """NaN is never a valid number of any option, and a learning rate must be finite and >= 0: TRL and
-    torch would only reject them once the run folder exists (torch: "Invalid learning rate: nan")."""
+    """Refuse NaN and a bad learning rate now, not once the run folder exists."""
     if isinstance(value, float) and math.isnan(value):
         raise ConfigError(f"{key}={value}: not a number")
     if key == "learning_rate" and isinstance(value, (int, float)) and not (0 <= value < math.inf):
@@ -204,9 +190,7 @@ def check_finite_option(key: str, value: Any) -> None:
 
 
 def monitoring_names(tags: dict[str, Any], trl_kwargs: dict[str, Any]) -> dict[str, Any]:
-    """``run_name`` ``size/method/seedN`` from the run's tags, and W&B's group ``size/method`` (the seeds of
-    one configuration together; ``WANDB_RUN_GROUP`` unless already set), when a logger is on (``report_to``).
-    With ``report_to: none`` (the default) nothing is added, so the run's config is unchanged."""
+    """``run_name`` ``size/method/seedN`` and W&B's group ``size/method``, when ``report_to`` is on."""
     report_to = trl_kwargs.get("report_to", "none")
     if report_to in ("none", None, []) or report_to == ["none"]:
         return {}
@@ -217,10 +201,8 @@ def monitoring_names(tags: dict[str, Any], trl_kwargs: dict[str, Any]) -> dict[s
     return {"run_name": name} if name else {}
 
 
-# transformers renamed these TrainingArguments fields; the old names warn (FutureWarning) whenever they are
-# set, and TRL's GRPOConfig sets `gradient_checkpointing` by default, so every run warned. The options keep
-# the names TRL's and open-r1's recipes use (run.json stores them as written); TRL gets the current ones
-# where its transformers has them (tests/vllm runs the 5.17 that the GPU envs pin).
+# transformers renamed these TrainingArguments fields and warns at every old name; the options keep the names
+# the recipes use (run.json stores them as written), and TRL gets the current ones where it has them.
 RENAMED_TRL_FIELDS = (
     ("gradient_checkpointing", "activation_checkpointing"),
     ("gradient_checkpointing_kwargs", "activation_checkpointing_kwargs"),
@@ -228,8 +210,7 @@ RENAMED_TRL_FIELDS = (
 
 
 def current_trl_names(trl_kwargs: Mapping[str, Any]) -> dict[str, Any]:
-    """``trl_kwargs`` with each renamed field under its current name, its value (or TRL's default of the
-    old name) unchanged; a current name given explicitly wins, as in transformers."""
+    """``trl_kwargs`` with each renamed field under its current name (which wins where given)."""
     from cwgrpo.trainer import CWGRPOConfig
 
     defaults = {f.name: f.default for f in dataclasses.fields(CWGRPOConfig)}
@@ -245,8 +226,7 @@ def current_trl_names(trl_kwargs: Mapping[str, Any]) -> dict[str, Any]:
 
 @dataclass(frozen=True)
 class TrainConfig:
-    """What one training run trains with: the job's options, TRL's config, and the keyword arguments that
-    config was built from (with the run's defaults; they, the job and the tags make the config hash)."""
+    """What one run trains with: the job's options, TRL's config and the keyword arguments it came from."""
 
     job: TrainJob
     trl: Any  # cwgrpo.trainer.CWGRPOConfig (typed loosely: importing it imports TRL)
@@ -258,8 +238,7 @@ class TrainConfig:
         return {"job": dataclasses.asdict(self.job), "trl": self.trl_kwargs, "tags": self.tags}
 
     def identity(self) -> dict[str, Any]:
-        """What ``config_hash`` hashes: ``resolved()`` with the run folder's own path as ``<run_dir>``, so that
-        a run folder copied elsewhere keeps its identity (as its inputs do, ``cwgrpo.train.identity``)."""
+        """What ``config_hash`` hashes: ``resolved()`` with the run folder as ``<run_dir>``."""
         run_dir = str(self.trl_kwargs["output_dir"]).rstrip("/")
 
         def relative(value: Any) -> Any:
@@ -274,8 +253,7 @@ class TrainConfig:
 def build_train_config(
     options: Mapping[str, Any], run_dir: Path, tags: Mapping[str, Any] | None = None
 ) -> TrainConfig:
-    """Merged options of ``cwgrpo train`` -> the run's ``TrainConfig``; a bad key or value raises
-    ``ConfigError`` naming it, before any model, data, GPU or run folder is touched."""
+    """Merged options of ``cwgrpo train`` -> the run's ``TrainConfig``, or ``ConfigError``."""
     from cwgrpo.trainer import CWGRPOConfig
     from cwgrpo.trainer.options import samples_path
 
@@ -300,10 +278,8 @@ def build_train_config(
 
 
 def train_option_errors(options: Mapping[str, Any]) -> list[OptionError]:
-    """Every mistake ``build_train_config`` refuses in ``options``, each naming the option to blame where one
-    is (``blamed``): those found before TRL runs (``split_with_errors``), then TRL's config's on the other options
-    (GRPOConfig's rules, then every broken rule of ``CWOptions``). For the workflow's dry run, which judges the
-    options and not the machine it runs on: the config is built for a CPU (no bf16 GPU is needed here)."""
+    """Every mistake ``build_train_config`` refuses in ``options``, with the option to blame; TRL's config is
+    built for a CPU (the dry run judges the options, not the machine)."""
     _, _, errors = split_with_errors(options)
     bad = {err.key for err in errors}
     good = {k: v for k, v in options.items() if k not in bad}
@@ -319,9 +295,7 @@ def train_option_errors(options: Mapping[str, Any]) -> list[OptionError]:
 
 
 def blamed(message: str, options: Mapping[str, Any]) -> str | None:
-    """The option a message of TRL's config blames: the first it names (``cw_variant='x'; valid ...``,
-    ``generation_batch_size (12) must be divisible by num_generations (8)``), else the first whose text value
-    it quotes (``constnt is not a valid SchedulerType``); None if neither."""
+    """The option a message of TRL's config blames: the first it names, else one whose value it cites."""
     named = [word for word in re.findall(r"\w+", message) if word in options]
     if named:
         return named[0]

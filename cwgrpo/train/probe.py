@@ -1,11 +1,8 @@
 """The training job's answers to the workflow's dry run, given in the jobs' own interpreter.
 
-Before any job starts, the dry run asks what ``cwgrpo train`` would refuse: each training options text, built
-through the job's own ``build_train_config`` (TRL's ``GRPOConfig`` and the package's ``CWOptions``; importing
-TRL costs seconds, so all texts go in one request), and each reward of the user's, imported and called on a
-sample of the training rows. It runs ``python -P -m cwgrpo.train.probe`` under the interpreter the jobs use:
-the request is JSON on stdin, ``{"ask": "options", "texts": [...]}`` or ``{"ask": "rewards", "names": [...],
-"rows": [...], "budget": ...}``; the answer is the last line of stdout, JSON.
+``python -P -m cwgrpo.train.probe`` reads one JSON request on stdin, ``{"ask": "options", "texts": [...]}``
+(each built through ``build_train_config``, all in one request since importing TRL costs seconds) or
+``{"ask": "rewards", "names": [...], "rows": [...], "budget": ...}``, and answers on stdout's last line.
 """
 
 from __future__ import annotations
@@ -47,8 +44,7 @@ def answer(request: dict[str, Any]) -> Any:
 
 
 def main() -> int:
-    """The request read on stdin, its answer written as one JSON line, the last of stdout (whatever the code it
-    runs prints goes to stderr)."""
+    """Answer the request on stdin as one JSON line, the last of stdout (anything else goes to stderr)."""
     request, out = json.load(sys.stdin), sys.stdout
     sys.stdout = sys.stderr
     found = answer(request)

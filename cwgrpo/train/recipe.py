@@ -1,22 +1,8 @@
 """TRL / open-r1 GRPO recipes for ``cwgrpo train --config recipe.yaml``.
 
-An open-r1 recipe is one YAML mapping of ``GRPOConfig`` fields plus the script's own keys. It is parsed here
-with TRL's own ``TrlParser`` into ``CWGRPOConfig`` (TRL's fields plus ours) and ``RecipeArguments``
-(open-r1's model and script keys), after our job fields (``TrainJob``: reward_funcs, prompt_set, ...) are set
-aside, so a key that none of them knows is TRL's error, naming it. The open-r1 keys then map to ours:
-
-| recipe key | becomes |
-|---|---|
-| ``model_name_or_path`` | ``--model-dir`` (a local model folder; ``cwgrpo fetch-model`` makes one from any source) |
-| ``dataset_name`` | ``--train-data`` (a local records JSONL file, docs/architecture.md "Records") |
-| ``output_dir`` | ``--run-dir`` |
-| ``system_prompt`` | ``TrainJob.system_prompt`` (the training prompts' system message, same name) |
-| ``torch_dtype``, ``attn_implementation`` | ``model_init_kwargs.dtype``, ``model_init_kwargs.attn_implementation`` |
-| ``model_revision`` | recorded only: a local folder has no revision (anything but ``main`` is an error) |
-
-A flag given on the command line (``--model-dir``, ``--train-data``, ``--run-dir``) wins over the recipe.
-``cwgrpo train --config`` reads a recipe as above (``is_recipe``), any other file as its mapping of options;
-``cwgrpo.train.options.build_train_config`` then checks the options.
+A recipe (``GRPOConfig`` fields plus open-r1's keys) is parsed with TRL's ``TrlParser`` once our job
+fields (``TrainJob``) are set aside, so an unknown key is TRL's error, naming it; open-r1's keys map to
+``--model-dir``, ``--train-data``, ``--run-dir`` (a flag on the command line wins) and ``model_init_kwargs``.
 """
 
 from __future__ import annotations
@@ -68,9 +54,8 @@ def parse_recipe(path: Path) -> tuple[dict[str, Path], dict[str, Any]]:
     rest = {k: v for k, v in written.items() if k not in job_keys and k != "env"}
     parser = TrlParser((CWGRPOConfig, RecipeArguments))
     try:
-        trl_args, recipe = parser.parse_dict(
-            current_trl_names(rest), allow_extra_keys=False
-        )  # builds CWGRPOConfig: its checks run
+        # builds CWGRPOConfig: its checks run
+        trl_args, recipe = parser.parse_dict(current_trl_names(rest), allow_extra_keys=False)
     except (ValueError, TypeError) as err:  # "Some keys are not used by the HfArgumentParser: [...]"
         raise ConfigError(f"{path}: {err}") from err
     del trl_args, recipe  # parsed only to check them; the values go on as written (run.json shows them so)

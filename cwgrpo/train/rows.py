@@ -1,11 +1,9 @@
 """The rows of a training run's dataset, which TRL turns into prompts and reward calls.
 
-Each row holds the conversational ``prompt`` (``cwgrpo.data.prompts``), the gold ``answer`` and, where the records
-carry one, the worked ``solution``; a dataset of the user's (``OwnDataset``) adds every column of its file
-under the user's own name (``question``, ``ans``, ...), since TRL passes each column but ``prompt`` to the
-rewards by keyword. A column whose name TRL's call or the package already uses keeps the package's meaning.
-The dry run (``cwgrpo_workflow.dag.user_rewards``) and the job (``cwgrpo.train.run``) build the same rows from the same
-records, so a reward is called on the same keywords before anything runs as while it trains.
+Each row holds the ``prompt``, the gold ``answer`` and any worked ``solution``; a user's dataset
+(``OwnDataset``) adds every column of its file under its own name, since TRL passes each column but
+``prompt`` to the rewards by keyword (a name TRL or the package uses keeps the package's meaning). The dry
+run builds the same rows, so a reward is called on the same keywords before anything runs.
 """
 
 from __future__ import annotations

@@ -1,22 +1,10 @@
 """``cwgrpo train``: one GRPO-family training run, resumable, with one marker per saved checkpoint.
 
-Reads top to bottom: options to a checked config (``cwgrpo.train.options``; a recipe through
-``cwgrpo.train.recipe``) -> (maybe) relaunch under accelerate (``cwgrpo.launch.launcher``, given plain values) -> seed
-(``cwgrpo.seeding``) -> data -> model -> trainer -> resume from the newest complete checkpoint
-(``cwgrpo.train.checkpoints``) -> train -> markers and ``run.json``.
-
-Outputs in ``--run-dir`` (docs/architecture.md): ``checkpoint-N/`` (TRL; never a Snakemake output),
-``steps/stepN.json`` (written only once checkpoint N is complete), ``metrics.jsonl`` (one line per
-optimiser step, no wall-clock fields), ``cov_samples.jsonl``, ``run.json``; the wall-clock fields go to
-``--timings`` (default ``RUN_DIR/timings.jsonl``). A killed run rerun with the same command resumes from
-its newest complete checkpoint.
-
-A run's identity is its options (``config_hash``) and its inputs (``cwgrpo.train.identity``: the base model
-folder's content and marker, the training data's SHA-256); checkpoints of another identity are never
-resumed or reported as this run's: a changed configuration is a new run, so its folder is moved aside
-(``<name>.old-N``, nothing deleted, one log line) and the run trains afresh. One trainer at a time holds the folder's lock (``cwgrpo.train.runguard``),
-a damaged newest checkpoint is skipped for the previous one, and a resume needs the log of every step
-before its resume point.
+Reads top to bottom: options -> (maybe) relaunch under accelerate -> seed -> data -> model -> trainer ->
+resume from the newest complete checkpoint -> train -> markers and ``run.json``; the outputs are listed in
+docs/architecture.md. A run's identity is its options (``config_hash``) and its inputs
+(``cwgrpo.train.identity``): a folder holding another identity's checkpoints is moved aside
+(``<name>.old-N``, nothing deleted) and the run trains afresh.
 """
 
 from __future__ import annotations
@@ -131,9 +119,8 @@ def _callbacks(run_dir: Path, provenance_block: dict[str, Any]):
                 append_jsonl(run_dir / LIVE / "timings.jsonl", {"step": state.global_step, **timings})
 
     class MarkCompleteCheckpoints(TrainerCallback):
-        """After every process saved checkpoint-N: flag it complete, then write the step marker the DAG waits
-        for. The barrier first: transformers writes each process's RNG state after DeepSpeed's save, with no
-        barrier after it, so the first process would otherwise flag (and prune) before the others are done."""
+        """Once every process saved checkpoint-N (their RNG states come after DeepSpeed's save), flag it
+        complete and write the step marker the DAG waits for."""
 
         def on_save(self, args, state, control, **kwargs):
             from accelerate import PartialState
@@ -162,11 +149,7 @@ def _callbacks(run_dir: Path, provenance_block: dict[str, Any]):
 
 
 def build_dataset(records: list[dict], job: TrainJob):
-    """Records -> a TRL dataset of ``cwgrpo.train.rows.training_rows``.
-
-    Every record becomes a prompt: a long prompt is cut for the loss by the trainer
-    (``max_prompt_length``), never dropped, so the dataset and its seeded order are the released run's.
-    """
+    """Records -> a TRL dataset of ``training_rows``; a long prompt is cut by the trainer, never dropped."""
     from datasets import Dataset
 
     from cwgrpo.train.rows import training_rows
@@ -178,12 +161,7 @@ def build_dataset(records: list[dict], job: TrainJob):
 
 
 def model_init_kwargs(config) -> dict[str, Any]:
-    """``from_pretrained`` options of the policy from TRL's ``model_init_kwargs``, read as TRL reads them.
-
-    TRL applies ``model_init_kwargs`` only to a model it loads itself (and to the reference model); the
-    policy is loaded here, so the same options (dtype, attention implementation) must be applied here too.
-    A dtype name becomes the torch dtype; unset, the dtype is float32, as TRL's reference model's.
-    """
+    """The policy's ``from_pretrained`` options from TRL's ``model_init_kwargs``, read as TRL reads them."""
     import torch
 
     kwargs = dict(config.model_init_kwargs or {})
@@ -215,9 +193,8 @@ def run(args: argparse.Namespace) -> int:
     model_dir, train_data, run_dir = paths["model_dir"], paths["train_data"], paths["run_dir"]
     timings = args.timings or run_dir / "timings.jsonl"
     options.update(parse_overrides(args.overrides))
-    cfg = build_train_config(
-        options, run_dir, parse_tags(args.tag)
-    )  # a bad option fails here, in any process
+    # a bad option fails here, in any process
+    cfg = build_train_config(options, run_dir, parse_tags(args.tag))
     if "CWGRPO_LAUNCHED" not in os.environ:  # the one process before any training process starts
         check_rewards(cfg.job, train_data)
     check_context_fits_model(cfg.trl_kwargs, model_dir)  # before any vLLM engine or server starts
@@ -237,8 +214,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def check_rewards(job: TrainJob, train_data: Path) -> None:
-    """Each reward imported and called on the first training rows, as the dry run does where the data is
-    a local file (``cwgrpo_workflow.dag.user_rewards``): the same refusal, before any model or launcher starts."""
+    """Each reward imported and called on the first training rows, as the dry run does."""
     from cwgrpo.grading.reward_guard import prepared_rewards
     from cwgrpo.train.rows import first_rows
 
@@ -256,8 +232,7 @@ def first(dataset: Dataset) -> list[dict]:
 def launched_command(
     model_dir: Path, train_data: Path, run_dir: Path, timings: Path, args: argparse.Namespace
 ) -> list[str]:
-    """The ``cwgrpo train`` arguments each launched training process runs: this call's, with the folders
-    resolved (a recipe's too), so a child reads the same options and trains into the same folder."""
+    """The ``cwgrpo train`` arguments each launched process runs: this call's, with the folders resolved."""
     command = ["train", "--model-dir", str(model_dir), "--train-data", str(train_data)]
     command += ["--run-dir", str(run_dir), "--timings", str(timings)]
     command += [item for tag in args.tag for item in ("--tag", tag)]
@@ -268,8 +243,7 @@ def launched_command(
 def train(
     model_dir: Path, train_data: Path, run_dir: Path, cfg: TrainConfig, timings: Path | None = None
 ) -> int:
-    """Train one run into ``run_dir`` (resuming it if it holds complete checkpoints of the same identity);
-    the wall-clock log goes to ``timings`` (default ``run_dir/timings.jsonl``)."""
+    """Train one run into ``run_dir``, resuming it from complete checkpoints of the same identity."""
     from transformers import AutoTokenizer
 
     from cwgrpo.data.registry import load_records

@@ -1,15 +1,8 @@
 """Guards of a run folder: one trainer at a time, checkpoints checked before reuse, logs without gaps.
 
-- ``RunLock``: an exclusive lock file (``.cwgrpo.lock``, POSIX ``lockf``, which also works on NFS) held
-  for the whole training process. The kernel drops it when the process dies, so a stale lock never
-  blocks a rerun, while a live orphan (after Snakemake itself was killed) is named: pid, host, start.
-- ``flag_record`` / ``verify_checkpoint``: a checkpoint's completion flag records the size of each of
-  its files; before a resume or an evaluation the sizes are compared and every ``*.safetensors``
-  header is read (its tensors must end exactly at the end of the file), so a truncated or corrupt
-  file is named instead of failing deep inside a loader. Sizes, not checksums: hashing tens of GB of
-  weights and optimiser state at every save and start would cost minutes.
-- ``check_logs_cover``: a resume needs the log of every step before its resume point.
-- ``check_free_space``: a save needs room for one more checkpoint as large as the last one.
+``RunLock`` holds ``lockf`` (NFS too) on ``.cwgrpo.lock`` for the whole training process. A checkpoint's
+completion flag records each file's size (sizes, not checksums: hashing tens of GB at every save would
+take minutes), checked with every ``*.safetensors`` header before a resume or an evaluation.
 """
 
 from __future__ import annotations
@@ -92,8 +85,7 @@ def aside_path(run_dir: Path) -> Path:
 
 
 def move_aside_hint(run_dir: Path) -> str:
-    """The one command that keeps a refused run (renamed, never deleted) and lets the same command train
-    afresh: a run folder that the workflow or the user refers to by its path is simply free again."""
+    """The one command that keeps a refused run (renamed) and lets the same command train afresh."""
     aside = aside_path(run_dir)
     return (
         f"to keep it and train afresh, move it aside and run the same command again: "
@@ -102,8 +94,7 @@ def move_aside_hint(run_dir: Path) -> str:
 
 
 def incomplete_checkpoints(run_dir: Path) -> list[Path]:
-    """``checkpoint-<int>`` folders without the completion flag: saves cut by a kill. Other names are
-    never this code's (``checkpoint-8.bak``, ``checkpoint-final``) and are not listed."""
+    """``checkpoint-<int>`` folders without the completion flag: saves cut by a kill."""
     return sorted(
         p
         for p in Path(run_dir).glob("checkpoint-*")
@@ -120,8 +111,7 @@ def _file_sizes(ckpt: Path) -> dict[str, int]:
 
 
 def flag_record(ckpt: Path, step: int, block: dict[str, Any], processes: int = 1) -> dict[str, Any]:
-    """The completion flag of a checkpoint: its step, the run's identity, the number of training processes
-    that saved it (each writes its own RNG state) and the size of each file."""
+    """A checkpoint's completion flag: step, the run's identity, the processes that saved it, file sizes."""
     return {
         "step": step,
         "config_hash": block["config_hash"],
@@ -141,8 +131,7 @@ def rng_state_names(processes: int) -> list[str]:
 
 
 def missing_rank_files(ckpt: Path) -> str | None:
-    """None if the flag lists the RNG state of every process that saved the checkpoint, else the problem
-    (a flag written before one process had saved its files: resuming would reseed that one silently)."""
+    """None if the flag lists every saving process's RNG state, else the problem."""
     flag = _read_flag(Path(ckpt) / COMPLETE_FLAG)
     if "processes" not in flag:
         return None
@@ -177,12 +166,7 @@ def safetensors_problem(path: Path) -> str | None:
 
 
 def verify_checkpoint(ckpt: Path) -> str | None:
-    """None if the checkpoint's files match its flag and its weights are readable, else the problem.
-
-    Every file the flag lists must be there with its recorded size, except the resume state that pruning
-    removed (listed in ``PRUNED_FLAG``, file or top folder). A flag without sizes (older cwgrpo) is checked
-    by the safetensors headers only.
-    """
+    """None if the checkpoint's files match its flag and its safetensors headers are sound, else why not."""
     ckpt = Path(ckpt)
     try:
         flag = _read_flag(ckpt / COMPLETE_FLAG)
@@ -203,10 +187,7 @@ def verify_checkpoint(ckpt: Path) -> str | None:
 
 
 def check_logs_cover(metrics: Path, last_step: int, logging_steps: float, max_steps: int) -> None:
-    """Refuse a resume at ``last_step`` unless ``metrics`` logs every logging step up to it.
-
-    TRL logs at every multiple of ``logging_steps`` (a float below 1 is a fraction of ``max_steps``).
-    """
+    """Refuse a resume at ``last_step`` unless ``metrics`` logs every logging step up to it."""
     interval = int(logging_steps) if logging_steps >= 1 else max(1, int(-(-logging_steps * max_steps // 1)))
     present = set()
     if metrics.is_file():
@@ -229,11 +210,7 @@ def _ranges(steps: list[int]) -> str:
 
 
 def check_free_space(run_dir: Path, model: Any = None) -> None:
-    """Raise ``OSError(ENOSPC)`` naming ``run_dir`` if it cannot hold one more checkpoint.
-
-    The size wanted is that of the newest checkpoint folder, or (before the first save) three times the
-    model's parameter bytes (weights plus Adam's two moments).
-    """
+    """Raise ``OSError(ENOSPC)`` if ``run_dir`` cannot hold another checkpoint as large as the newest."""
     ckpts = sorted(
         (p for p in Path(run_dir).glob("checkpoint-*") if CHECKPOINT.fullmatch(p.name)),
         key=lambda p: int(p.name.split("-")[1]),

@@ -1,47 +1,15 @@
 """TRL adapter: ``CWGRPOTrainer`` is ``GRPOTrainer`` with per-token advantage reweighting.
 
-Switching an existing TRL script to CW-GRPO is one line plus one field::
+Switching a TRL script to CW-GRPO is one line plus one field::
 
     from cwgrpo.trainer import CWGRPOConfig, CWGRPOTrainer   # instead of GRPOConfig, GRPOTrainer
     args = CWGRPOConfig(..., cw_method="cw_grpo")            # or "grpo", "clip_cov", "kl_cov"
 
-How it hooks in (TRL 1.16, pinned exactly): ``GRPOTrainer._compute_loss`` computes the current policy's
-log-probs with ``_get_per_token_logps_and_entropies`` and only then reads ``inputs["advantages"]``, which
-it accepts with shape (B, T). The method needs two overrides, and no parent code is copied:
-
-- ``_compute_loss`` hands the micro-batch to the log-prob hook, calls the parent, and adds the method's
-  extra per-token penalty (KL-Cov only), aggregated exactly like TRL aggregates its policy loss;
-- ``_get_per_token_logps_and_entropies``, when called from the loss, runs the selected method of
-  :mod:`cwgrpo.weighting` on the log-probs it just computed and replaces the micro-batch's advantages
-  ``A[i]`` by ``A[i] * multipliers[i, t]``. The log-probs are the ones the loss differentiates, so for the
-  ``released`` variant the gradient flows through the weights, as in the authors' code, and no extra
-  forward pass is needed.
-
-Four options reproduce the released run's semantics (TRL 0.15.2 as vendored by the authors; every
-setting is in ``docs/fidelity.md``), each off by default so that a plain TRL script keeps TRL 1.16's
-behaviour:
-
-- ``cw_logprob_temperature``: the temperature that divides the logits of the loss's log-probs, the
-  reference model's and the logged entropy. TRL 1.16 uses the sampling ``temperature``; the released
-  run sampled at 0.7 but scored unscaled logits (1.0). TRL builds its fused LM head with the sampling
-  temperature inside ``GRPOTrainer.__init__``; we build it with this one instead.
-- ``cw_one_group_per_micro_batch``: every loss micro-batch is exactly one prompt's G completions, as in
-  the released run (so ``mean_A`` is 0 and sigma is per group). Checked when the config is built (batch
-  geometry, ``one_group_geometry_problem``) and at every micro-batch (all rows share one prompt,
-  ``check_one_group``).
-- ``max_prompt_length``: prompt ids cut from the left after generation, for the loss and the reference
-  log-probs (TRL 0.15.2's ``prompt_ids[:, -max_prompt_length:]``; generation saw the whole prompt, as the
-  released vLLM path did). TRL 1.16 has no such option; no prompt is dropped.
-- ``cw_rollout_add_special_tokens``: generation sees the prompt ids with the tokenizer's special tokens
-  added (vLLM 0.7.2 tokenised the released text prompts so: two BOS with the R1-Distill tokenizer), the
-  loss TRL's ids (one BOS), as released.
-
-Diagnostics (spec method.md §4) are appended to TRL's metrics under ``cw/`` every micro-batch; for
-methods that do not reweight, the ``cw/weight_*`` keys describe the weights CW-GRPO would have assigned,
-and so do the kept shares of each group's outcomes (``cwgrpo.weighting.kept_share``).
-At a few steps a random sample of (covariance, weight) pairs is written to ``cov_samples.jsonl``. With
-``cw_probe_prompts`` > 0, the KL between consecutive policies on a fixed probe set is appended under
-``probe/`` after every optimiser step (:mod:`cwgrpo.trainer.probe_kl`).
+TRL 1.16 (pinned) computes the policy's log-probs in ``_get_per_token_logps_and_entropies`` before
+``_compute_loss`` reads ``inputs["advantages"]``, which may be (B, T); so that hook runs the
+:mod:`cwgrpo.weighting` method on the very log-probs the loss differentiates and replaces ``A[i]`` by
+``A[i] * multipliers[i, t]``, copying no parent code. The options that reproduce the released run are off
+by default, so a plain TRL script keeps TRL's behaviour (docs/fidelity.md).
 """
 
 from __future__ import annotations
@@ -74,10 +42,7 @@ logger = logging.getLogger(__name__)
 
 @dataclass
 class CWGRPOConfig(CWOptions, GRPOConfig):
-    """``GRPOConfig`` plus the options of the covariance-aware methods (``CWOptions``: their fields,
-    defaults and rules); here the rules that need TRL's fields. The workflow's dry run builds it too.
-    ``CWOptions`` comes first among the bases so that its fields come last: ``output_dir`` stays the first
-    positional field, as in ``GRPOConfig("out")``."""
+    """``GRPOConfig`` plus ``CWOptions`` (first among the bases so ``output_dir`` stays the first field)."""
 
     def __post_init__(self) -> None:
         GRPOConfig.__post_init__(self)
@@ -103,9 +68,7 @@ class CWGRPOConfig(CWOptions, GRPOConfig):
         return found
 
     def method_options(self, epsilon_low: float, epsilon_high: float) -> weighting.MethodOptions:
-        """The options every method receives: this config's fields of the same names, the PPO clip range the
-        trainer applies (TRL's ``epsilon``/``epsilon_high``, after a method's override), and the CW knobs
-        resolved from options ``CWOptions`` has checked (``MethodOptions`` checks only options built by hand)."""
+        """The options every method receives, with the PPO clip range the trainer applies."""
         clip = {"epsilon_low": epsilon_low, "epsilon_high": epsilon_high}
         names = [f.name for f in dataclasses.fields(weighting.MethodOptions) if f.name != "cw_knobs"]
         knobs = weighting.variant_knobs(
@@ -116,9 +79,7 @@ class CWGRPOConfig(CWOptions, GRPOConfig):
 
 
 def default_config(model: Any) -> CWGRPOConfig:
-    """The config of a trainer built without ``args``, named after the model as ``GRPOTrainer`` names its
-    ``GRPOConfig`` (``<model>-CW-GRPO``). Without any accelerator it sets ``use_cpu``: TRL's default (bf16)
-    is refused there by transformers, which asks for exactly that."""
+    """The config of a trainer built without ``args``; ``use_cpu`` without an accelerator (no bf16 there)."""
     name = model if isinstance(model, str) else get_config_model_id(model.config)
     use_cpu = not torch.accelerator.is_available()
     if use_cpu:
@@ -128,13 +89,7 @@ def default_config(model: Any) -> CWGRPOConfig:
 
 @contextlib.contextmanager
 def fused_head_temperature(temperature: float | None) -> Iterator[None]:
-    """While TRL's ``__init__`` runs, build its fused LM heads with ``temperature`` (None: TRL's own).
-
-    TRL 1.16 computes every log-prob and entropy of the loss through a fused LM head whose temperature is
-    fixed when ``GRPOTrainer.__init__`` calls ``add_fused_lm_head(model, temperature=args.temperature)``
-    (policy and reference model alike); generation is unaffected. Swapping the function TRL's module
-    looks up, only for the duration of ``__init__``, changes that one argument and nothing else.
-    """
+    """While TRL's ``__init__`` runs, build its fused LM heads (policy and reference) with ``temperature``."""
     if temperature is None:
         yield
         return
@@ -155,14 +110,8 @@ def fused_head_temperature(temperature: float | None) -> Iterator[None]:
 def one_group_geometry_problem(
     per_device_train_batch_size: int, num_generations: int, steps_per_generation: int
 ) -> str | None:
-    """What breaks the batch geometry under which TRL 1.16 hands the loss one whole group per micro-batch
-    (its first broken part), or None.
-
-    TRL's sampler yields each prompt ``num_generations`` times in a row, and each process takes
-    ``per_device_train_batch_size`` consecutive rows per micro-step, so a micro-batch is one group when
-    the two are equal. With ``steps_per_generation > 1`` TRL generates that many micro-batches at once
-    and shuffles the rows before splitting them (``_prepare_inputs``), which mixes groups.
-    """
+    """What breaks the batch geometry under which TRL 1.16 hands the loss one whole group per micro-batch,
+    or None."""
     if per_device_train_batch_size != num_generations:
         return (
             f"cw_one_group_per_micro_batch: per_device_train_batch_size ({per_device_train_batch_size}) "
@@ -194,11 +143,7 @@ def check_one_group(inputs: dict[str, Any], group_size: int) -> None:
 
 
 def per_completion_means(values: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-    """Each row's mean of ``values`` over its valid tokens, shape (B,); a row with no valid token is 0.
-
-    The released run's statistics (TRL 0.15.2) average these per-completion means; TRL 1.16 logs one
-    token-weighted mean over the batch, which weights long completions more. Both are logged.
-    """
+    """Each row's mean of ``values`` over its valid tokens (0 without any): the released run's statistics."""
     mask = mask.to(values.dtype)
     return (values * mask).sum(-1) / mask.sum(-1).clamp(min=1.0)
 
@@ -210,21 +155,10 @@ def k3_kl(logps: torch.Tensor, ref_logps: torch.Tensor) -> torch.Tensor:
 
 
 class CWGRPOTrainer(GRPOTrainer):
-    """``GRPOTrainer`` that applies ``args.cw_method`` to the advantages inside the loss.
+    """``GRPOTrainer`` that applies ``args.cw_method`` to the advantages inside the loss."""
 
-    Overridden: ``_compute_loss`` and ``_get_per_token_logps_and_entropies`` (the method), ``_generate``
-    (the released prompt cut, a no-op unless ``max_prompt_length`` is set), ``_generate_single_turn`` (the
-    released rollout prompt, a no-op unless ``cw_rollout_add_special_tokens`` is set), and ``__init__`` (the fused
-    LM head's temperature, unchanged unless ``cw_logprob_temperature`` is set; in server mode, each
-    request's ``max_tokens`` cut to the rest of the server's context: ``cwgrpo.generation.context_budget``); see the
-    module docstring.
-    """
-
-    _tag_names: ClassVar[list[str]] = [
-        "trl",
-        "grpo",
-        "cw-grpo",
-    ]  # TRL's model card: tags, trainer name and the paper to cite
+    # TRL's model card: tags, trainer name and the paper to cite
+    _tag_names: ClassVar[list[str]] = ["trl", "grpo", "cw-grpo"]
     _name = "CW-GRPO"
     _paper: ClassVar[dict[str, str]] = {
         "title": "Taming Extreme Tokens: Covariance-Aware GRPO with Gaussian-Kernel Advantage Reweighting",
@@ -264,9 +198,7 @@ class CWGRPOTrainer(GRPOTrainer):
     def create_model_card(
         self, model_name: str | None = None, dataset_name: str | None = None, tags: Any = None
     ) -> None:
-        """TRL's model card, naming the method this run trained and its paper, the base model by its Hub id or
-        its folder (TRL names a folder ``None``), and this run's folder as the model's name and as what
-        ``pipeline`` loads."""
+        """TRL's model card, naming the method, its paper and base model (TRL's: ``None`` for a folder)."""
         from trl.trainer import base_trainer
 
         method = self.args.cw_method
@@ -323,7 +255,6 @@ class CWGRPOTrainer(GRPOTrainer):
         self._cw_last_step = -1
         self._cw_sampled_step = -1  # the last optimiser step whose (covariance, weight) sample was written
 
-    # -- the two hooks ---------------------------------------------------------------------------------
     def _compute_loss(self, model, inputs):
         inputs = dict(inputs)  # advantages are replaced per micro-batch; never touch TRL's buffered copy
         self._cw_pending, self._cw_penalty = inputs, None
@@ -373,13 +304,11 @@ class CWGRPOTrainer(GRPOTrainer):
         return super()._generate_single_turn(self.rollout_prompt_ids(prompt_ids), *args, **kwargs)
 
     def rollout_prompt_ids(self, prompt_ids: list[list[int]]) -> list[list[int]]:
-        """The prompt ids generation sees: TRL's, or with ``cw_rollout_add_special_tokens`` the tokenizer's
-        special tokens added (the released run's rollouts: two BOS with the R1-Distill tokenizer)."""
+        """The prompt ids generation sees (``cw_rollout_add_special_tokens``: the released run's)."""
         if not self.args.cw_rollout_add_special_tokens:
             return prompt_ids
         return [with_special_tokens(self._tokenizer, list(ids)) for ids in prompt_ids]
 
-    # -- helpers -----------------------------------------------------------------------------------------
     @staticmethod
     def _cw_mask(inputs: dict[str, Any]) -> torch.Tensor:
         mask = inputs["completion_mask"]
@@ -414,8 +343,7 @@ class CWGRPOTrainer(GRPOTrainer):
 
     @torch.no_grad()
     def _log_released_stats(self, inputs: dict[str, Any], logps: torch.Tensor, entropies) -> None:
-        """Entropy (and KL, with a reference model) as the released run logs them: per completion, then
-        the mean over every process's completions (``per_completion_means``)."""
+        """Entropy (and KL) as the released run logs them: the mean of per-completion means."""
         mask = self._cw_mask(inputs)
         stats = {}
         if entropies is not None:
@@ -446,14 +374,8 @@ class CWGRPOTrainer(GRPOTrainer):
             self._cw_write_sample(cov, weights, mask)
 
     def _cw_should_sample(self, cov: torch.Tensor, mask: torch.Tensor) -> bool:
-        """Whether this micro-batch's (covariance, weight) pairs are the step's sample.
-
-        Sampled steps: step 1 and every ``cw_sample_every`` (0: ``save_steps``). Within one, the first
-        micro-batch whose covariance is not all zero, or the step's last micro-batch if none is: with one
-        group per micro-batch, a group whose rewards are all equal has c = 0 everywhere, and a sample of it
-        would say nothing about the step's covariances. (With several groups per micro-batch this is the
-        first micro-batch, as before.)
-        """
+        """Whether this micro-batch is the step's (covariance, weight) sample: on step 1 and every
+        ``cw_sample_every`` (0: ``save_steps``), the first one with a nonzero covariance, else the last."""
         every = self.args.cw_sample_every
         if every < 0 or not self.accelerator.is_main_process:
             return False

@@ -1,16 +1,9 @@
 """Whether a GRPO run can learn: stretches with no reward spread, no gradient, or every completion clipped.
 
-GRPO's advantage of a completion is its reward minus its group's mean: when every group's rewards are
-equal (TRL logs ``frac_reward_zero_std`` = 1) every advantage is 0 and the policy does not move; a
-``grad_norm`` of 0 says the same of the update itself. Both make a run that trains nothing and is marked
-complete: *no learning signal* (:func:`no_signal`). When every completion hits the completion budget
-(``completions/clipped_ratio`` = 1) no answer is ever finished, but rewards that still differ give a
-gradient and the run learns (from unfinished answers): a notice. TRL averages each metric over the steps
-of one log line, so a logged value of 1 (or a ``grad_norm`` of 0) means it held at every one of them.
-:func:`findings` names such stretches from the logged records (pure), :class:`SignalOptions` holds their
-length, and :func:`monitor` is the callback that warns once per cause while the run trains. ``cwgrpo
-train`` records the findings of the whole log in ``run.json`` (``learning_signal``), where the report and
-the end-of-run block (:func:`runs_without_signal`) read them.
+Equal rewards in every group (``frac_reward_zero_std`` = 1) or a ``grad_norm`` of 0 mean a run that
+trains nothing yet completes: *no learning signal*. Every completion clipped (``completions/clipped_ratio``
+= 1) only earns a notice, since differing rewards still give a gradient. :func:`findings` names such
+stretches in the log, :func:`monitor` warns once per cause while training, and ``run.json`` records them.
 """
 
 from __future__ import annotations
@@ -42,8 +35,7 @@ class SignalOptions:
 
 
 def check_no_signal_steps(steps: Any) -> None:
-    """Raise ``ValueError`` (a ``ConfigError`` where options are parsed) on a stretch that is not an integer
-    >= 0: checked where the options are parsed too, so a bad value stops no job after its model loaded."""
+    """Raise ``ValueError`` on a stretch that is not an integer >= 0."""
     if isinstance(steps, bool) or not isinstance(steps, int) or steps < 0:
         raise ValueError(f"cw_no_signal_steps={steps!r}: must be an integer >= 0 (0: no check)")
 
@@ -67,8 +59,7 @@ _HOLDS: dict[str, tuple[str, Callable[[float], bool]]] = {  # cause -> (metric, 
 
 
 def no_signal(found: Mapping[str, Any]) -> bool:
-    """Whether a finding (of :func:`findings`, or as run.json records it) means the run cannot learn: zero
-    reward spread or zero gradient. Every completion clipped is a notice: with reward spread the run learns."""
+    """Whether a finding means the run cannot learn (zero reward spread or zero gradient)."""
     return found.get("cause") in NO_SIGNAL
 
 
@@ -80,14 +71,8 @@ def _mean(records: list[Mapping[str, Any]], key: str) -> float | None:
 def findings(
     records: Iterable[Mapping[str, Any]], steps: int, completion_budget: int | None = None
 ) -> list[dict[str, Any]]:
-    """The first stretch of each cause that covers at least ``steps`` optimiser steps (0: none looked for).
-
-    ``records`` are training log lines (``step`` plus TRL's metrics), in any order; a line covers the steps
-    since the previous line. A line without the metric (an evaluation line, a NaN logged as null) breaks
-    a stretch. Zero gradient is looked for only without zero reward spread (which explains it). Each
-    finding: its cause, its first and last step, and the means of the shown metrics over it (``message``
-    says the same in words).
-    """
+    """The first stretch of each cause covering at least ``steps`` optimiser steps (0: none looked for);
+    zero gradient is looked for only without zero reward spread, which explains it."""
     lines = sorted((r for r in records if isinstance(r.get("step"), int)), key=lambda r: r["step"])
     out: list[dict[str, Any]] = []
     for cause, (key, holds) in _HOLDS.items():
@@ -144,8 +129,7 @@ def describe(found: Mapping[str, Any]) -> str:
 
 
 def runs_without_signal(recorded: Mapping[str, Sequence[Mapping[str, Any]]]) -> list[str]:
-    """``RUN: CAUSE, steps A-B`` for each run (name -> its run.json's ``learning_signal``) that recorded
-    no learning signal, for the end-of-run block; notices (every completion clipped) are left out."""
+    """``RUN: CAUSE, steps A-B`` for each run that recorded no learning signal, for the end-of-run block."""
     return [
         f"{run}: " + "; ".join(describe(f) for f in found if no_signal(f))
         for run, found in recorded.items()
@@ -180,8 +164,7 @@ def monitor(no_signal_steps: int):
 
 
 def read_recorded(run_dirs: Iterable[str | Path]) -> dict[str, list[dict[str, Any]]]:
-    """Each run folder (as given) -> its run.json's ``learning_signal``; a folder without run.json (a run
-    that did not finish) is left out."""
+    """Each run folder -> its run.json's ``learning_signal``; one without run.json is left out."""
     import json
 
     out = {}

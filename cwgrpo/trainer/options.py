@@ -1,8 +1,7 @@
 """The options of the covariance-aware methods (``cw_*``, Clip-Cov's and KL-Cov's), checked by one validator.
 
-``CWOptions`` holds every option ``CWGRPOConfig`` adds to TRL's ``GRPOConfig`` (which derives from it) and
-their rules (``problems``), every broken rule at once. The rule that needs TRL's batch geometry is
-``CWGRPOConfig``'s (``cwgrpo.trainer.grpo.one_group_geometry_problem``).
+``CWOptions`` holds every option ``CWGRPOConfig`` adds to TRL's ``GRPOConfig`` and their rules
+(``problems``); the rule that needs TRL's batch geometry is ``CWGRPOConfig``'s.
 """
 
 from __future__ import annotations
@@ -28,14 +27,12 @@ SAMPLES_FILE = "cov_samples.jsonl"  # cw_samples_path's default, in the run's ou
 
 
 def samples_path(folder: str | os.PathLike) -> str:
-    """``cw_samples_path``'s default in ``folder``: ``CWGRPOConfig``'s ``output_dir``, or the folder of a run's
-    growing logs that ``cwgrpo train`` gives it."""
+    """``cw_samples_path``'s default in ``folder``."""
     return os.path.join(folder, SAMPLES_FILE)
 
 
 def method_names() -> list[str]:
-    """The methods a run may name: the package's and, in a process that has loaded the registry (a training
-    job, a TRL script), every method registered there too (one of the user's own)."""
+    """The methods a run may name: the package's and any registered in this process (the user's own)."""
     registry = sys.modules.get("cwgrpo.weighting.registry")
     return sorted({*METHOD_NAMES, *(registry.METHODS if registry else ())})
 
@@ -193,7 +190,13 @@ class CWOptions(SignalOptions):
             )
         if not _number(self.kl_cov_coef, lambda v: v >= 0):
             found.append(f"kl_cov_coef={self.kl_cov_coef!r}: must be >= 0")
-        found += _integer_problems(self)
+        for name, low, rule in _INTEGERS:
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < low:
+                found.append(f"{name}={value!r}: must be {rule}")
+        keep = self.max_prompt_length
+        if keep is not None and (isinstance(keep, bool) or not isinstance(keep, int) or keep < 1):
+            found.append(f"max_prompt_length={keep!r}: must be >= 1, or None for no cut")
         t = self.cw_logprob_temperature
         if t is not None and not _number(t, lambda v: math.isfinite(v) and v > 0):
             found.append(f"cw_logprob_temperature={t!r}: must be a positive number, or None")
@@ -210,18 +213,6 @@ _INTEGERS = (
     ("cw_sample_every", -1, "an integer >= -1 (0: every save_steps; -1: never)"),
     ("cw_sample_size", 1, "an integer >= 1"),
 )
-
-
-def _integer_problems(options: CWOptions) -> list[str]:
-    found = []
-    for name, low, rule in _INTEGERS:
-        value = getattr(options, name)
-        if isinstance(value, bool) or not isinstance(value, int) or value < low:
-            found.append(f"{name}={value!r}: must be {rule}")
-    keep = options.max_prompt_length
-    if keep is not None and (isinstance(keep, bool) or not isinstance(keep, int) or keep < 1):
-        found.append(f"max_prompt_length={keep!r}: must be >= 1, or None for no cut")
-    return found
 
 
 def _number(value: Any, rule) -> bool:

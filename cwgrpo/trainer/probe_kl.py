@@ -1,29 +1,10 @@
 """How far each optimiser step moves the policy: the KL between consecutive policies on a probe set.
 
-Logged as ``probe/kl_consecutive`` and ``probe/kl_from_start`` (``cw_probe_prompts``).
-
-The probe set is fixed at train begin: the first ``cw_probe_prompts`` prompts of the training dataset,
-tokenised as the trainer tokenises its prompts, each with one completion generated greedily by the policy
-at that moment (at most ``max_completion_length`` tokens). After every optimiser step the policy's full
-next-token distribution (log-softmax of its unscaled logits) is scored at each completion position, and
-the mean over valid completion tokens (up to and including the first EOS) of
-``KL(p_prev || p_new) = sum_v p_prev(v) (log p_prev(v) - log p_new(v))`` is appended to TRL's metrics, so
-it reaches the log line of that step (TRL averages it over ``logging_steps``).
-
-Resume: the probe set and the start's log-probs are written once, at train begin, to ``PROBE_FILE`` in the
-run's undeclared ``live/`` folder; a resumed run reads them back, so its ``probe/`` values are those of the
-uninterrupted run (the metrics stay byte-identical on one CPU machine). Without that file (deleted, or
-unreadable) a resumed run fixes a new probe set and start at its resume point, warns, and logs
-``probe/restarted: 1`` at its first step: ``probe/kl_from_start`` is then measured from the resume point.
-
-Size: ``cw_probe_prompts`` beyond the training set is cut to it, with a warning; a probe whose two stored
-log-prob tensors would exceed ``MAX_PROBE_BYTES`` is refused before anything is generated.
-
-Cost: one greedy generation at train begin, then one no-grad forward pass of the probes per step; the
-start's and the previous step's log-probs are kept on the model's device (2 x probes x completion tokens
-x vocabulary float32 values: 4 MB for 32 x 64 tokens of the tiny models' 266-token vocabulary, 2.5 GB
-for a 152k-token vocabulary, where fewer probes or shorter completions keep it small).
-:func:`mean_token_kl` is the pure maths.
+Logged as ``probe/kl_consecutive`` and ``probe/kl_from_start`` (``cw_probe_prompts``): the first training
+prompts, each with one greedy completion of the policy at train begin, scored after every optimiser step
+over the full next-token distributions. The probe set and the start's log-probs are kept in the run's
+``live/`` folder (``PROBE_FILE``), so a resumed run logs the uninterrupted run's values; without it, it
+fixes a new probe set and logs ``probe/restarted: 1``.
 """
 
 from __future__ import annotations
@@ -46,8 +27,7 @@ MAX_PROBE_BYTES = 8 * 2**30  # the start's and the previous step's log-probs tog
 
 
 def probe_count(requested: int, dataset_size: int, completion_tokens: int, vocab_size: int) -> int:
-    """How many prompts the probe uses: ``requested`` cut to the training set (a warning says so); a
-    ValueError if its stored log-probs would pass ``MAX_PROBE_BYTES``."""
+    """``requested`` cut to the training set, with a warning; a ValueError over ``MAX_PROBE_BYTES``."""
     n = min(requested, dataset_size)
     if n < requested:
         logger.warning(
@@ -67,12 +47,7 @@ def probe_count(requested: int, dataset_size: int, completion_tokens: int, vocab
 
 
 def mean_token_kl(prev_logps: torch.Tensor, new_logps: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-    """Mean over the positions where ``mask`` is nonzero of ``KL(prev || new)`` at each position.
-
-    ``prev_logps``, ``new_logps``: (..., V) log-probabilities over the vocabulary; ``mask``: (...), 1 for
-    a valid completion token. A token that ``prev`` gives probability 0 adds nothing (0 log 0 = 0). With
-    no valid position the mean is 0.
-    """
+    """Mean of ``KL(prev || new)`` (over the last axis) where ``mask`` is nonzero; 0 with none."""
     if prev_logps.shape != new_logps.shape or prev_logps.shape[:-1] != mask.shape:
         raise ValueError(
             f"log-probs {tuple(prev_logps.shape)} and {tuple(new_logps.shape)}, mask {tuple(mask.shape)}: "
@@ -107,7 +82,6 @@ class ProbeKL(TrainerCallback):
         self.prev: torch.Tensor | None = None
         self.restarted = False  # a resume without the saved probe set: marked at its first step
 
-    # -- the probe set ---------------------------------------------------------------------------------
     @torch.no_grad()
     def _build_probes(self, model) -> dict[str, torch.Tensor]:
         """Prompt ids as the trainer builds them, left-padded, plus one greedy completion each."""
@@ -168,7 +142,6 @@ class ProbeKL(TrainerCallback):
         finally:
             model.train(was_training)
 
-    # -- the probe set across a resume ------------------------------------------------------------------
     def _save(self, path: Path) -> None:
         assert self.inputs is not None and self.start is not None
         state = {"n_prompts": self.n_prompts, "inputs": {k: v.cpu() for k, v in self.inputs.items()}}
@@ -188,7 +161,6 @@ class ProbeKL(TrainerCallback):
         self.inputs, self.start = state["inputs"], state["start"]
         return True
 
-    # -- the callback ----------------------------------------------------------------------------------
     def on_train_begin(self, args, state, control, **kwargs):
         path = Path(args.output_dir) / "live" / PROBE_FILE  # train_config.LIVE
         self.restarted = False

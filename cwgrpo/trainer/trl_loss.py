@@ -21,11 +21,7 @@ def aggregate_like_trl(
     num_processes: int,
     steps_per_generation: int,
 ) -> torch.Tensor:
-    """Reduce a (B, T) per-token loss to a scalar exactly as TRL 1.16's ``_compute_loss`` reduces its own.
-
-    Used for the KL-Cov penalty, which is not an advantage multiplier and so is added after the parent's
-    loss; ``tests/parity`` checks this function against TRL's own reduction for every loss type.
-    """
+    """Reduce a (B, T) per-token loss to a scalar exactly as TRL 1.16's ``_compute_loss`` reduces its own."""
     mask = mask.to(per_token.dtype)
     accumulation = gradient_accumulation_steps if training else 1.0
     if loss_type in ("grpo", "sapo"):

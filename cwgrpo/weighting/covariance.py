@@ -53,42 +53,18 @@ def covariance_on(logps: Tensor, advantages: Tensor, tokens: ValidTokens, centri
 
 
 def token_covariance(logps: Tensor, advantages: Tensor, mask: Tensor, *, centring: str) -> Tensor:
-    """Token covariance ``c[i,t] = (logp[i,t] - mean_logp) * (A[i] - mean_A)`` (spec method.md §2).
+    """Token covariance ``c[i,t] = (logp[i,t] - mean_logp) * (A[i] - mean_A)`` (method.md §2), 0 on padding.
 
-    ``centring="batch"`` (the ``described`` variant, and Cui et al.'s Clip-Cov/KL-Cov):
-    ``mean_logp`` is the mean over all valid tokens of the micro-batch and ``mean_A`` the token-weighted
-    mean ``sum_i n_i A[i] / N`` over the valid tokens (n_i = valid tokens of completion i), exactly
-    verl's ``masked_mean(advantages, response_mask)`` with token-level advantages.
-
-    ``centring="sequence"`` (the ``released`` variant): ``mean_logp[i]`` is the mean over the valid
-    tokens of completion ``i`` and ``mean_A`` the plain mean of ``A`` over the ``B`` completions
-    (a completion with no valid token still counts in ``mean_A``, as the spec's table reads).
-
-    ``mean_A`` is computed as ``A[0] + mean(A - A[0])`` so that equal advantages give c = 0 exactly.
-
-    Differs from verl's clip_cov/kl_cov: verl subtracts ``mean(logp.detach())`` from a non-detached
-    ``logp``; here gradient flows through whatever the caller passes (detach first for Clip-Cov/KL-Cov,
-    which only use ``c`` for selection). Padding gets 0, not ``-inf``.
-
-    Args:
-        logps: ``(B, T)`` float log-probabilities of the sampled tokens.
-        advantages: ``(B,)`` advantages.
-        mask: ``(B, T)`` bool or 0/1 completion mask.
-        centring: ``"batch"`` or ``"sequence"``.
-
-    Returns:
-        ``(B, T)`` covariance in float32 (float64 for float64 ``logps``), 0 on padding.
-
-    Raises:
-        ValueError: on bad shapes, mask values or an unknown ``centring``.
+    ``centring="batch"`` (``described``, and Cui et al.'s): both means over the micro-batch's valid tokens
+    (``mean_A`` token-weighted, as verl's ``masked_mean(advantages, response_mask)``). ``"sequence"``
+    (``released``): ``mean_logp`` per completion, ``mean_A`` the plain mean over the ``B`` completions.
+    ``mean_A`` is ``A[0] + mean(A - A[0])``, so equal advantages give c = 0 exactly. Unlike verl, gradient
+    flows through whatever the caller passes (Clip-Cov/KL-Cov detach first: they only select by ``c``).
     """
     check_inputs(logps, advantages, mask)
     check_choice(centring, CENTRINGS, "centring")
     tokens = valid_tokens(mask, logps, advantages, compute_dtype(logps))
     return covariance_on(logps, advantages, tokens, centring)
-
-
-# ---------------------------------------------------------------------------- Clip-Cov and KL-Cov
 
 
 def clip_cov_select(
@@ -101,30 +77,11 @@ def clip_cov_select(
     generator: torch.Generator | None,
     exclude: Tensor | None = None,
 ) -> Tensor:
-    """Tokens whose policy loss Clip-Cov zeroes (Cui et al. 2025; spec method.md §3).
+    """Tokens whose policy loss Clip-Cov zeroes (Cui et al. 2025; spec method.md §3): of the valid, not
+    ``exclude``d tokens with ``lb < c < ub``, ``max(floor(ratio * N), 1)`` picked uniformly at random.
 
-    Candidates are the valid, not excluded tokens with ``lb < c < ub``; ``max(floor(ratio * N), 1)`` of
-    them (``N`` = valid tokens of the micro-batch) are picked uniformly at random, or all of them if
-    there are fewer.
-
-    Differs from verl's ``compute_policy_loss_clip_cov``: the draw is a seeded ``torch.randperm`` over
-    all ``B*T`` positions (candidates are taken in that random order up to the count), not an unseeded
-    ``randperm`` over the candidate list, so no ``.item()``/``nonzero`` host sync; for a given seed the
-    picks therefore differ from verl's, the distribution (uniform subset) is the same.
-
-    Args:
-        cov: ``(B, T)`` token covariance (batch-centred, detached).
-        mask: ``(B, T)`` bool or 0/1 completion mask.
-        ratio: fraction r in [0, 1] of valid tokens to clip.
-        lb: exclusive lower bound of the covariance band.
-        ub: exclusive upper bound of the covariance band.
-        generator: seeded ``torch.Generator`` (required: no unseeded draws; None raises ValueError); on
-            ``cov``'s device or on the CPU (the permutation is then drawn on the CPU and copied to
-            ``cov``'s device).
-        exclude: optional ``(B, T)`` bool, tokens already clipped by the PPO rule; never picked.
-
-    Returns:
-        ``(B, T)`` bool, True on the selected tokens.
+    Unlike verl, the draw is a seeded ``torch.randperm`` over all ``B*T`` positions (candidates taken in that
+    order), so no host sync: the same distribution, other picks for a given seed.
     """
     check_2d(cov, "cov")
     check_mask(mask, cov.shape, "cov")
@@ -147,18 +104,8 @@ def clip_cov_select(
 def kl_cov_select(cov: Tensor, mask: Tensor, *, ratio: float) -> Tensor:
     """Top ``k = min(max(floor(ratio * N), 1), N)`` valid tokens by covariance (KL-Cov, spec method.md §3).
 
-    Differs from verl's ``compute_policy_loss_kl_cov``: verl gathers the valid tokens to the CPU and
-    calls ``topk`` with a data-dependent ``k``; here ``topk`` runs on the device with the static upper
-    bound ``max(floor(ratio * B*T), 1)`` and the first ``k`` are kept, so nothing syncs. Ties at the
-    cut are broken by ``torch.topk`` (implementation-defined, as in verl).
-
-    Args:
-        cov: ``(B, T)`` token covariance (batch-centred, detached).
-        mask: ``(B, T)`` bool or 0/1 completion mask.
-        ratio: fraction k in [0, 1] of valid tokens to penalise.
-
-    Returns:
-        ``(B, T)`` bool, True on the selected tokens (none if no token is valid).
+    Unlike verl (``topk`` on the CPU with a data-dependent ``k``), ``topk`` runs on the device with the static
+    bound ``max(floor(ratio * B*T), 1)`` and the first ``k`` are kept, so nothing syncs.
     """
     check_2d(cov, "cov")
     check_mask(mask, cov.shape, "cov")
@@ -176,20 +123,8 @@ def kl_cov_select(cov: Tensor, mask: Tensor, *, ratio: float) -> Tensor:
 
 
 def kl_cov_penalty(logps: Tensor, old_logps: Tensor | None, selected: Tensor, *, coef: float) -> Tensor:
-    """KL-Cov's extra per-token loss ``coef * |logp - logp_old|`` on selected tokens, 0 elsewhere.
-
-    Same term as verl's ``ppo_kl_coef * abs_kl``. With ``old_logps`` None (on-policy) the difference is
-    exactly 0, and so is the gradient (torch's ``|x|'`` at 0 is ``sign(0) = 0``).
-
-    Args:
-        logps: ``(B, T)`` current log-probabilities (gradient flows).
-        old_logps: ``(B, T)`` sampling-policy log-probabilities, or None for ``logps.detach()``.
-        selected: ``(B, T)`` bool from :func:`kl_cov_select`.
-        coef: the coefficient beta_kl.
-
-    Returns:
-        ``(B, T)`` penalty in float32 (float64 for float64 ``logps``).
-    """
+    """KL-Cov's extra per-token loss ``coef * |logp - logp_old|`` on selected tokens (verl's ``ppo_kl_coef *
+    abs_kl``); on-policy (``old_logps`` None) it and its gradient are exactly 0."""
     check_2d(logps, "logps")
     if old_logps is not None and (not isinstance(old_logps, Tensor) or old_logps.shape != logps.shape):
         raise ValueError(f"old_logps must have shape {tuple(logps.shape)}")
@@ -198,9 +133,6 @@ def kl_cov_penalty(logps: Tensor, old_logps: Tensor | None, selected: Tensor, *,
     old = logps.detach() if old_logps is None else old_logps
     diff = (logps.to(dtype) - old.to(dtype)).abs()
     return torch.where(selected.bool(), coef * diff, torch.zeros((), dtype=dtype, device=diff.device))
-
-
-# ---------------------------------------------------------------------------------------- diagnostics
 
 
 def _masked_quantiles(x: Tensor, m: Tensor, qs: tuple[float, ...]) -> Tensor:
@@ -220,22 +152,7 @@ def _masked_quantiles(x: Tensor, m: Tensor, qs: tuple[float, ...]) -> Tensor:
 
 @torch.no_grad()
 def covariance_diagnostics(cov: Tensor, weights: Tensor, mask: Tensor) -> dict[str, Tensor]:
-    """Per-step covariance and weight statistics over valid tokens (spec method.md §4).
-
-    Keys: ``cw/cov_mean``, ``cw/cov_std`` (population), ``cw/cov_abs_mean``, the quantiles
-    ``cw/cov_q{0.0001,0.01,0.4,0.6,0.99,0.9999}`` (``torch.quantile``'s linear interpolation, computed
-    by one masked sort so nothing syncs), ``cw/weight_mean``, ``cw/weight_std`` (population),
-    ``cw/weight_min``, ``cw/weight_max``, ``cw/weight_frac_below_0.5``, ``cw/weight_frac_above_2``.
-    Every statistic is over the valid tokens only; with no valid token every value is 0.0.
-
-    Args:
-        cov: ``(B, T)`` token covariance.
-        weights: ``(B, T)`` advantage multipliers (``w~``).
-        mask: ``(B, T)`` bool or 0/1 completion mask.
-
-    Returns:
-        dict of detached float32 0-dim tensors.
-    """
+    """Per-step covariance and weight statistics over valid tokens (spec method.md §4; 0.0 with none)."""
     check_2d(cov, "cov")
     check_2d(weights, "weights")
     check_mask(mask, cov.shape, "cov")

@@ -38,13 +38,7 @@ RELEASED_SIGMA_EPS = 1e-8  # the authors' code adds this to sigma (spec method.m
 
 
 class CWKnobs(NamedTuple):
-    """The choices in which ``released`` and ``described`` differ, one by one (the study's ablation).
-
-    ``centring`` in :data:`~cwgrpo.weighting.covariance.CENTRINGS`, ``normaliser`` in
-    :data:`NORMALISERS`, ``gradient``: whether gradient flows through the weight. (sigma's ``+ 1e-8``
-    follows the variant; the fourth knob, the micro-batch scope, is the trainer's batch geometry, not a
-    weighting choice.)
-    """
+    """The choices in which ``released`` and ``described`` differ, one by one (the study's ablation)."""
 
     centring: str
     normaliser: str
@@ -60,11 +54,7 @@ VARIANT_KNOBS = {
 def resolve_knobs(
     variant: str, centring: str | None = None, normaliser: str | None = None, gradient: bool | None = None
 ) -> CWKnobs:
-    """``variant``'s knobs with any given one overridden (None keeps the variant's choice), checked.
-
-    Raises:
-        ValueError: on an unknown variant, centring or normaliser, or a non-bool ``gradient``.
-    """
+    """``variant``'s knobs with any given one overridden (None keeps the variant's choice), checked."""
     check_choice(variant, CW_VARIANTS, "variant")
     if centring is not None:
         check_choice(centring, CENTRINGS, "centring")
@@ -86,12 +76,9 @@ def variant_knobs(
 def _normalised_kernel(cov: Tensor, tokens: ValidTokens, sigma: Tensor, z: Tensor | float) -> Tensor:
     """``w~ = Z * w / sum(w)`` with ``w = exp(-c^2 / (2 sigma^2)) * m``; 1 before normalising if sigma = 0.
 
-    Computed as a masked softmax of ``-q = -c^2 / (2 sigma^2)``: subtracting the (detached) minimum of
-    ``q`` over valid tokens changes nothing mathematically but guarantees ``sum(w) >= 1`` whenever a
-    token is valid, so ``w~`` stays finite even where every raw ``w`` would underflow to 0/0. The
-    exponent is floored at ``log(finfo.tiny) + 1`` (about -86 in float32): a token that far out gets
-    ``w ~ 3e-38`` instead of underflowing, which keeps every valid weight > 0 and keeps ``exp`` off its
-    ~10x slower underflow path. ``cov`` must be 0 on padding.
+    A masked softmax of ``-c^2 / (2 sigma^2)`` shifted by its (detached) minimum, so ``sum(w) >= 1`` where a
+    token is valid and ``w~`` stays finite where every raw ``w`` would underflow; the exponent is floored at
+    ``log(finfo.tiny) + 1``, keeping every valid weight > 0 and ``exp`` off its slow underflow path.
     """
     pos = sigma > 0
     k = torch.where(pos, 1 / (2 * torch.where(pos, sigma, torch.ones_like(sigma)).square()), 0.0)
@@ -116,10 +103,8 @@ def _masked_var(cov: Tensor, tokens: ValidTokens) -> Tensor:
 
 
 def _overflow_scale(cov: Tensor, tokens: ValidTokens) -> Tensor:
-    """0-dim, detached: ``max |c|`` over valid tokens when squaring ``c`` (or summing N squares) could
-    overflow, else exactly 1. The kernel depends only on ``c / sigma``, so dividing ``c`` by it (and the
-    released variant's ``sigma`` epsilon with it) changes no weight, but keeps ``c^2`` finite where a
-    finite log-prob of -1e20 or an advantage of 1e30 would otherwise make every weight NaN."""
+    """``max |c|`` (detached) where squaring ``c`` could overflow, else exactly 1: the kernel depends only on
+    ``c / sigma``, so dividing by it changes no weight but keeps ``c^2`` finite."""
     lo, hi = torch.aminmax(cov.detach())  # cov is 0 on padding: no mask needed, no (B, T) temporary
     amax = torch.maximum(-lo, hi)
     limit = math.sqrt(torch.finfo(cov.dtype).max / max(tokens.valid.numel(), 1)) / 4
@@ -129,11 +114,7 @@ def _overflow_scale(cov: Tensor, tokens: ValidTokens) -> Tensor:
 def cw_weights_and_covariance(
     logps: Tensor, advantages: Tensor, mask: Tensor, *, variant: str, knobs: CWKnobs
 ) -> tuple[Tensor, Tensor]:
-    """:func:`cw_weights` for resolved ``knobs``, and the covariance the weights were computed from.
-
-    Raises:
-        ValueError: on bad shapes or mask values.
-    """
+    """:func:`cw_weights` for resolved ``knobs``, and the covariance the weights were computed from."""
     check_inputs(logps, advantages, mask)
     dtype = compute_dtype(logps)
     if mask.numel() == 0:
@@ -161,7 +142,7 @@ def cw_weights(
     normaliser: str | None = None,
     gradient: bool | None = None,
 ) -> Tensor:
-    """Covariance-aware Gaussian-kernel advantage weights ``w~`` (spec method.md §2).
+    """Covariance-aware Gaussian-kernel advantage weights ``w~`` (spec method.md §2; variants: module table).
 
     ::
 
@@ -170,37 +151,7 @@ def cw_weights(
         w[i,t]  = exp(-c[i,t]^2 / (2 sigma^2)) * m[i,t]               (1 * m if sigma = 0)
         w~[i,t] = w[i,t] * Z / sum(w)
 
-    The token's advantage becomes ``w~[i,t] * A[i]``.
-
-    ``variant="described"``: ``centring="batch"`` (both means over all valid tokens of the micro-batch,
-    ``mean_A`` token-weighted), ``Z = N`` so ``w~`` averages exactly 1 over valid tokens, and no
-    gradient (``logps`` is detached first). If sigma = 0 every valid token gets ``w = 1``.
-
-    ``variant="released"``: ``centring="sequence"`` (``mean_logp`` per completion over its valid tokens,
-    ``mean_A`` the plain mean over completions), sigma + 1e-8, ``Z = B*T = mask.numel()`` (padding is
-    counted, so the valid-token mean of ``w~`` is ``B*T/N >= 1``), and gradient flows through
-    ``mean_logp``, ``c``, ``sigma`` and ``sum(w)``.
-
-    Both: sigma is over valid tokens only; padding gets 0; a micro-batch with no valid token gets all
-    zeros; a token whose log-prob or advantage is NaN or +-inf counts as padding (package docstring).
-    The normalisation is done as a min-shifted softmax (identical where the direct formula is finite,
-    finite where it would underflow to 0/0), and ``exp`` is floored at about ``e * finfo.tiny``, so a
-    token more than ~13 sigma (float32) further out than the least extreme one gets a weight of ~1e-38
-    instead of exactly 0.
-
-    Args:
-        logps: ``(B, T)`` float log-probabilities of the sampled tokens under the current policy.
-        advantages: ``(B,)`` group-normalised advantages.
-        mask: ``(B, T)`` bool or 0/1 completion mask.
-        variant: ``"released"`` or ``"described"``.
-        centring, normaliser, gradient: override one of the variant's choices (:func:`resolve_knobs`;
-            None keeps it): the study's one-knob ablation between the two variants.
-
-    Returns:
-        ``(B, T)`` weights ``w~`` in float32 (float64 for float64 ``logps``), 0 on padding.
-
-    Raises:
-        ValueError: on bad shapes, mask values or an unknown ``variant`` or knob value.
+    The token's advantage becomes ``w~[i,t] * A[i]``; padding, and a micro-batch with no valid token, get 0.
     """
     knobs = resolve_knobs(variant, centring, normaliser, gradient)
     return cw_weights_and_covariance(logps, advantages, mask, variant=variant, knobs=knobs)[0]

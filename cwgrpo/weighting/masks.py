@@ -1,9 +1,4 @@
-"""Input checks and masked statistics shared by the weighting modules.
-
-Nothing here calls ``.item()``, ``nonzero`` or indexes with a data-dependent shape, so no function forces
-a host-device sync; for the same reason the 0/1 value check of a non-bool ``mask`` runs on CPU tensors
-only (:func:`check_mask`).
-"""
+"""Input checks and masked statistics shared by the weighting modules."""
 
 from __future__ import annotations
 
@@ -12,15 +7,9 @@ from typing import NamedTuple
 import torch
 from torch import Tensor
 
-# --------------------------------------------------------------------------------------------- checks
-
 
 def check_mask(mask: Tensor, shape: torch.Size, ref_name: str) -> None:
-    """Raise ValueError unless ``mask`` has ``shape`` and holds only 0/1.
-
-    The value check of a non-bool mask needs the values on the host, so it runs only for CPU tensors;
-    on an accelerator it is skipped to avoid a host sync (TRL's completion mask is 0/1 by construction).
-    """
+    """Raise ValueError unless ``mask`` has ``shape`` and, on the CPU only (no host sync), holds only 0/1."""
     if not isinstance(mask, Tensor):
         raise ValueError(f"mask must be a torch.Tensor, got {type(mask).__name__}")
     if mask.shape != shape:
@@ -63,8 +52,7 @@ def check_choice(value: str, valid: tuple[str, ...], name: str) -> None:
 
 
 def check_ratio(ratio: float, name: str) -> None:
-    """A share of the valid tokens: in (0, 1], the rule of ``cwgrpo.trainer.options.CWOptions`` (0 would
-    still select one token, ``select_count``)."""
+    """A share of the valid tokens must be in (0, 1] (0 would still select one token)."""
     if not 0.0 < ratio <= 1.0:
         raise ValueError(f"{name}={ratio!r}: must be in (0, 1]")
 
@@ -74,23 +62,8 @@ def compute_dtype(x: Tensor) -> torch.dtype:
     return torch.float64 if x.dtype == torch.float64 else torch.float32
 
 
-# ------------------------------------------------------------------------------------ masked statistics
-
-
 def masked_mean(x: Tensor, mask: Tensor, dim: int | None = None) -> Tensor:
-    """Mean of ``x`` over the positions where ``mask`` is 1; 0 where there is none.
-
-    ``mean = sum(x * m) / max(sum(m), 1)``. Values of ``x`` at masked-out positions are ignored even if
-    they are inf or NaN (selected with ``torch.where``, so they also receive zero gradient).
-
-    Args:
-        x: tensor of any shape, floating point.
-        mask: bool or 0/1 tensor of the same shape.
-        dim: reduce over this dimension; ``None`` reduces over all elements (0-dim result).
-
-    Returns:
-        The masked mean in ``x``'s dtype, 0 where no position is valid.
-    """
+    """Mean of ``x`` where ``mask`` is 1 (0 with none), ignoring even inf or NaN values elsewhere."""
     m = mask.bool()
     total = torch.where(m, x, torch.zeros((), dtype=x.dtype, device=x.device))
     count = m.sum() if dim is None else m.sum(dim)
@@ -134,11 +107,8 @@ def nonzero_or_one(x: Tensor) -> Tensor:
 
 
 def shifted_mean(adv: Tensor, counts: Tensor) -> Tensor:
-    """``sum(counts * adv) / max(sum(counts), 1)`` computed as ``adv[0] + mean(adv - adv[0])``.
-
-    Equal advantages then give ``adv - mean = 0`` exactly (a plain float mean of equal values can be
-    off by one ulp, which would turn c = 0 into rounding noise that the kernel rescales to O(1)).
-    """
+    """``sum(counts * adv) / max(sum(counts), 1)`` as ``adv[0] + mean(adv - adv[0])``: equal advantages give
+    exactly 0 deviation (one ulp of noise would become O(1) weights after rescaling)."""
     if adv.numel() == 0:
         return adv.sum()
     ref = adv[0].detach()

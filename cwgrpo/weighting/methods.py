@@ -1,9 +1,4 @@
-"""The four registered methods (``grpo``, ``cw_grpo``, ``clip_cov``, ``kl_cov``) and the step's diagnostics.
-
-Each method is ``(MethodInputs, MethodOptions) -> MethodOutput`` (:mod:`cwgrpo.weighting.registry`). A
-method returns the covariance and weights it computed on the way, so :func:`method_diagnostics` computes
-only what is missing.
-"""
+"""The four registered methods (``grpo``, ``cw_grpo``, ``clip_cov``, ``kl_cov``) and the step's diagnostics."""
 
 from __future__ import annotations
 
@@ -26,14 +21,7 @@ from cwgrpo.weighting.registry import MethodInputs, MethodOptions, MethodOutput,
 def method_diagnostics(
     batch: MethodInputs, opts: MethodOptions, out: MethodOutput
 ) -> tuple[dict[str, Tensor], Tensor, Tensor]:
-    """The step's diagnostics (spec method.md §4): ``(metrics, cov, weights)``, all detached.
-
-    ``cov`` is the covariance of ``opts.cw_knobs.centring`` and ``weights`` the CW-GRPO weights for
-    ``opts`` (for a method that does not reweight, the weights CW-GRPO would have assigned, for
-    comparison in the figures). What ``out`` carries is reused; the rest costs one CW-GRPO weight pass.
-    ``metrics`` is :func:`~cwgrpo.weighting.covariance.covariance_diagnostics` followed by the method's
-    own ``out.metrics``.
-    """
+    """The step's diagnostics (spec method.md §4): ``(metrics, cov, weights)``, for every method alike."""
     cov, weights = out.cov, out.weights
     if cov is None or weights is None:
         w, c = cw_weights_and_covariance(
@@ -59,10 +47,8 @@ def _frac(selected: Tensor, m: Tensor) -> Tensor:
 
 
 def _ppo_clipped(batch: MethodInputs, m: Tensor, opts: MethodOptions) -> Tensor:
-    """Valid tokens the PPO rule clips: ``(A > 0 and r > 1 + eps_high) or (A < 0 and r < 1 - eps_low)``.
-
-    Same set as verl's ``clip_by_origin = (pg_losses2 > pg_losses1) & mask`` with ``r = exp(logp - old)``.
-    """
+    """Valid tokens the PPO rule clips (verl's ``clip_by_origin``): ``A > 0, r > 1 + eps_high`` or ``A < 0,
+    r < 1 - eps_low``."""
     if batch.old_logps is None:
         return torch.zeros_like(m)  # r = 1 exactly: nothing is clipped
     dtype = compute_dtype(batch.logps)
@@ -74,22 +60,14 @@ def _ppo_clipped(batch: MethodInputs, m: Tensor, opts: MethodOptions) -> Tensor:
 
 @register_method("grpo")
 def grpo(batch: MethodInputs, opts: MethodOptions) -> MethodOutput:
-    """Stock GRPO: multipliers exactly 1.0 everywhere (padding included; the caller masks padding).
-
-    ``A * 1.0 == A`` bit for bit, so the loss is exactly TRL's GRPO loss. No metrics.
-    """
+    """Stock GRPO: multipliers exactly 1.0 (``A * 1.0 == A`` bit for bit, so the loss is exactly TRL's)."""
     ones = torch.ones(batch.logps.shape, dtype=torch.float32, device=batch.logps.device)
     return MethodOutput(ones, None, {})
 
 
 @register_method("cw_grpo")
 def cw_grpo(batch: MethodInputs, opts: MethodOptions) -> MethodOutput:
-    """CW-GRPO: multipliers ``cw_weights(variant=opts.cw_variant)`` (spec method.md §2).
-
-    With ``opts.cw_centring`` / ``cw_normaliser`` / ``cw_weight_gradient`` set, that knob of the variant
-    is overridden (``opts.cw_knobs``). No metrics of its own; returns the covariance the weights were
-    computed from (``opts.cw_knobs.centring``) for :func:`method_diagnostics`. ``old_logps`` is unused.
-    """
+    """CW-GRPO: multipliers ``cw_weights`` with ``opts.cw_knobs`` (spec method.md §2)."""
     weights, cov = cw_weights_and_covariance(
         batch.logps, batch.advantages, batch.mask, variant=opts.cw_variant, knobs=opts.cw_knobs
     )
@@ -99,15 +77,8 @@ def cw_grpo(batch: MethodInputs, opts: MethodOptions) -> MethodOutput:
 
 @register_method("clip_cov")
 def clip_cov(batch: MethodInputs, opts: MethodOptions) -> MethodOutput:
-    """Clip-Cov: multiplier 0 on :func:`~cwgrpo.weighting.covariance.clip_cov_select` tokens, 1 elsewhere
-    (spec method.md §3).
-
-    Excludes the tokens the PPO rule already clipped. Differs from verl: verl multiplies the clipped
-    PPO loss by the 0/1 mask; zeroing the advantage gives the same per-token loss and gradient when the
-    caller applies PPO clipping. Only the policy-gradient term is zeroed; a KL-to-reference term, if
-    any, is untouched (as in verl). Needs a seeded ``batch.generator`` on the tokens' device (ValueError
-    if None). Metrics: ``cw/frac_tokens_clipped`` (selected / valid tokens).
-    """
+    """Clip-Cov: multiplier 0 on :func:`~cwgrpo.weighting.covariance.clip_cov_select` tokens not already
+    PPO-clipped (spec method.md §3): the same per-token loss and gradient as verl's masked PPO loss."""
     m = batch.mask.bool()
     selected = clip_cov_select(
         _batch_cov(batch, m),
@@ -124,13 +95,7 @@ def clip_cov(batch: MethodInputs, opts: MethodOptions) -> MethodOutput:
 
 @register_method("kl_cov", ppo_clip=False)
 def kl_cov(batch: MethodInputs, opts: MethodOptions) -> MethodOutput:
-    """KL-Cov: multipliers 1, penalty ``kl_cov_coef * |logp - old|`` on the top-k covariance tokens.
-
-    Registered with ``ppo_clip=False``: as in verl, the trainer turns PPO clipping off for every token
-    (this function cannot change how the caller clips). With ``old_logps`` None the penalty and its
-    gradient are exactly 0 (spec method.md §3). Metrics: ``cw/frac_tokens_penalised`` (selected / valid
-    tokens).
-    """
+    """KL-Cov: penalty ``kl_cov_coef * |logp - old|`` on the top-k covariance tokens (spec method.md §3)."""
     m = batch.mask.bool()
     selected = kl_cov_select(_batch_cov(batch, m), m, ratio=opts.kl_cov_ratio)
     penalty = kl_cov_penalty(batch.logps, batch.old_logps, selected, coef=opts.kl_cov_coef)

@@ -1,8 +1,7 @@
 """The method registry: a method is one function ``(MethodInputs, MethodOptions) -> MethodOutput``.
 
-Adding a method is that function and ``@register_method("name")``: the trainer (``cw_method``), the
-CLI's help, the workflow's parse-time check and the report read :data:`METHODS`. Inputs and options
-are checked where they are built (:class:`MethodInputs`, :class:`MethodOptions`), so a method need not.
+Adding a method is that function and ``@register_method("name")``; everything else reads
+:data:`METHODS`. Inputs and options are checked where they are built, so a method need not.
 """
 
 from __future__ import annotations
@@ -19,27 +18,8 @@ from cwgrpo.weighting.masks import check_inputs, check_ratio
 
 @dataclass(frozen=True)
 class MethodOptions:
-    """Options every registered method receives. No defaults (but ``cw_knobs``'s None): they live
-    once, in ``cwgrpo.trainer.options.CWOptions``.
-
-    Attributes:
-        cw_variant: ``"released"`` or ``"described"`` (see :func:`~cwgrpo.weighting.kernel.cw_weights`).
-        clip_cov_ratio: Clip-Cov fraction r of valid tokens to clip.
-        clip_cov_lb: Clip-Cov lower covariance bound (exclusive).
-        clip_cov_ub: Clip-Cov upper covariance bound (exclusive).
-        kl_cov_ratio: KL-Cov fraction k of valid tokens to penalise.
-        kl_cov_coef: KL-Cov coefficient beta_kl.
-        epsilon_low: PPO clip range below 1 (tokens with A < 0 and ratio < 1 - epsilon_low are clipped).
-        epsilon_high: PPO clip range above 1 (tokens with A > 0 and ratio > 1 + epsilon_high are clipped).
-        cw_centring, cw_normaliser, cw_weight_gradient: one-knob overrides of ``cw_variant``
-            (:func:`~cwgrpo.weighting.kernel.resolve_knobs`); None keeps the variant's choice.
-        cw_knobs: the CW-GRPO weight's choices, ``cw_variant``'s with the overrides applied. None (built by
-            hand): resolved here, and the options checked; the trainer passes them resolved from options
-            ``CWOptions`` has checked, so they are not checked twice.
-
-    Raises:
-        ValueError: built without ``cw_knobs``, on a ratio outside (0, 1] or an unknown variant or knob value.
-    """
+    """Options every registered method receives: ``CWOptions``' fields and the PPO clip range the trainer
+    applies; ``cw_knobs`` None (built by hand): resolved and checked here."""
 
     cw_variant: str
     clip_cov_ratio: float
@@ -65,18 +45,7 @@ class MethodOptions:
 
 @dataclass(frozen=True)
 class MethodInputs:
-    """One loss micro-batch as a method sees it (shapes ``(B, T)`` or ``(B,)``; names follow TRL).
-
-    Attributes:
-        logps: log-probability of each sampled token under the current policy (gradient flows).
-        old_logps: the same under the policy that sampled, or None meaning on-policy (``logps.detach()``).
-        advantages: ``(B,)`` group-normalised advantage of each completion.
-        mask: completion mask, bool or 0/1.
-        generator: a seeded ``torch.Generator`` for the method's random draws (Clip-Cov's), or None.
-
-    Raises:
-        ValueError: on bad shapes or mask values (checked once, here).
-    """
+    """One loss micro-batch as a method sees it (names follow TRL; ``old_logps`` None means on-policy)."""
 
     logps: Tensor
     old_logps: Tensor | None
@@ -90,17 +59,8 @@ class MethodInputs:
 
 @dataclass
 class MethodOutput:
-    """What a method returns to the trainer adapter.
-
-    Attributes:
-        multipliers: ``(B, T)`` float32; the token's advantage becomes ``A[i] * multipliers[i, t]``.
-        penalty: ``(B, T)`` extra per-token loss added to the policy loss and aggregated like it (by
-            the caller's ``loss_type``), or None.
-        metrics: detached 0-dim tensors keyed ``cw/...``.
-        cov, weights: the detached ``(B, T)`` covariance and CW-GRPO weights that the diagnostics
-            describe (:func:`~cwgrpo.weighting.methods.method_diagnostics`), when the method computed them
-            on the way; None otherwise (the diagnostics then compute them once).
-    """
+    """What a method returns: ``multipliers`` of the advantages, an extra per-token ``penalty`` (or None),
+    ``cw/...`` metrics, and the ``cov`` and ``weights`` it computed on the way (else None)."""
 
     multipliers: Tensor
     penalty: Tensor | None
@@ -116,12 +76,7 @@ UNCLIPPED: set[str] = set()  # methods under which the trainer turns TRL's PPO r
 
 
 def register_method(name: str, *, ppo_clip: bool = True) -> Callable[[MethodFn], MethodFn]:
-    """Decorator registering ``fn`` under ``name`` (and returning it unchanged); ``ppo_clip=False``: the
-    trainer applies no PPO ratio clip to any token while this method runs (KL-Cov's rule).
-
-    Raises:
-        ValueError: if the name is taken.
-    """
+    """Register ``fn`` as ``name``; ``ppo_clip=False``: the trainer turns the PPO ratio clip off (KL-Cov)."""
 
     def decorator(fn: MethodFn) -> MethodFn:
         if name in METHODS:
