@@ -207,6 +207,24 @@ def normalise(spec: DatasetSpec, rows: Iterable[Mapping[str, Any]]) -> list[dict
     return records
 
 
+def warn_conflicting_golds(spec: DatasetSpec, records: list[dict]) -> None:
+    """A problem that appears more than once with different gold answers cannot be right both times: say
+    so, naming the first such pair (each copy stays a record of its own, as in the source)."""
+    first: dict[str, int] = {}
+    conflicts = []
+    for i, rec in enumerate(records):
+        j = first.setdefault(rec["problem"], i)
+        if j != i and records[j]["answer"] != rec["answer"]:
+            conflicts.append((j, i))
+    if conflicts:
+        j, i = conflicts[0]
+        logger.warning(
+            "dataset %s: %d row(s) repeat an earlier problem with another gold answer (first: rows %d and %d, "
+            "golds %r and %r); each is kept as its own record",
+            spec.name, len(conflicts), j, i, records[j]["answer"], records[i]["answer"],
+        )  # fmt: skip
+
+
 def check_row_count(spec: DatasetSpec, records: list[dict]) -> None:
     if not records:
         raise ValueError(f"dataset {spec.name} ({spec.source}): zero rows")
@@ -264,6 +282,7 @@ def prepare(spec: DatasetSpec, out: str | Path, rows: Iterable[Mapping[str, Any]
 
     records = normalise(spec, load_rows(spec) if rows is None else rows)
     check_row_count(spec, records)
+    warn_conflicting_golds(spec, records)
     out = Path(out)
     write_jsonl(out, records)
     manifest = {

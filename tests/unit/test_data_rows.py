@@ -89,6 +89,20 @@ def test_a_non_scalar_answer_is_refused_naming_the_row(tmp_path, capsys, answer)
     assert "row 1 column 'answer'" in err and "not text or a number" in err
 
 
+def test_the_same_problem_with_two_golds_is_said_not_written_silently(tmp_path, caplog):
+    """Weak spot: a problem twice with golds 1 and 2 was written without a word."""
+    text = "".join(
+        f'{{"problem": "{p}", "answer": "{a}"}}\n' for p, a in (("p", 1), ("q", 5), ("p", 2), ("q", 5))
+    )
+    with caplog.at_level("WARNING", logger="cwgrpo.data.registry"):
+        code, records = _prepare(tmp_path, "own.jsonl", text)
+    assert code == 0 and _answers(records) == ["1", "5", "2", "5"]
+    assert (
+        "dataset mine: 1 row(s) repeat an earlier problem with another gold answer (first: rows 0 and 2, golds "
+        "'1' and '2'); each is kept as its own record"
+    ) in caplog.text
+
+
 def test_a_gold_that_is_the_prompt_is_refused(tmp_path, capsys):
     """Weak spot: --set problem=answer was accepted silently."""
     code, records = _prepare(
