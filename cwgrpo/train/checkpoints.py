@@ -21,10 +21,10 @@ from cwgrpo.train.runguard import (
     COMPLETE_FLAG,
     PRUNED_FLAG,
     RunLock,
-    aside_path,
     check_logs_cover,
     incomplete_checkpoints,
     missing_rank_files,
+    move_aside,
     move_aside_hint,
     verify_checkpoint,
 )
@@ -112,8 +112,7 @@ def move_aside_changed_run(run_dir: Path, block: dict[str, Any]) -> Path | None:
     changes = changed_identity(complete_checkpoints(run_dir), block["config_hash"], block["inputs"])
     if not changes:
         return None
-    aside = aside_path(run_dir)
-    run_dir.rename(aside)
+    aside = move_aside(run_dir)
     logger.warning(
         "%s held checkpoints %s of another configuration (changed %s): moved it to %s, nothing deleted; "
         "training afresh",

@@ -76,21 +76,36 @@ def _holder(text: bytes) -> str:
 
 
 def aside_path(run_dir: Path) -> Path:
-    """A free sibling name for a run folder moved out of the way: ``<name>.old-1``, ``.old-2``, ..."""
-    run_dir = Path(run_dir)
+    """A free sibling name for a run folder moved out of the way: ``<name>.old-1``, ``.old-2``, ...; a
+    run folder that is a link moves its target, on the target's own disk. A name held by anything, a
+    dangling link included, is taken."""
+    folder = Path(run_dir).resolve() if Path(run_dir).is_symlink() else Path(run_dir)
     n = 1
-    while run_dir.with_name(f"{run_dir.name}.old-{n}").exists():
+    while os.path.lexists(folder.with_name(f"{folder.name}.old-{n}")):
         n += 1
-    return run_dir.with_name(f"{run_dir.name}.old-{n}")
+    return folder.with_name(f"{folder.name}.old-{n}")
+
+
+def move_aside(run_dir: Path) -> Path:
+    """Rename a run folder (a link's target, the link kept and its target made again, empty) to
+    ``aside_path``; return where it went."""
+    aside = aside_path(run_dir)
+    folder = Path(run_dir).resolve() if Path(run_dir).is_symlink() else Path(run_dir)
+    folder.rename(aside)
+    if folder != Path(run_dir):
+        folder.mkdir()
+    return aside
 
 
 def move_aside_hint(run_dir: Path) -> str:
     """The one command that keeps a refused run (renamed) and lets the same command train afresh."""
     aside = aside_path(run_dir)
-    return (
-        f"to keep it and train afresh, move it aside and run the same command again: "
-        f"mv {shlex.quote(str(run_dir))} {shlex.quote(str(aside))}"
-    )
+    if Path(run_dir).is_symlink():
+        folder = shlex.quote(str(Path(run_dir).resolve()))
+        command = f"mv {folder} {shlex.quote(str(aside))} && mkdir {folder}"
+    else:
+        command = f"mv {shlex.quote(str(run_dir))} {shlex.quote(str(aside))}"
+    return f"to keep it and train afresh, move it aside and run the same command again: {command}"
 
 
 def incomplete_checkpoints(run_dir: Path) -> list[Path]:

@@ -14,7 +14,7 @@ import pytest
 
 from cwgrpo.configs import ConfigError
 from cwgrpo.train.checkpoints import check_same_config, move_aside_changed_run
-from cwgrpo.train.runguard import COMPLETE_FLAG, aside_path, check_logs_cover
+from cwgrpo.train.runguard import COMPLETE_FLAG, aside_path, check_logs_cover, move_aside_hint
 
 INPUTS = {"model": {"files_sha256": "m", "files": 1, "marker": {}}, "train_data_sha256": "d"}
 
@@ -115,3 +115,28 @@ def test_a_run_being_trained_by_another_process_is_never_moved(tmp_path):
         holder.kill()
         holder.wait()
     assert (run_dir / "checkpoint-2").is_dir() and not run_dir.with_name("seed0.old-1").exists()
+
+
+def test_a_dangling_link_at_the_aside_name_is_never_moved_onto(tmp_path):
+    """Weak spot: a dangling link at seed0.old-1 gave NotADirectoryError."""
+    run_dir = tmp_path / "seed0"
+    _run_with_checkpoint(run_dir, "old-hash")
+    run_dir.with_name("seed0.old-1").symlink_to(tmp_path / "gone")
+    aside = move_aside_changed_run(run_dir, {"config_hash": "new-hash", "inputs": INPUTS})
+    assert aside == run_dir.with_name("seed0.old-2")
+    assert (aside / "checkpoint-2" / "model.safetensors").read_bytes() == b"weights"
+
+
+def test_a_run_folder_linked_to_another_disk_moves_its_target_there_and_keeps_the_link(tmp_path):
+    """Weak spot: the link was renamed and the fresh run trained on the local disk instead."""
+    elsewhere = tmp_path / "big-disk" / "seed0"
+    _run_with_checkpoint(elsewhere, "old-hash")
+    run_dir = tmp_path / "runs" / "seed0"
+    run_dir.parent.mkdir()
+    run_dir.symlink_to(elsewhere)
+    aside = move_aside_changed_run(run_dir, {"config_hash": "new-hash", "inputs": INPUTS})
+    assert aside == tmp_path / "big-disk" / "seed0.old-1"
+    assert (aside / "checkpoint-2" / "model.safetensors").read_bytes() == b"weights"
+    assert run_dir.is_symlink() and run_dir.resolve() == elsewhere and list(elsewhere.iterdir()) == []
+    command = _command(move_aside_hint(run_dir))
+    assert command == f"mv {elsewhere} {elsewhere.with_name('seed0.old-2')} && mkdir {elsewhere}"
