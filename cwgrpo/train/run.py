@@ -32,7 +32,7 @@ from cwgrpo.train.checkpoints import (
     write_marker,
 )
 from cwgrpo.train.options import LIVE, TrainConfig, TrainJob, build_train_config
-from cwgrpo.train.runguard import COMPLETE_FLAG, RunLock, check_free_space, flag_record
+from cwgrpo.train.runguard import COMPLETE_FLAG, RunLock, check_free_space, check_run_lock, flag_record
 
 if TYPE_CHECKING:
     from datasets import Dataset
@@ -140,6 +140,8 @@ def _callbacks(run_dir: Path, provenance_block: dict[str, Any]):
         """Before a save: stop, naming the folder, if the disk cannot hold one more checkpoint."""
 
         def on_step_end(self, args, state, control, model=None, **kwargs):
+            if state.is_world_process_zero:
+                check_run_lock(run_dir)
             if control.should_save and state.is_world_process_zero:
                 check_free_space(run_dir, model)
 

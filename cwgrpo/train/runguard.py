@@ -29,6 +29,9 @@ SPACE_MARGIN = 1.1  # free space wanted: this times the size of the newest check
 CHECKPOINT = re.compile(r"checkpoint-(\d+)")
 
 
+_HELD: dict[Path, tuple[int, int]] = {}  # run lock file -> (device, inode) of the one this process holds
+
+
 class RunLock:
     """Exclusive lock on a run folder for the life of this process."""
 
@@ -59,11 +62,34 @@ class RunLock:
         }
         os.write(fd, json.dumps(info).encode())
         self._fd = fd
+        st = os.fstat(fd)
+        _HELD[self.path] = (st.st_dev, st.st_ino)
 
     def release(self) -> None:
+        _HELD.pop(self.path, None)
         if self._fd is not None:
             os.close(self._fd)  # closing drops the lock; the file stays (removing it would race)
             self._fd = None
+
+
+def check_run_lock(run_dir: Path) -> None:
+    """Stop a job whose run folder's lock file is no longer the one it holds (the folder was deleted or
+    replaced under it): another ``cwgrpo train`` may then have taken the folder, and two must never train
+    into one."""
+    path = Path(run_dir) / LOCK_NAME
+    held = _HELD.get(path)
+    if held is None:
+        return
+    try:
+        st = os.stat(path)
+        same = (st.st_dev, st.st_ino) == held
+    except FileNotFoundError:
+        same = False
+    if not same:
+        raise ConfigError(
+            f"{run_dir}: its lock file was removed or replaced under this job (was the folder deleted?): "
+            "stopping, so that no other `cwgrpo train` trains into it beside this one"
+        )
 
 
 def _holder(text: bytes) -> str:

@@ -140,3 +140,31 @@ def test_a_run_folder_linked_to_another_disk_moves_its_target_there_and_keeps_th
     assert run_dir.is_symlink() and run_dir.resolve() == elsewhere and list(elsewhere.iterdir()) == []
     command = _command(move_aside_hint(run_dir))
     assert command == f"mv {elsewhere} {elsewhere.with_name('seed0.old-2')} && mkdir {elsewhere}"
+
+
+def test_a_job_whose_run_folder_was_deleted_under_it_stops(tmp_path):
+    """Weak spot: after an rm -rf of the run folder under a running job, a second job could take the folder
+    and both trained into one path; the first now stops at its next step (``on_step_end``)."""
+    import shutil
+    import sys
+
+    from cwgrpo.train.runguard import RunLock, check_run_lock
+
+    run_dir = tmp_path / "seed0"
+    run_dir.mkdir()
+    lock = RunLock(run_dir)
+    lock.acquire()
+    try:
+        check_run_lock(run_dir)  # its own lock: nothing to say
+        shutil.rmtree(run_dir)
+        with pytest.raises(ConfigError, match="its lock file was removed or replaced under this job"):
+            check_run_lock(run_dir)
+        run_dir.mkdir()
+        take = f"from cwgrpo.train.runguard import RunLock; RunLock({str(run_dir)!r}).acquire()"
+        second = subprocess.run([sys.executable, "-c", take], capture_output=True, text=True)
+        assert second.returncode == 0, second.stderr  # a second job takes the new folder's lock
+        with pytest.raises(ConfigError, match="removed or replaced"):
+            check_run_lock(run_dir)  # the folder's lock file is another one now
+    finally:
+        lock.release()
+    check_run_lock(run_dir)  # released: nothing held, nothing checked
