@@ -61,9 +61,32 @@ def lock_dir(env: Mapping[str, str]) -> Path:
     return Path(env.get(LOCK_DIR_ENV) or default)
 
 
+def _planted_ancestor(folder: Path) -> str | None:
+    """Why an ancestor of ``folder`` lets another user swap the folder (a link another user owns, or a
+    folder anyone can write without the sticky bit), or None: checking the last component only would
+    trust a ``TMPDIR`` link another user planted."""
+    path = Path(os.path.abspath(folder)).parent
+    for ancestor in [*reversed(path.parents), path]:
+        try:
+            info = os.lstat(ancestor)
+        except FileNotFoundError:
+            return None  # created below, by this user
+        if stat.S_ISLNK(info.st_mode) and info.st_uid not in (0, os.getuid()):
+            return f"{ancestor} is a link owned by uid {info.st_uid}"
+        if stat.S_ISDIR(info.st_mode) and info.st_mode & 0o002 and not info.st_mode & stat.S_ISVTX:
+            return f"anyone can write {ancestor} (mode {stat.filemode(info.st_mode)}, no sticky bit)"
+    return None
+
+
 def own_lock_folder(folder: Path) -> Path:
-    """Create ``folder`` (mode 0700) if missing; refuse one another user owns or others can write."""
+    """Create ``folder`` (mode 0700) if missing; refuse one another user owns or others can write, or one
+    under a folder another user could swap."""
     where = f"lock folder {folder} ({LOCK_DIR_ENV})"
+    planted = _planted_ancestor(folder)
+    if planted:
+        raise ConfigError(
+            f"{where}: {planted}, so another user could swap it; set {LOCK_DIR_ENV} to a folder only you own"
+        )
     try:
         folder.mkdir(parents=True, exist_ok=True, mode=0o700)
         info = os.lstat(folder)  # a link is judged as itself, never by the folder it points to

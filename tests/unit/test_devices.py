@@ -367,3 +367,26 @@ def test_one_gpu_spelled_as_index_and_uuid_is_not_handed_out_twice(tmp_path):
         )
         with lease(1, 0, {**_lock_env(folder, "GPU-bbbb"), "PATH": path}) as other:
             assert other.gpus == ("GPU-bbbb",)
+
+
+@pytest.mark.skipif(os.getuid() != 0, reason="plants another user's link with lchown (root only)")
+def test_a_lock_folder_under_a_link_another_user_planted_is_refused(tmp_path):
+    """Weak spot: TMPDIR as a link another user planted, and only the lock folder itself was checked."""
+    theirs = tmp_path / "theirs"
+    theirs.mkdir(mode=0o755)
+    planted = tmp_path / "tmp"
+    planted.symlink_to(theirs)
+    os.lchown(planted, 4242, 4242)
+    _refused(_lock_env(planted / "cwgrpo-locks"), r"tmp is a link owned by uid 4242", 1, 0)
+    assert list(theirs.iterdir()) == []
+    open_to_all = tmp_path / "open"
+    open_to_all.mkdir()
+    os.chmod(open_to_all, 0o777)
+    _refused(
+        _lock_env(open_to_all / "locks"), r"anyone can write .*open \(mode drwxrwxrwx, no sticky bit\)", 0, 1
+    )
+    sticky = tmp_path / "sticky"
+    sticky.mkdir()
+    os.chmod(sticky, 0o1777)  # as /tmp: others can write, but not swap what this user made
+    with one_gpu(_lock_env(sticky / "locks")):
+        pass
