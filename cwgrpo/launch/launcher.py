@@ -11,12 +11,15 @@ from __future__ import annotations
 
 import logging
 import os
+import re
+import signal
 import subprocess
 import sys
+import threading
 from collections.abc import Mapping, Sequence
 from importlib import resources
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 from cwgrpo.configs import ConfigError
 from cwgrpo.launch import LaunchJob, multinode
@@ -116,6 +119,38 @@ def relaunch(
         return _run(server_cmd, server_env, train_cmd, train_env, held.fds())
 
 
+# torch's elastic agent ends with the first failure: "rank      : 1 (local_rank: 1)\n  exitcode  : -9 (pid..."
+_ROOT_CAUSE = re.compile(
+    rb"Root Cause.*?rank\s*:\s*(\d+) \(local_rank: (\d+)\)\s*exitcode\s*:\s*(-?\d+)", re.S
+)
+TAIL_BYTES = 1 << 16
+RELAY_GRACE_S = 10.0  # after the launcher exits, how long its last output may take to arrive
+
+
+def relay(stream: BinaryIO, out: BinaryIO) -> bytes:
+    """Copy ``stream`` to ``out`` as it comes (progress bars too) and return its last ``TAIL_BYTES``."""
+    tail = b""
+    while chunk := os.read(stream.fileno(), 1 << 16):
+        out.write(chunk)
+        out.flush()
+        tail = (tail + chunk)[-TAIL_BYTES:]
+    return tail
+
+
+def failed_rank(stderr_tail: bytes) -> str | None:
+    """Which training process ended the job and how, from torch's elastic summary, in our words."""
+    found = _ROOT_CAUSE.search(stderr_tail)
+    if found is None:
+        return None
+    rank, local, code = (int(x) for x in found.groups())
+    how = (
+        f"killed by {signal.Signals(-code).name}"
+        if code < 0 and -code in signal.valid_signals()
+        else f"exit code {code}"
+    )
+    return f"training process of rank {rank} (local rank {local}) ended ({how}), and the job with it"
+
+
 def _run(
     server_cmd: list[str] | None,
     server_env: dict,
@@ -135,7 +170,17 @@ def _run(
         logger.info("launching: %s", " ".join(train_cmd))
         env = {**op_cache_env(os.environ), **os.environ, **train_env, LAUNCHER_PID_ENV: str(me)}
         env[LEASE_FDS_ENV] = ",".join(map(str, lock_fds))
-        return subprocess.run(train_cmd, env=env, check=False, pass_fds=lock_fds).returncode
+        proc = subprocess.Popen(train_cmd, env=env, pass_fds=lock_fds, stderr=subprocess.PIPE)
+        tail: list[bytes] = []
+        reader = threading.Thread(
+            target=lambda: tail.append(relay(proc.stderr, sys.stderr.buffer)), daemon=True
+        )
+        reader.start()
+        code = proc.wait()
+        reader.join(timeout=RELAY_GRACE_S)  # a process the job left holding the pipe must not hold us
+        if code != 0 and tail and (died := failed_rank(tail[0])):
+            logger.error("%s; rerun the same command: it resumes from the newest complete checkpoint", died)
+        return code
     finally:
         if server is not None:
             stop(server)
