@@ -8,7 +8,6 @@ and the command line (``workflow.resource_settings``, ``workflow.global_resource
 
 from __future__ import annotations
 
-import re
 import types
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -43,50 +42,6 @@ SLURM_RESOURCES = frozenset(
         "tasks", "tasks_per_node", "tasks_per_gpu", "mpi",
     }
 )  # fmt: skip
-
-
-# The resource that sets what a flag the Slurm plugin manages itself would set (its names for the flags).
-PLUGIN_FLAG_RESOURCES = {
-    "account": "slurm_account",
-    "partition": "slurm_partition",
-    "memory": "mem_mb",
-    "memory per CPU": "mem_mb_per_cpu",
-    "number of tasks": "tasks",
-    "tasks per GPU": "tasks_per_gpu",
-    "CPUs per task": "cpus_per_task (the rule's threads)",
-    "CPUs per GPU": "cpus_per_gpu",
-    "runtime/time limit": "runtime",
-    "node constraints": "constraint",
-    "quality of service": "qos",
-    "number of nodes": "nodes",
-    "cluster specification": "clusters",
-    "generic resources (GRES)": "gres",
-    "GPU allocation": "gpu and gpu_model",
-}
-
-
-def slurm_extra_errors(where: str, resources: Mapping[str, Any]) -> list[str]:
-    """Flags in a ``slurm_extra`` value that the Slurm plugin sets itself and refuses there, by the plugin's
-    own list: it refuses them only when it submits the job, which a dry run never reaches."""
-    if "slurm_extra" not in resources:
-        return []
-    try:
-        from snakemake_executor_plugin_slurm.validation import get_forbidden_slurm_options
-    except ImportError:  # no Slurm plugin: nothing would submit the value
-        return []
-    value = resources["slurm_extra"]
-    text = str(getattr(value, "raw", value)).strip("'\"")
-    lines = []
-    for pattern, name in get_forbidden_slurm_options().items():
-        match = re.search(pattern, text)
-        if match:
-            instead = PLUGIN_FLAG_RESOURCES.get(name)
-            use = f"set the resource {instead} instead" if instead else "the plugin sets it itself: remove it"
-            lines.append(
-                f"{where}.slurm_extra: {match.group(0).strip()!r} ({name}) is refused by the Slurm plugin "
-                f"at submission; {use}"
-            )
-    return lines
 
 
 def _shown(values: set[Any], unset: str) -> str:
@@ -211,8 +166,6 @@ def profile_errors(
         lines += [
             unknown_key_line(where, k, known, unread, "no executor reads it") for k in res if k not in known
         ]
-    for where, res in [*resource_sections(config), *given]:
-        lines += slurm_extra_errors(where, res)
     # caps (`resources:` of a profile, `--resources`) on a resource that no job asks for
     asked = {key for r in workflow.rules for key in r.resources}
     no_job = "no job asks for this resource, so the cap limits nothing"
