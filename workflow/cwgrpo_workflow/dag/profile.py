@@ -1,9 +1,7 @@
 """A Snakemake profile and command line, checked against the workflow once every rule exists (for the parse).
 
 Snakemake ignores a `set-resources` entry for a rule that does not exist (``train_7B:``) and passes any
-resource key through (``slurm_partiton:``), so a copied profile's typo sends GPU jobs to the default
-partition with exit 0. ``workflow`` is Snakemake's own object: its rules and what it parsed from the profile
-and the command line (``workflow.resource_settings``, ``workflow.global_resources``).
+resource key through (``slurm_partiton:``): a copied profile's typo sends GPU jobs to the default partition.
 """
 
 from __future__ import annotations
@@ -51,9 +49,7 @@ def _shown(values: set[Any], unset: str) -> str:
 
 def slurm_summary(jobs: Mapping[str, Mapping[str, set[Any]]]) -> str:
     """One line: the account, the partitions (by GPU and CPU rules) and the GPU model of a Slurm run.
-
-    ``jobs``: rule name -> {slurm_account, slurm_partition, gpu, gpu_model: set of values its jobs get}.
-    """
+    ``jobs``: rule name -> {slurm_account, slurm_partition, gpu, gpu_model: set of values its jobs get}."""
     accounts: set[Any] = set().union(*(r["slurm_account"] for r in jobs.values()))
     gpu_rules = sorted(r for r, res in jobs.items() if any(_gpus(v) for v in res["gpu"]))
     cpu_rules = sorted(r for r in jobs if r not in gpu_rules)
@@ -80,7 +76,6 @@ def _gpus(value: Any) -> int:
 
 
 def _command_line(argv: Sequence[str], environ: Mapping[str, str]) -> tuple[str | None, str | None]:
-    """(the -e/--executor value, the --profile value or SNAKEMAKE_PROFILE) of a Snakemake command line."""
     args = list(argv)
     executor, profile = None, environ.get("SNAKEMAKE_PROFILE")
     for i, arg in enumerate(args):
@@ -94,7 +89,6 @@ def _command_line(argv: Sequence[str], environ: Mapping[str, str]) -> tuple[str 
 
 
 def profile_file(argv: Sequence[str], environ: Mapping[str, str]) -> Path | None:
-    """The profile's settings file a Snakemake command line uses, if any, found as Snakemake finds it."""
     from snakemake.cli import get_profile_dir
 
     _, profile = _command_line(argv, environ)
@@ -106,8 +100,7 @@ def profile_file(argv: Sequence[str], environ: Mapping[str, str]) -> Path | None
 
 
 def executor_name(argv: Sequence[str], environ: Mapping[str, str]) -> str:
-    """The executor a Snakemake command line asks for (`-e/--executor`, else its profile's `executor:`),
-    for the parse, when Snakemake has not yet chosen its executor plugin; "local" when none is named."""
+    """The executor a Snakemake command line asks for (`-e`, else its profile's), before Snakemake chose it."""
     executor, _ = _command_line(argv, environ)
     if executor:
         return executor
@@ -117,8 +110,7 @@ def executor_name(argv: Sequence[str], environ: Mapping[str, str]) -> str:
 
 
 def shipped_train_rules(basedir: str | Path) -> set[str]:
-    """Per-size job names of the shipped presets: a profile serves all of them (profiles/slurm names the
-    paper's train_1_5b and train_7b, and is used with the smoke preset too)."""
+    """Per-size job names of the shipped presets: a profile serves all of them."""
     names = set()
     for path in sorted(Path(basedir).glob("config/*.yaml")):
         for size in (yaml.safe_load(path.read_text(encoding="utf-8")) or {}).get("sizes") or {}:
@@ -128,8 +120,7 @@ def shipped_train_rules(basedir: str | Path) -> set[str]:
 
 
 def run_settings(workflow: Any, sizes: Sequence[str]) -> tuple[bool, int | None, dict[str, Any]]:
-    """(conda in use, the `--resources gpu=N` cap, size -> the gpu_model that --set-resources or a profile
-    gives its training rule) of this Snakemake run, for the parse-time checks."""
+    """(conda in use, the `--resources gpu=N` cap, size -> its training rule's gpu_model) of this run."""
     from snakemake_interface_executor_plugins.settings import DeploymentMethod
 
     uses_conda = DeploymentMethod.CONDA in workflow.deployment_settings.deployment_method
@@ -143,8 +134,8 @@ def run_settings(workflow: Any, sizes: Sequence[str]) -> tuple[bool, int | None,
 def profile_errors(
     workflow: Any, config: Mapping[str, Any], argv: Sequence[str], environ: Mapping
 ) -> list[str]:
-    """Rule names and resource keys of the profile and the command line (set-resources, set-threads,
-    default-resources, resources) against this workflow's rules and the resources anything reads."""
+    """Rule names and resource keys of the profile and the command line against this workflow's rules and
+    the resources anything reads."""
     profile = profile_file(argv, environ)
     lines = duplicate_keys_in_files([profile] if profile else [])
     settings = workflow.resource_settings
@@ -177,7 +168,6 @@ def profile_errors(
 
 
 def _rule_values(job_rule: Any, key: str, sizes: Sequence[str]) -> set[Any]:
-    """The values a rule's jobs get for one resource (a per-size resource: one per size)."""
     if key not in job_rule.resources:
         return set()
     resource = job_rule.resources[key]
@@ -197,7 +187,6 @@ def _rule_values(job_rule: Any, key: str, sizes: Sequence[str]) -> set[Any]:
 
 
 def slurm_line(workflow: Any, sizes: Sequence[str], argv: Sequence[str], environ: Mapping) -> str | None:
-    """One line for a Slurm run: the account, partitions and GPU model its jobs will use (None otherwise)."""
     if executor_name(argv, environ) != "slurm":  # Snakemake picks its executor after the parse
         return None
     keys = ("slurm_account", "slurm_partition", "gpu", "gpu_model")
