@@ -57,24 +57,18 @@ def ask_train_python(request: dict[str, Any], env: Mapping[str, str], timeout: f
     raise ConfigError(f"could not check {what} in the jobs' Python ({python}): {reason}")
 
 
-def has_module(python: str, module: str, env: Mapping[str, str]) -> bool:
-    code = f"import importlib.util, sys; sys.exit(importlib.util.find_spec({module!r}) is None)"
-    try:
-        return (
-            subprocess.run([python, "-c", code], env=dict(env), capture_output=True, timeout=60).returncode
-            == 0
-        )
-    except (OSError, subprocess.TimeoutExpired):
-        return False
-
-
 def deepspeed_errors(config: Mapping[str, Any], uses_conda: bool, env: Mapping[str, str]) -> list[str]:
     """``cpu_deepspeed_errors`` on this machine; not DeepSpeed under --use-conda (the train env brings it)."""
     from cwgrpo_workflow.dag.preset_files import collect
 
-    def deepspeed() -> tuple[str, bool]:
+    def deepspeed() -> tuple[str, bool]:  # found, not imported: DeepSpeed's import takes seconds
         python = train_python(env)
-        return python, has_module(python, "deepspeed", env)
+        code = "import importlib.util, sys; sys.exit(importlib.util.find_spec('deepspeed') is None)"
+        try:
+            proc = subprocess.run([python, "-c", code], env=dict(env), capture_output=True, timeout=60)
+        except (OSError, subprocess.TimeoutExpired):
+            return python, False
+        return python, proc.returncode == 0
 
     compiler = shutil.which(env.get("CXX") or "g++", path=env.get("PATH"))
     return collect([lambda: cpu_deepspeed_errors(config, None if uses_conda else deepspeed, compiler)])

@@ -8,14 +8,13 @@ could pull it from under a running job.
 
 from __future__ import annotations
 
-import os
-import tempfile
 from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
 from cwgrpo.configs import options_text, recorded_digest
 from cwgrpo.data.prompts import TRAIN_PROMPT_SET
+from cwgrpo.io import atomic_path
 
 BASE = "base"  # method label of the untrained model, evaluated at step 0
 EVAL_SWITCHES = (  # workflow keys of `evaluate`, not passed on
@@ -223,15 +222,9 @@ def write_option_files(files: Iterable[tuple[Path, str]]) -> list[str]:
                         "the workflow writes it again"
                     )
                 continue
-            path.parent.mkdir(parents=True, exist_ok=True)
-            fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-            try:
-                with os.fdopen(fd, "w", encoding="utf-8") as out:
-                    out.write(text)
-                os.chmod(tmp, 0o444)  # readable by a job run as another user; never to be edited
-                os.replace(tmp, path)
-            finally:
-                Path(tmp).unlink(missing_ok=True)
+            with atomic_path(path) as tmp:
+                tmp.write_text(text, encoding="utf-8")
+            path.chmod(0o444)  # readable by a job run as another user; never to be edited
         except OSError as err:
             errors.append(
                 f"{path}: cannot write this job's options file ({err.strerror or err}): {path.parent} must "

@@ -51,7 +51,7 @@ def slurm_summary(jobs: Mapping[str, Mapping[str, set[Any]]]) -> str:
     """One line: the account, the partitions (by GPU and CPU rules) and the GPU model of a Slurm run.
     ``jobs``: rule name -> {slurm_account, slurm_partition, gpu, gpu_model: set of values its jobs get}."""
     accounts: set[Any] = set().union(*(r["slurm_account"] for r in jobs.values()))
-    gpu_rules = sorted(r for r, res in jobs.items() if any(_gpus(v) for v in res["gpu"]))
+    gpu_rules = sorted(r for r, res in jobs.items() if any(str(v).isdigit() and int(v) for v in res["gpu"]))
     cpu_rules = sorted(r for r in jobs if r not in gpu_rules)
     parts = [f"account {_shown(accounts, 'none (-A not given)')}"]
     for label, rules in (("GPU jobs", gpu_rules), ("CPU jobs", cpu_rules)):
@@ -66,13 +66,6 @@ def slurm_summary(jobs: Mapping[str, Mapping[str, set[Any]]]) -> str:
         models = set().union(*(jobs[r]["gpu_model"] for r in gpu_rules))
         parts.append(f"GPU model {_shown(models, 'any (gpu_model unset)')}")
     return "Slurm run: " + "; ".join(parts)
-
-
-def _gpus(value: Any) -> int:
-    try:
-        return int(value)
-    except (TypeError, ValueError):
-        return 0
 
 
 def _command_line(argv: Sequence[str], environ: Mapping[str, str]) -> tuple[str | None, str | None]:

@@ -170,18 +170,17 @@ def local_run_problems(
             "fit, and they will wait for free devices. Give the machine's count with --resources gpu=N, or "
             "use --profile profiles/gpu-box (docs/hardware.md)."
         )
-    return _local_gpu_error(cap, env), None
-
-
-def _local_gpu_error(cap: int, env: Mapping[str, str]) -> str | None:
     from cwgrpo.launch.devices import gpu_pool
 
     seen = len(gpu_pool(env))
     if cap <= seen:
-        return None
+        return None, None
     if seen == 0 and "CUDA_VISIBLE_DEVICES" not in env:
-        return f"--resources gpu={cap}, but this machine shows no GPU (no nvidia-smi, CUDA_VISIBLE_DEVICES unset)"
-    return f"--resources gpu={cap}, but this machine shows {seen} GPUs; give gpu={seen}"
+        return (
+            f"--resources gpu={cap}, but this machine shows no GPU (no nvidia-smi, CUDA_VISIBLE_DEVICES unset)",
+            None,
+        )
+    return f"--resources gpu={cap}, but this machine shows {seen} GPUs; give gpu={seen}", None
 
 
 def resource_sections(config: Mapping[str, Any]) -> Iterator[tuple[str, Mapping[str, Any]]]:

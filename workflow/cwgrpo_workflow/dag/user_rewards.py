@@ -8,6 +8,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 from typing import Any
 
+from cwgrpo.configs import ConfigError
 from cwgrpo_workflow.dag.options import train_options, train_sources, training_prompts, where_set
 from cwgrpo_workflow.dag.resources import Error
 
@@ -48,13 +49,21 @@ def local_records(config: Mapping[str, Any]) -> list[dict] | None:
 
 def reward_errors(config: Mapping[str, Any], env: Mapping[str, str], notes: list[str]) -> Iterator[Error]:
     """(reward_funcs key, refusal) of each user reward the jobs could not import or call."""
+    from cwgrpo.grading.reward_guard import SAMPLE_BUDGET_S
     from cwgrpo.train.rows import training_rows
+    from cwgrpo_workflow.dag.machine import ask_train_python
 
     groups = reward_groups(config)
     records = local_records(config) if groups else None
     for (names, prompt_set, system_prompt, budget), where in groups.items():
         rows = training_rows(records, prompt_set, system_prompt) if records else None
-        for line in probe(list(names), rows, budget, env):
+        request = {"ask": "rewards", "names": list(names), "rows": rows, "budget": budget}
+        timeout = IMPORT_BUDGET_S + len(names) * (budget or SAMPLE_BUDGET_S)
+        try:
+            refusals = ask_train_python(request, env, timeout, ", ".join(names))
+        except ConfigError as err:
+            refusals = [str(err)]
+        for line in refusals:
             yield where, line
     if groups and records is None:
         every = sorted({n for names, *_ in groups for n in names})
@@ -63,18 +72,3 @@ def reward_errors(config: Mapping[str, Any], env: Mapping[str, str], notes: list
             f"runs in the training job's first step, before its model loads (data.train "
             f"{config['data']['train']!r} is not a local file of yours, so it is built by the workflow)"
         )
-
-
-def probe(
-    names: list[str], rows: list[dict] | None, budget: float | None, env: Mapping[str, str]
-) -> list[str]:
-    from cwgrpo.configs import ConfigError
-    from cwgrpo.grading.reward_guard import SAMPLE_BUDGET_S
-    from cwgrpo_workflow.dag.machine import ask_train_python
-
-    request = {"ask": "rewards", "names": names, "rows": rows, "budget": budget}
-    timeout = IMPORT_BUDGET_S + len(names) * (budget or SAMPLE_BUDGET_S)
-    try:
-        return ask_train_python(request, env, timeout, ", ".join(names))
-    except ConfigError as err:
-        return [str(err)]
