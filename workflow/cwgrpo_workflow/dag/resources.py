@@ -192,7 +192,7 @@ def resource_sections(config: Mapping[str, Any]) -> Iterator[tuple[str, Mapping[
 
 
 def resource_errors(config: Mapping[str, Any]) -> Iterator[Error]:
-    """A size's resource keys must be set for every size."""
+    """A size's resource keys must be set for every size; `threads` must be a positive integer."""
     for size, spec in config["sizes"].items():
         for kind, res in spec.get("resources", {}).items():
             extra = sorted(set(res) - set(rule_resources(config, kind)))
@@ -201,3 +201,6 @@ def resource_errors(config: Mapping[str, Any]) -> Iterator[Error]:
                     f"sizes.{size}.resources.{kind}",
                     f"{extra} must also be set in resources.{kind} or .default",
                 )
+    for key, res in resource_sections(config):
+        if "threads" in res and not positive_int(res["threads"]):
+            yield f"{key}.threads", f"must be a positive integer, got {res['threads']!r}"
