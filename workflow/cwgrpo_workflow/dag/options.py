@@ -124,8 +124,17 @@ def report_options(config: Mapping[str, Any], command: str) -> dict:
     """Options of table / figure / claims / samples: `report`, the preset's kind and name, the command's
     own; Table 1's default rows and effects cut to the methods this preset trains."""
     opts = {**config["report"], "kind": config["kind"], "preset": config["name"], **config[command]}
-    if command == "table":
-        opts.update(_trained_table_defaults(config, opts))
+    if command != "table":
+        return opts
+    try:
+        from cwgrpo_workflow.report.options import TableConfig
+    except ImportError:  # a bare Snakemake environment: the table command applies its own defaults
+        return opts
+    defaults = TableConfig(kind=config["kind"])
+    for key in ("methods", "effect_methods"):
+        gone = untrained(config, getattr(defaults, key), defaults.base_method)
+        if gone and key not in opts:
+            opts[key] = [m for m in getattr(defaults, key) if m not in gone]
     return opts
 
 
@@ -147,23 +156,6 @@ def study_options(config: Mapping[str, Any]) -> dict:
 def untrained(config: Mapping[str, Any], methods: list[str], base_method: str) -> list[str]:
     """The labels among `methods` that this preset does not train (the base model's label aside)."""
     return [m for m in methods if m != base_method and m not in config["methods"]]
-
-
-def _trained_table_defaults(config: Mapping[str, Any], opts: Mapping[str, Any]) -> dict:
-    try:
-        from cwgrpo_workflow.report.options import TableConfig
-    except ImportError:  # a bare Snakemake environment: the table command applies its own defaults
-        return {}
-    defaults = TableConfig(kind=config["kind"])
-    cut = {}
-    for key in ("methods", "effect_methods"):
-        if key in opts:
-            continue
-        default = getattr(defaults, key)
-        gone = untrained(config, default, defaults.base_method)
-        if gone:
-            cut[key] = [m for m in default if m not in gone]
-    return cut
 
 
 def saved_steps(config: Mapping[str, Any], size: str) -> list[int]:

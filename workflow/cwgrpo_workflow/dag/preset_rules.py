@@ -131,7 +131,20 @@ def study_errors(config: Mapping[str, Any]) -> Iterator[Error]:
     study = config.get("study")
     if not study:
         return
-    yield from registered_errors(config, study)
+    if study.get("seeds") is not None and list(config["seeds"]) != list(study["seeds"]):
+        yield "seeds", f"{config['seeds']}, but the registration fixes {study['seeds']} (study.seeds)"
+    for size in config["sizes"]:
+        if study.get("checkpoints") is not None and saved_steps(config, size) != list(study["checkpoints"]):
+            sources = train_sources(config, size, next(iter(config["methods"])))
+            yield (
+                f"{where_set(sources, 'save_steps') or 'train'}.save_steps",
+                f"checkpoints {saved_steps(config, size)} (size {size!r}), but the registration fixes "
+                f"{study['checkpoints']} (study.checkpoints)",
+            )
+    for size, model in (study.get("models") or {}).items():
+        found = config["sizes"].get(size, {}).get("model")
+        if found != model:
+            yield f"sizes.{size}.model", f"{found!r}, but the registration fixes {model!r} (study.models)"
     methods = list(config["methods"])
     for key in ("treatment", "mechanism"):
         label = study.get(key)
@@ -163,31 +176,10 @@ def study_errors(config: Mapping[str, Any]) -> Iterator[Error]:
                 f"{len(steps)} checkpoint(s) {steps} (size {size!r}), but the study "
                 f"needs >= {study['min_checkpoints']} (study.min_checkpoints)",
             )
-    yield from regime_errors(config, study["regime"])
-
-
-def registered_errors(config: Mapping[str, Any], study: Mapping[str, Any]) -> Iterator[Error]:
-    if study.get("seeds") is not None and list(config["seeds"]) != list(study["seeds"]):
-        yield "seeds", f"{config['seeds']}, but the registration fixes {study['seeds']} (study.seeds)"
-    for size in config["sizes"]:
-        if study.get("checkpoints") is not None and saved_steps(config, size) != list(study["checkpoints"]):
-            sources = train_sources(config, size, next(iter(config["methods"])))
-            yield (
-                f"{where_set(sources, 'save_steps') or 'train'}.save_steps",
-                f"checkpoints {saved_steps(config, size)} (size {size!r}), but the registration fixes "
-                f"{study['checkpoints']} (study.checkpoints)",
-            )
-    for size, model in (study.get("models") or {}).items():
-        found = config["sizes"].get(size, {}).get("model")
-        if found != model:
-            yield f"sizes.{size}.model", f"{found!r}, but the registration fixes {model!r} (study.models)"
-
-
-def regime_errors(config: Mapping[str, Any], regime: Mapping[str, Any]) -> Iterator[Error]:
     for size in config["sizes"]:
         for method in config["methods"]:
             opts = train_options(config, size, method)
-            for key, registered in regime.items():
+            for key, registered in study["regime"].items():
                 if key not in opts or opts[key] != registered:
                     where = where_set(train_sources(config, size, method), key) or "train"
                     yield (
