@@ -83,10 +83,10 @@ def test_tensorboard_is_reported_and_blocks_nothing(monkeypatch):
     """`cwgrpo doctor` says whether TRL's report_to=tensorboard can work, and how to get it."""
     import importlib.util
 
-    from cwgrpo_workflow.doctor import check_tensorboard
+    from cwgrpo_workflow.doctor import check_module
 
-    assert check_tensorboard().ok == (importlib.util.find_spec("tensorboard") is not None)
+    assert check_module("tensorboard").ok == (importlib.util.find_spec("tensorboard") is not None)
     monkeypatch.setitem(sys.modules, "tensorboard", None)  # import tensorboard raises ImportError
-    missing = check_tensorboard()
+    missing = check_module("tensorboard")
     assert not missing.ok and missing.blocks == ()
     assert "pip install 'cwgrpo[tensorboard]'" in missing.detail

@@ -40,23 +40,6 @@ def test_slurm_profile_typos_fail_the_dry_run_one_line_each(tmp_path):
            "did you mean 'slurm_partition'?" in out  # fmt: skip
 
 
-def test_slurm_extra_flags_the_plugin_refuses_fail_the_dry_run(tmp_path):
-    """The plugin refuses `--gres`, `-p`, `--qos`... in slurm_extra only when it submits; the dry run names
-    each, with the resource to set instead, by the plugin's own list."""
-    profile = _copy(
-        "slurm",
-        tmp_path,
-        ("  runtime: 60 ", "  slurm_extra: \"'--gres=gpu:1 --qos=high --exclusive'\"\n  runtime: 60 "),
-    )
-    proc, out = run_snakemake(tmp_path / "w", "-n", "--profile", str(profile), configfile=PRESETS["paper"])
-    assert proc.returncode != 0
-    assert "2 config errors:" in out, out[-3000:]
-    assert "default-resources.slurm_extra: '--gres=' (generic resources (GRES)) is refused by the Slurm " \
-           "plugin at submission; set the resource gres instead" in out  # fmt: skip
-    assert "default-resources.slurm_extra: '--qos=' (quality of service)" in out and "resource qos" in out
-    assert "--exclusive" not in out.split("config errors:", 1)[1].split("\n\n")[0]
-
-
 def test_a_gpu_box_cap_on_a_resource_no_job_asks_for_fails(tmp_path):
     profile = _copy("gpu-box", tmp_path, ("  gpu: 8  ", "  gpus: 8 "))
     proc, out = run_snakemake(tmp_path / "w", "-n", "--profile", str(profile), configfile=PRESETS["paper"])

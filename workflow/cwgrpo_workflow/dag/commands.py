@@ -1,8 +1,4 @@
-"""Command-line pieces of the workflow's `cwgrpo` calls, shell-quoted, from a job's wildcards and files.
-
-The functions named like Snakemake params functions take what Snakemake hands those (``wildcards``,
-``input``, ``output``: objects with the rule's named files as attributes).
-"""
+"""Command-line pieces of the workflow's `cwgrpo` calls, shell-quoted, from a job's wildcards and files."""
 
 from __future__ import annotations
 
@@ -19,7 +15,6 @@ def tags(**values: Any) -> str:
 
 
 def job_tags(wildcards: Any) -> str:
-    """`--tag size=... --tag method=... --tag seed=... [--tag step=...]` of a job, from its wildcards."""
     return tags(**{k: getattr(wildcards, k) for k in TAGGED if hasattr(wildcards, k)})
 
 
@@ -33,15 +28,13 @@ def file_args(*columns: tuple[str, Sequence[str]]) -> str:
 
 
 def eval_files(wildcards: Any, input: Any, output: Any, rows: slice = slice(None)) -> str:
-    """`--benchmark-file F --out O --summary S` per benchmark, for the outputs in ``rows`` (all: the file
-    arguments of a one-job-per-checkpoint evaluation)."""
+    """`--benchmark-file F --out O --summary S` per benchmark, for the outputs in ``rows``."""
     outs = [("--out", output.samples[rows]), ("--summary", output.summaries[rows])]
     return file_args(("--benchmark-file", input.benchmarks), *outs)
 
 
 def eval_run_models(wildcards: Any, input: Any, output: Any, checkpoints: Mapping[int, str]) -> str:
-    """`--model-dir D --tag ... --benchmark-file F --out O --summary S ...` for every checkpoint (step ->
-    folder) of a run, in the order of the outputs (one `cwgrpo evaluate` process for them all)."""
+    """`--model-dir D --tag ... --benchmark-file F ...` for every checkpoint (step -> folder) of a run."""
     n, parts = len(input.benchmarks), []
     for i, (step, folder) in enumerate(checkpoints.items()):
         tag = tags(size=wildcards.size, method=wildcards.method, seed=wildcards.seed, step=step)
@@ -51,7 +44,6 @@ def eval_run_models(wildcards: Any, input: Any, output: Any, checkpoints: Mappin
 
 
 def grade_files(wildcards: Any, input: Any, output: Any) -> str:
-    """`--in --out --summary-in --summary-out` per benchmark, for one job per checkpoint."""
     return file_args(
         ("--in", input.samples),
         ("--out", output.samples),
@@ -61,7 +53,6 @@ def grade_files(wildcards: Any, input: Any, output: Any) -> str:
 
 
 def grade_args(config: Mapping[str, Any]) -> str:
-    """Options of `cwgrpo grade --metric paper` (each file's gold kind comes from its summary's benchmark)."""
     evaluate = config["evaluate"]
     return (
         f"--primary {shlex.quote(evaluate['primary_metric'])} --processes {int(evaluate['grade_processes'])}"
@@ -69,35 +60,30 @@ def grade_args(config: Mapping[str, Any]) -> str:
 
 
 def fetch_args(config: Mapping[str, Any], wildcards: Any) -> str:
-    """`--source S [--revision R]` of one size's `cwgrpo fetch-model`."""
     spec = config["sizes"][wildcards.size]
     source, revision = spec.get("model") or spec["model_id"], spec.get("revision")
     return f"--source {shlex.quote(source)}" + (f" --revision {shlex.quote(revision)}" if revision else "")
 
 
 def runs_arg(wildcards: Any, input: Sequence[str]) -> str:
-    """`--runs DIR ...` from the run.json files among the inputs (empty if there are none)."""
     dirs = [shlex.quote(str(Path(f).parent)) for f in input if Path(f).name == "run.json"]
     return f"--runs {' '.join(dirs)}" if dirs else ""
 
 
 def summaries_arg(wildcards: Any, input: Sequence[str]) -> str:
-    """`--summaries FILE ...` from the evaluation summaries among the inputs (empty if there are none)."""
     files = [shlex.quote(f) for f in input if f.endswith(".summary.json")]
     return f"--summaries {' '.join(files)}" if files else ""
 
 
 def configfile_args(files: Sequence[str | Path]) -> str:
-    """` --configfile F ...` of a run, for the report command it ends with."""
     return "".join(f" --configfile {shlex.quote(str(f))}" for f in files)
 
 
 def finished_message(
     shown: Sequence[tuple[str, str]], table1: str | None, silent: Sequence[str], configfiles: str, report: str
 ) -> str:
-    """The block a finished run ends with (the Snakefile's `onsuccess:`): Table 1 as text, the runs that had
-    no learning signal (``cwgrpo.trainer.learning_signal.runs_without_signal``), where the outputs are, and the
-    report command (``configfiles`` from :func:`configfile_args`) writing ``report``, the preset's own."""
+    """The block a finished run ends with: Table 1, the runs without learning signal, where the outputs are,
+    and the report command."""
     lines = [table1.rstrip(), ""] if table1 else []
     if silent:
         lines += [

@@ -1,9 +1,5 @@
-"""What this machine offers a training job: its interpreter, asked at parse time, and a CPU job's DeepSpeed.
-
-A CPU job also needs a C++ compiler; both are probed before the run.
-
-DeepSpeed is looked for, and the dry run's questions about the jobs' options and rewards answered, in the
-interpreter that `cwgrpo train` will run under."""
+"""What this machine offers a training job: the interpreter `cwgrpo train` will run under (asked at parse
+time), and a CPU job's DeepSpeed and C++ compiler."""
 
 from __future__ import annotations
 
@@ -21,8 +17,7 @@ from cwgrpo_workflow.dag.resources import Error
 
 
 def train_python(env: Mapping[str, str]) -> str:
-    """The interpreter a train job's `cwgrpo` runs under: $CWGRPO_TRAIN_PYTHON, else the one named by the
-    `cwgrpo` script on PATH (its #! line), else this one."""
+    """$CWGRPO_TRAIN_PYTHON, else the `cwgrpo` script's #! interpreter, else this one."""
     named = env.get(stage_python_var("train"))
     if named:
         return named
@@ -39,9 +34,8 @@ def train_python(env: Mapping[str, str]) -> str:
 
 
 def ask_train_python(request: dict[str, Any], env: Mapping[str, str], timeout: float, what: str) -> Any:
-    """The answer of ``python -P -m cwgrpo.train.probe`` in the jobs' interpreter to ``request``, without the
-    working folder on its path and with this checkout's package first, as a job imports (a stage's venv may
-    lack the package); ``ConfigError`` saying why there is none ("could not check ``what`` ...")."""
+    """The answer of ``python -P -m cwgrpo.train.probe`` in the jobs' interpreter to ``request``, importing
+    as a job imports; ``ConfigError`` saying why there is none."""
     python = train_python(env)
     env = {**env, "PYTHONPATH": checkout_first(env)}
     try:
@@ -63,34 +57,25 @@ def ask_train_python(request: dict[str, Any], env: Mapping[str, str], timeout: f
     raise ConfigError(f"could not check {what} in the jobs' Python ({python}): {reason}")
 
 
-def has_module(python: str, module: str, env: Mapping[str, str]) -> bool:
-    """Whether ``python`` can import ``module`` (found, not imported: DeepSpeed's import takes seconds)."""
-    code = f"import importlib.util, sys; sys.exit(importlib.util.find_spec({module!r}) is None)"
-    try:
-        return (
-            subprocess.run([python, "-c", code], env=dict(env), capture_output=True, timeout=60).returncode
-            == 0
-        )
-    except (OSError, subprocess.TimeoutExpired):
-        return False
-
-
 def deepspeed_errors(config: Mapping[str, Any], uses_conda: bool, env: Mapping[str, str]) -> list[str]:
-    """``cpu_deepspeed_errors`` on this machine, as ``key: message`` lines; the DeepSpeed probe runs
-    only if a size trains on CPU, and not under --use-conda (the train env, built by conda, brings it)."""
+    """``cpu_deepspeed_errors`` on this machine; not DeepSpeed under --use-conda (the train env brings it)."""
     from cwgrpo_workflow.dag.preset_files import collect
 
-    def deepspeed() -> tuple[str, bool]:
+    def deepspeed() -> tuple[str, bool]:  # found, not imported: DeepSpeed's import takes seconds
         python = train_python(env)
-        return python, has_module(python, "deepspeed", env)
+        code = "import importlib.util, sys; sys.exit(importlib.util.find_spec('deepspeed') is None)"
+        try:
+            proc = subprocess.run([python, "-c", code], env=dict(env), capture_output=True, timeout=60)
+        except (OSError, subprocess.TimeoutExpired):
+            return python, False
+        return python, proc.returncode == 0
 
     compiler = shutil.which(env.get("CXX") or "g++", path=env.get("PATH"))
     return collect([lambda: cpu_deepspeed_errors(config, None if uses_conda else deepspeed, compiler)])
 
 
 def cpu_deepspeed_sizes(config: Mapping[str, Any]) -> dict[str, dict]:
-    """size -> training options, for the sizes that train on CPU (`use_cpu`) through accelerate: their
-    processes are CPU workers, and DeepSpeed's CPU accelerator compiles a C++ op at their first start."""
+    """size -> training options, for the sizes that train on CPU (`use_cpu`) through accelerate."""
     first = next(iter(config["methods"]))
     sizes = {size: train_options(config, size, first) for size in config["sizes"]}
     return {s: o for s, o in sizes.items() if o.get("use_cpu") and o.get("launcher") == "accelerate"}
@@ -99,10 +84,8 @@ def cpu_deepspeed_sizes(config: Mapping[str, Any]) -> dict[str, dict]:
 def cpu_deepspeed_errors(
     config: Mapping[str, Any], deepspeed_python: Callable[[], tuple[str, bool]], compiler: str | None
 ) -> Iterator[Error]:
-    """DeepSpeed absent from the interpreter that will train, or no C++ compiler for the op it compiles on
-    CPU: either would stop every training job at its start (checked before the first job of a real run;
-    a dry run plans without them). ``deepspeed_python``: () -> (that interpreter, whether it has
-    DeepSpeed), called only if a size trains on CPU; None to skip (a conda env brings it)."""
+    """No DeepSpeed in the interpreter that will train, or no C++ compiler for its CPU op: either stops every
+    training job at its start. ``deepspeed_python``: () -> (that interpreter, whether it has DeepSpeed)."""
     sizes = cpu_deepspeed_sizes(config)
     if not sizes:
         return

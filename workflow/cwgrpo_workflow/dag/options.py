@@ -1,27 +1,20 @@
 """Each job's options, merged from a preset's sections, and the one YAML file per job that carries them.
 
-A job's command reads its file with ``--config`` (the same reader as any user's options file), so the
-options reach the command as ``yaml.safe_dump`` wrote them: a float stays a float, a list a list.
-
-A file is named after its content (``options/train/small/grpo/seed0.<hash>.yaml``, ``option_files``) and
-never changes once written (``write_option_files``): a dry run or a parse of an edited preset adds files
-for the new options and leaves every file a running job reads as it was, so a job trains with the options
-it was started with. The file is the job's input, so a change of options is a new input path and
-Snakemake reruns the job (rerun trigger ``input``; ``mtime`` too, the first time those options are
-written); the same options keep the same file and its mtime. Files of options no preset uses any more
-stay (a few hundred bytes each): deleting one could pull it from under a running job.
+A file is named after its content (``options/train/small/grpo/seed0.<hash>.yaml``) and never changes once
+written: an edited preset adds files and leaves every file a running job reads as it was, and a change of
+options is a new input path, so Snakemake reruns the job. Files no preset uses any more stay: deleting one
+could pull it from under a running job.
 """
 
 from __future__ import annotations
 
-import os
-import tempfile
 from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
 from cwgrpo.configs import options_text, recorded_digest
 from cwgrpo.data.prompts import TRAIN_PROMPT_SET
+from cwgrpo.io import atomic_path
 
 BASE = "base"  # method label of the untrained model, evaluated at step 0
 EVAL_SWITCHES = (  # workflow keys of `evaluate`, not passed on
@@ -38,9 +31,8 @@ TINY_SOURCE = (
 
 
 def built_sizes(config: Mapping[str, Any]) -> dict[str, str]:
-    """Sizes whose base model is built and warmed up here (build-tiny + sft), mapped to their tiny
-    architecture: every size of a tiny preset (its own name), and any size whose `model` is `tiny:ARCH`
-    (e.g. the CPU rehearsal of the paper preset). The other sizes are fetched (fetch-model)."""
+    """Sizes whose base model is built and warmed up here (build-tiny + sft) -> their tiny architecture:
+    every size of a tiny preset, and any size whose `model` is `tiny:ARCH`."""
     if config["kind"] == "tiny":
         return {size: size for size in config["sizes"]}
     return {
@@ -63,7 +55,6 @@ def train_options(config: Mapping[str, Any], size: str, method: str, seed: int |
 
 
 def train_sources(config: Mapping[str, Any], size: str, method: str) -> list[tuple[str, Mapping]]:
-    """The sections ``train_options`` merges, by config key, lowest precedence first."""
     return [
         ("train", config["train"]),
         (f"sizes.{size}.train", config["sizes"][size].get("train", {})),
@@ -72,7 +63,6 @@ def train_sources(config: Mapping[str, Any], size: str, method: str) -> list[tup
 
 
 def where_set(sources: list[tuple[str, Mapping]], key: Any) -> str | None:
-    """The highest-precedence section of ``sources`` that sets ``key`` (None: none does)."""
     return next((name for name, options in reversed(sources) if options and key in options), None)
 
 
@@ -89,11 +79,9 @@ def training_prompts(config: Mapping[str, Any], size: str, method: str | None = 
 
 
 def evaluate_options(config: Mapping[str, Any], size: str) -> dict:
-    """Options of `cwgrpo evaluate`: evaluate (less the workflow switches), then sizes.<size>.evaluate.
-
-    The prompt is one setting: ``prompt_set`` and ``system_prompt`` are the training's unless an evaluate
-    section sets its own (the way to set evaluation apart; ``prompt_note`` says so in the dry run). A null
-    ``system_prompt`` is the prompt set's own, the command's default, so it is not written."""
+    """Options of `cwgrpo evaluate`: evaluate (less the workflow switches), then sizes.<size>.evaluate;
+    the prompt is the training's unless they set their own. A null ``system_prompt`` is the command's
+    default, so it is not written."""
     opts = {k: v for k, v in config["evaluate"].items() if k not in EVAL_SWITCHES}
     opts = {**opts, **config["sizes"][size].get("evaluate", {})}
     for key, value in training_prompts(config, size).items():
@@ -104,8 +92,7 @@ def evaluate_options(config: Mapping[str, Any], size: str) -> dict:
 
 
 def prompt_note(config: Mapping[str, Any]) -> str | None:
-    """One line when a run is evaluated with another prompt than it trained with (an evaluate section, or a
-    method, sets them apart), naming both; None when every run's are the same."""
+    """One line when a run is evaluated with another prompt than it trained with, naming both."""
     from cwgrpo_workflow.dag.preset_files import shorten
 
     def said(prompts: Mapping[str, Any]) -> str:
@@ -130,26 +117,29 @@ def prompt_note(config: Mapping[str, Any]) -> str | None:
 
 
 def stage_options(config: Mapping[str, Any], stage: str, size: str) -> dict:
-    """Options of build-tiny / sft: the top-level section, then the size's own."""
     return {**config.get(stage, {}), **config["sizes"][size].get(stage, {})}
 
 
 def report_options(config: Mapping[str, Any], command: str) -> dict:
-    """Options of table / figure / claims / samples: the shared `report` section, the preset's kind and
-    name, the command's own.
-
-    Table 1's default rows and effects (the paper's methods) are cut to the methods this preset trains,
-    so that a preset without, say, Clip-Cov gets a table without its row instead of a failed table job;
-    methods listed explicitly are kept as they are (and checked at parse time)."""
+    """Options of table / figure / claims / samples: `report`, the preset's kind and name, the command's
+    own; Table 1's default rows and effects cut to the methods this preset trains."""
     opts = {**config["report"], "kind": config["kind"], "preset": config["name"], **config[command]}
-    if command == "table":
-        opts.update(_trained_table_defaults(config, opts))
+    if command != "table":
+        return opts
+    try:
+        from cwgrpo_workflow.report.options import TableConfig
+    except ImportError:  # a bare Snakemake environment: the table command applies its own defaults
+        return opts
+    defaults = TableConfig(kind=config["kind"])
+    for key in ("methods", "effect_methods"):
+        gone = untrained(config, getattr(defaults, key), defaults.base_method)
+        if gone and key not in opts:
+            opts[key] = [m for m in getattr(defaults, key) if m not in gone]
     return opts
 
 
 def study_options(config: Mapping[str, Any]) -> dict:
-    """Options of `cwgrpo study`: the shared `report` section, the treatment, the ablation variants, claim M's
-    arm where the study registered one."""
+    """Options of `cwgrpo study`: `report`, the treatment, the ablation variants, claim M's arm if any."""
     treatment = config["study"]["treatment"]
     reference = config["report"].get("reference_method", "grpo")
     variants = [m for m in config["methods"] if m not in (treatment, reference)]
@@ -168,24 +158,6 @@ def untrained(config: Mapping[str, Any], methods: list[str], base_method: str) -
     return [m for m in methods if m != base_method and m not in config["methods"]]
 
 
-def _trained_table_defaults(config: Mapping[str, Any], opts: Mapping[str, Any]) -> dict:
-    """`methods` / `effect_methods` defaults without untrained methods, for the keys the preset leaves unset."""
-    try:
-        from cwgrpo_workflow.report.options import TableConfig
-    except ImportError:  # a bare Snakemake environment: the table command applies its own defaults
-        return {}
-    defaults = TableConfig(kind=config["kind"])
-    cut = {}
-    for key in ("methods", "effect_methods"):
-        if key in opts:
-            continue
-        default = getattr(defaults, key)
-        gone = untrained(config, default, defaults.base_method)
-        if gone:
-            cut[key] = [m for m in default if m not in gone]
-    return cut
-
-
 def saved_steps(config: Mapping[str, Any], size: str) -> list[int]:
     """Steps with a checkpoint marker: multiples of save_steps up to max_steps, plus max_steps itself."""
     opts = train_options(config, size, next(iter(config["methods"])))
@@ -195,8 +167,7 @@ def saved_steps(config: Mapping[str, Any], size: str) -> list[int]:
 
 
 def datasets(config: Mapping[str, Any]) -> list[str]:
-    """Every dataset a preset prepares: its training set, the warm-up's dev set (if a size is built here),
-    the benchmarks."""
+    """Every dataset a preset prepares: training set, the warm-up's dev set if needed, benchmarks."""
     data = config["data"]
     return list(
         dict.fromkeys([data["train"], *([data["dev"]] if built_sizes(config) else []), *data["benchmarks"]])
@@ -204,7 +175,6 @@ def datasets(config: Mapping[str, Any]) -> list[str]:
 
 
 def job_options(config: Mapping[str, Any]) -> Iterator[tuple[tuple[str, ...], dict]]:
-    """(name, options) of every options file of a preset; the workflow turns a name into its path."""
     for size in config["sizes"]:
         for method in config["methods"]:
             for seed in config["seeds"]:
@@ -222,7 +192,7 @@ def job_options(config: Mapping[str, Any]) -> Iterator[tuple[tuple[str, ...], di
 
 
 def option_files(root: str | Path, config: Mapping[str, Any]) -> dict[tuple[str, ...], tuple[Path, str]]:
-    """Job name -> (its options file under ``root``, the file's text) of every job of a preset (pure)."""
+    """Job name -> (its options file under ``root``, the file's text)."""
     files = {}
     for name, opts in job_options(config):
         text = options_text(opts)
@@ -231,10 +201,8 @@ def option_files(root: str | Path, config: Mapping[str, Any]) -> dict[tuple[str,
 
 
 def write_option_files(files: Iterable[tuple[Path, str]]) -> list[str]:
-    """Write each (path, text) not there yet, each at once (a reader never sees half a file) and read-only.
-    A file already there is left as it is when it holds ``text``; one that does not (edited by hand: its
-    name's hash no longer matches), or a path that cannot be written, is an error line naming the file,
-    returned (nothing raised)."""
+    """Write each (path, text) not there yet, atomically and read-only; error lines for a file edited by hand
+    or a path that cannot be written."""
     errors = []
     for path, text in files:
         try:
@@ -246,15 +214,9 @@ def write_option_files(files: Iterable[tuple[Path, str]]) -> list[str]:
                         "the workflow writes it again"
                     )
                 continue
-            path.parent.mkdir(parents=True, exist_ok=True)
-            fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-            try:
-                with os.fdopen(fd, "w", encoding="utf-8") as out:
-                    out.write(text)
-                os.chmod(tmp, 0o444)  # readable by a job run as another user; never to be edited
-                os.replace(tmp, path)
-            finally:
-                Path(tmp).unlink(missing_ok=True)
+            with atomic_path(path) as tmp:
+                tmp.write_text(text, encoding="utf-8")
+            path.chmod(0o444)  # readable by a job run as another user; never to be edited
         except OSError as err:
             errors.append(
                 f"{path}: cannot write this job's options file ({err.strerror or err}): {path.parent} must "
@@ -268,8 +230,7 @@ def _listing(names: Iterable[Any]) -> str:
 
 
 def preset_contents(config: Mapping[str, Any]) -> str:
-    """What this preset runs, in a sentence from its own config (the report captions end with it): the
-    sizes' display names and steps, training data, seeds, methods, benchmarks with their problem limits."""
+    """What this preset runs, in a sentence (the report captions end with it)."""
     report, sizes, benchmarks = config["report"], list(config["sizes"]), config["data"]["benchmarks"]
     display = report.get("size_display", {})
     steps = _listing(f"{display.get(s, s)} ({saved_steps(config, s)[-1]} RL steps)" for s in sizes)

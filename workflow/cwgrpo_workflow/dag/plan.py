@@ -1,13 +1,8 @@
 """``cwgrpo plan``: a preset's jobs, resources, estimates and wall time, before anything runs.
 
-Per kind of job: its count, GPUs, GPU memory, CPUs, RAM, the runtime it asks for against its estimate,
-GPU-hours and disk, a warning for each estimate above its limit; and the wall time on N GPUs. Jobs and
-resources are Snakemake's own: a dry run (``snakemake -n --forceall``) with the same config files, in
-the folder the workflow would run in (the preset's relative paths are that folder's), lists every job
-with what its rule's ``resources:`` give it (cwgrpo_workflow.dag.resources). Estimates per job:
-``resources/budgets.yaml``. The wall time is a greedy schedule on N GPUs: trainings first, each
-evaluation once its checkpoint exists (step / last step of its run's training). ``--brief`` (``make
-tiny``): the jobs still to run and their expected time on this machine's cores.
+Jobs and resources are Snakemake's own (a dry run with the same config files, in the folder the workflow
+would run in); estimates per job: ``resources/budgets.yaml``. ``--brief`` (``make tiny``): the jobs still
+to run and their expected time on this machine's cores.
 """
 
 from __future__ import annotations
@@ -80,8 +75,7 @@ def _items(value: str) -> list[str]:
 
 
 def parse_dry_run(text: str) -> list[Job]:
-    """The jobs of ``snakemake -n`` output: each ``rule NAME:`` block's wildcards, resources, inputs and
-    outputs."""
+    """The jobs of ``snakemake -n`` output."""
     jobs: list[Job] = []
     rule: str | None = None
     fields: dict[str, Any] = {}
@@ -101,8 +95,7 @@ def parse_dry_run(text: str) -> list[Job]:
 
 
 def preset_kind(configfiles: Sequence[Path]) -> Any:
-    """The ``kind`` of the config files merged key by key as ``snakemake --configfile A B`` merges them
-    (Snakemake's own ``update_config``; the schema's default: tiny)."""
+    """The ``kind`` of the config files merged as ``snakemake --configfile A B`` merges them."""
     from snakemake.utils import update_config
 
     config: dict = {}
@@ -114,11 +107,8 @@ def preset_kind(configfiles: Sequence[Path]) -> Any:
 def dry_run_jobs(
     configfiles: Sequence[Path], snakefile: Path, workdir: Path | None = None, forceall: bool = True
 ) -> list[Job]:
-    """Snakemake's jobs of the preset (``configfiles`` merged as Snakemake merges them), every one
-    (``forceall``: done or not), from a dry run in ``workdir`` (default: this folder), the folder whose
-    relative paths the preset's are, as for its run. It writes there only what ``snakemake -n`` writes:
-    Snakemake's own ``.snakemake/`` and each job's options file, added beside the others, never changed
-    (cwgrpo_workflow.dag.options)."""
+    """Snakemake's jobs of the preset (every one with ``forceall``), from a dry run in ``workdir`` (default:
+    this folder), whose relative paths the preset's are."""
     exe = Path(sys.executable).with_name("snakemake")
     exe = str(exe) if exe.exists() else shutil.which("snakemake")
     if exe is None:
@@ -139,8 +129,7 @@ def dry_run_jobs(
 
 
 def dry_run_error(output: str) -> str:
-    """The lines of a failed dry run that say what is wrong (Snakemake's ``...Error: ...`` lines: a schema
-    error's own line comes before its long dump of the schema), else its last lines."""
+    """The ``...Error: ...`` lines of a failed dry run (with the message that follows), else its last lines."""
     raw = [line.rstrip() for line in output.strip().splitlines() if line.strip()]
     lines = [line.strip() for line in raw]
     named: dict[int, str] = {}
@@ -161,12 +150,10 @@ def dry_run_error(output: str) -> str:
 
 
 def load_budgets(kind: Any = "paper", path: Path = BUDGETS) -> dict[str, dict[str, dict[str, float]]]:
-    """The estimates of one preset kind (size or "any" -> job kind -> key); none for a kind without."""
     return (yaml.safe_load(path.read_text(encoding="utf-8")) or {}).get(kind) or {}
 
 
 def budget(job: Job, budgets: Mapping[str, Any], key: str) -> float:
-    """``key`` (gpu_hours, disk_gb) of one job; a GPU job of a size without a budget is an error."""
     value = _estimate(job, budgets, key)
     if value is None and key == "gpu_hours" and job.gpus:
         raise ConfigError(
@@ -177,14 +164,12 @@ def budget(job: Job, budgets: Mapping[str, Any], key: str) -> float:
 
 
 def _estimate(job: Job, budgets: Mapping[str, Any], key: str) -> Any:
-    """The job's size's estimate (a multi-node job's own, ``KIND@Nnodes``, first), else its kind's."""
     size = budgets.get(job.wildcards.get("size"), {})
     own = {**size.get(job.kind, {}), **size.get(f"{job.kind}@{job.nodes}nodes", {})}
     return own.get(key, budgets.get("any", {}).get(job.kind, {}).get(key))
 
 
 def job_hours(job: Job, budgets: Mapping[str, Any]) -> float | None:
-    """Estimated wall hours of one job on what it asks for: its GPU-hours over its GPUs, or its hours."""
     gpu_hours = _estimate(job, budgets, "gpu_hours")
     if gpu_hours is not None and job.gpus:
         return float(gpu_hours) / job.gpus
@@ -238,8 +223,7 @@ def wall_hours(jobs: Sequence[Job], budgets: Mapping[str, Any], gpus: int) -> fl
 
 
 def makespan_hours(jobs: Sequence[Job], budgets: Mapping[str, Any], cores: int) -> float:
-    """Hours until every job has finished on ``cores`` cores (greedy, in the dry run's order), each after
-    the jobs that make its inputs, each taking its CPUs (at most ``cores``: Snakemake scales threads down)."""
+    """Hours until every job has finished on ``cores`` cores (greedy, each after the jobs making its inputs)."""
     made_by = {path: i for i, job in enumerate(jobs) for path in job.outputs}
     deps = [{made_by[f] for f in job.inputs if f in made_by} - {i} for i, job in enumerate(jobs)]
     hours = [job_hours(job, budgets) or 0.0 for job in jobs]
@@ -268,7 +252,6 @@ def duration(hours: float | None) -> str:
 
 
 def plan_rows(jobs: Sequence[Job]) -> dict[tuple, list[Job]]:
-    """Jobs grouped by kind, size and what each asks for (GPU jobs first, size-less jobs last)."""
     rows: dict[tuple, list[Job]] = {}
     for job in jobs:
         if job.rule != "all":
@@ -279,7 +262,6 @@ def plan_rows(jobs: Sequence[Job]) -> dict[tuple, list[Job]]:
 
 
 def limit_warnings(rows: Mapping[tuple, list[Job]], budgets: Mapping[str, Any]) -> list[str]:
-    """A line for each kind of job whose estimated wall time exceeds the runtime it asks for."""
     lines = []
     for (*_, size, kind, _), group in rows.items():
         job = group[0]
@@ -303,9 +285,8 @@ def limit_warnings(rows: Mapping[tuple, list[Job]], budgets: Mapping[str, Any]) 
 def plan_markdown(
     configfile: str, jobs: Sequence[Job], budgets: Mapping[str, Any], gpus: Sequence[int]
 ) -> str:
-    """The plan as Markdown: one table, a row per kind of job, size and request (count; GPUs, GPU memory,
-    CPUs and RAM of each job; the runtime it asks for and its estimate; GPU-hours and disk of all), the
-    totals, a warning per estimate above its limit, and the wall time of the GPU jobs on each of ``gpus``."""
+    """The plan as Markdown: a row per kind of job, size and request, the totals, a warning per estimate
+    above its limit, and the wall time of the GPU jobs on each of ``gpus``."""
     rows = plan_rows(jobs)
     lines = [
         f"Plan of `{configfile}` (estimates: `workflow/cwgrpo_workflow/resources/budgets.yaml`, from docs/hardware.md)",
@@ -343,8 +324,7 @@ def plan_markdown(
 
 
 def brief(jobs: Sequence[Job], budgets: Mapping[str, Any], cores: int, load: float) -> str:
-    """One line (two on a busy machine): the jobs to run and their expected time on ``cores`` idle cores;
-    ``load``: the load average, above ``cores`` another line says it will take longer."""
+    """One line (two on a busy machine): the jobs to run and their expected time on ``cores`` idle cores."""
     if not jobs:
         return "Nothing to run: every output is up to date.\n"
     hours = makespan_hours(jobs, budgets, cores)

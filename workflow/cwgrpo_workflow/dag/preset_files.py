@@ -1,13 +1,7 @@
 """Every mistake of a preset's files in one pass, one line each, before any job starts (for the workflow's parse).
 
-A user copying a preset fixes all of its errors at once only if they are all shown at once: a duplicate
-key (PyYAML keeps the last one without a word), an unknown key with the nearest known one, a missing key,
-a wrong type, an overlay without its preset, reward weights that do not match the reward functions, a local
-path that is not there. jsonschema's own message for an unknown top-level key quotes the whole schema
-(hundreds of lines); here each error is one line naming its key. These run on the raw config, before
-Snakemake's schema validation (whose first error would hide the rest); with file-level mistakes, the other
-checks (cwgrpo_workflow.dag.preset_rules) run all the same on the schema's defaults (``preset_errors``). No torch, no
-TRL: stdlib, PyYAML and jsonschema (which Snakemake itself needs).
+They run on the raw config, before Snakemake's schema validation, whose first error would hide the rest
+(and whose message for an unknown top-level key quotes the whole schema).
 """
 
 from __future__ import annotations
@@ -29,7 +23,7 @@ Check = Callable[[], Iterable[tuple[str, str]]]
 
 
 def error_text(lines: list[str]) -> str:
-    """Config errors, one line each and each once (however many checks found it), under one heading."""
+    """Config errors, each once, under one heading."""
     lines = list(dict.fromkeys(lines))
     if len(lines) == 1:
         return f"config error in {lines[0]}"
@@ -39,8 +33,7 @@ def error_text(lines: list[str]) -> str:
 def unknown_key_line(
     where: str, key: str, known: Iterable[str], what: str = "unknown key", otherwise: str | None = None
 ) -> str:
-    """``where.key: unknown key; did you mean 'k'?`` (``what`` for "unknown key"; ``otherwise``, or the
-    known keys, if none is close)."""
+    """``where.key: unknown key; did you mean 'k'?`` (``otherwise``, or the known keys, if none is close)."""
     known = sorted(str(k) for k in known)
     guess = nearest(key, known)
     hint = f"did you mean {guess!r}?" if guess else otherwise or f"known: {', '.join(known)}"
@@ -48,8 +41,8 @@ def unknown_key_line(
 
 
 def collect(checks: Iterable[Check], found: Iterable[str] = ()) -> list[str]:
-    """``key: message`` lines of every check after those ``found`` already, each once; a check that crashes
-    after an earlier error was collected is taken as that error's consequence."""
+    """``key: message`` lines of every check, each once; a check that crashes after an earlier error was
+    collected is taken as that error's consequence."""
     lines: list[str] = list(found)
     for check in checks:
         try:
@@ -63,8 +56,7 @@ def collect(checks: Iterable[Check], found: Iterable[str] = ()) -> list[str]:
 
 
 def seeds_from_command_line(config: dict[str, Any]) -> None:
-    """`--config 'seeds=[0,1,2]'` arrives as ["0", "1", "2"]: Snakemake reads list values with YAML's
-    BaseLoader, which keeps every scalar a string. Whole numbers become ints before validation."""
+    """`--config 'seeds=[0,1,2]'` arrives as ["0", "1", "2"] (YAML's BaseLoader): whole numbers become ints."""
     seeds = config.get("seeds")
     if isinstance(seeds, list):
         config["seeds"] = [int(s) if isinstance(s, str) and s.strip().isdigit() else s for s in seeds]
@@ -76,11 +68,8 @@ def preset_errors(
     files: Iterable[str],
     make_checks: Callable[[], Iterable[Check]],
 ) -> list[str]:
-    """Every mistake of the preset files in one pass, one line each: duplicate keys in the config files
-    read, every schema violation, mismatched reward weights, local paths that are not there and, when there
-    are any, what the other checks (``make_checks()``, run on the config with the schema's defaults filled
-    in) find as well; a check that crashes on what a file-level mistake broke adds nothing. Nothing more
-    beside a misplaced overlay: the rest (a preset without kind, sizes, ...) follows from it."""
+    """Every mistake of the preset files, one line each; when there are any, what ``make_checks()`` finds
+    too, run on the config with the schema's defaults. A misplaced overlay alone: the rest follows from it."""
     from cwgrpo.data.prepare_data import OwnDataset
 
     files = list(files)
@@ -103,8 +92,8 @@ def preset_errors(
 
 
 def overlay_errors(files: list[tuple[str, tuple[Any, Any]]]) -> list[str]:
-    """An overlay file (one with `overlay_of: PRESET`) given without that preset first on the command line.
-    ``files``: (path, (name, overlay_of)) of each --configfile, in order."""
+    """An overlay file given without its preset first. ``files``: (path, (name, overlay_of)) of each
+    --configfile, in order."""
     lines = []
     for i, (path, (_, preset)) in enumerate(files):
         if not preset:
@@ -119,7 +108,6 @@ def overlay_errors(files: list[tuple[str, tuple[Any, Any]]]) -> list[str]:
 
 
 def _name_and_mark(path: str) -> tuple[Any, Any]:
-    """(name, overlay_of) of one config file, read defensively (a broken file is reported elsewhere)."""
     try:
         data = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
     except (OSError, yaml.YAMLError):
@@ -128,8 +116,6 @@ def _name_and_mark(path: str) -> tuple[Any, Any]:
 
 
 def _reward_sections(config: Mapping[str, Any]) -> Iterator[tuple[str, dict]]:
-    """(where the reward weights are, merged training options) per size, read defensively (before
-    validation)."""
     top = config.get("train") if isinstance(config.get("train"), dict) else {}
     sizes = config.get("sizes") if isinstance(config.get("sizes"), dict) else {}
     for size, spec in sizes.items():
@@ -158,7 +144,6 @@ def _duplicates(node: yaml.Node, path: str) -> Iterator[str]:
 
 
 def duplicate_keys(text: str, name: str = "<config>") -> list[str]:
-    """One line per repeated key of any mapping in a YAML document (``name:line: key ...``)."""
     try:
         root = yaml.compose(text, Loader=yaml.SafeLoader)
     except yaml.YAMLError as err:
@@ -167,7 +152,6 @@ def duplicate_keys(text: str, name: str = "<config>") -> list[str]:
 
 
 def duplicate_keys_in_files(paths: Iterable[str | Path]) -> list[str]:
-    """Duplicate keys of each config file (those Snakemake read with --configfile or `configfile:`)."""
     lines: list[str] = []
     for path in paths:
         try:
@@ -183,9 +167,8 @@ def duplicate_keys_in_files(paths: Iterable[str | Path]) -> list[str]:
 
 
 def shorten(text: str, head: int, tail: int = 0) -> str:
-    """``text`` if it has at most ``head + tail`` characters, else its first ``head`` and last ``tail``
-    characters around a mark of what was left out, cut between words (a word longer than the part kept is
-    the only thing ever cut inside)."""
+    """``text``, or its first ``head`` and last ``tail`` characters around a mark of what was left out, cut
+    between words."""
     if len(text) <= head + tail:
         return text
     start = text[:head]
@@ -229,7 +212,6 @@ def _schema_line(error: Any) -> list[str]:
 
 
 def schema_errors(config: Mapping[str, Any], schema: Mapping[str, Any]) -> list[str]:
-    """Every violation of the JSON schema, one line each, in document order of the keys at fault."""
     import jsonschema
 
     cls = jsonschema.validators.validator_for(schema)
@@ -242,9 +224,7 @@ def load_schema(path: str | Path) -> dict[str, Any]:
 
 
 def fill_defaults(config: dict[str, Any], schema: Mapping[str, Any]) -> dict[str, Any]:
-    """``config`` with the schema's defaults set where it has none, as Snakemake's
-    ``validate(set_default=True)`` sets them, but whatever errors the schema finds (they are reported
-    apart): the option-level checks then run on a config that has file-level mistakes too."""
+    """The schema's defaults set as ``validate(set_default=True)`` sets them, but despite schema errors."""
     import jsonschema
 
     cls = jsonschema.validators.validator_for(schema)
@@ -266,11 +246,7 @@ def fill_defaults(config: dict[str, Any], schema: Mapping[str, Any]) -> dict[str
 
 
 def reward_weight_errors(sections: Iterable[tuple[str, Mapping[str, Any]]]) -> list[str]:
-    """``reward_weights`` against ``reward_funcs`` in each merged option set (one line per set at fault;
-    ``error_text`` shows a line found twice once).
-
-    ``sections`` are (where, merged training options) pairs, e.g. ("sizes.small.train", {...}).
-    """
+    """``reward_weights`` against ``reward_funcs`` in each (where, merged training options) pair."""
     return [
         f"{where}.reward_weights: {len(weights)} weight(s) {weights} for {len(funcs)} reward function(s) "
         f"{funcs}; give one weight per reward function"
@@ -281,9 +257,7 @@ def reward_weight_errors(sections: Iterable[tuple[str, Mapping[str, Any]]]) -> l
 
 
 def missing_local_paths(config: Mapping[str, Any]) -> list[tuple[str, str]]:
-    """(key, message) for each model or data file named by a local path that is not there (a template's
-    ``/path/to/...``): named at parse time, not by a job after the ones before it ran. Relative paths are
-    the working folder's, as for the jobs."""
+    """(key, message) for each model or data file named by a local path that is not there."""
     missing = []
     for size, spec in (config.get("sizes") or {}).items():
         model = str(spec.get("model") or "")
@@ -315,9 +289,8 @@ def missing_local_paths(config: Mapping[str, Any]) -> list[tuple[str, str]]:
 
 
 def dataset_errors(datasets: Mapping[str, Any], fields: Iterable[str]) -> list[str]:
-    """Unknown keys of each own dataset (``fields``: OwnDataset's), and problem / answer / solution
-    columns that its local .jsonl, .csv or .parquet file does not have or has twice (the data job would fail
-    on them), read as the job reads them (``cwgrpo.data.rows``)."""
+    """Unknown keys of each own dataset (``fields``: OwnDataset's), and columns its local file does not have
+    or has twice."""
     from cwgrpo.data.rows import columns_of
 
     fields = sorted(fields)

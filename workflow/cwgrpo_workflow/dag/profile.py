@@ -1,14 +1,11 @@
 """A Snakemake profile and command line, checked against the workflow once every rule exists (for the parse).
 
 Snakemake ignores a `set-resources` entry for a rule that does not exist (``train_7B:``) and passes any
-resource key through (``slurm_partiton:``), so a copied profile's typo sends GPU jobs to the default
-partition with exit 0. ``workflow`` is Snakemake's own object: its rules and what it parsed from the profile
-and the command line (``workflow.resource_settings``, ``workflow.global_resources``).
+resource key through (``slurm_partiton:``): a copied profile's typo sends GPU jobs to the default partition.
 """
 
 from __future__ import annotations
 
-import re
 import types
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -45,50 +42,6 @@ SLURM_RESOURCES = frozenset(
 )  # fmt: skip
 
 
-# The resource that sets what a flag the Slurm plugin manages itself would set (its names for the flags).
-PLUGIN_FLAG_RESOURCES = {
-    "account": "slurm_account",
-    "partition": "slurm_partition",
-    "memory": "mem_mb",
-    "memory per CPU": "mem_mb_per_cpu",
-    "number of tasks": "tasks",
-    "tasks per GPU": "tasks_per_gpu",
-    "CPUs per task": "cpus_per_task (the rule's threads)",
-    "CPUs per GPU": "cpus_per_gpu",
-    "runtime/time limit": "runtime",
-    "node constraints": "constraint",
-    "quality of service": "qos",
-    "number of nodes": "nodes",
-    "cluster specification": "clusters",
-    "generic resources (GRES)": "gres",
-    "GPU allocation": "gpu and gpu_model",
-}
-
-
-def slurm_extra_errors(where: str, resources: Mapping[str, Any]) -> list[str]:
-    """Flags in a ``slurm_extra`` value that the Slurm plugin sets itself and refuses there, by the plugin's
-    own list: it refuses them only when it submits the job, which a dry run never reaches."""
-    if "slurm_extra" not in resources:
-        return []
-    try:
-        from snakemake_executor_plugin_slurm.validation import get_forbidden_slurm_options
-    except ImportError:  # no Slurm plugin: nothing would submit the value
-        return []
-    value = resources["slurm_extra"]
-    text = str(getattr(value, "raw", value)).strip("'\"")
-    lines = []
-    for pattern, name in get_forbidden_slurm_options().items():
-        match = re.search(pattern, text)
-        if match:
-            instead = PLUGIN_FLAG_RESOURCES.get(name)
-            use = f"set the resource {instead} instead" if instead else "the plugin sets it itself: remove it"
-            lines.append(
-                f"{where}.slurm_extra: {match.group(0).strip()!r} ({name}) is refused by the Slurm plugin "
-                f"at submission; {use}"
-            )
-    return lines
-
-
 def _shown(values: set[Any], unset: str) -> str:
     shown = sorted(str(v) for v in values if v not in (None, ""))
     return "/".join(shown) if shown else unset
@@ -96,11 +49,9 @@ def _shown(values: set[Any], unset: str) -> str:
 
 def slurm_summary(jobs: Mapping[str, Mapping[str, set[Any]]]) -> str:
     """One line: the account, the partitions (by GPU and CPU rules) and the GPU model of a Slurm run.
-
-    ``jobs``: rule name -> {slurm_account, slurm_partition, gpu, gpu_model: set of values its jobs get}.
-    """
+    ``jobs``: rule name -> {slurm_account, slurm_partition, gpu, gpu_model: set of values its jobs get}."""
     accounts: set[Any] = set().union(*(r["slurm_account"] for r in jobs.values()))
-    gpu_rules = sorted(r for r, res in jobs.items() if any(_gpus(v) for v in res["gpu"]))
+    gpu_rules = sorted(r for r, res in jobs.items() if any(str(v).isdigit() and int(v) for v in res["gpu"]))
     cpu_rules = sorted(r for r in jobs if r not in gpu_rules)
     parts = [f"account {_shown(accounts, 'none (-A not given)')}"]
     for label, rules in (("GPU jobs", gpu_rules), ("CPU jobs", cpu_rules)):
@@ -117,15 +68,7 @@ def slurm_summary(jobs: Mapping[str, Mapping[str, set[Any]]]) -> str:
     return "Slurm run: " + "; ".join(parts)
 
 
-def _gpus(value: Any) -> int:
-    try:
-        return int(value)
-    except (TypeError, ValueError):
-        return 0
-
-
 def _command_line(argv: Sequence[str], environ: Mapping[str, str]) -> tuple[str | None, str | None]:
-    """(the -e/--executor value, the --profile value or SNAKEMAKE_PROFILE) of a Snakemake command line."""
     args = list(argv)
     executor, profile = None, environ.get("SNAKEMAKE_PROFILE")
     for i, arg in enumerate(args):
@@ -139,7 +82,6 @@ def _command_line(argv: Sequence[str], environ: Mapping[str, str]) -> tuple[str 
 
 
 def profile_file(argv: Sequence[str], environ: Mapping[str, str]) -> Path | None:
-    """The profile's settings file a Snakemake command line uses, if any, found as Snakemake finds it."""
     from snakemake.cli import get_profile_dir
 
     _, profile = _command_line(argv, environ)
@@ -151,8 +93,7 @@ def profile_file(argv: Sequence[str], environ: Mapping[str, str]) -> Path | None
 
 
 def executor_name(argv: Sequence[str], environ: Mapping[str, str]) -> str:
-    """The executor a Snakemake command line asks for (`-e/--executor`, else its profile's `executor:`),
-    for the parse, when Snakemake has not yet chosen its executor plugin; "local" when none is named."""
+    """The executor a Snakemake command line asks for (`-e`, else its profile's), before Snakemake chose it."""
     executor, _ = _command_line(argv, environ)
     if executor:
         return executor
@@ -162,8 +103,7 @@ def executor_name(argv: Sequence[str], environ: Mapping[str, str]) -> str:
 
 
 def shipped_train_rules(basedir: str | Path) -> set[str]:
-    """Per-size job names of the shipped presets: a profile serves all of them (profiles/slurm names the
-    paper's train_1_5b and train_7b, and is used with the smoke preset too)."""
+    """Per-size job names of the shipped presets: a profile serves all of them."""
     names = set()
     for path in sorted(Path(basedir).glob("config/*.yaml")):
         for size in (yaml.safe_load(path.read_text(encoding="utf-8")) or {}).get("sizes") or {}:
@@ -173,8 +113,7 @@ def shipped_train_rules(basedir: str | Path) -> set[str]:
 
 
 def run_settings(workflow: Any, sizes: Sequence[str]) -> tuple[bool, int | None, dict[str, Any]]:
-    """(conda in use, the `--resources gpu=N` cap, size -> the gpu_model that --set-resources or a profile
-    gives its training rule) of this Snakemake run, for the parse-time checks."""
+    """(conda in use, the `--resources gpu=N` cap, size -> its training rule's gpu_model) of this run."""
     from snakemake_interface_executor_plugins.settings import DeploymentMethod
 
     uses_conda = DeploymentMethod.CONDA in workflow.deployment_settings.deployment_method
@@ -188,8 +127,8 @@ def run_settings(workflow: Any, sizes: Sequence[str]) -> tuple[bool, int | None,
 def profile_errors(
     workflow: Any, config: Mapping[str, Any], argv: Sequence[str], environ: Mapping
 ) -> list[str]:
-    """Rule names and resource keys of the profile and the command line (set-resources, set-threads,
-    default-resources, resources) against this workflow's rules and the resources anything reads."""
+    """Rule names and resource keys of the profile and the command line against this workflow's rules and
+    the resources anything reads."""
     profile = profile_file(argv, environ)
     lines = duplicate_keys_in_files([profile] if profile else [])
     settings = workflow.resource_settings
@@ -211,8 +150,6 @@ def profile_errors(
         lines += [
             unknown_key_line(where, k, known, unread, "no executor reads it") for k in res if k not in known
         ]
-    for where, res in [*resource_sections(config), *given]:
-        lines += slurm_extra_errors(where, res)
     # caps (`resources:` of a profile, `--resources`) on a resource that no job asks for
     asked = {key for r in workflow.rules for key in r.resources}
     no_job = "no job asks for this resource, so the cap limits nothing"
@@ -224,7 +161,6 @@ def profile_errors(
 
 
 def _rule_values(job_rule: Any, key: str, sizes: Sequence[str]) -> set[Any]:
-    """The values a rule's jobs get for one resource (a per-size resource: one per size)."""
     if key not in job_rule.resources:
         return set()
     resource = job_rule.resources[key]
@@ -244,7 +180,6 @@ def _rule_values(job_rule: Any, key: str, sizes: Sequence[str]) -> set[Any]:
 
 
 def slurm_line(workflow: Any, sizes: Sequence[str], argv: Sequence[str], environ: Mapping) -> str | None:
-    """One line for a Slurm run: the account, partitions and GPU model its jobs will use (None otherwise)."""
     if executor_name(argv, environ) != "slurm":  # Snakemake picks its executor after the parse
         return None
     keys = ("slurm_account", "slurm_partition", "gpu", "gpu_model")

@@ -1,7 +1,5 @@
-"""Resources of the workflow's jobs and the GPU layout of its training jobs, from a preset's config.
-
-A training job's nodes and GPUs per node come from ``cwgrpo.launch.multinode`` (the launcher that places the
-processes), so Slurm is asked for exactly what the job will use. Checks yield ``(config key, message)``.
+"""Resources of the workflow's jobs and the GPU layout of its training jobs (``cwgrpo.launch.multinode``'s,
+so Slurm is asked for exactly what the job will use), from a preset's config.
 """
 
 from __future__ import annotations
@@ -22,7 +20,6 @@ def positive_int(value: Any) -> bool:
 
 
 def rule_resources(config: Mapping[str, Any], kind: str, size: str | None = None) -> dict:
-    """Resources of one kind of job: resources.default, then resources.<kind>, then the size's own."""
     merged = {**config["resources"].get("default", {}), **config["resources"].get(kind, {})}
     if size is not None:
         merged.update(config["sizes"][size].get("resources", {}).get(kind, {}))
@@ -34,8 +31,8 @@ def rule_threads(config: Mapping[str, Any], kind: str, size: str | None = None) 
 
 
 def fixed_resources(config: Mapping[str, Any], kind: str, size: str | None = None) -> dict:
-    """Resources of jobs that all have one size (or none). `threads` becomes the rule's threads and, when
-    the preset sets it, also cpus_per_task: what Slurm gets, shown by a dry run (threads are not)."""
+    """Resources of jobs of one size (or none); `threads`, when set, also becomes cpus_per_task (a dry run
+    shows it)."""
     res = dict(rule_resources(config, kind, size))
     if "threads" in res:
         res["cpus_per_task"] = int(res.pop("threads"))
@@ -47,19 +44,16 @@ def _size_resource(config: Mapping[str, Any], kind: str, key: str, wildcards: An
 
 
 def size_resources(config: Mapping[str, Any], kind: str) -> dict[str, Any]:
-    """Resources of jobs that span sizes: each value a function of the job's size wildcard."""
     return {
         key: functools.partial(_size_resource, config, kind, key) for key in fixed_resources(config, kind)
     }
 
 
 def train_rule_name(size: str) -> str:
-    """Training job name of one size (train_small, train_1_5b, ...)."""
     return "train_" + re.sub(r"\W", "_", size)
 
 
 def _layouts(config: Mapping[str, Any], size: str) -> set[tuple[int, int]]:
-    """(nodes, GPUs each node needs) of each method's training job, as cwgrpo.launch.multinode places it."""
     from cwgrpo.configs import build_config
     from cwgrpo.launch.multinode import gpus_per_node, nodes_needed
     from cwgrpo.train.options import TrainJob
@@ -74,15 +68,13 @@ def _layouts(config: Mapping[str, Any], size: str) -> set[tuple[int, int]]:
 
 
 def train_layout(config: Mapping[str, Any], size: str) -> tuple[int, int]:
-    """(nodes, GPUs each node needs) of one size's training job (the checks ensure one per size)."""
     return min(_layouts(config, size))
 
 
 def train_resources(config: Mapping[str, Any], size: str) -> dict:
-    """Resources of one size's training job. One node: the preset's (`gpu` = GPUs of the job). Several:
-    `gpu` is the job's total, and Slurm gets --nodes=N, one task per node (`tasks`; `mpi` makes the
-    job-step plugin run `cwgrpo train` in the batch step, which starts its own srun steps) and the GPUs per
-    node as --gres=gpu:G (`gres`; --gpus=N alone may split a job unevenly over the nodes)."""
+    """Resources of one size's training job. Several nodes: one task per node (`mpi` makes the job-step
+    plugin run `cwgrpo train` in the batch step, which starts its own srun steps) and the GPUs per node as
+    `gres` (--gpus=N alone may split a job unevenly over the nodes)."""
     res = fixed_resources(config, "train", size)
     nodes, _ = train_layout(config, size)
     if nodes == 1:
@@ -93,9 +85,8 @@ def train_resources(config: Mapping[str, Any], size: str) -> dict:
 
 
 def layout_errors(config: Mapping[str, Any], size: str, gpu_model: Any = None) -> Iterator[Error]:
-    """A size whose methods need different layouts, or whose `gpu` / `gres` cannot hold its layout; and a
-    profile's gpu_model on a multi-node job (the Slurm plugin adds --gpus=MODEL:<gpu or 1> to any job with
-    one: with --gres per node that would ask for one more GPU of the whole job)."""
+    """A size whose methods need different layouts, or whose `gpu` / `gres` cannot hold it; and a gpu_model
+    on a multi-node job (the Slurm plugin would add --gpus=MODEL:N to its --gres: one more GPU)."""
     layouts = _layouts(config, size)
     if len(layouts) > 1:
         yield "methods", f"size {size!r}: the methods ask for different node layouts {sorted(layouts)}"
@@ -132,14 +123,12 @@ def layout_errors(config: Mapping[str, Any], size: str, gpu_model: Any = None) -
 
 
 def multinode_sizes(config: Mapping[str, Any]) -> dict[str, int]:
-    """size -> nodes, for the sizes whose training job spans several nodes."""
     nodes = {size: train_layout(config, size)[0] for size in config["sizes"]}
     return {size: n for size, n in nodes.items() if n > 1}
 
 
 def gpu_needs(config: Mapping[str, Any]) -> dict[str, int]:
-    """Kind of job (and size) -> GPUs per job, for the kinds that ask for any (the kinds of the schema's
-    `resources`, each filled in)."""
+    """Kind of job (and size) -> GPUs per job, for the kinds that ask for any."""
     needs = {}
     for kind in (kind for kind in config["resources"] if kind != "default"):
         for size in config["sizes"]:
@@ -150,8 +139,7 @@ def gpu_needs(config: Mapping[str, Any]) -> dict[str, int]:
 
 
 def gpu_cap_errors(config: Mapping[str, Any], cap: int | None) -> Iterator[Error]:
-    """Snakemake scales a job's `gpu` down to `--resources gpu=N` without a word (as it does threads): a
-    4-GPU training job would start on a 2-GPU cap and fail in its launcher. Refuse that here."""
+    """Snakemake scales a job's `gpu` down to `--resources gpu=N` without a word: the launcher would fail."""
     too_big = {job: n for job, n in gpu_needs(config).items() if cap is not None and n > cap}
     if too_big:
         yield (
@@ -164,9 +152,8 @@ def gpu_cap_errors(config: Mapping[str, Any], cap: int | None) -> Iterator[Error
 def local_run_problems(
     config: Mapping[str, Any], executor: str, cap: int | None, env: Mapping[str, str]
 ) -> tuple[str | None, str | None]:
-    """(error, warning) before the first job of a run: a multi-node job needs Slurm; on a local run, the GPU
-    cap must not exceed the GPUs this machine shows, and a preset with GPU jobs should have a cap (else jobs
-    queue on cwgrpo's device locks)."""
+    """(error, warning) before the first job of a run: a multi-node job needs Slurm; a local run's GPU cap
+    must fit this machine, and GPU jobs should have one."""
     sizes = multinode_sizes(config)
     if sizes and executor != "slurm":
         return (
@@ -183,23 +170,20 @@ def local_run_problems(
             "fit, and they will wait for free devices. Give the machine's count with --resources gpu=N, or "
             "use --profile profiles/gpu-box (docs/hardware.md)."
         )
-    return _local_gpu_error(cap, env), None
-
-
-def _local_gpu_error(cap: int, env: Mapping[str, str]) -> str | None:
-    """A GPU cap above the GPUs this machine shows (cwgrpo.launch.devices.gpu_pool: what the jobs will use)."""
     from cwgrpo.launch.devices import gpu_pool
 
     seen = len(gpu_pool(env))
     if cap <= seen:
-        return None
+        return None, None
     if seen == 0 and "CUDA_VISIBLE_DEVICES" not in env:
-        return f"--resources gpu={cap}, but this machine shows no GPU (no nvidia-smi, CUDA_VISIBLE_DEVICES unset)"
-    return f"--resources gpu={cap}, but this machine shows {seen} GPUs; give gpu={seen}"
+        return (
+            f"--resources gpu={cap}, but this machine shows no GPU (no nvidia-smi, CUDA_VISIBLE_DEVICES unset)",
+            None,
+        )
+    return f"--resources gpu={cap}, but this machine shows {seen} GPUs; give gpu={seen}", None
 
 
 def resource_sections(config: Mapping[str, Any]) -> Iterator[tuple[str, Mapping[str, Any]]]:
-    """Every section of the preset that gives jobs resources, by config key: per kind of job, per size."""
     for kind, res in config["resources"].items():
         yield f"resources.{kind}", res
     for size, spec in config["sizes"].items():
@@ -208,8 +192,7 @@ def resource_sections(config: Mapping[str, Any]) -> Iterator[tuple[str, Mapping[
 
 
 def resource_errors(config: Mapping[str, Any]) -> Iterator[Error]:
-    """`threads` becomes an int for Snakemake and Slurm: a word there must fail now, naming the key; each key
-    of a size's resources must be set for every size (its kind of job is the schema's to check)."""
+    """A size's resource keys must be set for every size; `threads` must be a positive integer."""
     for size, spec in config["sizes"].items():
         for kind, res in spec.get("resources", {}).items():
             extra = sorted(set(res) - set(rule_resources(config, kind)))

@@ -1,13 +1,6 @@
-"""A reward of the user's (``reward_funcs: [module:function]``), checked in the dry run as the jobs will run it.
-
-The jobs run ``cwgrpo train`` in processes of their own, where the Snakefile's folder is not on the path: a
-module the parse could import may not import there. So the check runs in a new process of the jobs'
-interpreter (``cwgrpo_workflow.dag.machine.train_python``), without the working folder on its path (``python -P``)
-and with this checkout's package first, which imports each reward (``cwgrpo.train.probe``) and, where the training data is a local file of the user's, calls it on the
-first training rows exactly as the job does before its model loads (``cwgrpo.grading.reward_guard``,
-``cwgrpo.train.rows``): the same refusal, in one line, before any job starts. Training data the workflow
-builds (a registry or Hub dataset) is not there yet: then the call runs in the training job's first step,
-and the dry run says so. Only the main Snakemake process checks (a cluster job's own parse does not).
+"""A reward of the user's (``reward_funcs: [module:function]``), checked in the dry run as the jobs will run it:
+imported in the jobs' interpreter (``cwgrpo.train.probe``), where the Snakefile's folder is not on the path,
+and called on the first training rows where those are a local file of the user's.
 """
 
 from __future__ import annotations
@@ -15,6 +8,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 from typing import Any
 
+from cwgrpo.configs import ConfigError
 from cwgrpo_workflow.dag.options import train_options, train_sources, training_prompts, where_set
 from cwgrpo_workflow.dag.resources import Error
 
@@ -22,8 +16,7 @@ IMPORT_BUDGET_S = 120.0  # the probe's start and imports, on top of each reward'
 
 
 def reward_groups(config: Mapping[str, Any]) -> dict[tuple, str]:
-    """(user rewards, prompt_set, system_prompt, reward_timeout_s) of each distinct training -> the config
-    key that sets its reward_funcs."""
+    """(user rewards, prompt_set, system_prompt, reward_timeout_s) -> the key that sets its reward_funcs."""
     groups: dict[tuple, str] = {}
     for size in config["sizes"]:
         for method in config["methods"]:
@@ -38,8 +31,7 @@ def reward_groups(config: Mapping[str, Any]) -> dict[tuple, str]:
 
 
 def local_records(config: Mapping[str, Any]) -> list[dict] | None:
-    """The first training records, read now from the user's local file as `prepare-data` will; None when
-    the training data is not such a file (or cannot be read: its own check names why)."""
+    """The first training records of the user's local file, read as `prepare-data` will (else None)."""
     from cwgrpo.data.prepare_data import OwnDataset
     from cwgrpo.data.registry import load_rows, normalise
     from cwgrpo.train.rows import SAMPLE_ROWS
@@ -56,15 +48,22 @@ def local_records(config: Mapping[str, Any]) -> list[dict] | None:
 
 
 def reward_errors(config: Mapping[str, Any], env: Mapping[str, str], notes: list[str]) -> Iterator[Error]:
-    """(reward_funcs key, refusal) of each user reward the jobs could not import or call; a note appended to
-    ``notes`` where the call waits for the training job."""
+    """(reward_funcs key, refusal) of each user reward the jobs could not import or call."""
+    from cwgrpo.grading.reward_guard import SAMPLE_BUDGET_S
     from cwgrpo.train.rows import training_rows
+    from cwgrpo_workflow.dag.machine import ask_train_python
 
     groups = reward_groups(config)
     records = local_records(config) if groups else None
     for (names, prompt_set, system_prompt, budget), where in groups.items():
         rows = training_rows(records, prompt_set, system_prompt) if records else None
-        for line in probe(list(names), rows, budget, env):
+        request = {"ask": "rewards", "names": list(names), "rows": rows, "budget": budget}
+        timeout = IMPORT_BUDGET_S + len(names) * (budget or SAMPLE_BUDGET_S)
+        try:
+            refusals = ask_train_python(request, env, timeout, ", ".join(names))
+        except ConfigError as err:
+            refusals = [str(err)]
+        for line in refusals:
             yield where, line
     if groups and records is None:
         every = sorted({n for names, *_ in groups for n in names})
@@ -73,19 +72,3 @@ def reward_errors(config: Mapping[str, Any], env: Mapping[str, str], notes: list
             f"runs in the training job's first step, before its model loads (data.train "
             f"{config['data']['train']!r} is not a local file of yours, so it is built by the workflow)"
         )
-
-
-def probe(
-    names: list[str], rows: list[dict] | None, budget: float | None, env: Mapping[str, str]
-) -> list[str]:
-    """The refusals of ``cwgrpo.train.probe.reward_refusals`` for ``names``, run in the jobs' interpreter."""
-    from cwgrpo.configs import ConfigError
-    from cwgrpo.grading.reward_guard import SAMPLE_BUDGET_S
-    from cwgrpo_workflow.dag.machine import ask_train_python
-
-    request = {"ask": "rewards", "names": names, "rows": rows, "budget": budget}
-    timeout = IMPORT_BUDGET_S + len(names) * (budget or SAMPLE_BUDGET_S)
-    try:
-        return ask_train_python(request, env, timeout, ", ".join(names))
-    except ConfigError as err:
-        return [str(err)]
