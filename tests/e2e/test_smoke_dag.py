@@ -55,3 +55,42 @@ def test_smoke_dag_second_invocation_does_nothing(smoke_run):
     proc = run_smoke_dag(smoke_run, "-n")
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "Nothing to be done" in proc.stdout + proc.stderr
+
+
+def test_a_training_job_stopped_by_ctrl_c_resumes_with_the_same_command(smoke_run, tmp_path):
+    """Ctrl-C after a training job's first checkpoint, then the same command, no flag: Snakemake reruns the
+    job it marked incomplete (profiles/default sets rerun-incomplete), training resumes from that checkpoint,
+    and the run's metrics are byte-identical to the uninterrupted run's."""
+    import os
+    import shutil
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    work = tmp_path / "work"
+    shutil.copytree(smoke_run, work, symlinks=True)  # mtimes kept: nothing else is out of date
+    run = sorted((work / "results").glob("*/runs/*/grpo/seed0"))[0]
+    uninterrupted = (run / "metrics.jsonl").read_bytes()
+    shutil.rmtree(run)
+    target = str((run / "run.json").relative_to(work))
+    snakemake = shutil.which("snakemake", path=str(Path(sys.executable).parent))
+    command = [snakemake, "-s", str(REPO / "Snakefile"), "-d", str(work), "--cores", "2",
+               "--configfile", str(REPO / "config/smoke.yaml"), target]  # fmt: skip
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SLURM")}
+    env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"
+    first = subprocess.Popen(command, cwd=REPO, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                             start_new_session=True)  # fmt: skip
+    deadline = time.monotonic() + 600
+    while not (run / "steps" / "step2.json").exists():
+        assert first.poll() is None and time.monotonic() < deadline, "no checkpoint before the job ended"
+        time.sleep(0.2)
+    os.killpg(first.pid, signal.SIGINT)  # Ctrl-C in the terminal: the whole process group
+    first.wait(timeout=120)
+    again = subprocess.run(command, cwd=REPO, env=env, capture_output=True, text=True, timeout=1200)
+    said = again.stdout + again.stderr
+    assert again.returncode == 0, said[-4000:]
+    assert "IncompleteFilesException" not in said
+    assert (run / "metrics.jsonl").read_bytes() == uninterrupted
+    log = next((work / "logs").rglob(f"{run.parent.parent.name}/grpo/seed0.log")).read_text()
+    assert "checkpoint-2" in log

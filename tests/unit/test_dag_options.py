@@ -133,3 +133,17 @@ def test_preset_contents_names_sizes_seeds_and_methods():
     text = options.preset_contents(config)
     assert text.startswith("This run: models ") and all(m in text for m in config["methods"])
     assert f"Table 1 at step {config['report']['step']}." in text
+
+
+def test_the_dry_run_names_a_preset_whose_runs_cannot_resume():
+    """#47: save_only_model checkpoints hold no optimiser or RNG state, so a stopped run restarts at step 0;
+    the shipped presets resume unless a reason is written beside the setting (the third study's)."""
+    for name in ("config.yaml", "real.yaml", "byo.yaml", "paper.yaml", "study.yaml"):
+        assert options.resume_note(preset(name)) is None, name
+    note = options.resume_note(preset("study-smollm2.yaml"))
+    assert note.startswith(
+        "note: train.save_only_model is true (size 135m, grpo): a stopped training run cannot"
+    )
+    changed = preset("config.yaml")
+    changed["methods"]["cw_grpo"]["save_only_model"] = True
+    assert "methods.cw_grpo.save_only_model is true (size small, cw_grpo)" in options.resume_note(changed)

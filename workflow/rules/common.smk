@@ -138,7 +138,8 @@ def check_machine():
 # A reward of the user's: imported (and called on local data) as the jobs will.
 USER_REWARDS = [lambda: user_rewards.reward_errors(config, os.environ, NOTES)]
 stop_on(collect(preset_checks() + (USER_REWARDS if workflow.is_main_process else [])))
-for line in filter(None, [options.prompt_note(config), *NOTES] if workflow.is_main_process else []):
+NOTES += [options.prompt_note(config), options.resume_note(config)]
+for line in filter(None, NOTES if workflow.is_main_process else []):
     print(line, file=sys.stderr)
 
 

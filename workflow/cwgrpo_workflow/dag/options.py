@@ -116,6 +116,21 @@ def prompt_note(config: Mapping[str, Any]) -> str | None:
     return None
 
 
+def resume_note(config: Mapping[str, Any]) -> str | None:
+    """One line when a training job of the preset could not resume after a stop (``save_only_model``: its
+    checkpoints hold no optimiser or RNG state), naming where it is set and the fix."""
+    for size in config["sizes"]:
+        for method in config["methods"]:
+            if train_options(config, size, method).get("save_only_model"):
+                where = where_set(train_sources(config, size, method), "save_only_model") or "train"
+                return (
+                    f"note: {where}.save_only_model is true (size {size}, {method}): a stopped training run "
+                    "cannot resume and restarts at step 0; set it false to resume from the newest checkpoint "
+                    "(each checkpoint then also holds the optimiser state, about twice the model's size)"
+                )
+    return None
+
+
 def stage_options(config: Mapping[str, Any], stage: str, size: str) -> dict:
     return {**config.get(stage, {}), **config["sizes"][size].get(stage, {})}
 
