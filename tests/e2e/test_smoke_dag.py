@@ -75,8 +75,8 @@ def test_a_training_job_stopped_by_ctrl_c_resumes_with_the_same_command(smoke_ru
     shutil.rmtree(run)
     target = str((run / "run.json").relative_to(work))
     snakemake = shutil.which("snakemake", path=str(Path(sys.executable).parent))
-    command = [snakemake, "-s", str(REPO / "Snakefile"), "-d", str(work), "--cores", "2",
-               "--configfile", str(REPO / "config/smoke.yaml"), target]  # fmt: skip
+    command = [snakemake, "-s", str(REPO / "Snakefile"), "-d", str(work), "--cores", "2", target,
+               "--configfile", str(REPO / "config/smoke.yaml")]  # fmt: skip
     env = {k: v for k, v in os.environ.items() if not k.startswith("SLURM")}
     env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"
     first = subprocess.Popen(command, cwd=REPO, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
