@@ -16,6 +16,7 @@ from test_workflow import REPO
 
 from cwgrpo.cli import main
 from cwgrpo.configs import ConfigError
+from cwgrpo.seeding import cpuinfo
 from cwgrpo_workflow.dag.plan import (
     Job,
     brief,
@@ -119,6 +120,29 @@ def test_expected_time_on_cores_waits_for_inputs_by_hand():
         == "This machine is busy (load average 6.0 on 2 cores): expect about 4x as long, 12 h or more."
     )
     assert brief([], budgets, 2, load=0.0) == "Nothing to run: every output is up to date.\n"
+
+
+@pytest.mark.skipif("avx2" not in (cpuinfo("flags") or "").split(), reason="an x86 CPU with AVX2")
+def test_make_tiny_says_when_this_machine_may_not_give_the_tiny_results(tmp_path):
+    """`make tiny`'s first line (`cwgrpo plan --brief`) says when this machine's CPU numerics differ from those
+    docs/tiny-results was made with (here: the user chose ATen's scalar kernels), and nothing otherwise."""
+
+    def brief_plan(**env: str) -> str:
+        proc = subprocess.run(
+            [sys.executable, "-m", "cwgrpo.cli", "plan", "--brief", "--configfile", str(REPO / "config/config.yaml"),
+             "--snakefile", str(REPO / "Snakefile")],
+            cwd=tmp_path, capture_output=True, text=True, timeout=300,
+            env={**os.environ, "PYTHONPATH": str(REPO), **env},
+        )  # fmt: skip
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        return proc.stdout
+
+    assert "docs/tiny-results" not in brief_plan()  # this machine's own choice
+    said = brief_plan(ATEN_CPU_CAPABILITY="default")
+    assert (
+        "Note: ATEN_CPU_CAPABILITY=default is set: docs/tiny-results was made with ATen's AVX2 kernels"
+        in said
+    )
 
 
 def test_paper_plan_prices_every_job_of_the_preset(paper_plan):

@@ -368,8 +368,12 @@ def run(args: argparse.Namespace) -> int:
     jobs = dry_run_jobs(args.configfile, args.snakefile, forceall=not args.brief)
     budgets = load_budgets(preset_kind(args.configfile))
     if args.brief:
+        from cwgrpo.seeding import numerics_note
+
         cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
         sys.stdout.write(brief(jobs, budgets, cores, os.getloadavg()[0]))
+        if preset_kind(args.configfile) == "tiny" and (note := numerics_note()):
+            sys.stdout.write(f"Note: {note}.\n")
         return 0
     widest = max((j.gpus for j in jobs), default=0) or 1
     gpus = args.gpus or [widest, 2 * widest, 4 * widest]
