@@ -1,4 +1,5 @@
-"""The workflow's parse-time logic (each job's options, the preset's checks, resources and GPU layout), as
-functions of a preset's config dict that ``workflow/rules/common.smk`` calls. No torch, no TRL: Snakemake
-imports this at every start.
+"""The workflow's parse-time logic, as functions of a preset's config dict that ``common.smk`` calls.
+
+Each job's options, the preset's checks, resources and GPU layout. No torch, no TRL: Snakemake imports this
+at every start.
 """
