@@ -1,6 +1,8 @@
-"""Every command's options, checked at the workflow's parse by the command's own config, naming the section
-a bad key came from: a typo must fail ``snakemake -n``, not a job hours later. Training options are judged
-by TRL's config as ``cwgrpo train`` builds it, in the jobs' interpreter, once per options set.
+"""Every command's options, checked at the workflow's parse by the command's own config.
+
+An error names the section a bad key came from: a typo must fail ``snakemake -n``, not a job hours later.
+Training options are judged by TRL's config as ``cwgrpo train`` builds it, in the jobs' interpreter, once
+per options set.
 """
 
 from __future__ import annotations

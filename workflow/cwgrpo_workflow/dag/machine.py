@@ -1,5 +1,7 @@
-"""What this machine offers a training job: the interpreter `cwgrpo train` will run under (asked at parse
-time), and a CPU job's DeepSpeed and C++ compiler."""
+"""What this machine offers a training job.
+
+The interpreter `cwgrpo train` will run under (asked at parse time), and a CPU job's DeepSpeed and C++
+compiler."""
 
 from __future__ import annotations
 

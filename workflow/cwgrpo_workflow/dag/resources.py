@@ -1,5 +1,6 @@
-"""Resources of the workflow's jobs and the GPU layout of its training jobs (``cwgrpo.launch.multinode``'s,
-so Slurm is asked for exactly what the job will use), from a preset's config.
+"""Resources of the workflow's jobs and the GPU layout of its training jobs, from a preset's config.
+
+The layout is ``cwgrpo.launch.multinode``'s, so Slurm is asked for exactly what the job will use.
 """
 
 from __future__ import annotations
