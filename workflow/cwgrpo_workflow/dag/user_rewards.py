@@ -1,6 +1,7 @@
-"""A reward of the user's (``reward_funcs: [module:function]``), checked in the dry run as the jobs will run it:
-imported in the jobs' interpreter (``cwgrpo.train.probe``), where the Snakefile's folder is not on the path,
-and called on the first training rows where those are a local file of the user's.
+"""A reward of the user's (``reward_funcs: [module:function]``), checked in the dry run as the jobs run it.
+
+It is imported in the jobs' interpreter (``cwgrpo.train.probe``), where the Snakefile's folder is not on the
+path, and called on the first training rows where those are a local file of the user's.
 """
 
 from __future__ import annotations
