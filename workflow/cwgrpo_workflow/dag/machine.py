@@ -6,10 +6,12 @@ compiler."""
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import subprocess
 import sys
 from collections.abc import Callable, Iterator, Mapping
+from pathlib import Path
 from typing import Any
 
 from cwgrpo.cli import checkout_first, stage_python_var
@@ -19,20 +21,34 @@ from cwgrpo_workflow.dag.resources import Error
 
 
 def train_python(env: Mapping[str, str]) -> str:
-    """$CWGRPO_TRAIN_PYTHON, else the `cwgrpo` script's #! interpreter, else this one."""
+    """$CWGRPO_TRAIN_PYTHON, else the interpreter of the `cwgrpo` script on PATH, else this one."""
     named = env.get(stage_python_var("train"))
     if named:
         return named
     script = shutil.which("cwgrpo", path=env.get("PATH"))
-    if script:
-        try:
-            with open(script, "rb") as fh:
-                first = fh.readline().decode(errors="replace")
-        except OSError:
-            first = ""
-        if first.startswith("#!") and first[2:].split():
-            return first[2:].split()[0]
-    return sys.executable
+    return script_python(Path(script)) if script else sys.executable
+
+
+# pip's launcher for an interpreter path with a space or over 127 characters: a shell script whose second
+# line execs the interpreter: '''exec' "/path/to/python" "$0" "$@"
+_SH_LAUNCHER = re.compile(r"""^'''exec' ("(?P<quoted>[^"]+)"|(?P<plain>\S+)) "\$0" "\$@"$""")
+
+
+def script_python(script: Path) -> str:
+    """The interpreter a console script runs under: its #! line's, or the one pip's shell launcher execs;
+    this interpreter where neither names one."""
+    try:
+        with open(script, "rb") as fh:
+            lines = fh.read(4096).decode(errors="replace").splitlines()
+    except OSError:
+        return sys.executable
+    first = lines[0] if lines else ""
+    if first.startswith("#!/bin/sh") and len(lines) > 1 and (found := _SH_LAUNCHER.match(lines[1].strip())):
+        return found.group("quoted") or found.group("plain")
+    words = first[2:].split() if first.startswith("#!") else []
+    if words and Path(words[0]).name == "env":  # #!/usr/bin/env python3
+        words = words[1:]
+    return words[0] if words and "python" in Path(words[0]).name else sys.executable
 
 
 def ask_train_python(request: dict[str, Any], env: Mapping[str, str], timeout: float, what: str) -> Any:
