@@ -131,7 +131,9 @@ def study_errors(config: Mapping[str, Any]) -> Iterator[Error]:
     study = config.get("study")
     if not study:
         return
-    if study.get("seeds") is not None and list(config["seeds"]) != list(study["seeds"]):
+    if study.get("seeds") is not None and sorted(config["seeds"]) != sorted(
+        study["seeds"]
+    ):  # a set: order is free
         yield "seeds", f"{config['seeds']}, but the registration fixes {study['seeds']} (study.seeds)"
     for size in config["sizes"]:
         if study.get("checkpoints") is not None and saved_steps(config, size) != list(study["checkpoints"]):
