@@ -62,19 +62,21 @@ def lock_dir(env: Mapping[str, str]) -> Path:
 
 
 def _planted_ancestor(folder: Path) -> str | None:
-    """Why an ancestor of ``folder`` lets another user swap the folder (a link another user owns, or a
-    folder anyone can write without the sticky bit), or None: checking the last component only would
-    trust a ``TMPDIR`` link another user planted."""
-    path = Path(os.path.abspath(folder)).parent
-    for ancestor in [*reversed(path.parents), path]:
-        try:
-            info = os.lstat(ancestor)
-        except FileNotFoundError:
-            return None  # created below, by this user
-        if stat.S_ISLNK(info.st_mode) and info.st_uid not in (0, os.getuid()):
-            return f"{ancestor} is a link owned by uid {info.st_uid}"
-        if stat.S_ISDIR(info.st_mode) and info.st_mode & 0o002 and not info.st_mode & stat.S_ISVTX:
-            return f"anyone can write {ancestor} (mode {stat.filemode(info.st_mode)}, no sticky bit)"
+    """Why an ancestor of ``folder`` lets another user swap the folder (a link or folder another user owns,
+    links followed, or a folder anyone can write without the sticky bit), or None: checking the last
+    component only would trust a ``TMPDIR`` link another user planted."""
+    mine = (0, os.getuid())
+    for path in dict.fromkeys([Path(os.path.abspath(folder)).parent, Path(os.path.realpath(folder)).parent]):
+        for ancestor in [*reversed(path.parents), path]:
+            try:
+                info = os.lstat(ancestor)
+            except FileNotFoundError:
+                break  # made below, by this user
+            if info.st_uid not in mine:
+                kind = "a link" if stat.S_ISLNK(info.st_mode) else "a folder"
+                return f"{ancestor} is {kind} owned by uid {info.st_uid}"
+            if stat.S_ISDIR(info.st_mode) and info.st_mode & 0o002 and not info.st_mode & stat.S_ISVTX:
+                return f"anyone can write {ancestor} (mode {stat.filemode(info.st_mode)}, no sticky bit)"
     return None
 
 

@@ -292,9 +292,10 @@ def train(
     )
     try:
         run_dir.mkdir(parents=True)
-        created = True
+        made = os.stat(run_dir)
+        created = (made.st_dev, made.st_ino)  # the folder this job made, by identity: a path may change hands
     except FileExistsError:
-        created = False
+        created = None
     lock = RunLock(run_dir) if _is_rank_zero() else None
     held = False
     try:
@@ -305,12 +306,22 @@ def train(
     except BaseException:
         # a failed start leaves no run folder behind; only the lock holder that made it removes it (another
         # process may have taken the lock of the folder this one made)
-        if created and held and not any(run_dir.glob("checkpoint-*")):
+        if created and held and _same_folder(run_dir, created) and not any(run_dir.glob("checkpoint-*")):
             shutil.rmtree(run_dir, ignore_errors=True)
         raise
     finally:
         if lock is not None:
             lock.release()
+
+
+def _same_folder(path: Path, identity: tuple[int, int]) -> bool:
+    """Whether ``path`` is still the folder of ``identity`` (device, inode), not one made after it was moved
+    or deleted: another run's, never to be removed."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return False
+    return (st.st_dev, st.st_ino) == identity
 
 
 def _is_rank_zero() -> bool:

@@ -361,7 +361,14 @@ class CWGRPOTrainer(GRPOTrainer):
         """Append diagnostics to TRL's metrics (one host sync per micro-batch) and maybe save a sample."""
         metrics, cov, weights = weighting.method_diagnostics(batch, self._cw_options, out)
         mask = batch.mask
-        groups = group_kept_shares(batch.advantages, weights, mask, self.args.num_generations)
+        # Groups are known only where a micro-batch is one prompt's group (checked): TRL shuffles the rows of
+        # a generation batch before it splits them, so several groups in one micro-batch are mixed.
+        one_group = self.args.cw_one_group_per_micro_batch
+        groups = (
+            group_kept_shares(batch.advantages, weights, mask, self.args.num_generations)
+            if one_group
+            else None
+        )
         if groups is not None:
             metrics.update(kept_share_metrics(groups, self.args.num_generations))
         names = list(metrics)

@@ -45,8 +45,9 @@ def kept_share_metrics(rows: Tensor, group_size: int) -> dict[str, Tensor]:
     mixed = (k > 0) & (k < group_size)
 
     def mean(values: Tensor, where: Tensor) -> Tensor:
-        n = where.sum()
-        return torch.where(n > 0, (values * where).nansum() / n.clamp(min=1), torch.nan)
+        ok = where & torch.isfinite(values)  # a group with a non-finite advantage or weight says nothing
+        n = ok.sum()
+        return torch.where(n > 0, torch.where(ok, values, 0.0).sum() / n.clamp(min=1), torch.nan)
 
     out = {f"cw/group_{name}": mean(rows[:, i], mixed) for i, name in enumerate(KEPT_SHARE_COLUMNS)}
     for successes in range(1, group_size):

@@ -126,3 +126,26 @@ def test_a_resumed_run_with_a_probe_logs_what_the_uninterrupted_run_logs(e2e_inp
     assert metrics["resumed"] == metrics["whole"]
     lost = [json.loads(line) for line in metrics["lost"].splitlines()]
     assert [r["step"] for r in lost if "probe/restarted" in r] == [killed_at + 1]
+
+
+def test_a_job_whose_run_folder_is_replaced_stops_and_deletes_nothing(e2e_inputs, tmp_path):
+    """The run folder moved away under a training job and a new one made at its path (another run's): the
+    job stops at its next step, and neither folder loses a file (it removes only the folder it made, and
+    only while that is still the one at the path)."""
+    for name in ("model", "data"):
+        shutil.copytree(e2e_inputs / name, tmp_path / name)
+    cmd = [sys.executable, "-m", "cwgrpo.cli", *TRAIN, "--set", "max_steps=400", "--set", "save_steps=400"]
+    job = subprocess.Popen(cmd, cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    metrics = tmp_path / "run" / "live" / "metrics.jsonl"
+    deadline = time.monotonic() + 300
+    while not (metrics.is_file() and metrics.read_text().strip()):
+        assert job.poll() is None and time.monotonic() < deadline, job.stderr.read()[-3000:]
+        time.sleep(0.05)
+    (tmp_path / "run").rename(tmp_path / "run.moved")
+    (tmp_path / "run").mkdir()
+    (tmp_path / "run" / "other.txt").write_text("another run's\n")
+    _, err = job.communicate(timeout=300)
+    assert job.returncode != 0
+    assert "its lock file was removed or replaced under this job" in err
+    assert (tmp_path / "run" / "other.txt").read_text() == "another run's\n"
+    assert (tmp_path / "run.moved" / "live" / "metrics.jsonl").is_file()

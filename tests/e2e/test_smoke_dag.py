@@ -79,14 +79,19 @@ def test_a_training_job_stopped_by_ctrl_c_resumes_with_the_same_command(smoke_ru
                "--configfile", str(REPO / "config/smoke.yaml")]  # fmt: skip
     env = {k: v for k, v in os.environ.items() if not k.startswith("SLURM")}
     env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"
+    # each checkpoint's save takes 5 s longer (same numbers): the stop lands between the two checkpoints
+    slow = REPO / "tests" / "deepspeed" / "slow_rng_save"
+    env |= {"CWGRPO_TEST_SLOW_RNG_RANK": "0", "CWGRPO_TEST_SLOW_RNG_S": "5"}
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(slow), env.get("PYTHONPATH")]))
     first = subprocess.Popen(command, cwd=REPO, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                              start_new_session=True)  # fmt: skip
     deadline = time.monotonic() + 600
     while not (run / "steps" / "step2.json").exists():
         assert first.poll() is None and time.monotonic() < deadline, "no checkpoint before the job ended"
-        time.sleep(0.2)
+        time.sleep(0.05)
     os.killpg(first.pid, signal.SIGINT)  # Ctrl-C in the terminal: the whole process group
     first.wait(timeout=120)
+    assert not (run / "steps" / "step4.json").exists(), "the job ended before the stop"
     again = subprocess.run(command, cwd=REPO, env=env, capture_output=True, text=True, timeout=1200)
     said = again.stdout + again.stderr
     assert again.returncode == 0, said[-4000:]

@@ -32,11 +32,8 @@ DIAGNOSTICS = [
     "cw/weight_max",
     "cw/weight_frac_below_0.5",
     "cw/weight_frac_above_2",
-    "cw/group_successes",
-    "cw/group_kept_positive",
-    "cw/group_kept_negative",
-    "cw/group_push_sum",
 ]
+KEPT_SHARES = ["cw/group_successes", "cw/group_kept_positive", "cw/group_kept_negative", "cw/group_push_sum"]
 METHODS = [
     ({"cw_method": "grpo"}, []),
     ({"cw_method": "cw_grpo", "cw_variant": "released"}, []),
@@ -99,6 +96,23 @@ def test_few_steps_change_parameters_and_log_diagnostics(tiny_model_dir, tmp_pat
     samples = [json.loads(line) for line in (tmp_path / "cov_samples.jsonl").read_text().splitlines()]
     assert [s["step"] for s in samples] == [1, 2]
     assert all(len(s["cov"]) == len(s["weight"]) > 0 for s in samples)
+
+
+def test_kept_shares_are_logged_where_a_micro_batch_is_one_group_and_only_there(tiny_model_dir, tmp_path):
+    """The kernel's cut of each group's outcomes needs the groups: with one group per micro-batch every step
+    logs it; with several (TRL shuffles a generation batch's rows before it splits them) none is logged."""
+    trainer, logged = _tiny_trainer(
+        tiny_model_dir, tmp_path / "one", 8, per_device_train_batch_size=4, cw_one_group_per_micro_batch=True
+    )
+    trainer.train()
+    step_logs = [entry for entry in logged if "entropy" in entry]
+    assert len(step_logs) == 2
+    for key in KEPT_SHARES:
+        assert all(entry.get(key) == entry.get(key) is not None for entry in step_logs), key
+    assert all(1 <= entry["cw/group_successes"] <= 3 for entry in step_logs)
+    trainer, logged = _tiny_trainer(tiny_model_dir, tmp_path / "mixed", 8, per_device_train_batch_size=8)
+    trainer.train()
+    assert not [key for entry in logged for key in entry if key.startswith(("cw/group_", "cw/kept_"))]
 
 
 def test_released_entropy_and_kl_are_means_of_completion_means(tiny_model_dir, tmp_path):

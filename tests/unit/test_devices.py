@@ -390,3 +390,17 @@ def test_a_lock_folder_under_a_link_another_user_planted_is_refused(tmp_path):
     os.chmod(sticky, 0o1777)  # as /tmp: others can write, but not swap what this user made
     with one_gpu(_lock_env(sticky / "locks")):
         pass
+
+
+@pytest.mark.skipif(os.getuid() != 0, reason="makes another user's folder with chown (root only)")
+def test_a_lock_folder_inside_another_users_folder_is_refused_even_through_an_own_link(tmp_path):
+    """Campaign #57: another user's folder (not world-writable) held the lock folder; the owner could swap
+    it. Refused, also when reached through a link of this user's."""
+    theirs = tmp_path / "theirs"
+    theirs.mkdir(mode=0o755)
+    os.chown(theirs, 4242, 4242)
+    _refused(_lock_env(theirs / "locks"), r"theirs is a folder owned by uid 4242", 1, 0)
+    mine = tmp_path / "mylink"
+    mine.symlink_to(theirs)
+    _refused(_lock_env(mine / "locks"), r"theirs is a folder owned by uid 4242", 1, 0)
+    assert list(theirs.iterdir()) == []

@@ -53,3 +53,14 @@ def test_grpo_keeps_every_push_and_the_released_kernel_cuts_a_rare_success():
     assert ones[0].tolist() == pytest.approx([1.0, 1.0, 1.0, 0.0], abs=1e-6)
     released = group_kept_shares(advantages, cw_weights(logps, advantages, mask, variant="released"), mask, 8)
     assert released[0, 1].item() < 1.0 < released[0, 2].item()
+
+
+def test_a_group_with_a_non_finite_advantage_or_weight_is_left_out_not_counted_as_zero():
+    """Campaign #42/#43: such a group's shares are NaN, and they once entered the means as 0."""
+    advantages = torch.tensor([1.0, 1.0, -1.0, -1.0, float("nan"), 1.0, -1.0, -1.0])
+    weights = torch.ones(8, 2)
+    weights[0, 0] = 0.5
+    rows = group_kept_shares(advantages, weights, torch.ones(8, 2), group_size=4)
+    metrics = kept_share_metrics(rows, group_size=4)
+    assert metrics["cw/kept_positive_k2"].item() == pytest.approx(0.875)  # the finite group only
+    assert math.isnan(metrics["cw/kept_positive_k1"].item())  # the NaN group's count is no evidence
