@@ -51,7 +51,7 @@ def numerics_note() -> str | None:
     if "avx2" not in (cpuinfo("flags") or "").split():
         reasons.append(f"this CPU ({cpuinfo('model name') or platform.machine()}) has no AVX2")
     for name, value in PORTABLE_CPU_NUMERICS.items():
-        if os.environ.get(name, value).lower() != value.lower():
+        if os.environ.get(name, value) != value:  # as torch reads it: case counts
             reasons.append(f"{name}={os.environ[name]} is set")
     if not reasons:
         return None

@@ -19,6 +19,7 @@ from cwgrpo.data.registry import gold_kind_for
 from cwgrpo.grading.paper_metric.worker import (
     GOLD_KINDS,  # the worker's own list (it imports nothing of ours)
 )
+from cwgrpo.grading.time_budget import MAX_SECONDS
 from cwgrpo.io import read_json, write_json, write_jsonl
 
 METRICS = ("strict", "paper")
@@ -63,8 +64,8 @@ def read_items(path: Path, gold_kind: str | None) -> list[Any]:
                 bad.keep = {k: v for k, v in passed if k in PASS_THROUGH and _writable(v)}
                 items.append(bad)
                 continue
-            if isinstance(item, dict) and gold_kind is not None and "gold_kind" not in item:
-                item = {**item, "gold_kind": gold_kind}
+            if isinstance(item, dict) and gold_kind is not None and item.get("gold_kind") in (None, ""):
+                item = {**item, "gold_kind": gold_kind}  # null or empty is no kind either
             items.append(item)
     return items
 
@@ -125,8 +126,10 @@ def grade_items(
         raise ConfigError(f"unknown metric {metric!r}; known: {', '.join(METRICS)}")
     if processes < 1:
         raise ConfigError(f"processes must be >= 1, got {processes}")
-    if timeout_s is not None and not (math.isfinite(timeout_s) and timeout_s > 0):
-        raise ConfigError(f"timeout_s must be a finite number > 0, got {timeout_s}")
+    if timeout_s is not None and not (math.isfinite(timeout_s) and 0 < timeout_s <= MAX_SECONDS):
+        raise ConfigError(
+            f"timeout_s must be a number of seconds > 0 and at most {MAX_SECONDS:g}, got {timeout_s}"
+        )
     if metric == "strict":
         from cwgrpo.grading.scoring import DEFAULT_TIMEOUT_S
 
@@ -287,7 +290,7 @@ def run(args: argparse.Namespace) -> int:
     per_file, scored = [], []
     for inp, _, kind, summary_in, _ in groups:
         items = read_items(inp, kind)
-        kindless = [it for it in items if isinstance(it, dict) and "gold_kind" not in it]
+        kindless = [it for it in items if isinstance(it, dict) and it.get("gold_kind") in (None, "")]
         if kindless:  # every such line would be graded wrong, for a reason only the output file gives
             raise ConfigError(
                 f"{inp}: {len(kindless)} of its {len(items)} lines have no gold_kind: give --gold-kind expr or "

@@ -15,6 +15,7 @@ from cwgrpo.data.prompts import PromptSet, check_system_prompt, get_prompt_set
 from cwgrpo.generation import SamplingSettings, check_backend_name
 from cwgrpo.generation.vllm_checks import check_memory_share
 from cwgrpo.grading.scoring import ANSWER_FORMS, DEFAULT_TIMEOUT_S
+from cwgrpo.grading.time_budget import MAX_SECONDS
 
 # Weight dtypes both backends accept by these names (torch's attribute names, vLLM's `dtype` strings).
 DTYPES = ("float32", "bfloat16", "float16")
@@ -100,8 +101,11 @@ class EvalConfig:
         for name in ("tensor_parallel_size", "grading_processes"):
             if getattr(self, name) < 1:
                 raise ConfigError(f"{name} must be >= 1, got {getattr(self, name)}")
-        if not (math.isfinite(self.grading_timeout_s) and self.grading_timeout_s > 0):
-            raise ConfigError(f"grading_timeout_s must be a finite number > 0, got {self.grading_timeout_s}")
+        if not (math.isfinite(self.grading_timeout_s) and 0 < self.grading_timeout_s <= MAX_SECONDS):
+            raise ConfigError(
+                f"grading_timeout_s must be a number of seconds > 0 and at most {MAX_SECONDS:g}, "
+                f"got {self.grading_timeout_s}"
+            )
         if self.answer_form not in ANSWER_FORMS:
             raise ConfigError(f"answer_form must be one of {list(ANSWER_FORMS)}, got {self.answer_form!r}")
         check_backend_name(self.backend)

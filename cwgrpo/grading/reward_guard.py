@@ -167,8 +167,12 @@ def check_on_sample(
     )
     seconds = budget or SAMPLE_BUDGET_S
     try:
-        if is_async(func):
-            out = asyncio.run(_await_within(seconds, where, func, **kwargs))
+        if is_async(
+            func
+        ):  # the signal budget too: a reward that blocks its event loop never yields to wait_for
+            out = call_within(
+                seconds, where, lambda: asyncio.run(_await_within(seconds, where, func, **kwargs))
+            )
         else:
             out = call_within(seconds, where, func, **kwargs)
     except RewardTimeout as err:
@@ -195,8 +199,14 @@ def check_on_sample(
             raise ConfigError(
                 f"{where}, returned {value!r} ({type(value).__name__}): a reward is a float or None"
             )
-        if value is not None and math.isinf(value):  # TRL would subtract inf from inf: NaN advantages
-            raise ConfigError(f"{where}, returned {value!r}: a reward is finite (None or NaN: no reward)")
+        try:
+            too_large = value is not None and abs(float(value)) == math.inf
+        except OverflowError:  # an integer past float's range
+            too_large = True
+        if too_large:  # TRL would subtract inf from inf: NaN advantages
+            raise ConfigError(
+                f"{where}, returned {value!r:.40}: a reward is a finite float (None or NaN: no reward)"
+            )
 
 
 def prepared_rewards(

@@ -29,7 +29,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from cwgrpo.configs import ConfigError
-from cwgrpo.grading.scoring import answer_in_form, grade_detailed, math_verify_once
+from cwgrpo.grading.scoring import answer_in_form, grade_detailed, in_helper_process, math_verify_once
 from cwgrpo.grading.time_budget import TimeBudget
 
 RewardFunc = Callable[..., list[float | None]]
@@ -112,9 +112,7 @@ RELEASED_LIMIT_S = 5.0  # math-verify's own limit per parse and comparison in th
 def _within_released_limit(timed_out: Any, func: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Any:
     """``func(*args, **kwargs)`` within the released limit's seconds of CPU time, or ``timed_out`` (what
     math-verify returns when its limit fires): math-verify counts wall-clock seconds, so a busy machine
-    would change the reward. Off the main thread (no signal reaches it) there is no limit."""
-    if threading.current_thread() is not threading.main_thread():
-        return func(*args, **kwargs)
+    would change the reward. Main thread only (``released_accuracy`` sees to it)."""
     out = timed_out
     with TimeBudget(RELEASED_LIMIT_S, "cpu") as budget:
         out = func(*args, **kwargs)
@@ -130,6 +128,8 @@ def released_accuracy(completion: str, solution: str) -> float | None:
     exception inside ``verify`` gives None. math-verify's limit of 5 s bounds each parse and the comparison,
     counted in CPU time (one limit for the whole comparison: math-verify has one per pair compared).
     """
+    if threading.current_thread() is not threading.main_thread():  # budgets need a main thread's signals
+        return in_helper_process(released_accuracy, completion, solution)
     mv, prediction = _released_configs()
     gold = _within_released_limit([], mv.parse, solution, extraction_mode="first_match", parsing_timeout=None)
     if not gold:

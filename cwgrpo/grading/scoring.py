@@ -49,16 +49,17 @@ import threading
 from collections.abc import Iterable, Sequence
 from concurrent.futures.process import BrokenProcessPool
 from decimal import Decimal
+from typing import Any
 
 from cwgrpo.grading.lifetime import pool_options
-from cwgrpo.grading.time_budget import TimeBudget
+from cwgrpo.grading.time_budget import MAX_SECONDS, TimeBudget
 
 MAX_TAIL_CHARS = 8000  # characters of the completion (after the last </think>) that are searched
 MAX_ANSWER_CHARS = 400  # a boxed answer longer than this is not an answer
 MAX_BOXED_CANDIDATES = 16  # how many \boxed occurrences (from the end) are tried before giving up
 DEFAULT_TIMEOUT_S = 3.0  # CPU seconds for grading one answer (normal answers take milliseconds)
 _BOXED_COMMANDS = ("\\boxed", "\\fbox")
-_INTEGER = re.compile(r"[+-]?\d{1,40}")
+_INTEGER = re.compile(r"[+-]?\d{1,40}", re.ASCII)  # int() reads any script's digits; math-verify does not
 
 
 @dataclasses.dataclass(frozen=True)
@@ -79,7 +80,7 @@ class GradeResult:
 
 
 ANSWER_FORMS = ("any", "number")  # what an extracted answer must look like to count (answer_in_form)
-_PLAIN_NUMBER = re.compile(r"^\s*[-+]?(?:(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d*)?|\.\d+)\s*\.?\s*$")
+_PLAIN_NUMBER = re.compile(r"^\s*[-+]?(?:(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d*)?|\.\d+)\s*\.?\s*$", re.ASCII)
 
 
 def plain_number(extracted: str | None) -> bool:
@@ -329,9 +330,11 @@ def _check_timeout(timeout_s: object) -> None:
     if (
         isinstance(timeout_s, bool)
         or not isinstance(timeout_s, (int, float))
-        or not (math.isfinite(timeout_s) and timeout_s > 0)
+        or not (math.isfinite(timeout_s) and 0 < timeout_s <= MAX_SECONDS)
     ):
-        raise ValueError(f"timeout_s must be a finite number of seconds > 0, got {timeout_s!r}")
+        raise ValueError(
+            f"timeout_s must be a number of seconds > 0 and at most {MAX_SECONDS:g}, got {timeout_s!r}"
+        )
 
 
 @functools.cache
@@ -345,7 +348,13 @@ def grade_detailed(completion: str, gold: str, timeout_s: float = DEFAULT_TIMEOU
     _check_args(completion, gold, timeout_s)
     if _on_main_thread():
         return _grade_here(completion, gold, timeout_s)
-    return _helper_pool().submit(_grade_here, completion, gold, timeout_s).result()
+    return in_helper_process(_grade_here, completion, gold, timeout_s)
+
+
+def in_helper_process(func: Any, /, *args: Any) -> Any:
+    """``func(*args)`` in the helper process's main thread, where a time budget works (a signal reaches
+    only a main thread): for grading called from another thread."""
+    return _helper_pool().submit(func, *args).result()
 
 
 def grade(completion: str, gold: str, timeout_s: float = DEFAULT_TIMEOUT_S) -> bool:

@@ -43,6 +43,7 @@ import threading
 import time
 from types import TracebackType
 
+MAX_SECONDS = 1e7  # about 116 days: the process timers take no more (setitimer overflows)
 REFIRE_S = 0.2  # after the budget, the timeout is raised again this often until the block ends
 # A real-time signal of our own (Linux); elsewhere SIGUSR2. Never SIGALRM: math-verify re-arms and clears it.
 SIGNAL = signal.SIGRTMIN + 2 if hasattr(signal, "SIGRTMIN") else signal.SIGUSR2
@@ -78,8 +79,8 @@ class TimeBudget:
     def __init__(self, seconds: float, clock: str) -> None:
         if isinstance(seconds, bool) or not isinstance(seconds, (int, float)) or not seconds > 0:
             raise ValueError(f"a time budget must be a number of seconds > 0, got {seconds!r}")
-        if not math.isfinite(seconds):
-            raise ValueError(f"a time budget must be finite, got {seconds!r}")
+        if not math.isfinite(seconds) or seconds > MAX_SECONDS:
+            raise ValueError(f"a time budget must be finite and at most {MAX_SECONDS:g} s, got {seconds!r}")
         if clock not in CLOCKS:
             raise ValueError(f"a time budget's clock is one of {list(CLOCKS)}, got {clock!r}")
         self.seconds = float(seconds)
@@ -140,8 +141,13 @@ class _Watchdog:
                 budget.deadline = budget.now() + budget.seconds
                 budget.active = True
                 self.budgets.append(budget)
+                try:
+                    self.arm_timers()
+                except BaseException:  # no budget may stay behind its failed start
+                    self.budgets.remove(budget)
+                    self.arm_timers()
+                    raise
                 self.cond.notify()
-                self.arm_timers()
         finally:
             self.changing = False
 

@@ -120,9 +120,8 @@ def relaunch(
 
 
 # torch's elastic agent ends with the first failure: "rank      : 1 (local_rank: 1)\n  exitcode  : -9 (pid..."
-_ROOT_CAUSE = re.compile(
-    rb"Root Cause.*?rank\s*:\s*(\d+) \(local_rank: (\d+)\)\s*exitcode\s*:\s*(-?\d+)", re.S
-)
+_ROOT_CAUSE = re.compile(rb"rank\s*:\s*(\d+) \(local_rank: (\d+)\)\s*exitcode\s*:\s*(-?\d+)")
+_ROOT_CAUSE_HEADER = b"Root Cause (first observed failure):"
 TAIL_BYTES = 1 << 16
 RELAY_GRACE_S = 10.0  # after the launcher exits, how long its last output may take to arrive
 
@@ -139,7 +138,8 @@ def relay(stream: BinaryIO, out: BinaryIO) -> bytes:
 
 def failed_rank(stderr_tail: bytes) -> str | None:
     """Which training process ended the job and how, from torch's elastic summary, in our words."""
-    found = _ROOT_CAUSE.search(stderr_tail)
+    start = stderr_tail.rfind(_ROOT_CAUSE_HEADER)  # the summary's own header, the last one
+    found = _ROOT_CAUSE.search(stderr_tail, start) if start >= 0 else None
     if found is None:
         return None
     rank, local, code = (int(x) for x in found.groups())

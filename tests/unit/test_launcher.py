@@ -230,3 +230,18 @@ def test_a_training_process_killed_alone_is_named_with_the_way_forward(tmp_path,
         "training process of rank 1 (local rank 1) ended (killed by SIGKILL), and the job with it; rerun the "
         "same command: it resumes from the newest complete checkpoint"
     ) in caplog.text
+
+
+def test_the_failed_rank_is_read_from_torchs_own_summary_header():
+    """Campaign #59: a log line mentioning a root cause before the summary named the wrong process."""
+    from cwgrpo.launch.launcher import failed_rank
+
+    summary = (
+        b"ValueError: Root Cause of divergence unknown\n"
+        b"Failures:\n[1]:\n  rank      : 0 (local_rank: 0)\n  exitcode  : 1 (pid: 10)\n"
+        b"Root Cause (first observed failure):\n[0]:\n  rank      : 3 (local_rank: 1)\n  exitcode  : -9 (pid: 12)\n"
+    )
+    assert failed_rank(summary).startswith(
+        "training process of rank 3 (local rank 1) ended (killed by SIGKILL)"
+    )
+    assert failed_rank(b"ValueError: Root Cause of divergence unknown\n") is None

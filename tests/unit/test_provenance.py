@@ -80,10 +80,19 @@ def test_a_machine_whose_numerics_differ_from_the_tiny_results_is_told_why(monke
     for name in PORTABLE_CPU_NUMERICS:
         monkeypatch.delenv(name, raising=False)
     assert seeding.numerics_note() is None
-    monkeypatch.setenv("MKL_CBWR", "compatible")  # MKL reads it in any case
-    assert seeding.numerics_note() is None
     monkeypatch.setenv("ATEN_CPU_CAPABILITY", "avx512")
     assert seeding.numerics_note().startswith("ATEN_CPU_CAPABILITY=avx512 is set: docs/tiny-results was made")
     monkeypatch.delenv("ATEN_CPU_CAPABILITY")
     flags["flags"] = "fpu sse2 avx"
     assert seeding.numerics_note().startswith("this CPU (Some CPU) has no AVX2: docs/tiny-results")
+
+
+def test_a_cpu_variable_torch_would_ignore_is_not_taken_for_the_portable_one(monkeypatch):
+    """Campaign #37: ATEN_CPU_CAPABILITY=AVX2 (upper case) is ignored by torch, which then runs its widest
+    kernels; the note compares as torch reads it."""
+    from cwgrpo import seeding
+
+    monkeypatch.setattr(seeding, "cpuinfo", lambda field: {"flags": "avx2"}.get(field))
+    monkeypatch.delenv("MKL_CBWR", raising=False)
+    monkeypatch.setenv("ATEN_CPU_CAPABILITY", "AVX2")
+    assert seeding.numerics_note().startswith("ATEN_CPU_CAPABILITY=AVX2 is set")

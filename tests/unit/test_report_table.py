@@ -571,6 +571,15 @@ def test_rows_with_answers_that_ran_out_of_grading_time_are_marked_with_their_co
     assert f"{name('cw_grpo')} $\\ddagger$" in out["tex"].read_text().replace("\\_", "_")
     untouched = write_table(cfg(), make_results(tmp_path / "r2"), outputs(tmp_path / "u.pdf", tmp_path / "u"))
     assert "‡" not in untouched["md"].read_text()
+    run = tmp_path / "runs" / "cw_grpo"  # campaign #84: a row with no learning signal too gets both marks
+    run.mkdir(parents=True)
+    signal = [{"cause": "zero_gradient", "from_step": 1, "to_step": 20}]
+    tags = {"size": "small", "method": "cw_grpo", "seed": 1}
+    (run / "run.json").write_text(json.dumps({"tags": tags, "learning_signal": signal}))
+    both = write_table(cfg(), paths, outputs(tmp_path / "b.pdf", tmp_path / "b"), runs=[run])[
+        "md"
+    ].read_text()
+    assert f"| {name('cw_grpo')} † ‡ |" in both
 
 
 def test_rows_whose_every_sample_was_cut_at_max_new_tokens_are_named(tmp_path):

@@ -137,6 +137,15 @@ def infinite(completions, **kwargs):
     return [float("inf") for _ in completions]
 
 
+def huge(completions, **kwargs):
+    return [10**400 for _ in completions]
+
+
+async def blocks_its_loop(completions, **kwargs):
+    time.sleep(4)  # never yields to the event loop: asyncio's own timeout cannot fire
+    return [1.0 for _ in completions]
+
+
 def exits(completions, **kwargs):
     raise SystemExit(3)
 
@@ -145,12 +154,15 @@ def exits(completions, **kwargs):
     ("func", "message"),
     [
         (per_prompt, r"returned 1 values for 2 completions: return one per completion"),
-        (infinite, r"returned inf: a reward is finite \(None or NaN: no reward\)"),
+        (infinite, r"returned inf: a reward is a finite float \(None or NaN: no reward\)"),
+        (huge, r"returned 1000000000000000000000000000000000000000: a reward is a finite float"),
+        (blocks_its_loop, r"took more than 1 s"),
         (exits, r"called sys.exit\(3\): a reward must return its values"),
     ],
 )
 def test_the_sample_check_refuses_what_trl_would_choke_on_naming_it(func, message):
-    """One value per prompt (TRL gives a reward every completion of a group), an infinite reward (TRL takes
-    inf - inf) and a reward that exits are refused before training, in one line naming the reward."""
+    """One value per prompt (TRL gives a reward every completion of a group), an infinite or too large reward
+    (TRL takes inf - inf), an async reward that blocks its event loop past its budget and a reward that
+    exits are refused before training, in one line naming the reward."""
     with pytest.raises(reward_guard.ConfigError, match=f"reward '{func.__name__}'.*{message}"):
-        reward_guard.check_on_sample(func.__name__, func, ROW, 5.0)
+        reward_guard.check_on_sample(func.__name__, func, ROW, 1.0)

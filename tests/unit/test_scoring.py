@@ -249,7 +249,7 @@ def test_pathological_completion_is_graded_in_bounded_time(completion, gold, exp
     ("extracted", "plain"),
     [("24", True), ("22.", True), ("-3", True), ("4.5", True), (" +7 ", True), (".5", True), ("1,000", True),
      ("-1,234.5", True), ("75-51", False), ("75-51.", False), ("\\frac{48}{2}", False), ("2^3", False),
-     ("1,00", False), ("1,2", False), ("", False), (None, False)],
+     ("1,00", False), ("1,2", False), ("１２", False), ("١٢", False), ("", False), (None, False)],
 )  # fmt: skip
 def test_plain_number_is_one_number_without_an_operator(extracted, plain):
     assert plain_number(extracted) is plain
@@ -410,3 +410,33 @@ def test_a_gold_that_ran_out_of_a_small_budget_is_parsed_again_under_a_larger_on
     assert first.unscorable and first.timed_out
     again = grade_detailed(r"\boxed{1+2\sqrt{2}}", gold)
     assert again.correct and not again.timed_out
+
+
+def test_digits_of_other_scripts_go_to_math_verify_not_the_integer_fast_path():
+    """Campaign #35: int() reads any script's digits, so the fast path graded a full-width 12 right against
+    12 and math-verify graded it wrong against 12.0; every gold now gets math-verify's one verdict."""
+    assert grade_detailed("\\boxed{１２}", "12").correct == grade_detailed("\\boxed{１２}", "12.0").correct
+
+
+def test_a_budget_too_large_for_the_process_timers_is_refused_and_grading_goes_on():
+    """Campaign #83: a budget of 1e300 s overflowed the process timer, left itself in the watchdog's list and
+    broke every later grade."""
+    from cwgrpo.grading.time_budget import TimeBudget
+
+    with pytest.raises(ValueError, match="at most 1e\\+07 s"):
+        TimeBudget(1e300, "cpu")
+    with pytest.raises(ValueError, match="at most 1e\\+07"):
+        grade_detailed("\\boxed{1}", "1", timeout_s=1e12)
+    assert grade_detailed("\\boxed{1}", "1", timeout_s=1.0).correct
+
+
+def test_the_released_reward_from_another_thread_is_bounded_as_on_the_main_thread():
+    """Campaign #19: off the main thread the released reward had no limit, and a power tower hung the
+    process; it now runs in the helper process, under its limits."""
+    from cwgrpo.grading.rewards import released_accuracy
+
+    out = []
+    worker = threading.Thread(target=lambda: out.append(released_accuracy("\\boxed{9^{9^{9^{9}}}}", "$1$")))
+    worker.start()
+    worker.join(timeout=120)
+    assert not worker.is_alive() and out == [0.0]

@@ -204,3 +204,12 @@ def test_a_verdict_says_what_its_interval_excludes_and_only_a_decisive_one_is_bo
         == "**holds**; excludes 0"
     )
     assert study_pair.verdict_text({"id": 2, "effect": {"mean": 0.1, "ci95": None}}, "holds") == "**holds**"
+    # campaign #72, #73: an interval that starts at 0 contains it; bounds that are not numbers are no interval
+    assert (
+        study_pair.verdict_text({"id": 4, "effect": {"lo": 0.0, "hi": 3.0}}, "holds") == "holds; contains 0"
+    )
+    nan = float("nan")
+    assert (
+        study_pair.verdict_text({"id": 1, "effect": {"lo": nan, "hi": nan}}, "inconclusive")
+        == "**inconclusive**"
+    )

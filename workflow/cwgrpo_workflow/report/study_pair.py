@@ -15,6 +15,7 @@ holds the table between ``<!-- generated: study-pair -->`` markers; ``--write`` 
 from __future__ import annotations
 
 import argparse
+import math
 import statistics
 import sys
 from collections.abc import Mapping, Sequence
@@ -133,13 +134,13 @@ def verdict_text(claim: Mapping[str, Any], verdict: str) -> str:
     """The registered verdict and what its interval excludes: 0, and the paper's effect where it has one.
     A verdict whose interval contains 0 is the registered rule's word, not a refutation, and is not bold."""
     lo, hi = claim["effect"].get("lo"), claim["effect"].get("hi")
-    if not (isinstance(lo, float) and isinstance(hi, float)):
-        return f"**{verdict}**"
+    if not (isinstance(lo, (int, float)) and isinstance(hi, (int, float)) and math.isfinite(lo + hi)):
+        return f"**{verdict}**"  # no interval to say anything of
     paper = paper_effect(claim["id"])
     points = [("0", 0.0), *([(f"the paper's {paper:+.1f}", paper)] if paper is not None else [])]
     excluded = [name for name, x in points if not lo <= x <= hi]
     contained = [name for name, x in points if lo <= x <= hi]
-    if lo >= 0.0 or hi < 0.0:
+    if lo > 0.0 or hi < 0.0:
         words = f"**{verdict}**"
     else:
         words = f"{verdict} (registered rule: mean ≤ 0)" if verdict == "does not hold" else verdict

@@ -19,6 +19,7 @@ import argparse
 import dataclasses
 import logging
 import math
+import re
 import shutil
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -762,10 +763,17 @@ PICTURE_OUTPUTS = {
 
 def _mark_rows(grid: Any, marked: set[tuple[str, str]], sign: str, note: str) -> Any:
     """``grid`` with ``sign`` after the label of each (size, method) row in ``marked``, and ``note``."""
+
+    def bare(label: str) -> str:  # the label without the marks given before
+        return re.sub(r"( [†‡])+$", "", label)
+
     sections = [
         (
             size,
-            [[(f"{r[0][0]} {sign}", r[0][1]) if (size, r[0][0]) in marked else r[0], *r[1:]] for r in rows],
+            [
+                [(f"{r[0][0]} {sign}", r[0][1]) if (size, bare(r[0][0])) in marked else r[0], *r[1:]]
+                for r in rows
+            ],
         )
         for size, rows in grid.sections
     ]
