@@ -105,6 +105,8 @@ def summary_line(name: str, summary: dict[str, Any]) -> str:
     """The log's one line of a benchmark's result, every number to three decimals."""
     lo, hi = ("none" if x is None else f"{x:.3f}" for x in summary["avg_k_ci95"])
     line = f"{name}: pass1 {summary['pass1']:.3f}, avg@{summary['k']} {summary['avg_k']:.3f} [{lo}, {hi}]"
+    if summary.get("n_truncated"):  # campaign #92: an answer cut at max_new_tokens is rarely a right one
+        line += f"; {summary['n_truncated']} of {summary['n_samples']} answers cut at max_new_tokens"
     if summary.get("n_timed_out"):
         line += f"; {summary['n_timed_out']} answers ran out of grading time and count as wrong"
     return line

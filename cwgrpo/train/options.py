@@ -103,6 +103,10 @@ class TrainJob:
         if self.launcher not in ("none", "accelerate"):
             raise ConfigError(f"launcher={self.launcher!r}; valid: ['none', 'accelerate']")
         get_prompt_set(self.prompt_set)  # raises, listing the known prompt sets
+        if isinstance(self.reward_funcs, str):  # its letters would be taken for reward names
+            raise ConfigError(
+                f"reward_funcs: expected a list, got {self.reward_funcs!r} (str): write [{self.reward_funcs!r}]"
+            )
         if not self.reward_funcs:
             raise ConfigError("reward_funcs is empty: name at least one reward function")
         for name in self.reward_funcs:  # imported and called on the data before training (reward_guard)

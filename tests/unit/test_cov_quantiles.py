@@ -55,6 +55,7 @@ def test_samples_whose_covariance_is_zero_everywhere_are_left_out_and_counted(tm
     with open(grpo_run / "cov_samples.jsonl", "a") as f:
         for step in (6, 7):
             f.write(json.dumps({"step": step, "cov": [0.0] * 100, "weight": [1.0] * 100}) + "\n")
+        f.write(json.dumps({"step": 8, "cov": [float("nan")] * 3, "weight": [1.0] * 3}) + "\n")  # no zeros
     rows = {
         r["method"]: r for r in evaluate_claims(ClaimsConfig(kind="tiny"), summaries, runs)["cov_quantiles"]
     }

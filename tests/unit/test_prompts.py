@@ -69,3 +69,8 @@ def test_evaluation_log_line_rounds_every_number():
 
     summary = {"pass1": 0.25, "k": 2, "avg_k": 0.1875, "avg_k_ci95": [0.24024999999999636, None]}
     assert summary_line("syn", summary) == "syn: pass1 0.250, avg@2 0.188 [0.240, none]"
+    cut = {**summary, "n_samples": 8, "n_truncated": 3, "n_timed_out": 1}
+    assert summary_line("syn", cut) == (
+        "syn: pass1 0.250, avg@2 0.188 [0.240, none]; 3 of 8 answers cut at max_new_tokens; 1 answers ran out "
+        "of grading time and count as wrong"
+    )

@@ -782,3 +782,14 @@ def test_an_output_that_is_a_folder_is_refused_before_anything_is_written(tmp_pa
     assert main(args) == 2
     assert f"--out-avg-pdf {folder}: a folder" in capsys.readouterr().err
     assert not (tmp_path / "res").exists()
+
+
+@pytest.mark.parametrize("bad", [-2, True, 1.5, "3"])
+def test_a_summary_count_that_is_no_count_is_refused_naming_it(tmp_path, bad):
+    """Campaign #49: n_timed_out of -2 or true was taken (a true counted 1)."""
+    paths = make_results(tmp_path / "r")
+    summary = json.loads(paths[0].read_text())
+    summary["n_timed_out"] = bad
+    paths[0].write_text(json.dumps(summary))
+    with pytest.raises(ResultFileError, match=f"n_timed_out must be an integer >= 0, got {bad!r}"):
+        load_summaries(paths, cfg())

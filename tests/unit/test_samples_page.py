@@ -366,7 +366,7 @@ def test_a_plain_trl_output_dir_shows_its_completions_named_by_its_folder(tmp_pa
     argv = ["samples", "--summaries", str(summary), "--runs", str(run_dir), "--out-html", str(out)]
     assert cli.main(argv) == 0
     training = out.read_text().split('<section id="training">', 1)[1]
-    assert "my-trl-run · — · seed — · step 5" in training
+    assert f"{run_dir} · — · seed — · step 5" in training
     assert len(parse(training).articles) == 6
 
 
@@ -386,3 +386,18 @@ def test_runs_without_training_completions_say_how_to_get_them(tmp_path):
     (bad / "completions" / "completions_00002.parquet").write_bytes(b"not parquet")
     assert cli.main(["samples", "--summaries", str(summary), "--runs", str(bad), "--out-html", str(out)]) == 0
     assert "completions_00002.parquet</code>: not a readable completions file" in out.read_text()
+
+
+def test_plain_trl_folders_are_named_by_their_path_and_a_missing_one_is_an_issue(tmp_path):
+    """Campaign #61-#63: two TRL output_dirs of one name were indistinguishable, `--runs .` had no name, and
+    a mistyped folder passed silently."""
+    from cwgrpo_workflow.report.samples import load_train_steps
+    from cwgrpo_workflow.report.samples_load import SamplesConfig
+
+    for parent in ("a", "b"):
+        write_train_completions(tmp_path / parent / "output", [1])
+        (tmp_path / parent / "output" / "run.json").unlink()
+    runs = [tmp_path / "a" / "output", tmp_path / "b" / "output", tmp_path / "nope"]
+    steps, issues = load_train_steps(runs, SamplesConfig(kind="tiny"))
+    assert [s.tags["method"] for s in steps] == [str(runs[0]), str(runs[1])]
+    assert [(i.where, i.why) for i in issues] == [(str(runs[2]), "no such run folder")]

@@ -179,3 +179,11 @@ def test_an_unknown_vllm_mode_is_refused_at_parse_time():
     with pytest.raises(ConfigError, match=r"vllm_mode='colocated'"):
         split_options({"use_vllm": True, "vllm_mode": "colocated"})
     assert train_option_errors({"max_steps": 1, "use_vllm": True, "vllm_mode": "server"}) == []
+
+
+def test_reward_funcs_given_as_one_string_from_python_is_refused_as_the_cli_refuses_it():
+    """Campaign #70: its letters were taken for reward names ("unknown reward 'a'")."""
+    from cwgrpo.train.options import TrainJob
+
+    with pytest.raises(ConfigError, match=r"reward_funcs: expected a list, got 'accuracy' \(str\)"):
+        TrainJob(reward_funcs="accuracy")

@@ -46,9 +46,9 @@ def quantile_rows(runs: Sequence[Path], sizes: Sequence[str]) -> list[dict[str, 
         info = run_info(run_dir)
         key = (info["size"], info["method"])
         samples = [np.asarray(r["cov"], dtype=float) for r in cov_samples(run_dir)]
-        kept = [c for c in samples if np.any(c[np.isfinite(c)] != 0)]
-        pooled.setdefault(key, []).extend(kept)
-        dropped[key] = dropped.get(key, 0) + len(samples) - len(kept)
+        zero = [np.isfinite(c).any() and not np.any(c[np.isfinite(c)] != 0) for c in samples]
+        pooled.setdefault(key, []).extend(c for c, z in zip(samples, zero, strict=True) if not z)
+        dropped[key] = dropped.get(key, 0) + sum(zero)  # an all-NaN sample is no zero sample
         seeds.setdefault(key, set()).add(info["seed"])
     rank = {s: i for i, s in enumerate(sizes)}
     keys = sorted(pooled, key=lambda k: rank.get(k[0], len(rank)))

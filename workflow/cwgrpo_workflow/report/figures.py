@@ -345,7 +345,7 @@ def plot_kept_share(cfg: FigureConfig, runs: Sequence[Path]):
     ``cw/kept_{positive,negative}_k{k}`` of each run's metrics, mean over its steps, then over seeds), one
     panel per size and outcome: below 1 the kernel cuts that outcome, above 1 it hands it weight. Which side
     a run sits on is what tells whether the kernel cuts its rare successes (cwgrpo.weighting.kept_share)."""
-    from cwgrpo_workflow.report.style import new_figure
+    from cwgrpo_workflow.report.style import integer_steps, new_figure
 
     m = metrics_frame(runs)
     columns = [c for c in m.columns if c.startswith(("cw/kept_positive_k", "cw/kept_negative_k"))]
@@ -358,10 +358,12 @@ def plot_kept_share(cfg: FigureConfig, runs: Sequence[Path]):
     )
     long["outcome"] = np.where(long["key"].str.contains("positive"), "successes", "failures")
     long["k"] = long["key"].str.rsplit("_k", n=1).str[1].astype(int)
+    if long.empty:
+        raise ResultFileError("no group with some but not all successes in these runs: no kept share to draw")
     per_seed = long.groupby(["size", "method", "seed", "outcome", "k"], as_index=False)["value"].mean()
     means = per_seed.groupby(["size", "method", "outcome", "k"], as_index=False)["value"].mean()
     sizes = cfg.order_sizes(means["size"])
-    fig, axes = new_figure(len(sizes), 2, 7.0, 2.4 * len(sizes), _footer(cfg, "kept share", runs=runs))
+    fig, axes = new_figure(len(sizes), 2, 7.0, 2.4, _footer(cfg, "kept share", runs=runs))
     for row, size in zip(axes, sizes, strict=True):
         for ax, outcome in zip(row, ("successes", "failures"), strict=True):
             sub = means[(means["size"] == size) & (means["outcome"] == outcome)]
@@ -374,6 +376,7 @@ def plot_kept_share(cfg: FigureConfig, runs: Sequence[Path]):
                     label=cfg.method_name(method),
                 )
             ax.axhline(1.0, color="0.6", lw=0.8, zorder=0)
+            integer_steps(ax)  # success counts are whole
             ax.set(
                 title=f"{cfg.size_name(size)} · {outcome}",
                 xlabel="successes in the group",

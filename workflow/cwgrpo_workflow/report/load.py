@@ -118,6 +118,10 @@ def _check_summary_values(path: Path, s: Mapping[str, Any]) -> None:
     if isinstance(ci, list):
         for i, x in enumerate(ci):
             _check_fraction(path, f"avg_k_ci95[{i}]", x)
+    for key in ("n_samples", "n_truncated", "n_timed_out"):  # counts Table 1 reads
+        n = s.get(key)
+        if n is not None and (isinstance(n, bool) or not isinstance(n, int) or n < 0):
+            raise ResultFileError(f"{path}: {key} must be an integer >= 0, got {n!r}")
 
 
 def _summary_row(path: Path, s: Mapping[str, Any]) -> dict[str, Any]:

@@ -205,11 +205,15 @@ def load_train_steps(run_dirs: list[Path], cfg: SamplesConfig) -> tuple[list[Tra
 
     shown, issues = [], []
     for run_dir in run_dirs:
+        if not Path(run_dir).is_dir():
+            issues.append(Issue(str(run_dir), "no such run folder"))
+            continue
         steps = logged_steps(Path(run_dir))
         if not steps:
             continue
-        if not (Path(run_dir) / "run.json").exists():  # a plain TRL output_dir: named by its folder
-            tags = {"size": "—", "method": Path(run_dir).name, "seed": "—"}
+        if not (Path(run_dir) / "run.json").exists():  # a plain TRL output_dir: named by its path as given
+            name = str(run_dir) if Path(run_dir).name else Path(run_dir).resolve().name
+            tags = {"size": "—", "method": name, "seed": "—"}
         else:
             try:
                 info = run_info(run_dir)
