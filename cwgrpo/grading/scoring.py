@@ -256,7 +256,7 @@ def _same_text(found: str, text: str) -> bool:
 def _parse_gold(gold: str, timeout_s: float) -> tuple:
     """Parsed gold (cached); a gold answer that times out is unscorable (and in ``_gold_timeouts``)."""
     math_verify_once()  # import and warm-up are not the answer's time
-    if timeout_s <= _gold_timeouts.get(gold, 0.0):
+    if _gold_timed_out(gold, timeout_s):
         return ()
     parsed: tuple = ()
     with TimeBudget(timeout_s, "cpu") as budget:

@@ -15,6 +15,7 @@ holds the table between ``<!-- generated: study-pair -->`` markers; ``--write`` 
 from __future__ import annotations
 
 import argparse
+import functools
 import math
 import statistics
 import sys
@@ -121,6 +122,7 @@ def claims_table(reports: Mapping[str, Mapping[str, Any]]) -> str:
     return "\n".join(markdown_table(header, rows)) + "\n"
 
 
+@functools.cache
 def paper_effect(claim_id: int | str) -> float | None:
     """The paper's own effect for a claim where it reports one: claim 1, CW-GRPO's Avg minus GRPO's at the
     1.5B size in Table 1 (the size the studies stand in for)."""

@@ -793,11 +793,16 @@ def mark_silent_rows(grid: Any, cfg: TableConfig, silent: Mapping[tuple[str, str
     return _mark_rows(grid, marked, "†", f"† No learning signal in training: {why}.")
 
 
+def row_counts(frame: pd.DataFrame, cells: pd.DataFrame, columns: list[str]) -> pd.DataFrame:
+    """The summaries' ``columns`` summed per Table 1 row (size, method), each at the step the row shows."""
+    shown = frame.merge(cells[["size", "method", "step"]].drop_duplicates(), on=["size", "method", "step"])
+    return shown.groupby(["size", "method"], sort=False)[columns].sum()
+
+
 def note_all_truncated(grid: Any, cfg: TableConfig, frame: pd.DataFrame, cells: pd.DataFrame) -> Any:
     """A note naming the rows whose every evaluation sample was cut at max_new_tokens: no answer finished,
     so their accuracy says nothing of the method (raise evaluate's max_new_tokens)."""
-    rows = frame.merge(cells[["size", "method", "step"]].drop_duplicates(), on=["size", "method", "step"])
-    sums = rows.groupby(["size", "method"], sort=False)[["n_truncated", "n_samples"]].sum()
+    sums = row_counts(frame, cells, ["n_truncated", "n_samples"])
     cut = sums[(sums["n_samples"] > 0) & (sums["n_truncated"] == sums["n_samples"])]
     if cut.empty:
         return grid
@@ -809,9 +814,7 @@ def note_all_truncated(grid: Any, cfg: TableConfig, frame: pd.DataFrame, cells: 
 def mark_timed_out_rows(grid: Any, cfg: TableConfig, frame: pd.DataFrame, cells: pd.DataFrame) -> Any:
     """Rows holding answers whose grading ran out of its CPU-time budget (graded wrong) get a double
     dagger and a note with the counts: cells a larger budget could change."""
-    shown = cells[["size", "method", "step"]].drop_duplicates()
-    rows = frame.merge(shown, on=["size", "method", "step"])
-    late = rows.groupby(["size", "method"], sort=False)["n_timed_out"].sum()
+    late = row_counts(frame, cells, ["n_timed_out"])["n_timed_out"]
     late = late[late > 0]
     if late.empty:
         return grid
